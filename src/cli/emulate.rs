@@ -1,0 +1,125 @@
+//! `docpipe emulate`: serve the emulator on an address until Ctrl-C or SIGTERM.
+
+use super::UserError;
+use crate::clock;
+use crate::emulator::data::{DataFile, RowOrder};
+use crate::emulator::{Emulator, Server};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The demo data file, embedded so the emulator runs from anywhere.
+pub const DEMO_DATA: &str = include_str!("../../sample_data/demo.toml");
+
+/// Fault and limit overrides, on top of the data file's `[faults]` and `[limits]`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct FaultArgs {
+    /// Fraction of responses replaced by 500, 502 or 503 (0 to 1).
+    #[arg(long)]
+    pub error_rate: Option<f64>,
+    /// Every N requests a burst of 429s begins.
+    #[arg(long)]
+    pub burst_429_every: Option<u64>,
+    /// Requests per 429 burst.
+    #[arg(long)]
+    pub burst_429_len: Option<u64>,
+    /// Retry-After seconds sent with burst 429s.
+    #[arg(long)]
+    pub burst_retry_after_secs: Option<u64>,
+    /// Milliseconds of latency added to every response.
+    #[arg(long)]
+    pub latency_ms: Option<u64>,
+    /// Fraction of bodies cut off halfway (0 to 1).
+    #[arg(long)]
+    pub cut_body_rate: Option<f64>,
+    /// Fraction of connections closed without a complete response (0 to 1).
+    #[arg(long)]
+    pub drop_rate: Option<f64>,
+    /// The most recent N days keep receiving late events.
+    #[arg(long)]
+    pub late_days: Option<u32>,
+    /// Seconds between waves of late events.
+    #[arg(long)]
+    pub late_every_secs: Option<u64>,
+    /// Order of rows within a page.
+    #[arg(long, value_enum)]
+    pub row_order: Option<RowOrder>,
+    /// Seed of the fault dice.
+    #[arg(long)]
+    pub fault_seed: Option<u64>,
+    /// Analytics requests per organization per hour.
+    #[arg(long)]
+    pub analytics_per_hour: Option<u32>,
+    /// Follow-ups and job creations per project per hour.
+    #[arg(long)]
+    pub agent_per_hour: Option<u32>,
+    /// Seconds an agent job runs before it ends.
+    #[arg(long)]
+    pub job_duration_secs: Option<u64>,
+}
+
+impl FaultArgs {
+    /// Applies the overrides to a data file.
+    pub fn apply(&self, data: &mut DataFile) {
+        let f = &mut data.faults;
+        macro_rules! set {
+            ($($src:ident => $dst:expr),* $(,)?) => { $( if let Some(v) = self.$src { $dst = v; } )* };
+        }
+        set!(error_rate => f.error_rate, burst_429_every => f.burst_429_every, burst_429_len => f.burst_429_len,
+             burst_retry_after_secs => f.burst_retry_after_secs, latency_ms => f.latency_ms,
+             cut_body_rate => f.cut_body_rate, drop_rate => f.drop_rate, late_days => f.late_days,
+             late_every_secs => f.late_every_secs, row_order => f.row_order, fault_seed => f.seed);
+        let l = &mut data.limits;
+        set!(analytics_per_hour => l.analytics_per_hour, agent_per_hour => l.agent_per_hour,
+             job_duration_secs => l.job_duration_secs);
+    }
+}
+
+/// Serve a faithful emulator of the service: page views, agent jobs and the v1 assistant, with
+/// the service's keys, limits and errors, and injectable faults. Stats at `GET /_emulator/stats`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// Data file (TOML); the embedded demo data (sample_data/demo.toml) when absent.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Fault and limit overrides.
+    #[command(flatten)]
+    pub faults: FaultArgs,
+}
+
+/// Loads a data file (or the embedded demo) and applies the overrides, validating the result.
+pub fn load_data(
+    path: Option<&std::path::Path>,
+    faults: &FaultArgs,
+) -> Result<DataFile, UserError> {
+    let text = match path {
+        Some(p) => std::fs::read_to_string(p)
+            .map_err(|e| UserError(format!("cannot read data file {}: {e}", p.display())))?,
+        None => DEMO_DATA.to_string(),
+    };
+    let origin = path.map_or("embedded demo data".to_string(), |p| {
+        p.display().to_string()
+    });
+    let mut data = DataFile::parse(&text, &origin).map_err(|e| UserError(e.to_string()))?;
+    faults.apply(&mut data);
+    // The overrides obey the same rules as the file.
+    data.validate(&origin)
+        .map_err(|e| UserError(e.to_string()))?;
+    Ok(data)
+}
+
+/// Runs the emulator until interrupted.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let data = load_data(args.data.as_deref(), &args.faults)?;
+    let emulator = Emulator::new(data, clock::system());
+    let server = Server::start(emulator, args.addr)
+        .await
+        .map_err(|e| UserError(format!("cannot listen on {}: {e}", args.addr)))?;
+    tracing::info!(addr = %server.addr, "emulator listening; stats at /_emulator/stats");
+    println!("emulator listening on {}", server.base_url());
+    crate::cli::shutdown_signal().await;
+    server.stop().await;
+    Ok(())
+}

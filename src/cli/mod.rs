@@ -1,0 +1,72 @@
+//! The command line: one file per subcommand; doc comments are the `--help` text.
+
+pub mod emulate;
+
+use clap::{Parser, Subcommand};
+
+/// Export documentation page views (human vs AI) to Parquet, aggregate trends,
+/// and drive agent-job follow-ups.
+///
+/// Exit codes: 0 ok, 1 runtime failure, 2 bad input (config, arguments, data or rule files).
+#[derive(Debug, Parser)]
+#[command(name = "docpipe", version, about, long_about)]
+pub struct Cli {
+    /// More log output (-v debug, -vv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Less log output (-q warnings and errors only, -qq errors only).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "verbose")]
+    pub quiet: u8,
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve a faithful emulator of the documentation platform's API.
+    Emulate(emulate::Args),
+}
+
+/// Bad input from the user: exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UserError(pub String);
+
+/// Runs a parsed command line.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Emulate(args) => emulate::run(args).await,
+    }
+}
+
+/// The log filter for `-v`/`-q` counts.
+pub fn log_level(verbose: u8, quiet: u8) -> &'static str {
+    match (verbose, quiet) {
+        (0, 0) => "info",
+        (1, _) => "debug",
+        (v, _) if v >= 2 => "trace",
+        (_, 1) => "warn",
+        _ => "error",
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}

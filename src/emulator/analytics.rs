@@ -1,0 +1,189 @@
+//! `GET /v1/analytics/{projectId}/views`: offset-paged page views, and the truth endpoint.
+
+use super::data::{KeyKind, RowOrder};
+use super::generate::Row;
+use super::{Emulator, Limit, Reply, invalid};
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::IntoResponse;
+use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A boundary of a date range: a day, and whether a time of day past midnight was given.
+fn parse_date(s: &str) -> Option<(NaiveDate, bool)> {
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return Some((d, false));
+    }
+    if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(s) {
+        let utc = dt.naive_utc();
+        return Some((utc.date(), utc.time() != NaiveTime::MIN));
+    }
+    for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
+        if let Ok(dt) = NaiveDateTime::parse_from_str(s, fmt) {
+            return Some((dt.date(), dt.time() != NaiveTime::MIN));
+        }
+    }
+    None
+}
+
+/// Validated query parameters.
+#[derive(Debug)]
+struct ViewsQuery {
+    from: NaiveDate,
+    to: NaiveDate,
+    limit: usize,
+    offset: usize,
+}
+
+fn parse_query(
+    q: &HashMap<String, String>,
+    start: NaiveDate,
+    today: NaiveDate,
+) -> Result<ViewsQuery, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut day = |name: &str, default: NaiveDate, round_up: bool| match q.get(name) {
+        None => default,
+        Some(s) => match parse_date(s) {
+            // A date-time upper bound includes the day it falls in.
+            Some((d, has_time)) if round_up && has_time => d.succ_opt().unwrap_or(d),
+            Some((d, _)) => d,
+            None => {
+                problems.push(format!(
+                    "{name} must be a date in ISO 8601 or YYYY-MM-DD format"
+                ));
+                default
+            }
+        },
+    };
+    let from = day("dateFrom", start, false);
+    let to = day("dateTo", today.succ_opt().unwrap_or(today), true);
+    let limit = match q.get("limit").map(|s| s.parse::<i64>()) {
+        None => 50,
+        Some(Ok(n)) if (1..=250).contains(&n) => n as usize,
+        Some(_) => {
+            problems.push("limit must be an integer between 1 and 250".to_string());
+            50
+        }
+    };
+    let offset = match q.get("offset").map(|s| s.parse::<i64>()) {
+        None => 0,
+        Some(Ok(n)) if n >= 0 => n as usize,
+        Some(_) => {
+            problems.push("offset must be an integer of at least 0".to_string());
+            0
+        }
+    };
+    if problems.is_empty() && from > to {
+        problems.push("dateFrom must not be after dateTo".to_string());
+    }
+    if problems.is_empty() {
+        Ok(ViewsQuery {
+            from,
+            to,
+            limit,
+            offset,
+        })
+    } else {
+        Err(problems)
+    }
+}
+
+fn row_json(r: &Row) -> Value {
+    json!({ "path": r.path, "human": r.human, "ai": r.ai, "total": r.total() })
+}
+
+fn totals_json(rows: &[Row]) -> Value {
+    let human: u64 = rows.iter().map(|r| r.human).sum();
+    let ai: u64 = rows.iter().map(|r| r.ai).sum();
+    json!({ "human": human, "ai": ai, "total": human + ai })
+}
+
+/// The page views handler.
+pub async fn views(
+    State(emu): State<Arc<Emulator>>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+    query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+) -> Reply {
+    let org = emu.authorize(&headers, &[KeyKind::Admin, KeyKind::ReadOnlyAdmin])?;
+    emu.take(Limit::Analytics, &org)?;
+    let Ok(Query(q)) = query else {
+        return Err(invalid(&["query string is not valid".to_string()]));
+    };
+    let q = parse_query(&q, emu.data().start_date, emu.today()).map_err(|p| invalid(&p))?;
+    emu.owned_project(&org, &project)?;
+    let Some(rows) = emu.truth(&project, q.from, q.to) else {
+        return Err(not_found());
+    };
+    let end = q.offset.saturating_add(q.limit).min(rows.len());
+    let page = if q.offset < rows.len() {
+        &rows[q.offset..end]
+    } else {
+        &[]
+    };
+    let mut views: Vec<Value> = page.iter().map(row_json).collect();
+    if emu.data().faults.row_order == RowOrder::Shuffled {
+        // Fisher-Yates with the fault dice: the page's set of rows stays, its order does not.
+        for i in (1..views.len()).rev() {
+            let j = (emu.roll_u64() % (i as u64 + 1)) as usize;
+            views.swap(i, j);
+        }
+    }
+    let has_more = q.offset.saturating_add(q.limit) < rows.len();
+    Ok(
+        Json(json!({ "totals": totals_json(&rows), "views": views, "hasMore": has_more }))
+            .into_response(),
+    )
+}
+
+fn not_found() -> super::ApiError {
+    super::error(axum::http::StatusCode::NOT_FOUND, "Project not found")
+}
+
+/// `GET /_emulator/truth/{project}?dateFrom&dateTo`: every row of the range, no paging, no auth.
+pub async fn truth(
+    State(emu): State<Arc<Emulator>>,
+    Path(project): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Reply {
+    let q = parse_query(&q, emu.data().start_date, emu.today()).map_err(|p| invalid(&p))?;
+    let rows = emu.truth(&project, q.from, q.to).ok_or_else(not_found)?;
+    let views: Vec<Value> = rows.iter().map(row_json).collect();
+    Ok(
+        Json(json!({ "totals": totals_json(&rows), "views": views, "hasMore": false }))
+            .into_response(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_parse_as_days_and_datetime_upper_bounds_round_up() {
+        let d = |s| NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+        assert_eq!(parse_date("2026-03-01"), Some((d("2026-03-01"), false)));
+        assert_eq!(
+            parse_date("2026-03-01T00:00:00Z"),
+            Some((d("2026-03-01"), false))
+        );
+        assert_eq!(
+            parse_date("2026-03-01T10:00:00+02:00"),
+            Some((d("2026-03-01"), true))
+        );
+        assert_eq!(
+            parse_date("2026-03-01T12:30"),
+            Some((d("2026-03-01"), true))
+        );
+        assert_eq!(parse_date("March 1"), None);
+        let q: HashMap<String, String> =
+            [("dateTo".to_string(), "2026-03-01T06:00:00Z".to_string())]
+                .into_iter()
+                .collect();
+        let parsed = parse_query(&q, d("2026-01-01"), d("2026-06-01")).unwrap();
+        assert_eq!(parsed.to, d("2026-03-02"));
+    }
+}

@@ -1,0 +1,461 @@
+//! A faithful stand-in of the documentation platform's service, as an axum `Router`.
+//!
+//! It serves page views, agent jobs and the v1 assistant with the service's authentication,
+//! limits and error bodies, plus injectable faults and request counters under `/_emulator/`.
+
+pub mod analytics;
+pub mod assistant;
+pub mod data;
+pub mod faults;
+pub mod generate;
+pub mod jobs;
+
+use crate::clock::SharedClock;
+use crate::ratelimit::SlidingWindow;
+use axum::Json;
+use axum::Router;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use chrono::{DateTime, NaiveDate, Utc};
+use data::{DataFile, KeyKind};
+use generate::{Generator, Row};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The operations the emulator counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    /// GET page views.
+    Views,
+    /// POST create job.
+    JobCreate,
+    /// GET job.
+    JobGet,
+    /// POST follow-up message.
+    JobMessage,
+    /// POST assistant message.
+    Assistant,
+}
+
+impl Op {
+    /// Name used in stats.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Views => "views",
+            Op::JobCreate => "job_create",
+            Op::JobGet => "job_get",
+            Op::JobMessage => "job_message",
+            Op::Assistant => "assistant",
+        }
+    }
+}
+
+/// Counters of one operation.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct OpStats {
+    /// Requests received.
+    pub requests: u64,
+    /// Requests by project (or domain).
+    pub by_project: BTreeMap<String, u64>,
+    /// Responses by status code.
+    pub by_status: BTreeMap<u16, u64>,
+}
+
+/// A thread of the assistant.
+#[derive(Debug, Clone)]
+struct Thread {
+    key: String,
+    domain: String,
+}
+
+/// Mutable state behind one lock.
+#[derive(Debug, Default)]
+struct Inner {
+    analytics: HashMap<String, SlidingWindow>,
+    agent: HashMap<String, SlidingWindow>,
+    assistant: HashMap<String, SlidingWindow>,
+    jobs: HashMap<(String, String), jobs::Job>,
+    threads: HashMap<String, Thread>,
+    stats: BTreeMap<&'static str, OpStats>,
+    next_id: u64,
+    extra_late_waves: u64,
+    cache: Vec<(RowsKey, Arc<Vec<Row>>)>,
+}
+
+type RowsKey = (String, NaiveDate, NaiveDate, NaiveDate, u64);
+
+/// The emulator: data, clock, generators and state.
+#[derive(Debug)]
+pub struct Emulator {
+    data: DataFile,
+    clock: SharedClock,
+    started: DateTime<Utc>,
+    generators: HashMap<String, Generator>,
+    dice: AtomicU64,
+    burst: AtomicU64,
+    inner: Mutex<Inner>,
+}
+
+/// An error response as the service sends it: `{"error": message, "details"?: [{"message"}]}`,
+/// with `Retry-After` on a 429.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// The `error` field.
+    pub message: String,
+    /// The `details` messages, if any.
+    pub details: Vec<String>,
+    /// `Retry-After` seconds.
+    pub retry_after_secs: Option<u64>,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = if self.details.is_empty() {
+            json!({ "error": self.message })
+        } else {
+            let details: Vec<Value> = self
+                .details
+                .iter()
+                .map(|m| json!({ "message": m }))
+                .collect();
+            json!({ "error": self.message, "details": details })
+        };
+        let mut resp = (self.status, Json(body)).into_response();
+        if let Some(secs) = self.retry_after_secs {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
+    }
+}
+
+/// A JSON error: `{"error": message}`.
+pub fn error(status: StatusCode, message: impl Into<String>) -> ApiError {
+    ApiError {
+        status,
+        message: message.into(),
+        details: Vec::new(),
+        retry_after_secs: None,
+    }
+}
+
+/// A 400 with details, as the analytics endpoints send it.
+pub fn invalid(details: &[String]) -> ApiError {
+    ApiError {
+        details: details.to_vec(),
+        ..error(StatusCode::BAD_REQUEST, "Invalid query parameters")
+    }
+}
+
+/// A 429 with `Retry-After` in whole seconds (at least 1).
+pub fn too_many(wait: chrono::Duration, what: &str) -> ApiError {
+    let secs = (wait.num_milliseconds().max(0) as u64)
+        .div_ceil(1000)
+        .max(1);
+    ApiError {
+        retry_after_secs: Some(secs),
+        ..error(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("Rate limit exceeded for {what}"),
+        )
+    }
+}
+
+/// What a handler returns.
+pub type Reply = Result<Response, ApiError>;
+
+/// Which limit a request counts against.
+#[derive(Debug, Clone, Copy)]
+pub enum Limit {
+    /// Analytics, per organization.
+    Analytics,
+    /// Follow-ups and job creations, per project.
+    Agent,
+    /// Assistant, per organization.
+    Assistant,
+}
+
+impl Emulator {
+    /// An emulator over validated data, reading time from `clock`.
+    pub fn new(data: DataFile, clock: SharedClock) -> Arc<Self> {
+        let generators = data
+            .projects
+            .iter()
+            .map(|p| (p.id.clone(), Generator::new(data.seed, data.start_date, p)))
+            .collect();
+        let started = clock.now();
+        let mut inner = Inner::default();
+        for seed in &data.jobs {
+            let job = jobs::Job::seeded(seed, started);
+            inner
+                .jobs
+                .insert((seed.project.clone(), seed.id.clone()), job);
+        }
+        Arc::new(Self {
+            dice: AtomicU64::new(data.faults.seed),
+            burst: AtomicU64::new(0),
+            data,
+            clock,
+            started,
+            generators,
+            inner: Mutex::new(inner),
+        })
+    }
+
+    /// The data file in force.
+    pub fn data(&self) -> &DataFile {
+        &self.data
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave the counters half-updated in a way that
+        // matters to a test double, so a poisoned lock is recovered.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The current time.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// The current day, UTC.
+    pub fn today(&self) -> NaiveDate {
+        self.now().date_naive()
+    }
+
+    /// A fresh uniform number in [0, 1) from the fault dice.
+    pub fn roll(&self) -> f64 {
+        generate::unit(generate::mix(self.dice.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    /// A fresh 64-bit random value from the fault dice.
+    pub fn roll_u64(&self) -> u64 {
+        generate::mix(self.dice.fetch_add(1, Ordering::Relaxed) ^ 0x5EED)
+    }
+
+    /// The position of this request in the 429-burst cycle (counts every service request).
+    pub fn burst_position(&self) -> u64 {
+        self.burst.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A new unique id with a prefix.
+    pub fn next_id(&self, prefix: &str) -> String {
+        let mut inner = self.lock();
+        inner.next_id += 1;
+        format!("{prefix}_{:04}", inner.next_id)
+    }
+
+    /// Waves of late events a day has received so far.
+    pub fn late_waves(&self, day: NaiveDate) -> u64 {
+        let f = &self.data.faults;
+        if f.late_days == 0 {
+            return 0;
+        }
+        let age = (self.today() - day).num_days();
+        if age < 0 || age >= i64::from(f.late_days) {
+            return 0;
+        }
+        let elapsed = (self.now() - self.started).num_seconds().max(0) as u64;
+        elapsed / f.late_every_secs + self.lock().extra_late_waves
+    }
+
+    /// Adds one wave of late events to the recent days now.
+    pub fn add_late_wave(&self) {
+        self.lock().extra_late_waves += 1;
+    }
+
+    /// The true rows of a project over `from..to` as they stand now (stable order).
+    pub fn truth(&self, project: &str, from: NaiveDate, to: NaiveDate) -> Option<Arc<Vec<Row>>> {
+        let generator = self.generators.get(project)?;
+        let today = self.today();
+        let late_key = if self.data.faults.late_days == 0 {
+            0
+        } else {
+            self.late_waves(today)
+        };
+        let key: RowsKey = (project.to_string(), from, to, today, late_key);
+        if let Some((_, rows)) = self.lock().cache.iter().find(|(k, _)| *k == key) {
+            return Some(rows.clone());
+        }
+        let rows = Arc::new(generator.rows(from, to, today, |d| self.late_waves(d)));
+        let mut inner = self.lock();
+        if inner.cache.len() >= 16 {
+            inner.cache.remove(0);
+        }
+        inner.cache.push((key, rows.clone()));
+        Some(rows)
+    }
+
+    /// The generator of a project.
+    pub fn generator(&self, project: &str) -> Option<&Generator> {
+        self.generators.get(project)
+    }
+
+    /// Takes one request from a limit's budget, or answers with the 429 to send.
+    pub fn take(&self, limit: Limit, owner: &str) -> Result<(), ApiError> {
+        let now = self.now();
+        let l = &self.data.limits;
+        let mut inner = self.lock();
+        let (map, per_hour, what) = match limit {
+            Limit::Analytics => (&mut inner.analytics, l.analytics_per_hour, "analytics"),
+            Limit::Agent => (&mut inner.agent, l.agent_per_hour, "agent jobs"),
+            Limit::Assistant => (&mut inner.assistant, l.assistant_per_hour, "assistant"),
+        };
+        let window = map
+            .entry(owner.to_string())
+            .or_insert_with(|| SlidingWindow::new(per_hour, chrono::Duration::hours(1)));
+        window.try_acquire(now).map_err(|wait| too_many(wait, what))
+    }
+
+    /// Records a request and its final status.
+    pub fn record(&self, op: Op, project: &str, status: u16) {
+        let mut inner = self.lock();
+        let s = inner.stats.entry(op.name()).or_default();
+        s.requests += 1;
+        *s.by_project.entry(project.to_string()).or_default() += 1;
+        *s.by_status.entry(status).or_default() += 1;
+    }
+
+    /// The counters, by operation name.
+    pub fn stats(&self) -> BTreeMap<&'static str, OpStats> {
+        self.lock().stats.clone()
+    }
+
+    /// Requests of one operation received for a project so far.
+    pub fn requests(&self, op: Op, project: &str) -> u64 {
+        self.lock()
+            .stats
+            .get(op.name())
+            .and_then(|s| s.by_project.get(project).copied())
+            .unwrap_or(0)
+    }
+
+    /// Checks the bearer key: its organization when it is of an accepted kind, else the 401/403.
+    pub fn authorize(&self, headers: &HeaderMap, want: &[KeyKind]) -> Result<String, ApiError> {
+        let Some(raw) = headers.get(header::AUTHORIZATION) else {
+            return Err(error(
+                StatusCode::UNAUTHORIZED,
+                "Missing Authorization header",
+            ));
+        };
+        let key = raw
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .unwrap_or("");
+        match self.data.key(key) {
+            None => Err(error(StatusCode::UNAUTHORIZED, "Invalid API key")),
+            Some((KeyKind::Expired, _)) => {
+                Err(error(StatusCode::UNAUTHORIZED, "API key has expired"))
+            }
+            Some((kind, org)) if want.contains(&kind) => Ok(org.to_string()),
+            Some((KeyKind::ReadOnlyAdmin, _)) => Err(error(
+                StatusCode::FORBIDDEN,
+                "Read-only API key cannot be used for this request",
+            )),
+            Some(_) => Err(error(
+                StatusCode::FORBIDDEN,
+                "This API key cannot be used for this endpoint",
+            )),
+        }
+    }
+
+    /// Checks that a project exists and belongs to the organization.
+    pub fn owned_project(&self, org: &str, project: &str) -> Result<(), ApiError> {
+        match self.data.projects.iter().find(|p| p.id == project) {
+            None => Err(error(StatusCode::NOT_FOUND, "Project not found")),
+            Some(p) if p.organization != org => Err(error(
+                StatusCode::FORBIDDEN,
+                "This API key does not have access to this project",
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+/// Builds the router with every operation, the fault layer and the `/_emulator` endpoints.
+pub fn router(emulator: Arc<Emulator>) -> Router {
+    let service = Router::new()
+        .route("/v1/analytics/{project}/views", get(analytics::views))
+        .route("/v2/agent/{project}/job", post(jobs::create))
+        .route("/v2/agent/{project}/job/{id}", get(jobs::get_job))
+        .route("/v2/agent/{project}/job/{id}/message", post(jobs::message))
+        .route(
+            "/discovery/v1/assistant/{domain}/message",
+            post(assistant::message),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            emulator.clone(),
+            faults::layer,
+        ));
+    Router::new()
+        .route("/_emulator/stats", get(stats))
+        .route("/_emulator/truth/{project}", get(analytics::truth))
+        .route("/_emulator/late", post(late))
+        .merge(service)
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "Not found").into_response() })
+        .with_state(emulator)
+}
+
+async fn stats(axum::extract::State(emu): axum::extract::State<Arc<Emulator>>) -> Response {
+    Json(emu.stats()).into_response()
+}
+
+async fn late(axum::extract::State(emu): axum::extract::State<Arc<Emulator>>) -> Response {
+    emu.add_late_wave();
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// A running emulator server.
+#[derive(Debug)]
+pub struct Server {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    /// The emulator behind it.
+    pub emulator: Arc<Emulator>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    /// Binds `addr` (use `127.0.0.1:0` for a free port) and serves in a background task.
+    pub async fn start(emulator: Arc<Emulator>, addr: SocketAddr) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let app = router(emulator.clone());
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = rx.await;
+                })
+                .await
+        });
+        Ok(Self {
+            addr,
+            emulator,
+            shutdown: Some(tx),
+            task,
+        })
+    }
+
+    /// The base address, `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops serving and waits for the task.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}

@@ -1,0 +1,99 @@
+//! Shared helpers: data files, a test clock and one-shot calls into the emulator's router.
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use chrono::{DateTime, NaiveDate, Utc};
+use docpipe::clock::TokioClock;
+use docpipe::emulator::data::DataFile;
+use docpipe::emulator::{Emulator, router};
+use std::sync::Arc;
+use tower::ServiceExt;
+
+pub const ADMIN_A: &str = "mint_test_admin_a";
+pub const ADMIN_B: &str = "mint_test_admin_b";
+pub const ASSIST_A: &str = "mint_dsc_test_assistant_a";
+
+/// The small test data file.
+pub fn small() -> DataFile {
+    DataFile::load(&root().join("sample_data/small.toml")).expect("small.toml loads")
+}
+
+pub fn root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn day(s: &str) -> NaiveDate {
+    NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+}
+
+/// "Now" in the tests: noon on 2026-03-15, two weeks after the small data starts.
+pub fn noon() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-03-15T12:00:00Z")
+        .unwrap()
+        .to_utc()
+}
+
+/// An emulator over `data` on a clock that moves with tokio's (paused) time.
+pub fn emulator(data: DataFile) -> Arc<Emulator> {
+    Emulator::new(data, Arc::new(TokioClock::starting_at(noon())))
+}
+
+/// A response's parts.
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Result<bytes::Bytes, String>,
+}
+
+impl Reply {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(self.body.as_ref().expect("body")).into_owned()
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(self.body.as_ref().expect("body")).expect("json body")
+    }
+}
+
+/// Sends one request through the router.
+pub async fn call(
+    app: &Router,
+    method: Method,
+    uri: &str,
+    key: Option<&str>,
+    body: Option<&str>,
+) -> Reply {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(k) = key {
+        req = req.header("authorization", format!("Bearer {k}"));
+    }
+    let req = req
+        .header("content-type", "application/json")
+        .body(body.map_or(Body::empty(), |b| Body::from(b.to_string())))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .map_err(|e| e.to_string());
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+pub async fn get(app: &Router, uri: &str, key: Option<&str>) -> Reply {
+    call(app, Method::GET, uri, key, None).await
+}
+
+pub async fn post(app: &Router, uri: &str, key: Option<&str>, body: &str) -> Reply {
+    call(app, Method::POST, uri, key, Some(body)).await
+}
+
+/// A router over `data`, and the emulator behind it.
+pub fn app(data: DataFile) -> (Router, Arc<Emulator>) {
+    let emu = emulator(data);
+    (router(emu.clone()), emu)
+}
