@@ -1,6 +1,9 @@
 //! docpipe: export documentation page views (human vs AI) to Parquet, and more.
 
+pub mod api;
 pub mod cli;
 pub mod clock;
+pub mod config;
 pub mod emulator;
+pub mod random;
 pub mod ratelimit;

@@ -1,5 +1,6 @@
 //! The command line: one file per subcommand; doc comments are the `--help` text.
 
+pub mod ask;
 pub mod emulate;
 
 use clap::{Parser, Subcommand};
@@ -17,6 +18,14 @@ pub struct Cli {
     /// Less log output (-q warnings and errors only, -qq errors only).
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "verbose")]
     pub quiet: u8,
+    /// Config file.
+    #[arg(
+        long,
+        global = true,
+        env = "DOCPIPE_CONFIG",
+        default_value = "docpipe.toml"
+    )]
+    pub config: std::path::PathBuf,
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
@@ -27,6 +36,8 @@ pub struct Cli {
 pub enum Command {
     /// Serve a faithful emulator of the documentation platform's API.
     Emulate(emulate::Args),
+    /// Ask the documentation assistant a question and stream the answer.
+    Ask(ask::Args),
 }
 
 /// Bad input from the user: exit code 2.
@@ -38,7 +49,13 @@ pub struct UserError(pub String);
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Emulate(args) => emulate::run(args).await,
+        Command::Ask(args) => ask::run(args, &load_settings(&cli.config)?).await,
     }
+}
+
+/// Loads the config file; every problem in it is a user error.
+pub fn load_settings(path: &std::path::Path) -> Result<crate::config::Settings, UserError> {
+    crate::config::Settings::load(path).map_err(|e| UserError(e.to_string()))
 }
 
 /// The log filter for `-v`/`-q` counts.

@@ -97,3 +97,68 @@ pub fn app(data: DataFile) -> (Router, Arc<Emulator>) {
     let emu = emulator(data);
     (router(emu.clone()), emu)
 }
+
+/// An emulator served over TCP on a free loopback port, on a manual clock shared with clients.
+pub struct Live {
+    pub server: docpipe::emulator::Server,
+    pub clock: Arc<docpipe::clock::ManualClock>,
+}
+
+impl Live {
+    pub async fn start(data: DataFile) -> Self {
+        let clock = docpipe::clock::ManualClock::new(noon());
+        let emu = Emulator::new(data, clock.clone());
+        let server = docpipe::emulator::Server::start(emu, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        Self { server, clock }
+    }
+
+    pub fn emu(&self) -> &Arc<Emulator> {
+        &self.server.emulator
+    }
+
+    /// A client of organization `org-a` with the given keys and limits.
+    pub fn client(
+        &self,
+        admin: Option<&str>,
+        assistant: Option<&str>,
+        limits: docpipe::api::Limits,
+    ) -> docpipe::api::Client {
+        use docpipe::api::*;
+        let settings = ClientSettings {
+            base_url: self.server.base_url(),
+            timeout: std::time::Duration::from_secs(10),
+            retry: RetryPolicy {
+                max_retries: 6,
+                ..RetryPolicy::default()
+            },
+            limits,
+        };
+        Client::new(
+            settings,
+            "org-a",
+            admin.map(|k| AdminKey::parse(k, "mint", "test").unwrap()),
+            assistant.map(|k| AssistantKey::parse(k, "mint", "test").unwrap()),
+            self.clock.clone(),
+            Arc::new(budget::MemoryBudget::default()),
+        )
+        .unwrap()
+    }
+
+    /// Seconds the shared clock has moved since the start.
+    pub fn slept(&self) -> i64 {
+        use docpipe::clock::Clock;
+        (self.clock.now() - noon()).num_seconds()
+    }
+}
+
+/// Limits with no headroom and a high analytics limit.
+pub fn open_limits() -> docpipe::api::Limits {
+    docpipe::api::Limits {
+        analytics_per_hour: 100_000,
+        agent_per_hour: 100,
+        assistant_per_hour: 10_000,
+        headroom_percent: 0,
+    }
+}

@@ -860,11 +860,14 @@ async fn stats_and_truth_endpoints_need_no_key() {
 }
 
 #[test]
-fn every_data_file_in_the_repo_loads() {
+fn every_data_and_config_file_in_the_repo_loads() {
     for entry in std::fs::read_dir(root().join("sample_data")).unwrap() {
         let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "toml") {
-            DataFile::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("docpipe") && name.ends_with(".toml") {
+            docpipe::config::Settings::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        } else if name.ends_with(".toml") {
+            DataFile::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
     }
     let demo = DataFile::load(&root().join("sample_data/demo.toml")).unwrap();

@@ -1,4 +1,7 @@
 //! The one integration test binary: each module covers one part of docpipe.
 
+mod client;
 mod common;
 mod emulator;
+mod secrets;
+mod stream;

@@ -1,0 +1,230 @@
+//! The v1 assistant: send a question, stream the answer's events, keep the thread.
+
+use super::stream::{Event, Found, Parser, search_results};
+use super::{ApiError, Call, Client, ErrorKind, Operation, escape};
+use bytes::Bytes;
+use futures::StreamExt;
+use reqwest::Method;
+use serde::Serialize;
+use std::collections::{HashSet, VecDeque};
+
+/// Longest `currentPath` the service accepts.
+pub const MAX_CURRENT_PATH: usize = 200;
+
+/// A text part of a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Part {
+    /// Always `text` here.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The text.
+    pub text: String,
+}
+
+/// A message of the conversation, with the fields the client chat library sends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Message {
+    /// Identifier.
+    pub id: String,
+    /// `user` for the user's messages.
+    pub role: String,
+    /// Text.
+    pub content: String,
+    /// The same text as parts.
+    pub parts: Vec<Part>,
+    /// Creation time (ISO 8601), one of the library's extra fields.
+    #[serde(rename = "createdAt")]
+    pub created_at: String,
+}
+
+impl Message {
+    /// A user message.
+    pub fn user(id: &str, text: &str, created_at: &str) -> Self {
+        Self {
+            id: id.to_string(),
+            role: "user".into(),
+            content: text.to_string(),
+            parts: vec![Part {
+                kind: "text".into(),
+                text: text.to_string(),
+            }],
+            created_at: created_at.to_string(),
+        }
+    }
+}
+
+/// The request body (spec 2.3), plus `threadKey` for continuing a thread.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AskRequest {
+    /// `anonymous` or a user id.
+    pub fp: String,
+    /// The conversation.
+    pub messages: Vec<Message>,
+    /// Thread to continue.
+    #[serde(rename = "threadId")]
+    pub thread_id: Option<String>,
+    /// The thread's key (needed with `threadId`).
+    #[serde(rename = "threadKey", skip_serializing_if = "Option::is_none")]
+    pub thread_key: Option<String>,
+    /// Search results used for the answer.
+    #[serde(rename = "retrievalPageSize")]
+    pub retrieval_page_size: u32,
+    /// Page the user is on.
+    #[serde(rename = "currentPath", skip_serializing_if = "Option::is_none")]
+    pub current_path: Option<String>,
+}
+
+/// A streamed answer: thread ids from the headers, then events as they arrive.
+pub struct AnswerStream {
+    /// `X-Thread-Id`, or the finish part's `threadId` once seen.
+    pub thread_id: Option<String>,
+    /// `X-Thread-Key` (sent when a thread is created).
+    pub thread_key: Option<String>,
+    body: futures::stream::BoxStream<'static, reqwest::Result<Bytes>>,
+    parser: Parser,
+    queue: VecDeque<Event>,
+    ended: bool,
+    search_calls: HashSet<String>,
+    /// Pages the search tool returned, in order, without repeats.
+    pub sources: Vec<Found>,
+    target: String,
+}
+
+impl std::fmt::Debug for AnswerStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnswerStream")
+            .field("thread_id", &self.thread_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnswerStream {
+    fn fail(&mut self, message: String) -> ApiError {
+        self.ended = true;
+        ApiError {
+            operation: Operation::AssistantMessage,
+            target: self.target.clone(),
+            kind: ErrorKind::Stream(message),
+        }
+    }
+
+    fn note(&mut self, ev: &Event) {
+        match ev {
+            Event::ToolCall { id, name, .. } if name == "search" => {
+                self.search_calls.insert(id.clone());
+            }
+            Event::ToolResult { id, result } if self.search_calls.contains(id) => {
+                for found in search_results(result) {
+                    if !self.sources.contains(&found) {
+                        self.sources.push(found);
+                    }
+                }
+            }
+            Event::Source { url, title, .. } => {
+                let found = Found {
+                    location: url.clone(),
+                    title: title.clone(),
+                };
+                if !self.sources.contains(&found) {
+                    self.sources.push(found);
+                }
+            }
+            Event::Finish {
+                thread_id: Some(t), ..
+            } if self.thread_id.is_none() => {
+                self.thread_id = Some(t.clone());
+            }
+            _ => {}
+        }
+    }
+
+    /// The next event; `None` after the finish part. A `3:` error part, a parse error or a cut
+    /// stream ends the answer with an error.
+    pub async fn next(&mut self) -> Option<Result<Event, ApiError>> {
+        loop {
+            if let Some(ev) = self.queue.pop_front() {
+                if let Event::Error { message } = &ev {
+                    let message = format!("the assistant reported an error: {message}");
+                    return Some(Err(self.fail(message)));
+                }
+                self.note(&ev);
+                return Some(Ok(ev));
+            }
+            if self.ended {
+                return None;
+            }
+            let step = match self.body.next().await {
+                Some(Ok(chunk)) => self.parser.feed(&chunk),
+                Some(Err(e)) => {
+                    return Some(Err(self.fail(format!("connection failed mid-answer: {e}"))));
+                }
+                None => {
+                    self.ended = true;
+                    self.parser.finish()
+                }
+            };
+            match step {
+                Ok(events) => self.queue.extend(events),
+                Err(e) => return Some(Err(self.fail(e.to_string()))),
+            }
+        }
+    }
+}
+
+impl Client {
+    /// Sends a question to the assistant of `domain` and returns the answer as a stream.
+    /// Retried (before any of the answer arrives) on 429, 5xx and connection failures.
+    pub async fn ask(&self, domain: &str, request: &AskRequest) -> Result<AnswerStream, ApiError> {
+        let limits = self.settings().limits;
+        let target = format!("domain {domain}");
+        let local = |message: String| ApiError {
+            operation: Operation::AssistantMessage,
+            target: target.clone(),
+            kind: ErrorKind::Invalid { message },
+        };
+        if let Some(p) = &request.current_path
+            && p.chars().count() > MAX_CURRENT_PATH
+        {
+            return Err(local(format!(
+                "currentPath is longer than {MAX_CURRENT_PATH} characters (refused before sending)"
+            )));
+        }
+        if request.thread_id.is_some() != request.thread_key.is_some() {
+            return Err(local(
+                "a thread id and its key go together (refused before sending)".into(),
+            ));
+        }
+        let body = serde_json::to_vec(request).map_err(|e| local(e.to_string()))?;
+        let call = Call {
+            operation: Operation::AssistantMessage,
+            target: target.clone(),
+            method: Method::POST,
+            path: format!("/discovery/v1/assistant/{}/message", escape(domain)),
+            query: Vec::new(),
+            body: Some(Bytes::from(body)),
+            budget: Some((
+                format!("assistant:{}", self.organization()),
+                limits.effective(limits.assistant_per_hour),
+            )),
+            admin: false,
+        };
+        let resp = self.send(&call).await?;
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        Ok(AnswerStream {
+            thread_id: header("x-thread-id"),
+            thread_key: header("x-thread-key"),
+            body: resp.bytes_stream().boxed(),
+            parser: Parser::new(),
+            queue: VecDeque::new(),
+            ended: false,
+            search_calls: HashSet::new(),
+            sources: Vec::new(),
+            target,
+        })
+    }
+}

@@ -1,0 +1,84 @@
+//! "May I send now?": rate budgets checked before every request, so that docpipe's own traffic
+//! never causes a 429. A budget is a sliding-window log per scope (`analytics:<org>`,
+//! `agent:<project>`, `assistant:<org>`).
+
+use crate::clock::SharedClock;
+use crate::ratelimit::SlidingWindow;
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The window the service counts in, plus a margin for the time a request takes to arrive: the
+/// service starts counting a request when it receives it, a little after we send it.
+pub fn window() -> chrono::Duration {
+    chrono::Duration::hours(1) + chrono::Duration::seconds(5)
+}
+
+/// A store of sent-request times, shared by whoever uses the same scopes.
+pub trait Budget: Send + Sync + std::fmt::Debug {
+    /// Records a request in `scope` at `now` if fewer than `limit` were sent in the window;
+    /// otherwise returns how long until one fits.
+    fn try_take(&self, scope: &str, limit: u32, now: DateTime<Utc>)
+    -> Result<(), chrono::Duration>;
+
+    /// Requests counted in `scope`'s window at `now`.
+    fn used(&self, scope: &str, now: DateTime<Utc>) -> u32;
+}
+
+/// A budget within one process.
+#[derive(Debug, Default)]
+pub struct MemoryBudget {
+    windows: Mutex<HashMap<String, SlidingWindow>>,
+}
+
+impl Budget for MemoryBudget {
+    fn try_take(
+        &self,
+        scope: &str,
+        limit: u32,
+        now: DateTime<Utc>,
+    ) -> Result<(), chrono::Duration> {
+        let mut map = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        let w = map
+            .entry(scope.to_string())
+            .or_insert_with(|| SlidingWindow::new(limit, window()));
+        if w.limit() != limit {
+            *w = SlidingWindow::new(limit, window());
+        }
+        w.try_acquire(now)
+    }
+
+    fn used(&self, scope: &str, now: DateTime<Utc>) -> u32 {
+        let mut map = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        map.get_mut(scope).map_or(0, |w| w.used(now))
+    }
+}
+
+/// Waits until `scope` has room under `limit`, then takes a slot. Returns the time waited.
+pub async fn acquire(
+    budget: &dyn Budget,
+    clock: &SharedClock,
+    scope: &str,
+    limit: u32,
+) -> Duration {
+    let mut waited = Duration::ZERO;
+    loop {
+        match budget.try_take(scope, limit, clock.now()) {
+            Ok(()) => return waited,
+            Err(wait) => {
+                let wait = wait
+                    .to_std()
+                    .unwrap_or(Duration::from_secs(1))
+                    .max(Duration::from_millis(10));
+                tracing::info!(
+                    scope,
+                    wait_secs = wait.as_secs(),
+                    "rate budget used up; waiting"
+                );
+                clock.sleep(wait).await;
+                waited += wait;
+            }
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! The typed client of the service: one file per operation, plus keys, errors, retry and budget.
+
+pub mod assistant;
+pub mod budget;
+pub mod error;
+pub mod jobs;
+pub mod keys;
+pub mod retry;
+pub mod stream;
+pub mod views;
+
+use crate::clock::SharedClock;
+use crate::random::Dice;
+use backon::Retryable;
+use budget::Budget;
+use bytes::Bytes;
+pub use error::{ApiError, ErrorKind, Operation};
+use futures::StreamExt;
+pub use keys::{AdminKey, AssistantKey};
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::{Method, StatusCode};
+pub use retry::RetryPolicy;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Largest JSON body accepted (a hostile body stops here, not in memory).
+pub const MAX_BODY_BYTES: usize = 64 << 20;
+
+/// Longest service message kept in an error.
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// Per-hour limits the client keeps under, and the share of them it leaves unused.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Analytics requests per organization per hour.
+    pub analytics_per_hour: u32,
+    /// Follow-ups and job creations per project per hour.
+    pub agent_per_hour: u32,
+    /// Assistant messages per organization per hour.
+    pub assistant_per_hour: u32,
+    /// Percent of each limit left for other clients of the same organization.
+    pub headroom_percent: u8,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            analytics_per_hour: 100,
+            agent_per_hour: 100,
+            assistant_per_hour: 10_000,
+            headroom_percent: 5,
+        }
+    }
+}
+
+impl Limits {
+    /// A limit less its headroom, at least 1.
+    pub fn effective(&self, per_hour: u32) -> u32 {
+        let keep = u64::from(per_hour) * u64::from(100 - self.headroom_percent.min(100)) / 100;
+        (keep as u32).max(1)
+    }
+}
+
+/// How the client talks to the service.
+#[derive(Debug, Clone)]
+pub struct ClientSettings {
+    /// Base address, e.g. `http://127.0.0.1:8080` (no trailing slash needed).
+    pub base_url: String,
+    /// Timeout of one request (for a stream: until its headers arrive).
+    pub timeout: Duration,
+    /// Retries.
+    pub retry: RetryPolicy,
+    /// Limits.
+    pub limits: Limits,
+}
+
+/// A client for one organization: its keys and its budgets.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    settings: ClientSettings,
+    organization: String,
+    admin: Option<AdminKey>,
+    assistant: Option<AssistantKey>,
+    clock: SharedClock,
+    budget: Arc<dyn Budget>,
+    dice: Arc<Dice>,
+}
+
+/// One request, described so that it can be sent again.
+#[derive(Debug, Clone)]
+pub(crate) struct Call {
+    pub operation: Operation,
+    pub target: String,
+    pub method: Method,
+    pub path: String,
+    pub query: Vec<(&'static str, String)>,
+    pub body: Option<Bytes>,
+    /// `(scope, limit)` of the budget this request counts against.
+    pub budget: Option<(String, u32)>,
+    pub admin: bool,
+}
+
+impl Client {
+    /// A client for `organization`, with whichever keys it has.
+    pub fn new(
+        settings: ClientSettings,
+        organization: &str,
+        admin: Option<AdminKey>,
+        assistant: Option<AssistantKey>,
+        clock: SharedClock,
+        budget: Arc<dyn Budget>,
+    ) -> Result<Self, ApiError> {
+        let http = reqwest::Client::builder()
+            .timeout(settings.timeout)
+            .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
+            .user_agent(concat!("docpipe/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ApiError {
+                operation: Operation::PageViews,
+                target: format!("organization {organization}"),
+                kind: ErrorKind::Connect(format!("cannot build the HTTP client: {e}")),
+            })?;
+        Ok(Self {
+            http,
+            settings,
+            organization: organization.to_string(),
+            admin,
+            assistant,
+            clock,
+            budget,
+            dice: Arc::new(Dice::from_process()),
+        })
+    }
+
+    /// The organization this client speaks for.
+    pub fn organization(&self) -> &str {
+        &self.organization
+    }
+
+    /// The client's settings.
+    pub fn settings(&self) -> &ClientSettings {
+        &self.settings
+    }
+
+    /// The clock the client reads.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// The budget the client spends.
+    pub fn budget(&self) -> &Arc<dyn Budget> {
+        &self.budget
+    }
+
+    /// The analytics budget scope of this organization.
+    pub fn analytics_scope(&self) -> String {
+        format!("analytics:{}", self.organization)
+    }
+
+    /// Replaces every key this client holds with its redacted form.
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        if let Some(k) = &self.admin {
+            out = out.replace(k.expose(), &k.to_string());
+        }
+        if let Some(k) = &self.assistant {
+            out = out.replace(k.expose(), &k.to_string());
+        }
+        out
+    }
+
+    fn fail(&self, call: &Call, kind: ErrorKind) -> ApiError {
+        ApiError {
+            operation: call.operation,
+            target: call.target.clone(),
+            kind,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.settings.base_url.trim_end_matches('/'), path)
+    }
+
+    fn auth_header(&self, call: &Call) -> Result<String, ApiError> {
+        if call.admin {
+            self.admin
+                .as_ref()
+                .map(AdminKey::bearer)
+                .ok_or_else(|| self.fail(call, ErrorKind::BadKey))
+        } else {
+            self.assistant
+                .as_ref()
+                .map(AssistantKey::bearer)
+                .ok_or_else(|| self.fail(call, ErrorKind::BadKey))
+        }
+    }
+
+    /// One attempt: budget, send, and a non-2xx status mapped to its error. A state-changing
+    /// request whose fate is uncertain becomes `OutcomeUnknown`.
+    async fn attempt(&self, call: &Call) -> Result<reqwest::Response, ApiError> {
+        let auth = self.auth_header(call)?;
+        if let Some((scope, limit)) = &call.budget {
+            budget::acquire(self.budget.as_ref(), &self.clock, scope, *limit).await;
+        }
+        let mut url = self.url(&call.path);
+        for (i, (k, v)) in call.query.iter().enumerate() {
+            url.push(if i == 0 { '?' } else { '&' });
+            url.push_str(k);
+            url.push('=');
+            url.push_str(&escape(v));
+        }
+        let mut req = self
+            .http
+            .request(call.method.clone(), url)
+            .header("authorization", auth);
+        if let Some(body) = &call.body {
+            req = req
+                .header("content-type", "application/json")
+                .body(body.clone());
+        }
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => return Err(self.uncertain(call, self.transport(&e))),
+        };
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let retry_after = retry_after(resp.headers());
+        let text = match read_capped(resp).await {
+            Ok(b) => b,
+            Err(kind) => return Err(self.uncertain(call, kind)),
+        };
+        let message = self.service_message(&text);
+        let kind = match status {
+            StatusCode::BAD_REQUEST => ErrorKind::Invalid { message },
+            StatusCode::UNAUTHORIZED => ErrorKind::BadKey,
+            StatusCode::FORBIDDEN => ErrorKind::Forbidden { message },
+            StatusCode::NOT_FOUND => ErrorKind::NotFound { message },
+            StatusCode::REQUEST_TIMEOUT => ErrorKind::RequestTimeout,
+            StatusCode::TOO_MANY_REQUESTS => ErrorKind::RateLimited { retry_after },
+            s if s.is_server_error() => ErrorKind::Server {
+                status: s.as_u16(),
+                message,
+            },
+            s => ErrorKind::Unexpected {
+                status: s.as_u16(),
+                message,
+            },
+        };
+        Err(self.uncertain(call, kind))
+    }
+
+    /// For a state-changing request, everything but "never reached the service" and 429 and the
+    /// 4xx answers is an unknown outcome: the caller must read the job, not resend.
+    fn uncertain(&self, call: &Call, kind: ErrorKind) -> ApiError {
+        let unsure = matches!(
+            kind,
+            ErrorKind::Server { .. }
+                | ErrorKind::RequestTimeout
+                | ErrorKind::Timeout(_)
+                | ErrorKind::Connection(_)
+                | ErrorKind::Malformed(_)
+        );
+        if unsure && !call.operation.idempotent() {
+            return self.fail(call, ErrorKind::OutcomeUnknown(kind.to_string()));
+        }
+        self.fail(call, kind)
+    }
+
+    fn transport(&self, e: &reqwest::Error) -> ErrorKind {
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            text.push_str(": ");
+            text.push_str(&s.to_string());
+            source = s.source();
+        }
+        let text = self.redact(&text);
+        if e.is_timeout() {
+            ErrorKind::Timeout(self.settings.timeout)
+        } else if e.is_connect() {
+            ErrorKind::Connect(text)
+        } else {
+            ErrorKind::Connection(text)
+        }
+    }
+
+    /// `{"error": ..., "details": [{"message"}]}` or the start of the body, redacted and capped.
+    fn service_message(&self, body: &[u8]) -> String {
+        let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+        let text = match parsed
+            .as_ref()
+            .and_then(|v| v.get("error"))
+            .and_then(|e| e.as_str())
+        {
+            Some(err) => {
+                let details: Vec<&str> = parsed
+                    .as_ref()
+                    .and_then(|v| v.get("details"))
+                    .and_then(|d| d.as_array())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|d| d.get("message").and_then(|m| m.as_str()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if details.is_empty() {
+                    err.to_string()
+                } else {
+                    format!("{err}: {}", details.join("; "))
+                }
+            }
+            None => String::from_utf8_lossy(body).trim().to_string(),
+        };
+        let text = if text.is_empty() {
+            "no message".to_string()
+        } else {
+            text
+        };
+        let text: String = text
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(MAX_MESSAGE_CHARS)
+            .collect();
+        self.redact(&text)
+    }
+
+    /// Sends with retries and returns the response of the first successful attempt.
+    pub(crate) async fn send(&self, call: &Call) -> Result<reqwest::Response, ApiError> {
+        self.with_retries(call, || self.attempt(call)).await
+    }
+
+    /// Sends with retries, reads the body and decodes it, all inside each attempt (so a cut body
+    /// of a read-only request is fetched again).
+    pub(crate) async fn send_json<T>(
+        &self,
+        call: &Call,
+        decode: impl Fn(&[u8]) -> Result<T, String>,
+    ) -> Result<T, ApiError> {
+        self.with_retries(call, || async {
+            let resp = self.attempt(call).await?;
+            let body = read_capped(resp)
+                .await
+                .map_err(|k| self.uncertain(call, k))?;
+            decode(&body).map_err(|d| self.uncertain(call, ErrorKind::Malformed(self.redact(&d))))
+        })
+        .await
+    }
+
+    async fn with_retries<T, F, Fut>(&self, call: &Call, f: F) -> Result<T, ApiError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ApiError>>,
+    {
+        let policy = self.settings.retry;
+        let clock = self.clock.clone();
+        f.retry(policy.backoff())
+            .sleep(move |d| clock.sleep(d))
+            .when(ApiError::retryable)
+            .adjust(|e: &ApiError, step| policy.delay(step, e.retry_after(), &self.dice))
+            .notify(|e: &ApiError, wait| {
+                tracing::warn!(
+                    operation = call.operation.name(),
+                    target = %call.target,
+                    wait_ms = wait.as_millis() as u64,
+                    "retrying: {}",
+                    e.kind
+                );
+            })
+            .await
+    }
+}
+
+/// Percent-escapes a path segment or query value (everything but unreserved characters).
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let v = headers.get(RETRY_AFTER)?.to_str().ok()?;
+    retry::parse_retry_after(v, std::time::SystemTime::now())
+}
+
+/// Reads a whole body, refusing more than `MAX_BODY_BYTES`.
+async fn read_capped(resp: reqwest::Response) -> Result<Vec<u8>, ErrorKind> {
+    if resp
+        .content_length()
+        .is_some_and(|n| n > MAX_BODY_BYTES as u64)
+    {
+        return Err(ErrorKind::Malformed(format!(
+            "body larger than {} MiB",
+            MAX_BODY_BYTES >> 20
+        )));
+    }
+    let mut out = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            if e.is_timeout() {
+                ErrorKind::Connection(format!("body timed out: {e}"))
+            } else {
+                ErrorKind::Connection(format!("body interrupted: {e}"))
+            }
+        })?;
+        if out.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(ErrorKind::Malformed(format!(
+                "body larger than {} MiB",
+                MAX_BODY_BYTES >> 20
+            )));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}

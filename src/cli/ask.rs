@@ -1,0 +1,137 @@
+//! `docpipe ask`: ask the v1 assistant a question and stream the answer.
+
+use super::UserError;
+use crate::api::assistant::{AskRequest, Message};
+use crate::api::budget::MemoryBudget;
+use crate::api::stream::Event;
+use crate::clock;
+use crate::config::Settings;
+use std::io::Write;
+use std::sync::Arc;
+
+/// Ask the documentation assistant (v1) a question; the answer streams to the terminal as it
+/// arrives, then the sources its search returned and the thread id and key to continue with.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The question.
+    pub question: String,
+    /// Continue this thread (needs --thread-key).
+    #[arg(long, requires = "thread_key")]
+    pub thread: Option<String>,
+    /// The key of the thread to continue (printed by the first answer).
+    #[arg(long, requires = "thread")]
+    pub thread_key: Option<String>,
+    /// Path of the page the user is on (at most 200 characters).
+    #[arg(long)]
+    pub path: Option<String>,
+    /// Organization whose assistant to ask (default: the only one with an assistant_domain).
+    #[arg(long)]
+    pub org: Option<String>,
+    /// Fingerprint of the asker.
+    #[arg(long, default_value = "anonymous")]
+    pub fp: String,
+    /// Search results the answer is built from.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub retrieval_page_size: u32,
+    /// Print the events as JSON lines instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `ask`.
+pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
+    let with_domain: Vec<_> = settings
+        .organizations
+        .iter()
+        .filter(|o| o.assistant_domain.is_some())
+        .collect();
+    let org = match &args.org {
+        Some(id) => settings.organization(id).ok_or_else(|| {
+            UserError(format!(
+                "organization {id} is not configured in {}",
+                settings.origin
+            ))
+        })?,
+        None if with_domain.len() == 1 => with_domain[0],
+        None if with_domain.is_empty() => {
+            return Err(UserError(format!(
+                "no organization in {} has an assistant_domain",
+                settings.origin
+            ))
+            .into());
+        }
+        None => {
+            return Err(UserError(
+                "several organizations have an assistant_domain: choose one with --org".into(),
+            )
+            .into());
+        }
+    };
+    let domain = org
+        .assistant_domain
+        .clone()
+        .ok_or_else(|| UserError(format!("organization {} has no assistant_domain", org.id)))?;
+    let clock = clock::system();
+    let client = settings
+        .client(org, clock.clone(), Arc::new(MemoryBudget::default()), true)
+        .map_err(|e| UserError(e.to_string()))?;
+    let now = clock.now().to_rfc3339();
+    let request = AskRequest {
+        fp: args.fp.clone(),
+        messages: vec![Message::user(
+            &format!("m{}", clock.now().timestamp_millis()),
+            &args.question,
+            &now,
+        )],
+        thread_id: args.thread.clone(),
+        thread_key: args.thread_key.clone(),
+        retrieval_page_size: args.retrieval_page_size,
+        current_path: args.path.clone(),
+    };
+    let mut answer = client.ask(&domain, &request).await.map_err(|e| {
+        // A bad path, thread id or key is the user's input.
+        match e.kind {
+            crate::api::ErrorKind::Invalid { .. } | crate::api::ErrorKind::NotFound { .. } => {
+                anyhow::Error::new(UserError(e.to_string()))
+            }
+            _ => e.into(),
+        }
+    })?;
+    let mut out = std::io::stdout().lock();
+    while let Some(event) = answer.next().await {
+        let event = event?;
+        if args.json {
+            writeln!(out, "{}", serde_json::to_string(&event)?)?;
+        } else if let Event::Text { text } = &event {
+            write!(out, "{text}")?;
+            out.flush()?;
+        }
+    }
+    let thread_id = answer.thread_id.clone().or(args.thread.clone());
+    let thread_key = answer.thread_key.clone().or(args.thread_key.clone());
+    if args.json {
+        let summary = serde_json::json!({
+            "type": "thread", "thread_id": thread_id, "thread_key": thread_key, "sources": answer.sources,
+        });
+        writeln!(out, "{summary}")?;
+        return Ok(());
+    }
+    writeln!(out)?;
+    if !answer.sources.is_empty() {
+        writeln!(out, "\nsources:")?;
+        for s in &answer.sources {
+            match &s.title {
+                Some(t) => writeln!(out, "  {t}  {}", s.location)?,
+                None => writeln!(out, "  {}", s.location)?,
+            }
+        }
+    }
+    if let (Some(id), Some(key)) = (thread_id, thread_key) {
+        writeln!(out, "\nthread: {id}\nthread key: {key}")?;
+        writeln!(
+            out,
+            "continue with: docpipe ask --thread {id} --thread-key {key} \"...\""
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,431 @@
+//! The config file: raw form (mirrors the TOML) -> validated settings, reporting every problem.
+
+use crate::api::budget::Budget;
+use crate::api::{AdminKey, AssistantKey, Client, ClientSettings, Limits, RetryPolicy};
+use crate::clock::SharedClock;
+use chrono::NaiveDate;
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Errors of the config file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Unreadable file.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Not valid TOML for this schema.
+    #[error("invalid config {path}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Inconsistent values: every problem found.
+    #[error("invalid config {path}: {}", problems.join("; "))]
+    Invalid {
+        /// The file.
+        path: String,
+        /// Each problem.
+        problems: Vec<String>,
+    },
+    /// A key could not be read or is of the wrong kind.
+    #[error("organization {organization}: {source}")]
+    Key {
+        /// Organization.
+        organization: String,
+        /// Cause.
+        source: crate::api::keys::KeyError,
+    },
+}
+
+/// The file as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// How to reach the service.
+    pub service: RawService,
+    /// Organizations: keys and limits.
+    #[serde(default)]
+    pub organizations: Vec<RawOrganization>,
+    /// Projects to export.
+    #[serde(default)]
+    pub projects: Vec<RawProject>,
+    /// Export settings.
+    #[serde(default)]
+    pub export: RawExport,
+}
+
+/// `[service]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawService {
+    /// Base address, e.g. `https://api.example.com` or the emulator's `http://127.0.0.1:8080`.
+    pub base_url: String,
+    /// Brand word that prefixes keys (`<brand>_`, `<brand>_dsc_`).
+    #[serde(default = "default_brand")]
+    pub brand: String,
+    /// Timeout of one request, in seconds.
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+    /// Retries after a failed attempt.
+    #[serde(default = "default_retries")]
+    pub max_retries: u32,
+    /// Largest backoff step, in seconds.
+    #[serde(default = "default_max_backoff")]
+    pub max_backoff_secs: u64,
+}
+
+fn default_brand() -> String {
+    "mint".into()
+}
+const fn default_timeout() -> u64 {
+    30
+}
+const fn default_retries() -> u32 {
+    8
+}
+const fn default_max_backoff() -> u64 {
+    60
+}
+
+/// `[[organizations]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOrganization {
+    /// Identifier (used for budgets and in logs).
+    pub id: String,
+    /// Environment variable that holds the admin key (`<brand>_...`).
+    pub admin_key_env: Option<String>,
+    /// Environment variable that holds the assistant key (`<brand>_dsc_...`).
+    pub assistant_key_env: Option<String>,
+    /// Assistant domain of this organization.
+    pub assistant_domain: Option<String>,
+    /// Analytics requests per hour for the organization (service limit: 100).
+    #[serde(default = "default_analytics")]
+    pub analytics_per_hour: u32,
+    /// Follow-ups and job creations per project per hour (service limit: 100).
+    #[serde(default = "default_agent")]
+    pub agent_per_hour: u32,
+    /// Assistant messages per hour for the organization (service limit: 10000).
+    #[serde(default = "default_assistant")]
+    pub assistant_per_hour: u32,
+    /// Percent of each limit left unused, for other clients of the organization.
+    #[serde(default = "default_headroom")]
+    pub headroom_percent: u8,
+}
+
+const fn default_analytics() -> u32 {
+    100
+}
+const fn default_agent() -> u32 {
+    100
+}
+const fn default_assistant() -> u32 {
+    10_000
+}
+const fn default_headroom() -> u8 {
+    5
+}
+
+/// `[[projects]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProject {
+    /// Project id, as in API paths.
+    pub id: String,
+    /// Organization whose key and budget it uses.
+    pub organization: String,
+    /// First day `docpipe export` fetches when nothing was exported yet (default: 30 days ago).
+    pub start_date: Option<NaiveDate>,
+}
+
+/// `[export]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExport {
+    /// Output folder (Parquet and the state database).
+    #[serde(default = "default_output")]
+    pub output_dir: PathBuf,
+    /// Days that may still receive late events: re-fetched on each run, then final.
+    #[serde(default = "default_lookback")]
+    pub lookback_days: u32,
+}
+
+fn default_output() -> PathBuf {
+    PathBuf::from("docpipe-data")
+}
+const fn default_lookback() -> u32 {
+    3
+}
+
+impl Default for RawExport {
+    fn default() -> Self {
+        Self {
+            output_dir: default_output(),
+            lookback_days: default_lookback(),
+        }
+    }
+}
+
+/// One organization, validated.
+#[derive(Debug, Clone)]
+pub struct Organization {
+    /// Identifier.
+    pub id: String,
+    /// Admin key variable.
+    pub admin_key_env: Option<String>,
+    /// Assistant key variable.
+    pub assistant_key_env: Option<String>,
+    /// Assistant domain.
+    pub assistant_domain: Option<String>,
+    /// Limits.
+    pub limits: Limits,
+}
+
+/// One project, validated.
+#[derive(Debug, Clone)]
+pub struct Project {
+    /// Identifier.
+    pub id: String,
+    /// Organization.
+    pub organization: String,
+    /// First day to export when nothing was exported yet.
+    pub start_date: Option<NaiveDate>,
+}
+
+/// Validated settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where the settings came from.
+    pub origin: String,
+    /// Base address.
+    pub base_url: String,
+    /// Brand.
+    pub brand: String,
+    /// Request timeout.
+    pub timeout: Duration,
+    /// Retries.
+    pub retry: RetryPolicy,
+    /// Organizations.
+    pub organizations: Vec<Organization>,
+    /// Projects.
+    pub projects: Vec<Project>,
+    /// Output folder.
+    pub output_dir: PathBuf,
+    /// Lateness allowance in days.
+    pub lookback_days: u32,
+}
+
+fn valid_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+impl RawConfig {
+    /// Parses TOML text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_string(),
+            message: e.message().trim().to_string(),
+        })
+    }
+
+    /// Validates, reporting every problem at once.
+    pub fn validate(self, origin: &str) -> Result<Settings, ConfigError> {
+        let mut problems = Vec::new();
+        let s = &self.service;
+        if !(s.base_url.starts_with("http://") || s.base_url.starts_with("https://")) {
+            problems.push(format!(
+                "service.base_url {:?} must start with http:// or https://",
+                s.base_url
+            ));
+        }
+        if s.brand.is_empty() || !s.brand.chars().all(|c| c.is_ascii_lowercase()) {
+            problems.push(format!(
+                "service.brand {:?} must be lowercase letters",
+                s.brand
+            ));
+        }
+        if !(1..=600).contains(&s.timeout_secs) {
+            problems.push(format!(
+                "service.timeout_secs {} must be between 1 and 600",
+                s.timeout_secs
+            ));
+        }
+        if s.max_retries > 100 {
+            problems.push(format!(
+                "service.max_retries {} must be at most 100",
+                s.max_retries
+            ));
+        }
+        if !(1..=3600).contains(&s.max_backoff_secs) {
+            problems.push(format!(
+                "service.max_backoff_secs {} must be between 1 and 3600",
+                s.max_backoff_secs
+            ));
+        }
+        let mut orgs = HashSet::new();
+        let mut organizations = Vec::new();
+        for o in &self.organizations {
+            let at = format!("organization {}", o.id);
+            if !valid_id(&o.id) {
+                problems.push(format!(
+                    "organization id {:?} must be letters, digits, '-', '_' or '.'",
+                    o.id
+                ));
+            }
+            if !orgs.insert(o.id.clone()) {
+                problems.push(format!("{at} is listed twice"));
+            }
+            for (name, v) in [
+                ("analytics_per_hour", o.analytics_per_hour),
+                ("agent_per_hour", o.agent_per_hour),
+                ("assistant_per_hour", o.assistant_per_hour),
+            ] {
+                if v == 0 {
+                    problems.push(format!("{at}: {name} must be at least 1"));
+                }
+            }
+            if o.headroom_percent > 90 {
+                problems.push(format!(
+                    "{at}: headroom_percent {} must be at most 90",
+                    o.headroom_percent
+                ));
+            }
+            if o.assistant_domain.is_some() && o.assistant_key_env.is_none() {
+                problems.push(format!("{at}: assistant_domain needs assistant_key_env"));
+            }
+            organizations.push(Organization {
+                id: o.id.clone(),
+                admin_key_env: o.admin_key_env.clone(),
+                assistant_key_env: o.assistant_key_env.clone(),
+                assistant_domain: o.assistant_domain.clone(),
+                limits: Limits {
+                    analytics_per_hour: o.analytics_per_hour,
+                    agent_per_hour: o.agent_per_hour,
+                    assistant_per_hour: o.assistant_per_hour,
+                    headroom_percent: o.headroom_percent,
+                },
+            });
+        }
+        let mut seen = HashSet::new();
+        let mut projects = Vec::new();
+        for p in &self.projects {
+            if !valid_id(&p.id) {
+                problems.push(format!(
+                    "project id {:?} must be letters, digits, '-', '_' or '.'",
+                    p.id
+                ));
+            }
+            if !seen.insert(p.id.clone()) {
+                problems.push(format!("project {} is listed twice", p.id));
+            }
+            match self.organizations.iter().find(|o| o.id == p.organization) {
+                None => problems.push(format!(
+                    "project {} names organization {}, which is not configured",
+                    p.id, p.organization
+                )),
+                Some(o) if o.admin_key_env.is_none() => problems.push(format!(
+                    "project {}: organization {} has no admin_key_env",
+                    p.id, o.id
+                )),
+                Some(_) => {}
+            }
+            projects.push(Project {
+                id: p.id.clone(),
+                organization: p.organization.clone(),
+                start_date: p.start_date,
+            });
+        }
+        if self.export.lookback_days > 366 {
+            problems.push(format!(
+                "export.lookback_days {} must be at most 366",
+                self.export.lookback_days
+            ));
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError::Invalid {
+                path: origin.to_string(),
+                problems,
+            });
+        }
+        Ok(Settings {
+            origin: origin.to_string(),
+            base_url: s.base_url.trim_end_matches('/').to_string(),
+            brand: s.brand.clone(),
+            timeout: Duration::from_secs(s.timeout_secs),
+            retry: RetryPolicy {
+                max_retries: s.max_retries as usize,
+                max_delay: Duration::from_secs(s.max_backoff_secs),
+                ..RetryPolicy::default()
+            },
+            organizations,
+            projects,
+            output_dir: self.export.output_dir.clone(),
+            lookback_days: self.export.lookback_days,
+        })
+    }
+}
+
+impl Settings {
+    /// Reads, parses and validates a config file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: origin.clone(),
+            source,
+        })?;
+        RawConfig::parse(&text, &origin)?.validate(&origin)
+    }
+
+    /// An organization by id.
+    pub fn organization(&self, id: &str) -> Option<&Organization> {
+        self.organizations.iter().find(|o| o.id == id)
+    }
+
+    /// A client for an organization, reading its keys from the environment: a key that is
+    /// missing or of the wrong kind is refused here, before any request.
+    pub fn client(
+        &self,
+        org: &Organization,
+        clock: SharedClock,
+        budget: Arc<dyn Budget>,
+        assistant: bool,
+    ) -> Result<Client, ConfigError> {
+        let key_err = |source| ConfigError::Key {
+            organization: org.id.clone(),
+            source,
+        };
+        let admin = match (&org.admin_key_env, assistant) {
+            (Some(var), false) => Some(AdminKey::from_env(var, &self.brand).map_err(key_err)?),
+            _ => None,
+        };
+        let assistant_key = match (&org.assistant_key_env, assistant) {
+            (Some(var), true) => Some(AssistantKey::from_env(var, &self.brand).map_err(key_err)?),
+            _ => None,
+        };
+        let settings = ClientSettings {
+            base_url: self.base_url.clone(),
+            timeout: self.timeout,
+            retry: self.retry,
+            limits: org.limits,
+        };
+        Client::new(settings, &org.id, admin, assistant_key, clock, budget).map_err(|e| {
+            ConfigError::Parse {
+                path: self.origin.clone(),
+                message: e.to_string(),
+            }
+        })
+    }
+}
