@@ -5,5 +5,6 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod emulator;
+pub mod export;
 pub mod random;
 pub mod ratelimit;

@@ -1,7 +1,10 @@
 //! The command line: one file per subcommand; doc comments are the `--help` text.
 
 pub mod ask;
+pub mod backfill;
+pub mod demo;
 pub mod emulate;
+pub mod export;
 
 use clap::{Parser, Subcommand};
 
@@ -36,6 +39,12 @@ pub struct Cli {
 pub enum Command {
     /// Serve a faithful emulator of the documentation platform's API.
     Emulate(emulate::Args),
+    /// Run the main job end to end on the embedded emulator (exports the last 30 days).
+    Demo(demo::Args),
+    /// Fetch a range of days to Parquet, within the rate budget.
+    Backfill(backfill::Args),
+    /// Fetch what is due (the incremental run a scheduler calls).
+    Export(export::Args),
     /// Ask the documentation assistant a question and stream the answer.
     Ask(ask::Args),
 }
@@ -49,6 +58,9 @@ pub struct UserError(pub String);
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Emulate(args) => emulate::run(args).await,
+        Command::Demo(args) => demo::run(args).await,
+        Command::Backfill(args) => backfill::run(args, &load_settings(&cli.config)?).await,
+        Command::Export(args) => export::run(args, &load_settings(&cli.config)?).await,
         Command::Ask(args) => ask::run(args, &load_settings(&cli.config)?).await,
     }
 }

@@ -162,3 +162,41 @@ pub fn open_limits() -> docpipe::api::Limits {
         headroom_percent: 0,
     }
 }
+
+/// Every row of a Parquet file as `name=value` text, without `fetched_at` (it differs per run).
+pub fn parquet_rows(file: &std::path::Path) -> Vec<String> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let reader = SerializedFileReader::new(std::fs::File::open(file).unwrap()).unwrap();
+    let mut out: Vec<String> = reader
+        .get_row_iter(None)
+        .unwrap()
+        .map(|row| {
+            row.unwrap()
+                .get_column_iter()
+                .filter(|(name, _)| name.as_str() != "fetched_at")
+                .map(|(name, v)| format!("{name}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every file below a folder, relative, sorted.
+pub fn files_below(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(root).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}

@@ -3,5 +3,6 @@
 mod client;
 mod common;
 mod emulator;
+mod export;
 mod secrets;
 mod stream;

@@ -1,0 +1,135 @@
+//! `docpipe export`: the incremental run a scheduler calls; and what `backfill` shares with it.
+
+use super::UserError;
+use crate::clock::{self, SharedClock};
+use crate::config::Settings;
+use crate::export::state::SqliteBudget;
+use crate::export::{ExportError, Exporter, Target, describe_plan, describe_summary, state_path};
+use chrono::{Duration, NaiveDate};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Fetch what is due: days since each project's `start_date` (default: the last 30 days) that are
+/// not final yet; days within `lookback_days` are fetched again and replaced.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only these projects (repeatable; default: all configured).
+    #[arg(long = "project")]
+    pub projects: Vec<String>,
+    /// Print the plan (windows, requests, ETA) and send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// Clients for the selected projects, all sharing the output folder's request log.
+pub fn targets(
+    settings: &Settings,
+    selected: &[String],
+    clock: &SharedClock,
+) -> Result<Vec<Target>, UserError> {
+    for p in selected {
+        if !settings.projects.iter().any(|c| &c.id == p) {
+            return Err(UserError(format!(
+                "project {p} is not configured in {}",
+                settings.origin
+            )));
+        }
+    }
+    std::fs::create_dir_all(&settings.output_dir).map_err(|e| {
+        UserError(format!(
+            "output folder {}: cannot create it: {e}",
+            settings.output_dir.display()
+        ))
+    })?;
+    let budget = SqliteBudget::open(&state_path(&settings.output_dir))
+        .map_err(|e| UserError(e.to_string()))?;
+    let budget: Arc<dyn crate::api::budget::Budget> = Arc::new(budget);
+    let mut clients = HashMap::new();
+    let mut out = Vec::new();
+    for p in settings
+        .projects
+        .iter()
+        .filter(|p| selected.is_empty() || selected.contains(&p.id))
+    {
+        let org = settings
+            .organization(&p.organization)
+            .ok_or_else(|| UserError(format!("project {} names an unknown organization", p.id)))?;
+        if !clients.contains_key(&org.id) {
+            let client = settings
+                .client(org, clock.clone(), budget.clone(), false)
+                .map_err(|e| UserError(e.to_string()))?;
+            clients.insert(org.id.clone(), client);
+        }
+        out.push(Target {
+            project: p.id.clone(),
+            client: clients[&org.id].clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// Opens the exporter, plans `from..=to`, and runs it (or prints the plan).
+pub async fn plan_and_run(
+    exporter: &Exporter,
+    targets: &[Target],
+    from: NaiveDate,
+    to: NaiveDate,
+    dry_run: bool,
+) -> anyhow::Result<crate::export::Summary> {
+    let plan = exporter.plan(targets, from, to)?;
+    print!("{}", describe_plan(&plan));
+    if dry_run {
+        println!("dry run: nothing sent");
+        return Ok(crate::export::Summary::default());
+    }
+    let summary = exporter.run(targets, &plan).await;
+    print!("{}", describe_summary(&summary));
+    println!("output: {}", exporter.output().display());
+    Ok(summary)
+}
+
+/// Opens the output folder, mapping a folder problem to a user error.
+pub async fn open(settings: &Settings, clock: SharedClock) -> anyhow::Result<Exporter> {
+    match Exporter::open(&settings.output_dir, clock, settings.lookback_days).await {
+        Ok(e) => Ok(e.with_progress_bar()),
+        Err(e @ ExportError::Output { .. }) => Err(UserError(e.to_string()).into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Ends with exit code 1 when some window failed.
+pub fn outcome(summary: &crate::export::Summary) -> anyhow::Result<()> {
+    if summary.failed.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!(
+            "{} windows failed; run again to retry them",
+            summary.failed.len()
+        )
+    }
+}
+
+/// Runs `export`.
+pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
+    let clock = clock::system();
+    let targets = targets(settings, &args.projects, &clock)?;
+    let exporter = open(settings, clock.clone()).await?;
+    let today = clock.now().date_naive();
+    let mut summary = crate::export::Summary::default();
+    // Each project from its own start.
+    let mut by_start: std::collections::BTreeMap<NaiveDate, Vec<Target>> = Default::default();
+    for t in targets {
+        let start = settings
+            .projects
+            .iter()
+            .find(|p| p.id == t.project)
+            .and_then(|p| p.start_date)
+            .unwrap_or(today - Duration::days(29));
+        by_start.entry(start).or_default().push(t);
+    }
+    for (start, group) in by_start {
+        let s = plan_and_run(&exporter, &group, start, today, args.dry_run).await?;
+        summary.failed.extend(s.failed);
+    }
+    outcome(&summary)
+}

@@ -1,0 +1,472 @@
+//! The exporter's state in SQLite: windows, the pages of unfinished walks, and the log of sent
+//! analytics requests that makes the rate budget shared by every process using the database.
+
+use crate::api::budget::{Budget, window};
+use crate::api::views::{Counts, ViewRow, ViewsPage};
+use crate::ratelimit::wait_for_slot;
+use chrono::{DateTime, NaiveDate, Utc};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use std::path::Path;
+use std::sync::Mutex;
+
+/// State errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// SQLite failed.
+    #[error("state database {path}: {source}")]
+    Db {
+        /// The database file.
+        path: String,
+        /// Cause.
+        source: rusqlite::Error,
+    },
+    /// A stored page does not decode (the database was edited or damaged).
+    #[error("state database {path}: stored page of {project} {day} at offset {offset} is damaged")]
+    Damaged {
+        /// The database file.
+        path: String,
+        /// Project.
+        project: String,
+        /// Day.
+        day: NaiveDate,
+        /// Offset.
+        offset: u64,
+    },
+}
+
+/// What the state knows of a window.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WindowState {
+    /// Never fetched again.
+    pub is_final: bool,
+    /// Rows written last time.
+    pub rows: Option<i64>,
+    /// A persistent mismatch, if one was recorded.
+    pub mismatch: Option<String>,
+}
+
+/// A page kept until its window is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPage {
+    /// Offset.
+    pub offset: u64,
+    /// Contents.
+    pub page: ViewsPage,
+}
+
+/// A finished window, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Done {
+    /// Project.
+    pub project: String,
+    /// Day.
+    pub day: NaiveDate,
+    /// Final.
+    pub is_final: bool,
+    /// Rows.
+    pub rows: i64,
+    /// Totals.
+    pub totals: Counts,
+    /// Requests this walk took.
+    pub requests: u64,
+    /// Mismatch, if any.
+    pub mismatch: Option<String>,
+    /// When.
+    pub at: DateTime<Utc>,
+}
+
+/// The state database.
+#[derive(Debug)]
+pub struct State {
+    conn: Mutex<Connection>,
+    path: String,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS windows (
+    project TEXT NOT NULL,
+    day TEXT NOT NULL,
+    final INTEGER NOT NULL DEFAULT 0,
+    rows INTEGER,
+    human INTEGER,
+    ai INTEGER,
+    total INTEGER,
+    requests INTEGER NOT NULL DEFAULT 0,
+    mismatch TEXT,
+    done_at TEXT,
+    PRIMARY KEY (project, day)
+);
+CREATE TABLE IF NOT EXISTS pages (
+    project TEXT NOT NULL,
+    day TEXT NOT NULL,
+    offset INTEGER NOT NULL,
+    has_more INTEGER NOT NULL,
+    human INTEGER NOT NULL,
+    ai INTEGER NOT NULL,
+    total INTEGER NOT NULL,
+    rows BLOB NOT NULL,
+    PRIMARY KEY (project, day, offset)
+);
+CREATE TABLE IF NOT EXISTS requests (
+    scope TEXT NOT NULL,
+    sent_at_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS requests_by_scope ON requests (scope, sent_at_ms);
+";
+
+/// Rows as compact bytes: per row, path length (u32 LE), path, human, ai, total (i64 LE).
+pub fn encode_rows(rows: &[ViewRow]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(rows.len() * 56);
+    for r in rows {
+        out.extend_from_slice(&(r.path.len() as u32).to_le_bytes());
+        out.extend_from_slice(r.path.as_bytes());
+        for v in [r.human, r.ai, r.total] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// The inverse of `encode_rows`; `None` when the bytes are damaged.
+pub fn decode_rows(mut b: &[u8]) -> Option<Vec<ViewRow>> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        let path = std::str::from_utf8(b.get(4..4 + n)?).ok()?.to_string();
+        b = &b[4 + n..];
+        let mut v = [0i64; 3];
+        for x in &mut v {
+            *x = i64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+            b = &b[8..];
+        }
+        out.push(ViewRow {
+            path,
+            human: v[0],
+            ai: v[1],
+            total: v[2],
+        });
+    }
+    Some(out)
+}
+
+impl State {
+    /// Opens (and creates) the database, waiting up to 60 s for other processes' locks.
+    pub fn open(path: &Path) -> Result<Self, StateError> {
+        let shown = path.display().to_string();
+        let err = |source| StateError::Db {
+            path: shown.clone(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(60))
+            .map_err(err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(err)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(err)?;
+        conn.execute_batch(SCHEMA).map_err(err)?;
+        Ok(Self {
+            conn: Mutex::new(conn),
+            path: shown,
+        })
+    }
+
+    fn db<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StateError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut conn).map_err(|source| StateError::Db {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// The state of every window of a project that the database knows.
+    pub fn windows(
+        &self,
+        project: &str,
+    ) -> Result<std::collections::HashMap<NaiveDate, WindowState>, StateError> {
+        self.db(|c| {
+            let mut st =
+                c.prepare("SELECT day, final, rows, mismatch FROM windows WHERE project = ?1")?;
+            let rows = st.query_map(params![project], |r| {
+                let day: String = r.get(0)?;
+                Ok((
+                    day,
+                    WindowState {
+                        is_final: r.get::<_, i64>(1)? != 0,
+                        rows: r.get(2)?,
+                        mismatch: r.get(3)?,
+                    },
+                ))
+            })?;
+            let mut out = std::collections::HashMap::new();
+            for row in rows {
+                let (day, ws) = row?;
+                if let Ok(d) = NaiveDate::parse_from_str(&day, "%Y-%m-%d") {
+                    out.insert(d, ws);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Stores a fetched page of an unfinished window.
+    pub fn put_page(
+        &self,
+        project: &str,
+        day: NaiveDate,
+        offset: u64,
+        page: &ViewsPage,
+    ) -> Result<(), StateError> {
+        let blob = encode_rows(&page.views);
+        self.db(|c| {
+            c.execute(
+                "INSERT OR REPLACE INTO pages (project, day, offset, has_more, human, ai, total, rows)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    project,
+                    day.to_string(),
+                    offset as i64,
+                    page.has_more as i64,
+                    page.totals.human,
+                    page.totals.ai,
+                    page.totals.total,
+                    blob
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The stored pages of a window, by offset.
+    pub fn pages(&self, project: &str, day: NaiveDate) -> Result<Vec<StoredPage>, StateError> {
+        let raw: Vec<(i64, bool, Counts, Vec<u8>)> = self.db(|c| {
+            let mut st = c.prepare(
+                "SELECT offset, has_more, human, ai, total, rows FROM pages
+                 WHERE project = ?1 AND day = ?2 ORDER BY offset",
+            )?;
+            let rows = st.query_map(params![project, day.to_string()], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get::<_, i64>(1)? != 0,
+                    Counts {
+                        human: r.get(2)?,
+                        ai: r.get(3)?,
+                        total: r.get(4)?,
+                    },
+                    r.get(5)?,
+                ))
+            })?;
+            rows.collect()
+        })?;
+        raw.into_iter()
+            .map(|(offset, has_more, totals, blob)| {
+                let views = decode_rows(&blob).ok_or_else(|| StateError::Damaged {
+                    path: self.path.clone(),
+                    project: project.to_string(),
+                    day,
+                    offset: offset as u64,
+                })?;
+                Ok(StoredPage {
+                    offset: offset as u64,
+                    page: ViewsPage {
+                        totals,
+                        views,
+                        has_more,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// Offsets of the stored pages of a window, and whether the last one ends it.
+    pub fn progress(&self, project: &str, day: NaiveDate) -> Result<(Vec<u64>, bool), StateError> {
+        self.db(|c| {
+            let mut st = c.prepare("SELECT offset, has_more FROM pages WHERE project = ?1 AND day = ?2 ORDER BY offset")?;
+            let rows = st.query_map(params![project, day.to_string()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
+            let mut offsets = Vec::new();
+            let mut complete = false;
+            for row in rows {
+                let (o, more) = row?;
+                offsets.push(o as u64);
+                complete = more == 0;
+            }
+            Ok((offsets, complete))
+        })
+    }
+
+    /// Forgets the stored pages of a window (to walk it again).
+    pub fn drop_pages(&self, project: &str, day: NaiveDate) -> Result<(), StateError> {
+        self.db(|c| {
+            c.execute(
+                "DELETE FROM pages WHERE project = ?1 AND day = ?2",
+                params![project, day.to_string()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Records a written window and forgets its pages, in one transaction.
+    pub fn finish(&self, done: &Done) -> Result<(), StateError> {
+        self.db(|c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute(
+                "INSERT OR REPLACE INTO windows (project, day, final, rows, human, ai, total, requests, mismatch, done_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![
+                    done.project,
+                    done.day.to_string(),
+                    done.is_final as i64,
+                    done.rows,
+                    done.totals.human,
+                    done.totals.ai,
+                    done.totals.total,
+                    done.requests as i64,
+                    done.mismatch,
+                    done.at.to_rfc3339(),
+                ],
+            )?;
+            tx.execute("DELETE FROM pages WHERE project = ?1 AND day = ?2", params![done.project, done.day.to_string()])?;
+            tx.commit()
+        })
+    }
+
+    /// The most recent row count of a project (for estimates), if any.
+    pub fn recent_rows(&self, project: &str) -> Result<Option<i64>, StateError> {
+        self.db(|c| {
+            c.query_row(
+                "SELECT rows FROM windows WHERE project = ?1 AND rows IS NOT NULL ORDER BY day DESC LIMIT 1",
+                params![project],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+}
+
+/// The rate budget shared through a SQLite database: every process that opens the same file
+/// counts the same requests.
+#[derive(Debug)]
+pub struct SqliteBudget {
+    state: State,
+}
+
+impl SqliteBudget {
+    /// A budget in the database at `path`.
+    pub fn open(path: &Path) -> Result<Self, StateError> {
+        Ok(Self {
+            state: State::open(path)?,
+        })
+    }
+}
+
+impl Budget for SqliteBudget {
+    fn try_take(
+        &self,
+        scope: &str,
+        limit: u32,
+        now: DateTime<Utc>,
+    ) -> Result<(), chrono::Duration> {
+        let now_ms = now.timestamp_millis();
+        let horizon = now_ms - window().num_milliseconds();
+        let result = self.state.db(|c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute(
+                "DELETE FROM requests WHERE scope = ?1 AND sent_at_ms <= ?2",
+                params![scope, horizon],
+            )?;
+            let sent: Vec<i64> = {
+                let mut st = tx.prepare(
+                    "SELECT sent_at_ms FROM requests WHERE scope = ?1 ORDER BY sent_at_ms",
+                )?;
+                st.query_map(params![scope], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?
+            };
+            let times = sent
+                .iter()
+                .filter_map(|ms| DateTime::from_timestamp_millis(*ms));
+            let wait = wait_for_slot(times, limit, window(), now);
+            if wait.is_none() {
+                tx.execute(
+                    "INSERT INTO requests (scope, sent_at_ms) VALUES (?1, ?2)",
+                    params![scope, now_ms],
+                )?;
+            }
+            tx.commit()?;
+            Ok(wait)
+        });
+        match result {
+            Ok(None) => Ok(()),
+            Ok(Some(wait)) => Err(wait),
+            Err(e) => {
+                // Without the shared log we cannot know what others sent: wait and try again.
+                tracing::warn!(error = %e, "rate budget unavailable; waiting");
+                Err(chrono::Duration::seconds(5))
+            }
+        }
+    }
+
+    fn used(&self, scope: &str, now: DateTime<Utc>) -> u32 {
+        let horizon = now.timestamp_millis() - window().num_milliseconds();
+        self.state
+            .db(|c| {
+                c.query_row(
+                    "SELECT COUNT(*) FROM requests WHERE scope = ?1 AND sent_at_ms > ?2",
+                    params![scope, horizon],
+                    |r| r.get::<_, i64>(0),
+                )
+            })
+            .map_or(0, |n| n as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip_through_the_compact_encoding() {
+        let rows = vec![
+            ViewRow {
+                path: "/a/é".into(),
+                human: 1,
+                ai: 2,
+                total: 3,
+            },
+            ViewRow {
+                path: String::new(),
+                human: i64::MAX,
+                ai: 0,
+                total: i64::MAX,
+            },
+        ];
+        assert_eq!(decode_rows(&encode_rows(&rows)).unwrap(), rows);
+        let bytes = encode_rows(&rows);
+        assert_eq!(decode_rows(&bytes[..bytes.len() - 1]), None);
+    }
+
+    #[test]
+    fn two_handles_on_one_file_share_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = SqliteBudget::open(&dir.path().join("s.sqlite")).unwrap();
+        let b = SqliteBudget::open(&dir.path().join("s.sqlite")).unwrap();
+        let t0 = DateTime::parse_from_rfc3339("2026-03-01T00:00:00Z")
+            .unwrap()
+            .to_utc();
+        for i in 0..3 {
+            let who: &dyn Budget = if i % 2 == 0 { &a } else { &b };
+            assert!(
+                who.try_take("analytics:o", 3, t0 + chrono::Duration::seconds(i))
+                    .is_ok()
+            );
+        }
+        let wait = b
+            .try_take("analytics:o", 3, t0 + chrono::Duration::seconds(10))
+            .unwrap_err();
+        assert_eq!(wait, window() - chrono::Duration::seconds(10));
+        assert_eq!(a.used("analytics:o", t0 + chrono::Duration::seconds(10)), 3);
+        assert!(a.try_take("analytics:other", 3, t0).is_ok());
+    }
+}

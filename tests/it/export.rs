@@ -1,0 +1,562 @@
+//! The exporter against the emulator: truth, requests, budget, faults, late data, resume, readers.
+
+use crate::common::*;
+use docpipe::api::Limits;
+use docpipe::emulator::Op;
+use docpipe::emulator::data::{DataFile, RowOrder};
+use docpipe::export::parquet::{PAGE_VIEWS, PART, SITE_TOTALS, partition_dir, read_page_views};
+use docpipe::export::{Exporter, Summary, Target};
+use std::path::Path;
+use std::process::Command;
+
+const PROJECTS: [&str; 3] = ["alpha", "beta", "gamma"];
+
+fn targets(live: &Live, limits: Limits) -> Vec<Target> {
+    let a = live.client(Some(ADMIN_A), None, limits);
+    let b = {
+        use docpipe::api::*;
+        let mut s = a.settings().clone();
+        s.limits = limits;
+        Client::new(
+            s,
+            "org-b",
+            Some(AdminKey::parse(ADMIN_B, "mint", "t").unwrap()),
+            None,
+            live.clock.clone(),
+            a.budget().clone(),
+        )
+        .unwrap()
+    };
+    vec![
+        Target {
+            project: "alpha".into(),
+            client: a.clone(),
+        },
+        Target {
+            project: "beta".into(),
+            client: a,
+        },
+        Target {
+            project: "gamma".into(),
+            client: b,
+        },
+    ]
+}
+
+async fn export(live: &Live, out: &Path, limits: Limits, from: &str, to: &str) -> Summary {
+    let exporter = Exporter::open(out, live.clock.clone(), 3).await.unwrap();
+    let t = targets(live, limits);
+    let plan = exporter.plan(&t, day(from), day(to)).unwrap();
+    exporter.run(&t, &plan).await
+}
+
+/// Asserts that every day of `from..=to` in the output equals the emulator's truth now.
+fn assert_equals_truth(live: &Live, out: &Path, from: &str, to: &str) {
+    let mut d = day(from);
+    while d <= day(to) {
+        for p in PROJECTS {
+            let truth = live.emu().truth(p, d, d.succ_opt().unwrap()).unwrap();
+            let mut rows =
+                read_page_views(&partition_dir(out, PAGE_VIEWS, p, d).join(PART)).unwrap();
+            rows.sort_by(|a, b| a.path.cmp(&b.path));
+            let mut want: Vec<_> = truth
+                .iter()
+                .map(|r| (r.path.clone(), r.human as i64, r.ai as i64))
+                .collect();
+            want.sort();
+            let got: Vec<_> = rows
+                .iter()
+                .map(|r| (r.path.clone(), r.human, r.ai))
+                .collect();
+            assert_eq!(got, want, "{p} {d}");
+            let totals = parquet_rows(&partition_dir(out, SITE_TOTALS, p, d).join(PART));
+            let (h, a) = (
+                want.iter().map(|r| r.1).sum::<i64>(),
+                want.iter().map(|r| r.2).sum::<i64>(),
+            );
+            assert!(
+                totals[0].starts_with(&format!(
+                    "human={h},ai={a},total={},rows={}",
+                    h + a,
+                    want.len()
+                )),
+                "{p} {d}: {totals:?}"
+            );
+        }
+        d = d.succ_opt().unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_backfill_equals_the_truth_with_the_minimum_requests_and_a_rerun_sends_none() {
+    let live = Live::start(small()).await;
+    let out = tempfile::tempdir().unwrap();
+    let s = export(&live, out.path(), open_limits(), "2026-03-01", "2026-03-15").await;
+    assert!(s.failed.is_empty(), "{:?}", s.failed);
+    assert_equals_truth(&live, out.path(), "2026-03-01", "2026-03-15");
+    let mut expected = 0;
+    for w in &s.windows {
+        let want = (w.rows as u64).div_ceil(250).max(1);
+        assert_eq!(w.requests, want, "{} {}", w.project, w.day);
+        expected += want;
+    }
+    assert_eq!(s.windows.len(), 45);
+    assert_eq!(s.requests, expected);
+    let served: u64 = PROJECTS
+        .iter()
+        .map(|p| live.emu().requests(Op::Views, p))
+        .sum();
+    assert_eq!(served, expected);
+    // Days older than the lateness allowance (3 days before 2026-03-15) are final.
+    assert_eq!(s.windows.iter().filter(|w| w.is_final).count(), 3 * 11);
+    // A second run over the same range fetches only the 4 provisional days.
+    let again = export(&live, out.path(), open_limits(), "2026-03-01", "2026-03-15").await;
+    assert_eq!(again.skipped_final, 33);
+    assert_eq!(again.windows.len(), 12);
+    assert!(again.windows.iter().all(|w| w.day >= day("2026-03-12")));
+    // A run over final days only sends nothing at all.
+    let before: u64 = PROJECTS
+        .iter()
+        .map(|p| live.emu().requests(Op::Views, p))
+        .sum();
+    let none = export(&live, out.path(), open_limits(), "2026-03-01", "2026-03-11").await;
+    assert_eq!(
+        (none.windows.len(), none.requests, none.skipped_final),
+        (0, 0, 33)
+    );
+    assert_eq!(
+        PROJECTS
+            .iter()
+            .map(|p| live.emu().requests(Op::Views, p))
+            .sum::<u64>(),
+        before
+    );
+}
+
+#[tokio::test]
+async fn faults_and_late_events_still_give_the_truth() {
+    let mut data = small();
+    data.limits.analytics_per_hour = 100_000;
+    data.faults.error_rate = 0.2;
+    data.faults.cut_body_rate = 0.1;
+    data.faults.drop_rate = 0.05;
+    data.faults.burst_429_every = 9;
+    data.faults.burst_429_len = 2;
+    data.faults.burst_retry_after_secs = 2;
+    data.faults.row_order = RowOrder::Shuffled;
+    data.faults.late_days = 2;
+    data.faults.late_every_secs = 100_000_000;
+    data.faults.seed = 5;
+    let live = Live::start(data).await;
+    let out = tempfile::tempdir().unwrap();
+    let s = export(&live, out.path(), open_limits(), "2026-03-05", "2026-03-15").await;
+    assert!(s.failed.is_empty(), "{:?}", s.failed);
+    assert!(s.windows.iter().all(|w| w.mismatch.is_none()));
+    assert_equals_truth(&live, out.path(), "2026-03-05", "2026-03-15");
+    let stats = live.emu().stats();
+    assert!(
+        stats["views"].by_status.keys().any(|s| *s >= 500)
+            && stats["views"].by_status.contains_key(&429)
+    );
+    // Late events arrive for the last two days; the next run replaces exactly those partitions.
+    let old_file = partition_dir(out.path(), PAGE_VIEWS, "alpha", day("2026-03-10")).join(PART);
+    let old_bytes = std::fs::read(&old_file).unwrap();
+    live.emu().add_late_wave();
+    let s = export(&live, out.path(), open_limits(), "2026-03-05", "2026-03-15").await;
+    assert!(s.failed.is_empty());
+    assert_eq!(s.windows.len(), 12, "the 4 provisional days of 3 projects");
+    assert_equals_truth(&live, out.path(), "2026-03-05", "2026-03-15");
+    assert_eq!(
+        std::fs::read(&old_file).unwrap(),
+        old_bytes,
+        "a final day is never touched again"
+    );
+}
+
+#[tokio::test]
+async fn a_backfill_waits_for_the_budget_instead_of_causing_429s() {
+    let mut data = small();
+    data.limits.analytics_per_hour = 10;
+    let live = Live::start(data).await;
+    let out = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        analytics_per_hour: 10,
+        headroom_percent: 0,
+        ..open_limits()
+    };
+    let s = export(&live, out.path(), limits, "2026-03-06", "2026-03-10").await;
+    assert!(s.failed.is_empty(), "{:?}", s.failed);
+    assert_equals_truth(&live, out.path(), "2026-03-06", "2026-03-10");
+    // org-a: alpha 3 pages + beta 1 page per day, 5 days = 20 requests at 10/hour.
+    assert_eq!(live.emu().stats()["views"].by_status.get(&429), None);
+    assert_eq!(s.requests, 25);
+    assert_eq!(live.slept(), 3605, "one wait for the window to slide");
+}
+
+#[tokio::test]
+async fn the_plan_is_known_before_sending_and_a_dry_run_sends_nothing() {
+    let live = Live::start(small()).await;
+    let out = tempfile::tempdir().unwrap();
+    export(&live, out.path(), open_limits(), "2026-03-14", "2026-03-14").await;
+    let exporter = Exporter::open(out.path(), live.clock.clone(), 3)
+        .await
+        .unwrap();
+    let t = targets(
+        &live,
+        Limits {
+            analytics_per_hour: 10,
+            headroom_percent: 0,
+            ..open_limits()
+        },
+    );
+    let plan = exporter
+        .plan(&t, day("2026-03-01"), day("2026-03-20"))
+        .unwrap();
+    // Up to today (03-15): 15 days x 3 projects; the 14th is provisional, so due again.
+    assert_eq!(plan.due.len(), 45);
+    assert_eq!(
+        (plan.due[0].day, plan.due[44].day),
+        (day("2026-03-15"), day("2026-03-01"))
+    );
+    // alpha's last known day had 3 pages; beta and gamma 1.
+    assert_eq!(plan.expected_requests, 15 * 3 + 15 + 15);
+    assert_eq!(plan.budgets["org-a"], (10, 0));
+    let text = docpipe::export::describe_plan(&plan);
+    assert!(text.starts_with("plan: 45 windows due (12 provisional, 0 resumed), 0 skipped as final, about 75 analytics requests\n"), "{text}");
+    // org-a needs 60 requests at 10 an hour: 10 now, 50 in the next five hours.
+    assert!(text.contains("ETA: about 5 h at the budget"), "{text}");
+}
+
+#[test]
+fn quality_checks_catch_what_a_moving_walk_produces() {
+    use docpipe::api::views::{Counts, ViewRow, ViewsPage};
+    use docpipe::export::check;
+    use docpipe::export::state::StoredPage;
+    let row = |p: &str, h| ViewRow {
+        path: p.into(),
+        human: h,
+        ai: 0,
+        total: h,
+    };
+    let page = |offset, views: Vec<ViewRow>, total, more| StoredPage {
+        offset,
+        page: ViewsPage {
+            totals: Counts {
+                human: total,
+                ai: 0,
+                total,
+            },
+            views,
+            has_more: more,
+        },
+    };
+    assert_eq!(check(&[page(0, vec![row("/a", 1)], 1, false)]), Ok(()));
+    assert_eq!(
+        check(&[page(0, vec![row("/a", 1)], 2, false)]),
+        Err("rows sum to 1 human + 0 ai = 1, totals say 2 + 0 = 2".into())
+    );
+    assert_eq!(
+        check(&[
+            page(0, vec![row("/a", 1)], 2, true),
+            page(250, vec![row("/a", 1)], 2, false)
+        ]),
+        Err("path /a appears twice".into())
+    );
+    assert_eq!(
+        check(&[
+            page(0, vec![row("/a", 1)], 2, true),
+            page(250, vec![row("/b", 1)], 3, false)
+        ]),
+        Err("totals changed during the walk (offset 250: 3 views, offset 0: 2)".into())
+    );
+    assert_eq!(
+        check(&[page(250, vec![], 0, false)]),
+        Err("page at offset 250 is out of sequence".into())
+    );
+}
+
+#[tokio::test]
+async fn a_second_exporter_waits_for_the_folders_lock() {
+    let live = Live::start(small()).await;
+    let out = tempfile::tempdir().unwrap();
+    let first = Exporter::open(out.path(), live.clock.clone(), 3)
+        .await
+        .unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .open(out.path().join(".lock"))
+        .unwrap();
+    assert!(matches!(
+        lock.try_lock(),
+        Err(std::fs::TryLockError::WouldBlock)
+    ));
+    drop(first);
+    assert!(lock.try_lock().is_ok());
+}
+
+// --- the binary, as a user runs it -------------------------------------------------------------
+
+fn config(base_url: &str, out: &Path, extra: &str) -> String {
+    format!(
+        r#"
+[service]
+base_url = "{base_url}"
+max_retries = 3
+[[organizations]]
+id = "org-a"
+admin_key_env = "DOCPIPE_IT_ADMIN_A"
+analytics_per_hour = 100000
+[[organizations]]
+id = "org-b"
+admin_key_env = "DOCPIPE_IT_ADMIN_B"
+analytics_per_hour = 100000
+[[projects]]
+id = "alpha"
+organization = "org-a"
+[[projects]]
+id = "beta"
+organization = "org-a"
+[[projects]]
+id = "gamma"
+organization = "org-b"
+[export]
+output_dir = "{}"
+{extra}
+"#,
+        out.display()
+    )
+}
+
+fn docpipe(cfg: &Path, args: &[&str], crash_at: Option<u64>) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_docpipe"));
+    cmd.arg("--config")
+        .arg(cfg)
+        .args(args)
+        .env("DOCPIPE_IT_ADMIN_A", ADMIN_A)
+        .env("DOCPIPE_IT_ADMIN_B", ADMIN_B)
+        .env("RUST_LOG", "warn");
+    if let Some(n) = crash_at {
+        cmd.env("DOCPIPE_CRASH_AT", n.to_string());
+    }
+    cmd.output().unwrap()
+}
+
+fn dataset(out: &Path) -> Vec<(std::path::PathBuf, Vec<String>)> {
+    files_below(out)
+        .into_iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "parquet"))
+        .map(|f| {
+            let rows = parquet_rows(&out.join(&f));
+            (f, rows)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_one() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ref_out, out) = (dir.path().join("ref"), dir.path().join("crashy"));
+    let (ref_cfg, cfg) = (dir.path().join("ref.toml"), dir.path().join("crashy.toml"));
+    std::fs::write(&ref_cfg, config(&live.server.base_url(), &ref_out, "")).unwrap();
+    std::fs::write(&cfg, config(&live.server.base_url(), &out, "")).unwrap();
+    let range = ["backfill", "--from", "2026-03-06", "--to", "2026-03-10"];
+    let reference = docpipe(&ref_cfg, &range, None);
+    assert!(
+        reference.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reference.stderr)
+    );
+    // The first crash stops at the 5th crash point: alpha's first page of the last day (1); beta's
+    // one page (2), its files written (3) and renamed (4), so beta's day is done; gamma's first
+    // page (5). Recent days first, first pages first.
+    let first = docpipe(&cfg, &range, Some(5));
+    assert!(!first.status.success(), "aborted at crash point 5");
+    let conn = rusqlite::Connection::open(out.join("state.sqlite")).unwrap();
+    let stored: Vec<(String, String, i64)> = conn
+        .prepare("SELECT project, day, offset FROM pages ORDER BY day DESC, project")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let want: Vec<(String, String, i64)> = [("alpha", "2026-03-10"), ("gamma", "2026-03-10")]
+        .iter()
+        .map(|(p, d)| (p.to_string(), d.to_string(), 0))
+        .collect();
+    assert_eq!(stored, want);
+    let done: Vec<(String, String)> = conn
+        .prepare("SELECT project, day FROM windows")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(done, [("beta".to_string(), "2026-03-10".to_string())]);
+    drop(conn);
+    // Then crashes at many other moments, including between writing a file and renaming it.
+    for n in [9, 2, 14, 7, 21, 3, 11, 4, 17, 6] {
+        let run = docpipe(&cfg, &range, Some(n));
+        let err = String::from_utf8_lossy(&run.stderr).to_string();
+        if run.status.success() {
+            break;
+        }
+        assert!(err.contains(&format!("crash point {n}:")), "{err}");
+    }
+    let last = docpipe(&cfg, &range, None);
+    assert!(
+        last.status.success(),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+    let got = dataset(&out);
+    assert_eq!(
+        got.len(),
+        2 * 5 * 3,
+        "page_views and site_totals for 5 days x 3 projects"
+    );
+    assert_eq!(got, dataset(&ref_out));
+    assert!(
+        files_below(&out)
+            .iter()
+            .all(|f| !f.to_string_lossy().contains(".tmp-")),
+        "no temporary file remains"
+    );
+    // And a rerun of the finished range sends nothing.
+    let before = live.emu().stats()["views"].requests;
+    let rerun = docpipe(&cfg, &range, None);
+    assert!(String::from_utf8_lossy(&rerun.stdout).contains("exported 0 windows"));
+    assert_eq!(live.emu().stats()["views"].requests, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duckdb_polars_and_pandas_read_the_output_as_it_is() {
+    let live = Live::start(small()).await;
+    let out = tempfile::tempdir().unwrap();
+    let s = export(&live, out.path(), open_limits(), "2026-03-09", "2026-03-11").await;
+    let rows: i64 = s.rows();
+    let views: i64 = s.windows.iter().map(|w| w.totals.total).sum();
+    let ai: i64 = s.windows.iter().map(|w| w.totals.ai).sum();
+    let script = format!(
+        r#"
+import duckdb, polars as pl, pandas as pd
+root = {root:?}
+con = duckdb.connect()
+types = {{r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{{root}}/page_views/**/*.parquet', hive_partitioning = true)").fetchall()}}
+print("duckdb", types["date"], types["project"], types["fetched_at"])
+n, total = con.execute(f"SELECT count(*), sum(total) FROM read_parquet('{{root}}/page_views/**/*.parquet', hive_partitioning = true)").fetchone()
+ai = con.execute(f"SELECT sum(ai) FROM read_parquet('{{root}}/site_totals/**/*.parquet', hive_partitioning = true)").fetchone()[0]
+print("duckdb", n, total, ai)
+lf = pl.scan_parquet(f"{{root}}/page_views/**/*.parquet", hive_partitioning=True)
+schema = lf.collect_schema()
+print("polars", schema["date"], schema["project"])
+df = lf.filter(pl.col("project") == "alpha").select(pl.len(), pl.col("total").sum()).collect()
+print("polars", df.item(0, 0) > 0, lf.select(pl.col("total").sum()).collect().item())
+print("pandas", len(pd.read_parquet(f"{{root}}/page_views")))
+"#,
+        root = out.path().display().to_string()
+    );
+    let run = Command::new("python3")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .expect("python3 runs (bash .ci/run installs the readers)");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let text = String::from_utf8(run.stdout).unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "duckdb DATE VARCHAR TIMESTAMP WITH TIME ZONE\nduckdb {rows} {views} {ai}\npolars Date String\npolars True {views}\npandas {rows}\n"
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_one_line_and_exit_code_2_and_writes_nothing() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, config(&live.server.base_url(), &out, "")).unwrap();
+    let unknown = dir.path().join("unknown.toml");
+    std::fs::write(
+        &unknown,
+        config(&live.server.base_url(), &out, "colour = \"blue\""),
+    )
+    .unwrap();
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, "x").unwrap();
+    let unwritable = dir.path().join("unwritable.toml");
+    std::fs::write(
+        &unwritable,
+        config(&live.server.base_url(), &blocker.join("sub"), ""),
+    )
+    .unwrap();
+    let cases: [(&Path, &[&str], &str); 5] = [
+        (&unknown, &["export"], "error: invalid config"),
+        (
+            &good,
+            &["backfill", "--from", "2026-13-01"],
+            "error: invalid value '2026-13-01' for '--from <FROM>'",
+        ),
+        (
+            &good,
+            &["backfill", "--from", "2026-03-05", "--to", "2026-03-01"],
+            "error: --from 2026-03-05 is after --to 2026-03-01",
+        ),
+        (
+            &good,
+            &["backfill", "--from", "2026-03-01", "--project", "delta"],
+            "error: project delta is not configured in ",
+        ),
+        (
+            &unwritable,
+            &["backfill", "--from", "2026-03-01"],
+            "error: output folder ",
+        ),
+    ];
+    for (cfg, args, want) in cases {
+        let run = docpipe(cfg, args, None);
+        let err = String::from_utf8_lossy(&run.stderr).to_string();
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with(want), "{args:?}: {err}");
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("error:")).count(),
+            1,
+            "{err}"
+        );
+    }
+    let run = docpipe(&unknown, &["export"], None);
+    assert!(String::from_utf8_lossy(&run.stderr).contains("unknown field `colour`"));
+    assert!(!out.exists(), "nothing written");
+    assert_eq!(live.emu().stats().get("views").map_or(0, |s| s.requests), 0);
+    // A dry run prints the plan and sends nothing.
+    let run = docpipe(
+        &good,
+        &[
+            "backfill",
+            "--from",
+            "2026-03-01",
+            "--to",
+            "2026-03-10",
+            "--dry-run",
+        ],
+        None,
+    );
+    assert!(run.status.success());
+    let text = String::from_utf8_lossy(&run.stdout).to_string();
+    assert!(text.starts_with("plan: 30 windows due (0 provisional, 0 resumed), 0 skipped as final, about 30 analytics requests\n"), "{text}");
+    assert!(text.ends_with("dry run: nothing sent\n"));
+    assert_eq!(live.emu().stats().get("views").map_or(0, |s| s.requests), 0);
+}
+
+#[test]
+fn demo_data_exports_nothing_it_should_not() {
+    // The demo project is large enough that a day spans several pages of 250 rows.
+    let demo = DataFile::parse(docpipe::cli::emulate::DEMO_DATA, "demo").unwrap();
+    assert!(demo.projects.iter().any(|p| p.pages >= 600));
+}
