@@ -99,6 +99,8 @@ fn props() -> WriterProperties {
     WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
         .set_created_by(concat!("docpipe ", env!("CARGO_PKG_VERSION")).to_string())
+        // Paths are unique within a partition: a dictionary would only cost hashing.
+        .set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from("path"), false)
         .build()
 }
 

@@ -112,6 +112,10 @@ CREATE TABLE IF NOT EXISTS requests (
     sent_at_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS requests_by_scope ON requests (scope, sent_at_ms);
+CREATE TABLE IF NOT EXISTS request_counts (
+    scope TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+);
 ";
 
 /// Rows as compact bytes: per row, path length (u32 LE), path, human, ai, total (i64 LE).
@@ -188,8 +192,9 @@ impl State {
         project: &str,
     ) -> Result<std::collections::HashMap<NaiveDate, WindowState>, StateError> {
         self.db(|c| {
-            let mut st =
-                c.prepare("SELECT day, final, rows, mismatch FROM windows WHERE project = ?1")?;
+            let mut st = c.prepare_cached(
+                "SELECT day, final, rows, mismatch FROM windows WHERE project = ?1",
+            )?;
             let rows = st.query_map(params![project], |r| {
                 let day: String = r.get(0)?;
                 Ok((
@@ -222,9 +227,8 @@ impl State {
     ) -> Result<(), StateError> {
         let blob = encode_rows(&page.views);
         self.db(|c| {
-            c.execute(
-                "INSERT OR REPLACE INTO pages (project, day, offset, has_more, human, ai, total, rows)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            c.prepare_cached("INSERT OR REPLACE INTO pages (project, day, offset, has_more, human, ai, total, rows)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(
                 params![
                     project,
                     day.to_string(),
@@ -284,7 +288,7 @@ impl State {
     /// Offsets of the stored pages of a window, and whether the last one ends it.
     pub fn progress(&self, project: &str, day: NaiveDate) -> Result<(Vec<u64>, bool), StateError> {
         self.db(|c| {
-            let mut st = c.prepare("SELECT offset, has_more FROM pages WHERE project = ?1 AND day = ?2 ORDER BY offset")?;
+            let mut st = c.prepare_cached("SELECT offset, has_more FROM pages WHERE project = ?1 AND day = ?2 ORDER BY offset")?;
             let rows = st.query_map(params![project, day.to_string()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
             let mut offsets = Vec::new();
             let mut complete = false;
@@ -300,10 +304,8 @@ impl State {
     /// Forgets the stored pages of a window (to walk it again).
     pub fn drop_pages(&self, project: &str, day: NaiveDate) -> Result<(), StateError> {
         self.db(|c| {
-            c.execute(
-                "DELETE FROM pages WHERE project = ?1 AND day = ?2",
-                params![project, day.to_string()],
-            )?;
+            c.prepare_cached("DELETE FROM pages WHERE project = ?1 AND day = ?2")?
+                .execute(params![project, day.to_string()])?;
             Ok(())
         })
     }
@@ -312,9 +314,8 @@ impl State {
     pub fn finish(&self, done: &Done) -> Result<(), StateError> {
         self.db(|c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.execute(
-                "INSERT OR REPLACE INTO windows (project, day, final, rows, human, ai, total, requests, mismatch, done_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            tx.prepare_cached("INSERT OR REPLACE INTO windows (project, day, final, rows, human, ai, total, requests, mismatch, done_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)")?.execute(
                 params![
                     done.project,
                     done.day.to_string(),
@@ -328,7 +329,7 @@ impl State {
                     done.at.to_rfc3339(),
                 ],
             )?;
-            tx.execute("DELETE FROM pages WHERE project = ?1 AND day = ?2", params![done.project, done.day.to_string()])?;
+            tx.prepare_cached("DELETE FROM pages WHERE project = ?1 AND day = ?2")?.execute( params![done.project, done.day.to_string()])?;
             tx.commit()
         })
     }
@@ -336,8 +337,7 @@ impl State {
     /// The most recent row count of a project (for estimates), if any.
     pub fn recent_rows(&self, project: &str) -> Result<Option<i64>, StateError> {
         self.db(|c| {
-            c.query_row(
-                "SELECT rows FROM windows WHERE project = ?1 AND rows IS NOT NULL ORDER BY day DESC LIMIT 1",
+            c.prepare_cached("SELECT rows FROM windows WHERE project = ?1 AND rows IS NOT NULL ORDER BY day DESC LIMIT 1")?.query_row(
                 params![project],
                 |r| r.get(0),
             )
@@ -373,27 +373,32 @@ impl Budget for SqliteBudget {
         let horizon = now_ms - window().num_milliseconds();
         let result = self.state.db(|c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.execute(
-                "DELETE FROM requests WHERE scope = ?1 AND sent_at_ms <= ?2",
+            // The count of live requests is kept beside the log, so that a check costs the same
+            // whether the window holds ten requests or ten thousand.
+            let stored: Option<i64> = tx.prepare_cached("SELECT n FROM request_counts WHERE scope = ?1")?.query_row( params![scope], |r| r.get(0))
+                .optional()?;
+            let expired = tx.prepare_cached("DELETE FROM requests WHERE scope = ?1 AND sent_at_ms <= ?2")?.execute(
                 params![scope, horizon],
-            )?;
-            let sent: Vec<i64> = {
-                let mut st = tx.prepare(
-                    "SELECT sent_at_ms FROM requests WHERE scope = ?1 ORDER BY sent_at_ms",
-                )?;
-                st.query_map(params![scope], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()?
+            )? as i64;
+            let mut count = match stored {
+                Some(n) => (n - expired).max(0),
+                None => tx.prepare_cached("SELECT COUNT(*) FROM requests WHERE scope = ?1")?.query_row( params![scope], |r| r.get(0))?,
             };
-            let times = sent
-                .iter()
-                .filter_map(|ms| DateTime::from_timestamp_millis(*ms));
-            let wait = wait_for_slot(times, limit, window(), now);
-            if wait.is_none() {
-                tx.execute(
-                    "INSERT INTO requests (scope, sent_at_ms) VALUES (?1, ?2)",
-                    params![scope, now_ms],
+            let wait = if count < i64::from(limit) {
+                tx.prepare_cached("INSERT INTO requests (scope, sent_at_ms) VALUES (?1, ?2)")?.execute( params![scope, now_ms])?;
+                count += 1;
+                None
+            } else {
+                // The request that must leave the window before one more fits.
+                let oldest: i64 = tx.prepare_cached("SELECT sent_at_ms FROM requests WHERE scope = ?1 ORDER BY sent_at_ms LIMIT 1 OFFSET ?2")?.query_row(
+                    params![scope, count - i64::from(limit)],
+                    |r| r.get(0),
                 )?;
-            }
+                wait_for_slot(DateTime::from_timestamp_millis(oldest).into_iter(), 1, window(), now)
+            };
+            tx.prepare_cached("INSERT INTO request_counts (scope, n) VALUES (?1, ?2) ON CONFLICT (scope) DO UPDATE SET n = excluded.n")?.execute(
+                params![scope, count],
+            )?;
             tx.commit()?;
             Ok(wait)
         });
@@ -412,11 +417,10 @@ impl Budget for SqliteBudget {
         let horizon = now.timestamp_millis() - window().num_milliseconds();
         self.state
             .db(|c| {
-                c.query_row(
+                c.prepare_cached(
                     "SELECT COUNT(*) FROM requests WHERE scope = ?1 AND sent_at_ms > ?2",
-                    params![scope, horizon],
-                    |r| r.get::<_, i64>(0),
-                )
+                )?
+                .query_row(params![scope, horizon], |r| r.get::<_, i64>(0))
             })
             .map_or(0, |n| n as u32)
     }

@@ -1,0 +1,141 @@
+//! Export benchmark: a backfill of over a million rows from the emulator (run as its own process,
+//! limits off), measuring docpipe's CPU per row, rows per second, requests against the minimum
+//! and peak memory. Run with `cargo bench --bench export`; it prints its figures.
+
+use docpipe::api::budget::Budget;
+use docpipe::api::{AdminKey, Client, ClientSettings, Limits, RetryPolicy};
+use docpipe::clock;
+use docpipe::export::state::SqliteBudget;
+use docpipe::export::{Exporter, Target, state_path};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PAGES: u32 = 14_000;
+const DAYS: i64 = 80;
+
+/// CPU seconds (user + system) of this process, from /proc/self/stat.
+fn cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    let after = &stat[stat.rfind(')').expect("stat format") + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+/// Peak resident memory of this process in MiB (VmHWM).
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<f64>()
+        .unwrap()
+        / 1024.0
+}
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let today = chrono::Utc::now().date_naive();
+    let start = today - chrono::Duration::days(DAYS + 5);
+    let data = format!(
+        r#"
+brand = "mint"
+start_date = "{start}"
+seed = 99
+[[organizations]]
+id = "bench"
+admin_keys = ["mint_bench_admin"]
+[[projects]]
+id = "big"
+organization = "bench"
+pages = {PAGES}
+daily_views = 600000
+churn = 0.0
+[limits]
+analytics_per_hour = 100000000
+"#
+    );
+    let data_file = dir.path().join("bench.toml");
+    std::fs::write(&data_file, data).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut emulator = std::process::Command::new(env!("CARGO_BIN_EXE_docpipe"))
+        .args(["-q", "emulate", "--addr", &addr, "--data"])
+        .arg(&data_file)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start the emulator");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "emulator did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The same runtime as `docpipe backfill` and `docpipe export` (see src/main.rs).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = dir.path().join("out");
+    let (summary, wall, cpu) = rt.block_on(async {
+        let clock = clock::system();
+        let exporter = Exporter::open(&out, clock.clone(), 3).await.unwrap();
+        let budget: Arc<dyn Budget> = Arc::new(SqliteBudget::open(&state_path(&out)).unwrap());
+        let settings = ClientSettings {
+            base_url: format!("http://{addr}"),
+            timeout: Duration::from_secs(60),
+            retry: RetryPolicy::default(),
+            limits: Limits {
+                analytics_per_hour: 100_000_000,
+                headroom_percent: 0,
+                ..Limits::default()
+            },
+        };
+        let key = AdminKey::parse("mint_bench_admin", "mint", "bench").unwrap();
+        let client =
+            Client::new(settings, "bench", Some(key), None, clock.clone(), budget).unwrap();
+        let targets = vec![Target {
+            project: "big".into(),
+            client,
+        }];
+        let plan = exporter
+            .plan(&targets, today - chrono::Duration::days(DAYS - 1), today)
+            .unwrap();
+        let (c0, t0) = (cpu_secs(), Instant::now());
+        let summary = exporter.run(&targets, &plan).await;
+        (summary, t0.elapsed(), cpu_secs() - c0)
+    });
+    let _ = emulator.kill();
+    let _ = emulator.wait();
+    assert!(summary.failed.is_empty(), "{:?}", summary.failed);
+    let rows = summary.rows() as f64;
+    let minimum: u64 = summary
+        .windows
+        .iter()
+        .map(|w| (w.rows as u64).div_ceil(250).max(1))
+        .sum();
+    let mut o = std::io::stdout().lock();
+    writeln!(o, "export benchmark: {DAYS} day windows of a {PAGES}-page project, emulator in its own process").unwrap();
+    writeln!(o, "  rows exported        {}", summary.rows()).unwrap();
+    writeln!(
+        o,
+        "  analytics requests   {} (minimum {minimum})",
+        summary.requests
+    )
+    .unwrap();
+    writeln!(o, "  wall time            {:.2} s", wall.as_secs_f64()).unwrap();
+    writeln!(o, "  rows per second      {:.0}", rows / wall.as_secs_f64()).unwrap();
+    writeln!(
+        o,
+        "  docpipe CPU          {:.2} s = {:.3} us per row",
+        cpu,
+        cpu * 1e6 / rows
+    )
+    .unwrap();
+    writeln!(o, "  peak resident memory {:.1} MiB", peak_rss_mib()).unwrap();
+}
