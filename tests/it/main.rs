@@ -4,5 +4,6 @@ mod client;
 mod common;
 mod emulator;
 mod export;
+mod hostile;
 mod secrets;
 mod stream;
