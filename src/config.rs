@@ -124,13 +124,13 @@ pub struct RawOrganization {
 }
 
 const fn default_analytics() -> u32 {
-    100
+    crate::api::service_limits::ANALYTICS_PER_HOUR
 }
 const fn default_agent() -> u32 {
-    100
+    crate::api::service_limits::AGENT_PER_HOUR
 }
 const fn default_assistant() -> u32 {
-    10_000
+    crate::api::service_limits::ASSISTANT_PER_HOUR
 }
 const fn default_headroom() -> u8 {
     5

@@ -81,55 +81,67 @@ macro_rules! key_type {
 key_type!(AdminKey, "admin API key");
 key_type!(AssistantKey, "assistant API key");
 
+/// The secret and its visible prefix, if `key` is of the kind whose prefix is `want`.
+fn checked(
+    key: &str,
+    brand: &str,
+    want: &str,
+    what: &'static str,
+    expected: String,
+    source_name: &str,
+) -> Result<(String, String), KeyError> {
+    let key = key.trim();
+    let prefix = prefix_of(key, brand);
+    if prefix != want || key.len() <= prefix.len() {
+        return Err(KeyError::WrongKind {
+            source_name: source_name.to_string(),
+            what,
+            expected,
+            seen: prefix,
+        });
+    }
+    Ok((key.to_string(), prefix))
+}
+
 impl AdminKey {
     /// An admin key: `<brand>_...` but neither `<brand>_dsc_...` nor `<brand>_us_...`.
     pub fn parse(key: &str, brand: &str, source_name: &str) -> Result<Self, KeyError> {
-        let key = key.trim();
-        let prefix = prefix_of(key, brand);
-        if prefix != format!("{brand}_") || key.len() <= prefix.len() {
-            return Err(KeyError::WrongKind {
-                source_name: source_name.to_string(),
-                what: "an admin API key",
-                expected: format!("{brand}_ (not {brand}_dsc_ or {brand}_us_)"),
-                seen: prefix,
-            });
-        }
-        Ok(Self {
-            secret: key.to_string(),
-            prefix,
-        })
+        let expected = format!("{brand}_ (not {brand}_dsc_ or {brand}_us_)");
+        let (secret, prefix) = checked(
+            key,
+            brand,
+            &format!("{brand}_"),
+            "an admin API key",
+            expected,
+            source_name,
+        )?;
+        Ok(Self { secret, prefix })
     }
 
     /// Reads an admin key from an environment variable.
     pub fn from_env(var: &str, brand: &str) -> Result<Self, KeyError> {
-        let value = read_env(var, "admin API key")?;
-        Self::parse(&value, brand, var)
+        Self::parse(&read_env(var, "admin API key")?, brand, var)
     }
 }
 
 impl AssistantKey {
     /// An assistant key: `<brand>_dsc_...`.
     pub fn parse(key: &str, brand: &str, source_name: &str) -> Result<Self, KeyError> {
-        let key = key.trim();
-        let prefix = prefix_of(key, brand);
-        if prefix != format!("{brand}_dsc_") || key.len() <= prefix.len() {
-            return Err(KeyError::WrongKind {
-                source_name: source_name.to_string(),
-                what: "an assistant API key",
-                expected: format!("{brand}_dsc_"),
-                seen: prefix,
-            });
-        }
-        Ok(Self {
-            secret: key.to_string(),
-            prefix,
-        })
+        let want = format!("{brand}_dsc_");
+        let (secret, prefix) = checked(
+            key,
+            brand,
+            &want,
+            "an assistant API key",
+            want.clone(),
+            source_name,
+        )?;
+        Ok(Self { secret, prefix })
     }
 
     /// Reads an assistant key from an environment variable.
     pub fn from_env(var: &str, brand: &str) -> Result<Self, KeyError> {
-        let value = read_env(var, "assistant API key")?;
-        Self::parse(&value, brand, var)
+        Self::parse(&read_env(var, "assistant API key")?, brand, var)
     }
 }
 

@@ -29,6 +29,16 @@ pub const MAX_BODY_BYTES: usize = 64 << 20;
 /// Longest service message kept in an error.
 const MAX_MESSAGE_CHARS: usize = 300;
 
+/// The service's documented limits, per hour.
+pub mod service_limits {
+    /// Analytics requests per organization, shared by all analytics calls.
+    pub const ANALYTICS_PER_HOUR: u32 = 100;
+    /// Follow-ups and job creations per project.
+    pub const AGENT_PER_HOUR: u32 = 100;
+    /// Assistant messages per organization.
+    pub const ASSISTANT_PER_HOUR: u32 = 10_000;
+}
+
 /// Per-hour limits the client keeps under, and the share of them it leaves unused.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
@@ -45,9 +55,9 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            analytics_per_hour: 100,
-            agent_per_hour: 100,
-            assistant_per_hour: 10_000,
+            analytics_per_hour: service_limits::ANALYTICS_PER_HOUR,
+            agent_per_hour: service_limits::AGENT_PER_HOUR,
+            assistant_per_hour: service_limits::ASSISTANT_PER_HOUR,
             headroom_percent: 5,
         }
     }
