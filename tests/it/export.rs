@@ -560,3 +560,44 @@ fn demo_data_exports_nothing_it_should_not() {
     let demo = DataFile::parse(docpipe::cli::emulate::DEMO_DATA, "demo").unwrap();
     assert!(demo.projects.iter().any(|p| p.pages >= 600));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_plans_each_project_from_its_start_date_or_the_last_30_days() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    // The binary reads the system clock.
+    let today = chrono::Utc::now().date_naive();
+    let start = today - chrono::Duration::days(5);
+    let cfg = dir.path().join("c.toml");
+    let text = config(&live.server.base_url(), &dir.path().join("out"), "").replace(
+        "id = \"alpha\"\norganization = \"org-a\"",
+        &format!("id = \"alpha\"\norganization = \"org-a\"\nstart_date = \"{start}\""),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let run = docpipe(&cfg, &["export", "--dry-run"], None);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let text = String::from_utf8_lossy(&run.stdout).to_string();
+    if chrono::Utc::now().date_naive() != today {
+        return; // the day changed during the run
+    }
+    let plans: Vec<&str> = text.lines().filter(|l| l.starts_with("plan:")).collect();
+    assert_eq!(
+        plans,
+        [
+            "plan: 60 windows due (8 provisional, 0 resumed), 0 skipped as final, about 60 analytics requests",
+            "plan: 6 windows due (4 provisional, 0 resumed), 0 skipped as final, about 6 analytics requests",
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "  alpha: 6 windows {start}..{today}, about 6 requests"
+        )),
+        "{text}"
+    );
+    assert_eq!(live.emu().stats().get("views").map_or(0, |s| s.requests), 0);
+}
