@@ -8,3 +8,4 @@ pub mod emulator;
 pub mod export;
 pub mod random;
 pub mod ratelimit;
+pub mod trends;

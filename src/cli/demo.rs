@@ -15,7 +15,8 @@ use std::sync::Arc;
 pub const DEMO_ANALYTICS_PER_HOUR: u32 = 1_000_000;
 
 /// Run the main job end to end on the embedded emulator: start it on a free port with the demo
-/// data, back-fill the last 30 days of every demo project to Parquet, and show what was written.
+/// data, back-fill the last 30 days of every demo project to Parquet, aggregate the trends, and
+/// show what was written.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Output folder.
@@ -114,6 +115,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             println!("      {:<40} {:>6} human {:>6} AI", r.path, r.human, r.ai);
         }
     }
+    println!();
+    super::trends::report(&out, &crate::trends::Selection::default())?;
     let served = server
         .emulator
         .stats()

@@ -5,6 +5,7 @@ pub mod backfill;
 pub mod demo;
 pub mod emulate;
 pub mod export;
+pub mod trends;
 
 use clap::{Parser, Subcommand};
 
@@ -45,6 +46,8 @@ pub enum Command {
     Backfill(backfill::Args),
     /// Fetch what is due (the incremental run a scheduler calls).
     Export(export::Args),
+    /// Aggregate human-versus-AI trends from the exported data.
+    Trends(trends::Args),
     /// Ask the documentation assistant a question and stream the answer.
     Ask(ask::Args),
 }
@@ -61,6 +64,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args).await,
         Command::Backfill(args) => backfill::run(args, &load_settings(&cli.config)?).await,
         Command::Export(args) => export::run(args, &load_settings(&cli.config)?).await,
+        Command::Trends(args) => trends::run(args, &load_settings(&cli.config)?).await,
         Command::Ask(args) => ask::run(args, &load_settings(&cli.config)?).await,
     }
 }

@@ -7,3 +7,4 @@ mod export;
 mod hostile;
 mod secrets;
 mod stream;
+mod trends;

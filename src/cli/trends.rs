@@ -1,0 +1,58 @@
+//! `docpipe trends`: human-versus-AI trend tables and a terminal summary.
+
+use crate::config::Settings;
+use crate::trends::{Selection, TrendsError, compute, describe, summarize, write_tables};
+use chrono::NaiveDate;
+use std::path::Path;
+
+/// Aggregate the exported partitions with polars into `trends/daily` and `trends/weekly`
+/// (Parquet and CSV) in the output folder, and print the last 7 days against the 7 before.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only these projects (repeatable; default: all exported).
+    #[arg(long = "project")]
+    pub projects: Vec<String>,
+    /// First day (YYYY-MM-DD).
+    #[arg(long)]
+    pub from: Option<NaiveDate>,
+    /// Last day, included (YYYY-MM-DD).
+    #[arg(long)]
+    pub to: Option<NaiveDate>,
+}
+
+/// Computes, writes and prints the trends of an output folder. polars blocks in place, which a
+/// single-threaded tokio runtime forbids, so the work runs on a thread of its own.
+pub fn report(out: &Path, sel: &Selection) -> anyhow::Result<()> {
+    std::thread::scope(|s| s.spawn(|| report_here(out, sel)).join())
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the trends computation panicked")))
+}
+
+fn report_here(out: &Path, sel: &Selection) -> anyhow::Result<()> {
+    let mut tables = match compute(out, sel) {
+        Ok(t) => t,
+        Err(e @ TrendsError::NoData(_)) => return Err(super::UserError(e.to_string()).into()),
+        Err(e) => return Err(e.into()),
+    };
+    let files = write_tables(out, &mut tables)?;
+    print!("{}", describe(&summarize(&tables.daily)?));
+    println!("trend tables:");
+    for f in files {
+        println!("  {}", f.display());
+    }
+    Ok(())
+}
+
+/// Runs `trends`.
+pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
+    if let (Some(from), Some(to)) = (args.from, args.to)
+        && from > to
+    {
+        return Err(super::UserError(format!("--from {from} is after --to {to}")).into());
+    }
+    let sel = Selection {
+        projects: args.projects,
+        from: args.from,
+        to: args.to,
+    };
+    report(&settings.output_dir, &sel)
+}

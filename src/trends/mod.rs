@@ -1,0 +1,391 @@
+//! Human-versus-AI trends with polars: daily and weekly tables over the exported partitions,
+//! written as Parquet and CSV, and a terminal summary.
+//!
+//! The daily table is built from `site_totals`, which holds each exported day's exact totals: a
+//! day exported with no views is a row of zeros, a day never exported is absent.
+
+use crate::export::parquet::SITE_TOTALS;
+use chrono::NaiveDate;
+use polars::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// Trend errors.
+#[derive(Debug, thiserror::Error)]
+pub enum TrendsError {
+    /// Nothing exported yet.
+    #[error("no exported data in {0}: run `docpipe export` or `docpipe backfill` first")]
+    NoData(String),
+    /// polars failed.
+    #[error("trends: {0}")]
+    Polars(#[from] PolarsError),
+    /// Writing the tables.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        /// File.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+/// What to aggregate.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// Only these projects (all when empty).
+    pub projects: Vec<String>,
+    /// First day.
+    pub from: Option<NaiveDate>,
+    /// Last day, included.
+    pub to: Option<NaiveDate>,
+}
+
+/// The computed tables.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    /// Per project and exported day.
+    pub daily: DataFrame,
+    /// Per project and ISO week.
+    pub weekly: DataFrame,
+}
+
+/// Lazily scans a table's Hive partitions, with `project` a string and `date` a date whatever
+/// the values look like, pruned to the selection.
+pub fn scan(out: &Path, table: &str, sel: &Selection) -> Result<LazyFrame, TrendsError> {
+    let root = out.join(table);
+    if !root.is_dir() {
+        return Err(TrendsError::NoData(out.display().to_string()));
+    }
+    let hive_schema = Schema::from_iter([
+        Field::new("project".into(), DataType::String),
+        Field::new("date".into(), DataType::Date),
+    ]);
+    let args = ScanArgsParquet {
+        hive_options: HiveOptions {
+            schema: Some(Arc::new(hive_schema)),
+            ..HiveOptions::new_enabled()
+        },
+        ..Default::default()
+    };
+    let glob = format!("{}/**/*.parquet", root.display());
+    let mut lf = LazyFrame::scan_parquet(PlRefPath::new(glob), args)?;
+    if !sel.projects.is_empty() {
+        let any = sel
+            .projects
+            .iter()
+            .map(|p| col("project").eq(lit(p.as_str())))
+            .reduce(|a, b| a.or(b));
+        if let Some(any) = any {
+            lf = lf.filter(any);
+        }
+    }
+    if let Some(from) = sel.from {
+        lf = lf.filter(col("date").gt_eq(lit(from)));
+    }
+    if let Some(to) = sel.to {
+        lf = lf.filter(col("date").lt_eq(lit(to)));
+    }
+    Ok(lf)
+}
+
+/// `a / b` as a float, null where `b` is zero (or null).
+fn share(a: &str, b: &str) -> Expr {
+    when(col(b).gt(lit(0)))
+        .then(col(a).cast(DataType::Float64) / col(b).cast(DataType::Float64))
+        .otherwise(lit(Null {}))
+}
+
+/// `now / before - 1`, null where `before` is zero or absent.
+fn change(now: &str, before: &str) -> Expr {
+    when(col(before).gt(lit(0)))
+        .then(col(now).cast(DataType::Float64) / col(before).cast(DataType::Float64) - lit(1.0))
+        .otherwise(lit(Null {}))
+}
+
+/// A date shifted by whole days.
+fn plus_days(e: Expr, days: i32) -> Expr {
+    (e.cast(DataType::Int32) + lit(days)).cast(DataType::Date)
+}
+
+/// A calendar-day rolling sum within each project (the frame is sorted by project and date).
+fn rolling(c: &str, days: u32, name: &str) -> PolarsResult<Expr> {
+    let options = RollingOptionsDynamicWindow {
+        window_size: polars::prelude::Duration::parse(&format!("{days}d")),
+        min_periods: 1,
+        closed_window: ClosedWindow::Right,
+        fn_params: None,
+    };
+    Ok(col(c)
+        .rolling_sum_by(col("date"), options)
+        .over([col("project")])?
+        .alias(name))
+}
+
+/// The daily table: counts, AI share, 7- and 28-day rolling sums and shares (over calendar days:
+/// a day never exported counts as nothing), change against the same weekday a week before.
+pub fn daily(out: &Path, sel: &Selection) -> Result<LazyFrame, TrendsError> {
+    let base = scan(out, SITE_TOTALS, sel)?
+        .select([
+            col("project"),
+            col("date"),
+            col("human"),
+            col("ai"),
+            col("total"),
+            col("final").not().alias("provisional"),
+        ])
+        .sort(["project", "date"], SortMultipleOptions::default());
+    let week_before = base.clone().select([
+        col("project"),
+        plus_days(col("date"), 7).alias("date"),
+        col("total").alias("total_week_before"),
+    ]);
+    let on = [col("project"), col("date")];
+    Ok(base
+        .with_columns([
+            rolling("human", 7, "human_7d")?,
+            rolling("ai", 7, "ai_7d")?,
+            rolling("total", 7, "total_7d")?,
+            rolling("human", 28, "human_28d")?,
+            rolling("ai", 28, "ai_28d")?,
+            rolling("total", 28, "total_28d")?,
+        ])
+        .join(week_before, on.clone(), on, JoinArgs::new(JoinType::Left))
+        .with_columns([
+            share("ai", "total").alias("ai_share"),
+            share("ai_7d", "total_7d").alias("ai_share_7d"),
+            share("ai_28d", "total_28d").alias("ai_share_28d"),
+            change("total", "total_week_before").alias("change_vs_week_before"),
+        ])
+        .select([
+            col("project"),
+            col("date"),
+            col("human"),
+            col("ai"),
+            col("total"),
+            col("ai_share"),
+            col("human_7d"),
+            col("ai_7d"),
+            col("total_7d"),
+            col("ai_share_7d"),
+            col("human_28d"),
+            col("ai_28d"),
+            col("total_28d"),
+            col("ai_share_28d"),
+            col("total_week_before"),
+            col("change_vs_week_before"),
+            col("provisional"),
+        ])
+        .sort(["project", "date"], SortMultipleOptions::default()))
+}
+
+/// The weekly table: per project and ISO week, the same measures, and change against the week
+/// before (null unless both weeks were exported in full).
+pub fn weekly(daily: LazyFrame) -> LazyFrame {
+    let monday = plus_days(col("date"), 0).cast(DataType::Int32)
+        - (col("date").dt().weekday().cast(DataType::Int32) - lit(1));
+    let weeks = daily
+        .with_column(monday.cast(DataType::Date).alias("week_start"))
+        .group_by([col("project"), col("week_start")])
+        .agg([
+            col("date").dt().iso_year().first().alias("iso_year"),
+            col("date").dt().week().first().alias("iso_week"),
+            col("human").sum(),
+            col("ai").sum(),
+            col("total").sum(),
+            col("date").count().cast(DataType::Int64).alias("days"),
+            col("provisional").any(true),
+        ]);
+    let before = weeks.clone().select([
+        col("project"),
+        plus_days(col("week_start"), 7).alias("week_start"),
+        col("total").alias("total_week_before"),
+        col("days").alias("days_week_before"),
+    ]);
+    let on = [col("project"), col("week_start")];
+    let full = col("days")
+        .eq(lit(7i64))
+        .and(col("days_week_before").eq(lit(7i64)));
+    weeks
+        .join(before, on.clone(), on, JoinArgs::new(JoinType::Left))
+        .with_columns([
+            share("ai", "total").alias("ai_share"),
+            when(full)
+                .then(change("total", "total_week_before"))
+                .otherwise(lit(Null {}))
+                .alias("change_vs_week_before"),
+        ])
+        .select([
+            col("project"),
+            col("iso_year"),
+            col("iso_week"),
+            col("week_start"),
+            col("days"),
+            col("human"),
+            col("ai"),
+            col("total"),
+            col("ai_share"),
+            col("total_week_before"),
+            col("change_vs_week_before"),
+            col("provisional"),
+        ])
+        .sort(["project", "week_start"], SortMultipleOptions::default())
+}
+
+/// Computes the tables. polars blocks in place, which a single-threaded tokio runtime forbids,
+/// so the work runs on a thread of its own: callable from anywhere.
+pub fn compute(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
+    std::thread::scope(|s| s.spawn(|| compute_here(out, sel)).join()).unwrap_or_else(|_| {
+        Err(TrendsError::Polars(PolarsError::ComputeError(
+            "the trends computation panicked".into(),
+        )))
+    })
+}
+
+fn compute_here(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
+    let daily_lf = daily(out, sel)?;
+    let daily = daily_lf.clone().collect()?;
+    if daily.height() == 0 {
+        return Err(TrendsError::NoData(out.display().to_string()));
+    }
+    let weekly = weekly(daily.clone().lazy()).collect()?;
+    Ok(Tables { daily, weekly })
+}
+
+/// Writes a frame as Parquet or CSV under a temporary name, then renames it into place.
+fn write(df: &mut DataFrame, path: &Path) -> Result<(), TrendsError> {
+    let io = |source| TrendsError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let tmp = path.with_file_name(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    ));
+    let file = std::fs::File::create(&tmp).map_err(io)?;
+    if path.extension().is_some_and(|e| e == "csv") {
+        CsvWriter::new(file).include_header(true).finish(df)?;
+    } else {
+        ParquetWriter::new(file)
+            .with_compression(ParquetCompression::Zstd(None))
+            .finish(df)?;
+    }
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// Writes `trends/daily.{parquet,csv}` and `trends/weekly.{parquet,csv}`; returns the files.
+pub fn write_tables(out: &Path, tables: &mut Tables) -> Result<Vec<PathBuf>, TrendsError> {
+    let dir = out.join("trends");
+    std::fs::create_dir_all(&dir).map_err(|source| TrendsError::Io {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let mut written = Vec::new();
+    for (name, df) in [("daily", &mut tables.daily), ("weekly", &mut tables.weekly)] {
+        for ext in ["parquet", "csv"] {
+            let path = dir.join(format!("{name}.{ext}"));
+            write(df, &path)?;
+            written.push(path);
+        }
+    }
+    Ok(written)
+}
+
+/// One project's last 7 days against the 7 before.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProjectSummary {
+    /// Project.
+    pub project: String,
+    /// Last day in the data.
+    pub last_day: NaiveDate,
+    /// Views in the last 7 days and the 7 before.
+    pub total: (i64, i64),
+    /// AI share in the last 7 days and the 7 before (None without views).
+    pub ai_share: (Option<f64>, Option<f64>),
+    /// Provisional days among the last 7.
+    pub provisional_days: usize,
+    /// Days of the 14 never exported.
+    pub missing_days: usize,
+}
+
+/// Summarises the daily table per project.
+pub fn summarize(daily: &DataFrame) -> Result<Vec<ProjectSummary>, TrendsError> {
+    let projects = daily.column("project")?.str()?.clone();
+    let dates = daily.column("date")?.cast(&DataType::Int32)?;
+    let dates = dates.i32()?;
+    let total = daily.column("total")?.i64()?.clone();
+    let ai = daily.column("ai")?.i64()?.clone();
+    let provisional = daily.column("provisional")?.bool()?.clone();
+    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
+    let mut by_project: std::collections::BTreeMap<String, Vec<(NaiveDate, i64, i64, bool)>> =
+        Default::default();
+    for i in 0..daily.height() {
+        let (Some(p), Some(d)) = (projects.get(i), dates.get(i)) else {
+            continue;
+        };
+        let day = epoch + chrono::Duration::days(i64::from(d));
+        by_project.entry(p.to_string()).or_default().push((
+            day,
+            total.get(i).unwrap_or(0),
+            ai.get(i).unwrap_or(0),
+            provisional.get(i).unwrap_or(false),
+        ));
+    }
+    let mut out = Vec::new();
+    for (project, days) in by_project {
+        let Some(last_day) = days.iter().map(|d| d.0).max() else {
+            continue;
+        };
+        let span = |from: i64, to: i64| {
+            days.iter().filter(move |d| {
+                let age = (last_day - d.0).num_days();
+                (from..=to).contains(&age)
+            })
+        };
+        let sums = |from, to| span(from, to).fold((0i64, 0i64), |(t, a), d| (t + d.1, a + d.2));
+        let ((t_now, a_now), (t_before, a_before)) = (sums(0, 6), sums(7, 13));
+        let share = |a: i64, t: i64| (t > 0).then(|| a as f64 / t as f64);
+        out.push(ProjectSummary {
+            project,
+            last_day,
+            total: (t_now, t_before),
+            ai_share: (share(a_now, t_now), share(a_before, t_before)),
+            provisional_days: span(0, 6).filter(|d| d.3).count(),
+            missing_days: 14 - span(0, 13).count(),
+        });
+    }
+    Ok(out)
+}
+
+/// The terminal summary.
+pub fn describe(summaries: &[ProjectSummary]) -> String {
+    let pct = |s: Option<f64>| s.map_or("n/a".to_string(), |v| format!("{:.1}%", v * 100.0));
+    let mut out = String::from("trends: last 7 days against the 7 before\n");
+    for s in summaries {
+        let change = if s.total.1 > 0 {
+            format!(
+                "{:+.1}%",
+                (s.total.0 as f64 / s.total.1 as f64 - 1.0) * 100.0
+            )
+        } else {
+            "n/a".to_string()
+        };
+        out += &format!(
+            "  {} (to {}): {} views ({change}), AI share {} (was {})",
+            s.project,
+            s.last_day,
+            s.total.0,
+            pct(s.ai_share.0),
+            pct(s.ai_share.1)
+        );
+        if s.provisional_days > 0 {
+            out += &format!(", {} provisional days", s.provisional_days);
+        }
+        if s.missing_days > 0 {
+            out += &format!(", {} of 14 days not exported", s.missing_days);
+        }
+        out.push('\n');
+    }
+    out
+}

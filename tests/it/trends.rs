@@ -1,0 +1,273 @@
+//! Trends against values computed independently from the emulator's truth.
+
+use crate::common::*;
+use chrono::NaiveDate;
+use docpipe::api::Limits;
+use docpipe::export::{Exporter, Target};
+use docpipe::trends::{Selection, compute, summarize};
+use polars::prelude::*;
+use std::collections::BTreeMap;
+
+const PROJECTS: [&str; 3] = ["alpha", "beta", "gamma"];
+
+async fn exported(live: &Live, out: &std::path::Path, ranges: &[(&str, &str)]) {
+    let a = live.client(Some(ADMIN_A), None, open_limits());
+    let b = {
+        use docpipe::api::*;
+        let s = a.settings().clone();
+        Client::new(
+            s,
+            "org-b",
+            Some(AdminKey::parse(ADMIN_B, "mint", "t").unwrap()),
+            None,
+            live.clock.clone(),
+            a.budget().clone(),
+        )
+        .unwrap()
+    };
+    let _ = Limits::default();
+    let targets = vec![
+        Target {
+            project: "alpha".into(),
+            client: a.clone(),
+        },
+        Target {
+            project: "beta".into(),
+            client: a,
+        },
+        Target {
+            project: "gamma".into(),
+            client: b,
+        },
+    ];
+    let exporter = Exporter::open(out, live.clock.clone(), 3).await.unwrap();
+    for (from, to) in ranges {
+        let plan = exporter.plan(&targets, day(from), day(to)).unwrap();
+        assert!(exporter.run(&targets, &plan).await.failed.is_empty());
+    }
+}
+
+/// (human, ai) of a project's exported days, from the emulator's truth.
+fn truth(live: &Live, project: &str, days: &[NaiveDate]) -> BTreeMap<NaiveDate, (i64, i64)> {
+    days.iter()
+        .map(|d| {
+            let rows = live
+                .emu()
+                .truth(project, *d, d.succ_opt().unwrap())
+                .unwrap();
+            (
+                *d,
+                (
+                    rows.iter().map(|r| r.human as i64).sum(),
+                    rows.iter().map(|r| r.ai as i64).sum(),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn days(from: &str, to: &str) -> Vec<NaiveDate> {
+    let mut out = Vec::new();
+    let mut d = day(from);
+    while d <= day(to) {
+        out.push(d);
+        d = d.succ_opt().unwrap();
+    }
+    out
+}
+
+fn i64_at(df: &DataFrame, name: &str, i: usize) -> Option<i64> {
+    df.column(name).unwrap().i64().unwrap().get(i)
+}
+
+fn f64_at(df: &DataFrame, name: &str, i: usize) -> Option<f64> {
+    df.column(name).unwrap().f64().unwrap().get(i)
+}
+
+#[tokio::test]
+async fn daily_weekly_and_summary_equal_an_independent_computation() {
+    let live = Live::start(small()).await;
+    let out = tempfile::tempdir().unwrap();
+    // 02-27 and 02-28 are before the data starts (exported, no views); 03-05 is never exported.
+    exported(
+        &live,
+        out.path(),
+        &[("2026-02-27", "2026-03-04"), ("2026-03-06", "2026-03-15")],
+    )
+    .await;
+    let mut exported_days = days("2026-02-27", "2026-03-15");
+    exported_days.retain(|d| *d != day("2026-03-05"));
+    let tables = compute(out.path(), &Selection::default()).unwrap();
+    let daily = &tables.daily;
+    assert_eq!(daily.height(), 3 * exported_days.len());
+    let projects = daily.column("project").unwrap().str().unwrap().clone();
+    let dates = daily
+        .column("date")
+        .unwrap()
+        .cast(&DataType::Int32)
+        .unwrap();
+    let dates = dates.i32().unwrap().clone();
+    let provisional = daily.column("provisional").unwrap().bool().unwrap().clone();
+    let epoch = day("1970-01-01");
+    let truths: BTreeMap<&str, _> = PROJECTS
+        .iter()
+        .map(|p| (*p, truth(&live, p, &exported_days)))
+        .collect();
+    let share = |a: i64, t: i64| (t > 0).then(|| a as f64 / t as f64);
+    for i in 0..daily.height() {
+        let p = projects.get(i).unwrap();
+        let d = epoch + chrono::Duration::days(i64::from(dates.get(i).unwrap()));
+        let t = &truths[p];
+        let (h, a) = t[&d];
+        assert_eq!(
+            (
+                i64_at(daily, "human", i),
+                i64_at(daily, "ai", i),
+                i64_at(daily, "total", i)
+            ),
+            (Some(h), Some(a), Some(h + a)),
+            "{p} {d}"
+        );
+        assert_eq!(f64_at(daily, "ai_share", i), share(a, h + a), "{p} {d}");
+        for (n, name) in [(7, "7d"), (28, "28d")] {
+            let (sh, sa) = t
+                .iter()
+                .filter(|(x, _)| **x <= d && (d - **x).num_days() < n)
+                .fold((0, 0), |(x, y), (_, (h, a))| (x + h, y + a));
+            assert_eq!(
+                i64_at(daily, &format!("total_{name}"), i),
+                Some(sh + sa),
+                "{p} {d} {name}"
+            );
+            assert_eq!(
+                i64_at(daily, &format!("ai_{name}"), i),
+                Some(sa),
+                "{p} {d} {name}"
+            );
+            assert_eq!(
+                f64_at(daily, &format!("ai_share_{name}"), i),
+                share(sa, sh + sa),
+                "{p} {d} {name}"
+            );
+        }
+        let before = t.get(&(d - chrono::Duration::days(7))).map(|(h, a)| h + a);
+        assert_eq!(i64_at(daily, "total_week_before", i), before, "{p} {d}");
+        let change = before
+            .filter(|b| *b > 0)
+            .map(|b| (h + a) as f64 / b as f64 - 1.0);
+        assert_eq!(f64_at(daily, "change_vs_week_before", i), change, "{p} {d}");
+        assert_eq!(provisional.get(i), Some(d >= day("2026-03-12")), "{p} {d}");
+    }
+    // Days before the data starts are exported zeros with a null share, never a division error.
+    let zero = (0..daily.height())
+        .find(|i| i64_at(daily, "total", *i) == Some(0))
+        .expect("a zero day");
+    assert_eq!(f64_at(daily, "ai_share", zero), None);
+
+    // Weekly: alpha's ISO week 10 (Monday 03-02 to Sunday 03-08) without the unexported 03-05.
+    let weekly = &tables.weekly;
+    let wp = weekly.column("project").unwrap().str().unwrap().clone();
+    let ws = weekly
+        .column("week_start")
+        .unwrap()
+        .cast(&DataType::Int32)
+        .unwrap();
+    let ws = ws.i32().unwrap().clone();
+    let monday = (day("2026-03-02") - epoch).num_days() as i32;
+    let i = (0..weekly.height())
+        .find(|i| wp.get(*i) == Some("alpha") && ws.get(*i) == Some(monday))
+        .unwrap();
+    let week: Vec<(i64, i64)> = days("2026-03-02", "2026-03-08")
+        .iter()
+        .filter_map(|d| truths["alpha"].get(d).copied())
+        .collect();
+    let (h, a) = week.iter().fold((0, 0), |(x, y), (h, a)| (x + h, y + a));
+    assert_eq!(
+        (
+            i64_at(weekly, "days", i),
+            i64_at(weekly, "total", i),
+            i64_at(weekly, "ai", i)
+        ),
+        (Some(6), Some(h + a), Some(a))
+    );
+    assert_eq!(
+        weekly
+            .column("iso_week")
+            .unwrap()
+            .cast(&DataType::Int64)
+            .unwrap()
+            .i64()
+            .unwrap()
+            .get(i),
+        Some(10)
+    );
+    assert_eq!(
+        f64_at(weekly, "change_vs_week_before", i),
+        None,
+        "an incomplete week has no change"
+    );
+    // The next week (03-09 to 03-15) is complete but its predecessor is not: no change either.
+    let next = (0..weekly.height())
+        .find(|i| wp.get(*i) == Some("alpha") && ws.get(*i) == Some(monday + 7))
+        .unwrap();
+    assert_eq!(
+        (
+            i64_at(weekly, "days", next),
+            f64_at(weekly, "change_vs_week_before", next)
+        ),
+        (Some(7), None)
+    );
+
+    // The summary: last 7 days (03-09..03-15) against the 7 before (03-02..03-08, one missing).
+    let s = summarize(daily).unwrap();
+    let alpha = s.iter().find(|s| s.project == "alpha").unwrap();
+    let sum = |from, to| {
+        days(from, to)
+            .iter()
+            .filter_map(|d| truths["alpha"].get(d))
+            .fold((0, 0), |(t, x), (h, a)| (t + h + a, x + a))
+    };
+    let (now, before) = (
+        sum("2026-03-09", "2026-03-15"),
+        sum("2026-03-02", "2026-03-08"),
+    );
+    assert_eq!(alpha.last_day, day("2026-03-15"));
+    assert_eq!(alpha.total, (now.0, before.0));
+    assert_eq!(
+        alpha.ai_share,
+        (share(now.1, now.0), share(before.1, before.0))
+    );
+    assert_eq!((alpha.provisional_days, alpha.missing_days), (4, 1));
+    let text = docpipe::trends::describe(&s);
+    assert!(
+        text.contains(", 4 provisional days, 1 of 14 days not exported\n"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_selection_prunes_projects_and_days() {
+    let live = Live::start(small()).await;
+    let out = tempfile::tempdir().unwrap();
+    exported(&live, out.path(), &[("2026-03-01", "2026-03-10")]).await;
+    let sel = Selection {
+        projects: vec!["beta".into()],
+        from: Some(day("2026-03-03")),
+        to: Some(day("2026-03-06")),
+    };
+    let t = compute(out.path(), &sel).unwrap();
+    assert_eq!(t.daily.height(), 4);
+    let ps = t.daily.column("project").unwrap().str().unwrap().clone();
+    assert!((0..4).all(|i| ps.get(i) == Some("beta")));
+    let empty = tempfile::tempdir().unwrap();
+    let e = compute(empty.path(), &Selection::default())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        format!(
+            "no exported data in {}: run `docpipe export` or `docpipe backfill` first",
+            empty.path().display()
+        )
+    );
+}
