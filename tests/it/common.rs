@@ -200,3 +200,36 @@ pub fn files_below(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     out.sort();
     out
 }
+
+/// The three test projects, with clients of their organizations sharing one budget.
+pub fn targets(live: &Live, limits: docpipe::api::Limits) -> Vec<docpipe::export::Target> {
+    let a = live.client(Some(ADMIN_A), None, limits);
+    let b = {
+        use docpipe::api::*;
+        let mut s = a.settings().clone();
+        s.limits = limits;
+        Client::new(
+            s,
+            "org-b",
+            Some(AdminKey::parse(ADMIN_B, "mint", "t").unwrap()),
+            None,
+            live.clock.clone(),
+            a.budget().clone(),
+        )
+        .unwrap()
+    };
+    vec![
+        docpipe::export::Target {
+            project: "alpha".into(),
+            client: a.clone(),
+        },
+        docpipe::export::Target {
+            project: "beta".into(),
+            client: a,
+        },
+        docpipe::export::Target {
+            project: "gamma".into(),
+            client: b,
+        },
+    ]
+}

@@ -5,43 +5,11 @@ use docpipe::api::Limits;
 use docpipe::emulator::Op;
 use docpipe::emulator::data::{DataFile, RowOrder};
 use docpipe::export::parquet::{PAGE_VIEWS, PART, SITE_TOTALS, partition_dir, read_page_views};
-use docpipe::export::{Exporter, Summary, Target};
+use docpipe::export::{Exporter, Summary};
 use std::path::Path;
 use std::process::Command;
 
 const PROJECTS: [&str; 3] = ["alpha", "beta", "gamma"];
-
-fn targets(live: &Live, limits: Limits) -> Vec<Target> {
-    let a = live.client(Some(ADMIN_A), None, limits);
-    let b = {
-        use docpipe::api::*;
-        let mut s = a.settings().clone();
-        s.limits = limits;
-        Client::new(
-            s,
-            "org-b",
-            Some(AdminKey::parse(ADMIN_B, "mint", "t").unwrap()),
-            None,
-            live.clock.clone(),
-            a.budget().clone(),
-        )
-        .unwrap()
-    };
-    vec![
-        Target {
-            project: "alpha".into(),
-            client: a.clone(),
-        },
-        Target {
-            project: "beta".into(),
-            client: a,
-        },
-        Target {
-            project: "gamma".into(),
-            client: b,
-        },
-    ]
-}
 
 async fn export(live: &Live, out: &Path, limits: Limits, from: &str, to: &str) -> Summary {
     let exporter = Exporter::open(out, live.clock.clone(), 3).await.unwrap();

@@ -2,8 +2,7 @@
 
 use crate::common::*;
 use chrono::NaiveDate;
-use docpipe::api::Limits;
-use docpipe::export::{Exporter, Target};
+use docpipe::export::Exporter;
 use docpipe::trends::{Selection, compute, summarize};
 use polars::prelude::*;
 use std::collections::BTreeMap;
@@ -11,35 +10,7 @@ use std::collections::BTreeMap;
 const PROJECTS: [&str; 3] = ["alpha", "beta", "gamma"];
 
 async fn exported(live: &Live, out: &std::path::Path, ranges: &[(&str, &str)]) {
-    let a = live.client(Some(ADMIN_A), None, open_limits());
-    let b = {
-        use docpipe::api::*;
-        let s = a.settings().clone();
-        Client::new(
-            s,
-            "org-b",
-            Some(AdminKey::parse(ADMIN_B, "mint", "t").unwrap()),
-            None,
-            live.clock.clone(),
-            a.budget().clone(),
-        )
-        .unwrap()
-    };
-    let _ = Limits::default();
-    let targets = vec![
-        Target {
-            project: "alpha".into(),
-            client: a.clone(),
-        },
-        Target {
-            project: "beta".into(),
-            client: a,
-        },
-        Target {
-            project: "gamma".into(),
-            client: b,
-        },
-    ];
+    let targets = targets(live, open_limits());
     let exporter = Exporter::open(out, live.clock.clone(), 3).await.unwrap();
     for (from, to) in ranges {
         let plan = exporter.plan(&targets, day(from), day(to)).unwrap();
