@@ -158,6 +158,9 @@ pub struct RawExport {
     /// Days that may still receive late events: re-fetched on each run, then final.
     #[serde(default = "default_lookback")]
     pub lookback_days: u32,
+    /// Whether `docpipe export` aggregates the trends after exporting.
+    #[serde(default = "default_trends")]
+    pub trends_after_export: bool,
 }
 
 fn default_output() -> PathBuf {
@@ -166,12 +169,16 @@ fn default_output() -> PathBuf {
 const fn default_lookback() -> u32 {
     3
 }
+const fn default_trends() -> bool {
+    true
+}
 
 impl Default for RawExport {
     fn default() -> Self {
         Self {
             output_dir: default_output(),
             lookback_days: default_lookback(),
+            trends_after_export: default_trends(),
         }
     }
 }
@@ -223,6 +230,8 @@ pub struct Settings {
     pub output_dir: PathBuf,
     /// Lateness allowance in days.
     pub lookback_days: u32,
+    /// Run trends after `export`.
+    pub trends_after_export: bool,
 }
 
 fn valid_id(s: &str) -> bool {
@@ -374,6 +383,7 @@ impl RawConfig {
             projects,
             output_dir: self.export.output_dir.clone(),
             lookback_days: self.export.lookback_days,
+            trends_after_export: self.export.trends_after_export,
         })
     }
 }

@@ -10,7 +10,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Fetch what is due: days since each project's `start_date` (default: the last 30 days) that are
-/// not final yet; days within `lookback_days` are fetched again and replaced.
+/// not final yet; days within `lookback_days` are fetched again and replaced. Then aggregate the
+/// trends, unless `trends_after_export = false` in `[export]`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Only these projects (repeatable; default: all configured).
@@ -130,6 +131,16 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     for (start, group) in by_start {
         let s = plan_and_run(&exporter, &group, start, today, args.dry_run).await?;
         summary.failed.extend(s.failed);
+    }
+    if settings.trends_after_export && !args.dry_run {
+        println!();
+        super::trends::report(
+            &settings.output_dir,
+            &crate::trends::Selection {
+                projects: args.projects,
+                ..Default::default()
+            },
+        )?;
     }
     outcome(&summary)
 }

@@ -569,3 +569,47 @@ async fn export_plans_each_project_from_its_start_date_or_the_last_30_days() {
     );
     assert_eq!(live.emu().stats().get("views").map_or(0, |s| s.requests), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_aggregates_the_trends_afterwards_unless_told_not_to() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let start = chrono::Utc::now().date_naive() - chrono::Duration::days(1);
+    for (name, extra, want_trends) in [
+        ("on", "", true),
+        ("off", "trends_after_export = false", false),
+    ] {
+        let out = dir.path().join(name);
+        let cfg = dir.path().join(format!("{name}.toml"));
+        let text = config(&live.server.base_url(), &out, extra).replace(
+            "organization = \"org-a\"\n",
+            &format!("organization = \"org-a\"\nstart_date = \"{start}\"\n"),
+        );
+        let text = text.replace(
+            "id = \"gamma\"\norganization = \"org-b\"",
+            &format!("id = \"gamma\"\norganization = \"org-b\"\nstart_date = \"{start}\""),
+        );
+        std::fs::write(&cfg, text).unwrap();
+        let run = docpipe(&cfg, &["export"], None);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&run.stdout).to_string();
+        assert_eq!(
+            stdout.contains("trends: last 7 days against the 7 before"),
+            want_trends,
+            "{stdout}"
+        );
+        assert_eq!(out.join("trends/daily.csv").exists(), want_trends);
+        if want_trends {
+            let csv = std::fs::read_to_string(out.join("trends/daily.csv")).unwrap();
+            assert_eq!(
+                csv.lines().count(),
+                1 + 3 * 2,
+                "a header and 2 days of 3 projects:\n{csv}"
+            );
+        }
+    }
+}
