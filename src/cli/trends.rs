@@ -34,7 +34,7 @@ fn report_here(out: &Path, sel: &Selection) -> anyhow::Result<()> {
         Err(e) => return Err(e.into()),
     };
     let files = write_tables(out, &mut tables)?;
-    print!("{}", describe(&summarize(&tables.daily)?));
+    print!("{}", describe(&summarize(&tables)?));
     println!("trend tables:");
     for f in files {
         println!("  {}", f.display());

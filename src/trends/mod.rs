@@ -4,7 +4,7 @@
 //! The daily table is built from `site_totals`, which holds each exported day's exact totals: a
 //! day exported with no views is a row of zeros, a day never exported is absent.
 
-use crate::export::parquet::SITE_TOTALS;
+use crate::export::parquet::{PAGE_VIEWS, SITE_TOTALS};
 use chrono::NaiveDate;
 use polars::prelude::*;
 use std::path::{Path, PathBuf};
@@ -46,7 +46,12 @@ pub struct Tables {
     pub daily: DataFrame,
     /// Per project and ISO week.
     pub weekly: DataFrame,
+    /// Per project and page, over the last 7 and 28 days and the windows before them.
+    pub pages: DataFrame,
 }
+
+/// Views a page needs in both windows to count as a mover (fewer make shares noise).
+pub const MOVER_MIN_VIEWS: i64 = 20;
 
 /// Lazily scans a table's Hive partitions, with `project` a string and `date` a date whatever
 /// the values look like, pruned to the selection.
@@ -230,6 +235,140 @@ pub fn weekly(daily: LazyFrame) -> LazyFrame {
         .sort(["project", "week_start"], SortMultipleOptions::default())
 }
 
+/// The page table: per project and page, over the last 7 and 28 days up to the project's last
+/// exported day and the windows of the same length before them: human, AI, total, AI share, the
+/// change in views and in AI share, the rank by views, and the movers (pages whose AI share rose
+/// most, among pages with at least `MOVER_MIN_VIEWS` views in both windows). Changes and movers
+/// are null unless both windows were exported in full (`days_7d`, `days_prev_7d`, ...).
+pub fn pages(out: &Path, sel: &Selection) -> Result<LazyFrame, TrendsError> {
+    let views = scan(out, PAGE_VIEWS, sel)?;
+    let days = scan(out, SITE_TOTALS, sel)?.select([
+        col("project"),
+        col("date"),
+        col("final").not().alias("provisional"),
+    ]);
+    let last = days
+        .clone()
+        .group_by([col("project")])
+        .agg([col("date").max().alias("last_day")]);
+    let by_project = [col("project")];
+    let by_day = [col("project"), col("date")];
+    // Days exported in each window, per project: a comparison needs both windows complete.
+    let age =
+        (col("last_day").cast(DataType::Int32) - col("date").cast(DataType::Int32)).alias("age");
+    let mut covered = Vec::new();
+    for w in [7, 28] {
+        let prev = col("age").gt_eq(lit(w)).and(col("age").lt(lit(2 * w)));
+        covered.push(
+            col("date")
+                .filter(col("age").lt(lit(w)))
+                .count()
+                .cast(DataType::Int64)
+                .alias(format!("days_{w}d")),
+        );
+        covered.push(
+            col("date")
+                .filter(prev)
+                .count()
+                .cast(DataType::Int64)
+                .alias(format!("days_prev_{w}d")),
+        );
+    }
+    let coverage = days
+        .clone()
+        .join(
+            last.clone(),
+            by_project.clone(),
+            by_project.clone(),
+            JoinArgs::new(JoinType::Inner),
+        )
+        .with_column(age)
+        .group_by([col("project")])
+        .agg(covered);
+    let rows = views
+        .join(
+            last,
+            by_project.clone(),
+            by_project.clone(),
+            JoinArgs::new(JoinType::Inner),
+        )
+        .join(days, by_day.clone(), by_day, JoinArgs::new(JoinType::Left))
+        .with_column(
+            (col("last_day").cast(DataType::Int32) - col("date").cast(DataType::Int32))
+                .alias("age"),
+        )
+        .filter(col("age").lt(lit(56)));
+    let mut aggs = vec![col("last_day").first()];
+    for w in [7, 28] {
+        let cur = col("age").lt(lit(w));
+        let prev = col("age").gt_eq(lit(w)).and(col("age").lt(lit(2 * w)));
+        for c in ["human", "ai"] {
+            aggs.push(col(c).filter(cur.clone()).sum().alias(format!("{c}_{w}d")));
+            aggs.push(
+                col(c)
+                    .filter(prev.clone())
+                    .sum()
+                    .alias(format!("{c}_prev_{w}d")),
+            );
+        }
+    }
+    aggs.push(
+        col("provisional")
+            .filter(col("age").lt(lit(7)))
+            .any(true)
+            .alias("provisional"),
+    );
+    let mut lf = rows.group_by([col("project"), col("path")]).agg(aggs).join(
+        coverage,
+        by_project.clone(),
+        by_project,
+        JoinArgs::new(JoinType::Left),
+    );
+    let desc = RankOptions {
+        method: RankMethod::Ordinal,
+        descending: true,
+    };
+    for w in [7, 28] {
+        let (t, tp) = (format!("total_{w}d"), format!("total_prev_{w}d"));
+        lf = lf.with_columns([
+            (col(format!("human_{w}d")) + col(format!("ai_{w}d"))).alias(&t),
+            (col(format!("human_prev_{w}d")) + col(format!("ai_prev_{w}d"))).alias(&tp),
+        ]);
+        let complete = col(format!("days_{w}d"))
+            .eq(lit(w as i64))
+            .and(col(format!("days_prev_{w}d")).eq(lit(w as i64)));
+        lf = lf.with_columns([
+            share(&format!("ai_{w}d"), &t).alias(format!("ai_share_{w}d")),
+            share(&format!("ai_prev_{w}d"), &tp).alias(format!("ai_share_prev_{w}d")),
+            when(complete.clone())
+                .then(change(&t, &tp))
+                .otherwise(lit(Null {}))
+                .alias(format!("change_{w}d")),
+            col(&t)
+                .rank(desc, None)
+                .over([col("project")])?
+                .alias(format!("rank_{w}d")),
+        ]);
+        let eligible = complete
+            .and(col(&t).gt_eq(lit(MOVER_MIN_VIEWS)))
+            .and(col(&tp).gt_eq(lit(MOVER_MIN_VIEWS)));
+        let rise = col(format!("ai_share_{w}d")) - col(format!("ai_share_prev_{w}d"));
+        lf = lf.with_column(
+            when(eligible)
+                .then(rise)
+                .otherwise(lit(Null {}))
+                .alias(format!("ai_share_rise_{w}d")),
+        );
+        lf = lf.with_column(
+            col(format!("ai_share_rise_{w}d"))
+                .rank(desc, None)
+                .over([col("project")])?
+                .alias(format!("mover_rank_{w}d")),
+        );
+    }
+    Ok(lf.sort(["project", "rank_7d"], SortMultipleOptions::default()))
+}
+
 /// Computes the tables. polars blocks in place, which a single-threaded tokio runtime forbids,
 /// so the work runs on a thread of its own: callable from anywhere.
 pub fn compute(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
@@ -247,7 +386,12 @@ fn compute_here(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
         return Err(TrendsError::NoData(out.display().to_string()));
     }
     let weekly = weekly(daily.clone().lazy()).collect()?;
-    Ok(Tables { daily, weekly })
+    let pages = pages(out, sel)?.collect()?;
+    Ok(Tables {
+        daily,
+        weekly,
+        pages,
+    })
 }
 
 /// Writes a frame as Parquet or CSV under a temporary name, then renames it into place.
@@ -274,7 +418,7 @@ fn write(df: &mut DataFrame, path: &Path) -> Result<(), TrendsError> {
     std::fs::rename(&tmp, path).map_err(io)
 }
 
-/// Writes `trends/daily.{parquet,csv}` and `trends/weekly.{parquet,csv}`; returns the files.
+/// Writes `trends/{daily,weekly,pages}.{parquet,csv}`; returns the files.
 pub fn write_tables(out: &Path, tables: &mut Tables) -> Result<Vec<PathBuf>, TrendsError> {
     let dir = out.join("trends");
     std::fs::create_dir_all(&dir).map_err(|source| TrendsError::Io {
@@ -282,7 +426,11 @@ pub fn write_tables(out: &Path, tables: &mut Tables) -> Result<Vec<PathBuf>, Tre
         source,
     })?;
     let mut written = Vec::new();
-    for (name, df) in [("daily", &mut tables.daily), ("weekly", &mut tables.weekly)] {
+    for (name, df) in [
+        ("daily", &mut tables.daily),
+        ("weekly", &mut tables.weekly),
+        ("pages", &mut tables.pages),
+    ] {
         for ext in ["parquet", "csv"] {
             let path = dir.join(format!("{name}.{ext}"));
             write(df, &path)?;
@@ -307,10 +455,60 @@ pub struct ProjectSummary {
     pub provisional_days: usize,
     /// Days of the 14 never exported.
     pub missing_days: usize,
+    /// Pages whose AI share rose most over the last 7 days.
+    pub movers: Vec<Mover>,
 }
 
-/// Summarises the daily table per project.
-pub fn summarize(daily: &DataFrame) -> Result<Vec<ProjectSummary>, TrendsError> {
+/// A page whose AI share rose.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mover {
+    /// 1 for the largest rise.
+    pub rank: u32,
+    /// Page path.
+    pub path: String,
+    /// AI share in the 7 days before.
+    pub before: f64,
+    /// AI share in the last 7 days.
+    pub now: f64,
+}
+
+/// The top three movers of each project from the page table.
+fn movers(pages: &DataFrame) -> Result<std::collections::HashMap<String, Vec<Mover>>, TrendsError> {
+    let project = pages.column("project")?.str()?.clone();
+    let path = pages.column("path")?.str()?.clone();
+    let rank = pages.column("mover_rank_7d")?.cast(&DataType::UInt32)?;
+    let rank = rank.u32()?;
+    let before = pages.column("ai_share_prev_7d")?.f64()?.clone();
+    let now = pages.column("ai_share_7d")?.f64()?.clone();
+    let mut out: std::collections::HashMap<String, Vec<Mover>> = Default::default();
+    for i in 0..pages.height() {
+        if let (Some(p), Some(path), Some(r), Some(b), Some(n)) = (
+            project.get(i),
+            path.get(i),
+            rank.get(i),
+            before.get(i),
+            now.get(i),
+        ) && r <= 3
+        {
+            let mover = Mover {
+                rank: r,
+                path: path.to_string(),
+                before: b,
+                now: n,
+            };
+            out.entry(p.to_string()).or_default().push(mover);
+        }
+    }
+    for v in out.values_mut() {
+        v.sort_by_key(|m| m.rank);
+    }
+    Ok(out)
+}
+
+/// Summarises the tables per project.
+pub fn summarize(tables: &Tables) -> Result<Vec<ProjectSummary>, TrendsError> {
+    let mut top = movers(&tables.pages)?;
+    let daily = &tables.daily;
     let projects = daily.column("project")?.str()?.clone();
     let dates = daily.column("date")?.cast(&DataType::Int32)?;
     let dates = dates.i32()?;
@@ -347,12 +545,13 @@ pub fn summarize(daily: &DataFrame) -> Result<Vec<ProjectSummary>, TrendsError> 
         let ((t_now, a_now), (t_before, a_before)) = (sums(0, 6), sums(7, 13));
         let share = |a: i64, t: i64| (t > 0).then(|| a as f64 / t as f64);
         out.push(ProjectSummary {
-            project,
             last_day,
             total: (t_now, t_before),
             ai_share: (share(a_now, t_now), share(a_before, t_before)),
             provisional_days: span(0, 6).filter(|d| d.3).count(),
             missing_days: 14 - span(0, 13).count(),
+            movers: top.remove(&project).unwrap_or_default(),
+            project,
         });
     }
     Ok(out)
@@ -386,6 +585,13 @@ pub fn describe(summaries: &[ProjectSummary]) -> String {
             out += &format!(", {} of 14 days not exported", s.missing_days);
         }
         out.push('\n');
+        for m in &s.movers {
+            let (before, now) = (m.before * 100.0, m.now * 100.0);
+            out += &format!(
+                "      AI share rising: {} {before:.1}% -> {now:.1}%\n",
+                m.path
+            );
+        }
     }
     out
 }

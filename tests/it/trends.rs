@@ -190,7 +190,7 @@ async fn daily_weekly_and_summary_equal_an_independent_computation() {
     );
 
     // The summary: last 7 days (03-09..03-15) against the 7 before (03-02..03-08, one missing).
-    let s = summarize(daily).unwrap();
+    let s = summarize(&tables).unwrap();
     let alpha = s.iter().find(|s| s.project == "alpha").unwrap();
     let sum = |from, to| {
         days(from, to)
@@ -241,4 +241,99 @@ async fn a_selection_prunes_projects_and_days() {
             empty.path().display()
         )
     );
+}
+
+#[tokio::test]
+async fn the_page_table_and_its_movers_equal_an_independent_computation() {
+    let live = Live::start(small()).await;
+    let out = tempfile::tempdir().unwrap();
+    exported(&live, out.path(), &[("2026-03-01", "2026-03-15")]).await;
+    let tables = compute(out.path(), &Selection::default()).unwrap();
+    let pages = &tables.pages;
+    let project = pages.column("project").unwrap().str().unwrap().clone();
+    let path = pages.column("path").unwrap().str().unwrap().clone();
+    let u32_at = |name: &str, i: usize| {
+        pages
+            .column(name)
+            .unwrap()
+            .cast(&DataType::UInt32)
+            .unwrap()
+            .u32()
+            .unwrap()
+            .get(i)
+    };
+    for p in ["beta", "gamma"] {
+        // Per path: (human, ai) over 03-09..03-15 and over 03-02..03-08, from the truth.
+        let mut want: BTreeMap<String, [i64; 4]> = BTreeMap::new();
+        for (from, to, at) in [
+            ("2026-03-09", "2026-03-15", 0),
+            ("2026-03-02", "2026-03-08", 2),
+        ] {
+            for d in days(from, to) {
+                for r in live
+                    .emu()
+                    .truth(p, d, d.succ_opt().unwrap())
+                    .unwrap()
+                    .iter()
+                {
+                    let e = want.entry(r.path.clone()).or_default();
+                    e[at] += r.human as i64;
+                    e[at + 1] += r.ai as i64;
+                }
+            }
+        }
+        let rows: Vec<usize> = (0..pages.height())
+            .filter(|i| project.get(*i) == Some(p))
+            .collect();
+        let mut best_total = (0, String::new());
+        let mut best_rise: Option<(f64, String)> = None;
+        for &i in &rows {
+            let path = path.get(i).unwrap().to_string();
+            let w = want.remove(&path).unwrap_or_default();
+            let got = [
+                i64_at(pages, "human_7d", i),
+                i64_at(pages, "ai_7d", i),
+                i64_at(pages, "human_prev_7d", i),
+                i64_at(pages, "ai_prev_7d", i),
+            ];
+            assert_eq!(got.map(|x| x.unwrap()), w, "{p} {path}");
+            let (now, before) = (w[0] + w[1], w[2] + w[3]);
+            let change = (before > 0).then(|| now as f64 / before as f64 - 1.0);
+            assert_eq!(f64_at(pages, "change_7d", i), change, "{p} {path}");
+            assert_eq!(
+                f64_at(pages, "change_28d", i),
+                None,
+                "the 28-day windows are incomplete"
+            );
+            if now > best_total.0 {
+                best_total = (now, path.clone());
+            }
+            if now >= 20 && before >= 20 {
+                let rise = w[1] as f64 / now as f64 - w[3] as f64 / before as f64;
+                if best_rise.as_ref().is_none_or(|(r, _)| rise > *r) {
+                    best_rise = Some((rise, path.clone()));
+                }
+            } else {
+                assert_eq!(
+                    u32_at("mover_rank_7d", i),
+                    None,
+                    "{p} {path} has too few views to move"
+                );
+            }
+        }
+        assert!(
+            want.values().all(|w| w.iter().all(|x| *x == 0)),
+            "every page with views is in the table"
+        );
+        let rank1 = |name: &str| {
+            rows.iter()
+                .find(|i| u32_at(name, **i) == Some(1))
+                .map(|i| path.get(*i).unwrap().to_string())
+        };
+        assert_eq!(rank1("rank_7d"), Some(best_total.1), "{p}");
+        assert_eq!(rank1("mover_rank_7d"), best_rise.map(|b| b.1), "{p}");
+    }
+    let s = summarize(&tables).unwrap();
+    let beta = s.iter().find(|s| s.project == "beta").unwrap();
+    assert!(beta.movers.len() <= 3);
 }
