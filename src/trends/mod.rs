@@ -4,6 +4,8 @@
 //! The daily table is built from `site_totals`, which holds each exported day's exact totals: a
 //! day exported with no views is a row of zeros, a day never exported is absent.
 
+pub mod chart;
+
 use crate::export::parquet::{PAGE_VIEWS, SITE_TOTALS};
 use chrono::NaiveDate;
 use polars::prelude::*;
@@ -418,7 +420,7 @@ fn write(df: &mut DataFrame, path: &Path) -> Result<(), TrendsError> {
     std::fs::rename(&tmp, path).map_err(io)
 }
 
-/// Writes `trends/{daily,weekly,pages}.{parquet,csv}`; returns the files.
+/// Writes `trends/{daily,weekly,pages}.{parquet,csv}` and the charts; returns the files.
 pub fn write_tables(out: &Path, tables: &mut Tables) -> Result<Vec<PathBuf>, TrendsError> {
     let dir = out.join("trends");
     std::fs::create_dir_all(&dir).map_err(|source| TrendsError::Io {
@@ -437,6 +439,7 @@ pub fn write_tables(out: &Path, tables: &mut Tables) -> Result<Vec<PathBuf>, Tre
             written.push(path);
         }
     }
+    written.extend(chart::write_charts(out, &tables.daily)?);
     Ok(written)
 }
 

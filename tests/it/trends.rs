@@ -337,3 +337,56 @@ async fn the_page_table_and_its_movers_equal_an_independent_computation() {
     let beta = s.iter().find(|s| s.project == "beta").unwrap();
     assert!(beta.movers.len() <= 3);
 }
+
+#[tokio::test]
+async fn a_chart_per_project_is_written_as_png_and_svg() {
+    let live = Live::start(small()).await;
+    let out = tempfile::tempdir().unwrap();
+    exported(&live, out.path(), &[("2026-03-01", "2026-03-15")]).await;
+    let mut tables = compute(out.path(), &Selection::default()).unwrap();
+    let files = docpipe::trends::write_tables(out.path(), &mut tables).unwrap();
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "daily.parquet",
+            "daily.csv",
+            "weekly.parquet",
+            "weekly.csv",
+            "pages.parquet",
+            "pages.csv",
+            "chart-alpha.png",
+            "chart-alpha.svg",
+            "chart-beta.png",
+            "chart-beta.svg",
+            "chart-gamma.png",
+            "chart-gamma.svg",
+        ]
+    );
+    let png = std::fs::read(out.path().join("trends/chart-alpha.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let (w, h) = (
+        u32::from_be_bytes(png[16..20].try_into().unwrap()),
+        u32::from_be_bytes(png[20..24].try_into().unwrap()),
+    );
+    assert_eq!((w, h), docpipe::trends::chart::SIZE);
+    let svg = std::fs::read_to_string(out.path().join("trends/chart-alpha.svg")).unwrap();
+    assert!(svg.starts_with("<svg"));
+    for text in [
+        "alpha: page views per day, human and AI",
+        "AI share, 7 days (right axis)",
+        "provisional (may still change)",
+    ] {
+        assert!(svg.contains(text), "{text}");
+    }
+    // The series behind the chart: 15 days of alpha, the 7-day average over the days present.
+    let series = docpipe::trends::chart::series(&tables.daily).unwrap();
+    let (_, alpha) = series.iter().find(|(p, _)| p == "alpha").unwrap();
+    assert_eq!(alpha.days.len(), 15);
+    let last7: f64 = alpha.human[8..].iter().sum::<f64>() / 7.0;
+    assert!((alpha.human_avg[14] - last7).abs() < 1e-9);
+    assert_eq!(alpha.provisional.iter().filter(|p| **p).count(), 4);
+}

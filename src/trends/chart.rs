@@ -1,0 +1,237 @@
+//! A chart per project: daily human and AI views, their 7-day averages, and the 7-day AI share
+//! on a second axis; provisional days are shaded. PNG and SVG, drawn with plotters and an
+//! embedded font (DejaVu Sans), so nothing depends on the machine's fonts.
+
+use super::TrendsError;
+use chrono::NaiveDate;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use polars::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// Chart size in pixels.
+pub const SIZE: (u32, u32) = (1200, 620);
+
+/// One project's daily series.
+#[derive(Debug, Clone, Default)]
+pub struct Series {
+    /// Days.
+    pub days: Vec<NaiveDate>,
+    /// Human views.
+    pub human: Vec<f64>,
+    /// AI views.
+    pub ai: Vec<f64>,
+    /// 7-day average of human views.
+    pub human_avg: Vec<f64>,
+    /// 7-day average of AI views.
+    pub ai_avg: Vec<f64>,
+    /// 7-day AI share in percent (None without views).
+    pub share: Vec<Option<f64>>,
+    /// Provisional days.
+    pub provisional: Vec<bool>,
+}
+
+fn register_font() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            dejavu::sans::regular(),
+        );
+    });
+}
+
+/// The series of every project in the daily table.
+pub fn series(daily: &DataFrame) -> Result<Vec<(String, Series)>, TrendsError> {
+    let project = daily.column("project")?.str()?.clone();
+    let date = daily.column("date")?.cast(&DataType::Int32)?;
+    let date = date.i32()?.clone();
+    let num = |name: &str| -> Result<Float64Chunked, TrendsError> {
+        Ok(daily.column(name)?.cast(&DataType::Float64)?.f64()?.clone())
+    };
+    let (human, ai, h7, a7, share) = (
+        num("human")?,
+        num("ai")?,
+        num("human_7d")?,
+        num("ai_7d")?,
+        num("ai_share_7d")?,
+    );
+    let provisional = daily.column("provisional")?.bool()?.clone();
+    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
+    let mut out: Vec<(String, Series)> = Vec::new();
+    for i in 0..daily.height() {
+        let (Some(p), Some(d)) = (project.get(i), date.get(i)) else {
+            continue;
+        };
+        if out.last().is_none_or(|(name, _)| name != p) {
+            out.push((p.to_string(), Series::default()));
+        }
+        let Some((_, s)) = out.last_mut() else {
+            continue;
+        };
+        let day = epoch + chrono::Duration::days(i64::from(d));
+        // The average over the days of the window that exist (7 once a week is exported).
+        let span = s
+            .days
+            .iter()
+            .rev()
+            .take_while(|x| (day - **x).num_days() < 7)
+            .count() as f64
+            + 1.0;
+        s.days.push(day);
+        s.human.push(human.get(i).unwrap_or(0.0));
+        s.ai.push(ai.get(i).unwrap_or(0.0));
+        s.human_avg.push(h7.get(i).unwrap_or(0.0) / span);
+        s.ai_avg.push(a7.get(i).unwrap_or(0.0) / span);
+        s.share.push(share.get(i).map(|v| v * 100.0));
+        s.provisional.push(provisional.get(i).unwrap_or(false));
+    }
+    Ok(out)
+}
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    project: &str,
+    s: &Series,
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let (Some(first), Some(last)) = (s.days.first().copied(), s.days.last().copied()) else {
+        return Ok(());
+    };
+    let last = if last == first {
+        last.succ_opt().unwrap_or(last)
+    } else {
+        last
+    };
+    // Headroom above the data for the legend.
+    let top = s.human.iter().chain(&s.ai).fold(1.0f64, |m, v| m.max(*v)) * 1.5;
+    let human = RGBColor(31, 119, 180);
+    let ai = RGBColor(214, 39, 40);
+    let share = RGBColor(90, 90, 90);
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            format!("{project}: page views per day, human and AI"),
+            ("sans-serif", 26),
+        )
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(80)
+        .right_y_label_area_size(70)
+        .build_cartesian_2d(first..last, 0f64..top)
+        .map_err(err)?
+        .set_secondary_coord(first..last, 0f64..100f64);
+    chart
+        .configure_mesh()
+        .x_labels(10)
+        .x_label_formatter(&|d| d.format("%b %d").to_string())
+        .y_desc("views per day")
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .label_style(("sans-serif", 15))
+        .draw()
+        .map_err(err)?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("AI share, 7 days (%)")
+        .label_style(("sans-serif", 15))
+        .draw()
+        .map_err(err)?;
+    if let Some(start) = s
+        .days
+        .iter()
+        .zip(&s.provisional)
+        .find(|(_, p)| **p)
+        .map(|(d, _)| *d)
+    {
+        let shade = RGBColor(200, 200, 200).mix(0.35).filled();
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(start, 0.0), (last, top)],
+                shade,
+            )))
+            .map_err(err)?
+            .label("provisional (may still change)")
+            .legend(|(x, y)| {
+                Rectangle::new(
+                    [(x, y - 6), (x + 18, y + 6)],
+                    RGBColor(200, 200, 200).filled(),
+                )
+            });
+    }
+    let points = |v: &[f64]| {
+        s.days
+            .iter()
+            .copied()
+            .zip(v.iter().copied())
+            .collect::<Vec<_>>()
+    };
+    for (values, color, width, label) in [
+        (&s.human, human.mix(0.35), 1, "human, daily"),
+        (&s.ai, ai.mix(0.35), 1, "AI, daily"),
+        (&s.human_avg, human.mix(1.0), 3, "human, 7-day average"),
+        (&s.ai_avg, ai.mix(1.0), 3, "AI, 7-day average"),
+    ] {
+        let style = color.stroke_width(width);
+        chart
+            .draw_series(LineSeries::new(points(values), style))
+            .map_err(err)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+    }
+    let share_points: Vec<(NaiveDate, f64)> = s
+        .days
+        .iter()
+        .zip(&s.share)
+        .filter_map(|(d, v)| v.map(|v| (*d, v)))
+        .collect();
+    let dashed = share.stroke_width(2);
+    chart
+        .draw_secondary_series(LineSeries::new(share_points, dashed))
+        .map_err(err)?
+        .label("AI share, 7 days (right axis)")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], dashed));
+    chart
+        .configure_series_labels()
+        .label_font(("sans-serif", 15))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
+/// Writes `trends/chart-<project>.png` and `.svg` for every project; returns the files.
+pub fn write_charts(out: &Path, daily: &DataFrame) -> Result<Vec<PathBuf>, TrendsError> {
+    register_font();
+    let dir = out.join("trends");
+    let mut written = Vec::new();
+    for (project, s) in series(daily)? {
+        let name = crate::export::parquet::escape_partition_value(&project).replace('%', "_");
+        let png = dir.join(format!("chart-{name}.png"));
+        let svg = dir.join(format!("chart-{name}.svg"));
+        let fail = |path: &Path, message: String| TrendsError::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::other(message),
+        };
+        draw(
+            &BitMapBackend::new(&png, SIZE).into_drawing_area(),
+            &project,
+            &s,
+        )
+        .map_err(|m| fail(&png, m))?;
+        draw(
+            &SVGBackend::new(&svg, SIZE).into_drawing_area(),
+            &project,
+            &s,
+        )
+        .map_err(|m| fail(&svg, m))?;
+        written.push(png);
+        written.push(svg);
+    }
+    Ok(written)
+}
