@@ -243,16 +243,31 @@ pub fn weekly(daily: LazyFrame) -> LazyFrame {
 /// most, among pages with at least `MOVER_MIN_VIEWS` views in both windows). Changes and movers
 /// are null unless both windows were exported in full (`days_7d`, `days_prev_7d`, ...).
 pub fn pages(out: &Path, sel: &Selection) -> Result<LazyFrame, TrendsError> {
-    let views = scan(out, PAGE_VIEWS, sel)?;
     let days = scan(out, SITE_TOTALS, sel)?.select([
         col("project"),
         col("date"),
         col("final").not().alias("provisional"),
     ]);
+    // The last day of each project, first: the page rows older than 56 days before the earliest
+    // of them are never read (partition pruning on date).
     let last = days
         .clone()
         .group_by([col("project")])
-        .agg([col("date").max().alias("last_day")]);
+        .agg([col("date").max().alias("last_day")])
+        .collect()?;
+    let mut views = scan(out, PAGE_VIEWS, sel)?;
+    if let Some(earliest) = last
+        .column("last_day")?
+        .cast(&DataType::Int32)?
+        .i32()?
+        .min()
+    {
+        let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
+        views = views.filter(
+            col("date").gt_eq(lit(epoch + chrono::Duration::days(i64::from(earliest) - 55))),
+        );
+    }
+    let last = last.lazy();
     let by_project = [col("project")];
     let by_day = [col("project"), col("date")];
     // Days exported in each window, per project: a comparison needs both windows complete.

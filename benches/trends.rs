@@ -1,0 +1,132 @@
+//! Trends benchmark: 2 years x 14,000 paths (10.2 million page rows) of generated Parquet in
+//! the exporter's layout; times docpipe's trends (polars) and DuckDB running the same
+//! aggregations on the same files. Run with `cargo bench --bench trends`; it prints its figures.
+//! DuckDB is the Python package the tests use (`pip install -r tests/requirements.txt`).
+
+use chrono::NaiveDate;
+use docpipe::api::views::{Counts, ViewRow};
+use docpipe::export::parquet::{write_page_views, write_site_totals};
+use docpipe::random::{mix, unit};
+use docpipe::trends::{Selection, compute, write_tables};
+use std::time::Instant;
+
+const DAYS: i64 = 730;
+const PATHS: u32 = 14_000;
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path();
+    let start = NaiveDate::from_ymd_opt(2024, 11, 1).unwrap();
+    let t0 = Instant::now();
+    let paths: Vec<String> = (0..PATHS)
+        .map(docpipe::emulator::generate::page_path)
+        .collect();
+    let at = chrono::Utc::now();
+    let mut rows_written = 0usize;
+    for d in 0..DAYS {
+        let day = start + chrono::Duration::days(d);
+        let rows: Vec<ViewRow> = paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let h = mix((d as u64) << 20 ^ i as u64);
+                let total = 1 + (2000.0 / (i as f64 + 1.0) + 10.0 * unit(h)) as i64;
+                let ai = (total as f64 * (0.1 + 0.4 * d as f64 / DAYS as f64) * unit(mix(h)))
+                    .round() as i64;
+                ViewRow {
+                    path: p.clone(),
+                    human: total - ai,
+                    ai,
+                    total,
+                }
+            })
+            .collect();
+        let totals = rows.iter().fold(Counts::default(), |c, r| Counts {
+            human: c.human + r.human,
+            ai: c.ai + r.ai,
+            total: c.total + r.total,
+        });
+        write_page_views(out, "big", day, &rows, at)
+            .unwrap()
+            .commit()
+            .unwrap();
+        write_site_totals(out, "big", day, totals, rows.len() as i64, at, d < DAYS - 4)
+            .unwrap()
+            .commit()
+            .unwrap();
+        rows_written += rows.len();
+    }
+    println!(
+        "trends benchmark: {rows_written} page rows ({DAYS} days x {PATHS} paths), generated in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+
+    let t = Instant::now();
+    let mut tables = compute(out, &Selection::default()).unwrap();
+    let computed = t.elapsed().as_secs_f64();
+    let files = write_tables(out, &mut tables).unwrap();
+    let total = t.elapsed().as_secs_f64();
+    println!(
+        "  docpipe trends (polars): {computed:.2} s to compute daily, weekly and pages; {total:.2} s with writing {} files",
+        files.len()
+    );
+    println!(
+        "    rows: daily {}, weekly {}, pages {}",
+        tables.daily.height(),
+        tables.weekly.height(),
+        tables.pages.height()
+    );
+
+    let script = format!(
+        r#"
+import duckdb, time
+root = {root:?}
+con = duckdb.connect()
+t = time.perf_counter()
+st = f"read_parquet('{{root}}/site_totals/**/*.parquet', hive_partitioning = true)"
+pv = f"read_parquet('{{root}}/page_views/**/*.parquet', hive_partitioning = true)"
+daily = con.execute(f"""
+WITH d AS (SELECT project, date, human, ai, total, NOT final AS provisional FROM {{st}})
+SELECT d.*, d.ai / NULLIF(d.total, 0) AS ai_share,
+  sum(d.human) OVER w7 AS human_7d, sum(d.ai) OVER w7 AS ai_7d, sum(d.total) OVER w7 AS total_7d,
+  sum(d.human) OVER w28 AS human_28d, sum(d.ai) OVER w28 AS ai_28d, sum(d.total) OVER w28 AS total_28d,
+  b.total AS total_week_before
+FROM d LEFT JOIN d AS b ON b.project = d.project AND b.date = d.date - INTERVAL 7 DAY
+WINDOW w7 AS (PARTITION BY d.project ORDER BY d.date RANGE BETWEEN INTERVAL 6 DAY PRECEDING AND CURRENT ROW),
+       w28 AS (PARTITION BY d.project ORDER BY d.date RANGE BETWEEN INTERVAL 27 DAY PRECEDING AND CURRENT ROW)
+ORDER BY d.project, d.date""").to_arrow_table()
+weekly = con.execute(f"""
+SELECT project, date_trunc('week', date) AS week_start, count(*) AS days, sum(human) AS human, sum(ai) AS ai,
+  sum(total) AS total, bool_or(NOT final) AS provisional FROM {{st}} GROUP BY ALL ORDER BY ALL""").to_arrow_table()
+pages = con.execute(f"""
+WITH last AS (SELECT project, max(date) AS last_day FROM {{st}} GROUP BY project),
+v AS (SELECT v.project, v.path, v.human, v.ai, datediff('day', v.date, last.last_day) AS age
+      FROM {{pv}} v JOIN last USING (project)
+      WHERE v.date >= (SELECT min(last_day) FROM last) - INTERVAL 55 DAY),
+p AS (SELECT project, path,
+  sum(human) FILTER (age < 7) AS human_7d, sum(ai) FILTER (age < 7) AS ai_7d,
+  sum(human) FILTER (age >= 7 AND age < 14) AS human_prev_7d, sum(ai) FILTER (age >= 7 AND age < 14) AS ai_prev_7d,
+  sum(human) FILTER (age < 28) AS human_28d, sum(ai) FILTER (age < 28) AS ai_28d,
+  sum(human) FILTER (age >= 28 AND age < 56) AS human_prev_28d, sum(ai) FILTER (age >= 28 AND age < 56) AS ai_prev_28d
+  FROM v WHERE age < 56 GROUP BY project, path)
+SELECT *, rank() OVER (PARTITION BY project ORDER BY human_7d + ai_7d DESC) AS rank_7d FROM p""").to_arrow_table()
+print(f"  DuckDB, same aggregations on the same files: {{time.perf_counter() - t:.2f}} s (rows: daily {{daily.num_rows}}, weekly {{weekly.num_rows}}, pages {{pages.num_rows}})")
+"#,
+        root = out.display().to_string()
+    );
+    match std::process::Command::new("python3")
+        .arg("-c")
+        .arg(&script)
+        .output()
+    {
+        Ok(o) if o.status.success() => print!("{}", String::from_utf8_lossy(&o.stdout)),
+        Ok(o) => println!(
+            "  DuckDB: not run ({})",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        ),
+        Err(e) => println!("  DuckDB: not run ({e})"),
+    }
+}
