@@ -471,8 +471,8 @@ pub struct ProjectSummary {
     pub ai_share: (Option<f64>, Option<f64>),
     /// Provisional days among the last 7.
     pub provisional_days: usize,
-    /// Days of the 14 never exported.
-    pub missing_days: usize,
+    /// Days of the 14 that were never exported.
+    pub missing_days: Vec<NaiveDate>,
     /// Pages whose AI share rose most over the last 7 days.
     pub movers: Vec<Mover>,
 }
@@ -567,7 +567,11 @@ pub fn summarize(tables: &Tables) -> Result<Vec<ProjectSummary>, TrendsError> {
             total: (t_now, t_before),
             ai_share: (share(a_now, t_now), share(a_before, t_before)),
             provisional_days: span(0, 6).filter(|d| d.3).count(),
-            missing_days: 14 - span(0, 13).count(),
+            missing_days: (0..14)
+                .rev()
+                .map(|age| last_day - chrono::Duration::days(age))
+                .filter(|d| !days.iter().any(|x| x.0 == *d))
+                .collect(),
             movers: top.remove(&project).unwrap_or_default(),
             project,
         });
@@ -599,8 +603,9 @@ pub fn describe(summaries: &[ProjectSummary]) -> String {
         if s.provisional_days > 0 {
             out += &format!(", {} provisional days", s.provisional_days);
         }
-        if s.missing_days > 0 {
-            out += &format!(", {} of 14 days not exported", s.missing_days);
+        if !s.missing_days.is_empty() {
+            let days: Vec<String> = s.missing_days.iter().map(|d| d.to_string()).collect();
+            out += &format!(", not exported: {}", days.join(", "));
         }
         out.push('\n');
         for m in &s.movers {

@@ -208,10 +208,13 @@ async fn daily_weekly_and_summary_equal_an_independent_computation() {
         alpha.ai_share,
         (share(now.1, now.0), share(before.1, before.0))
     );
-    assert_eq!((alpha.provisional_days, alpha.missing_days), (4, 1));
+    assert_eq!(
+        (alpha.provisional_days, alpha.missing_days.clone()),
+        (4, vec![day("2026-03-05")])
+    );
     let text = docpipe::trends::describe(&s);
     assert!(
-        text.contains(", 4 provisional days, 1 of 14 days not exported\n"),
+        text.contains(", 4 provisional days, not exported: 2026-03-05\n"),
         "{text}"
     );
 }
