@@ -82,6 +82,9 @@ pub struct RawService {
     /// Largest backoff step, in seconds.
     #[serde(default = "default_max_backoff")]
     pub max_backoff_secs: u64,
+    /// SQLite file that logs the requests sent, for the rate budgets: every docpipe process that
+    /// names the same file shares them (default: the output folder's `state.sqlite`).
+    pub budget_db: Option<PathBuf>,
 }
 
 fn default_brand() -> String {
@@ -228,6 +231,8 @@ pub struct Settings {
     pub projects: Vec<Project>,
     /// Output folder.
     pub output_dir: PathBuf,
+    /// Where the rate budgets' request log lives.
+    pub budget_db: PathBuf,
     /// Lateness allowance in days.
     pub lookback_days: u32,
     /// Run trends after `export`.
@@ -382,6 +387,10 @@ impl RawConfig {
             organizations,
             projects,
             output_dir: self.export.output_dir.clone(),
+            budget_db: s
+                .budget_db
+                .clone()
+                .unwrap_or_else(|| crate::export::state_path(&self.export.output_dir)),
             lookback_days: self.export.lookback_days,
             trends_after_export: self.export.trends_after_export,
         })

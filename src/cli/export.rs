@@ -4,7 +4,7 @@ use super::UserError;
 use crate::clock::{self, SharedClock};
 use crate::config::Settings;
 use crate::export::state::SqliteBudget;
-use crate::export::{ExportError, Exporter, Target, describe_plan, describe_summary, state_path};
+use crate::export::{ExportError, Exporter, Target, describe_plan, describe_summary};
 use chrono::{Duration, NaiveDate};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ pub struct Args {
     pub dry_run: bool,
 }
 
-/// Clients for the selected projects, all sharing the output folder's request log.
+/// Clients for the selected projects, all sharing the request log of `budget_db`.
 pub fn targets(
     settings: &Settings,
     selected: &[String],
@@ -42,8 +42,19 @@ pub fn targets(
             settings.output_dir.display()
         ))
     })?;
-    let budget = SqliteBudget::open(&state_path(&settings.output_dir))
-        .map_err(|e| UserError(e.to_string()))?;
+    if let Some(dir) = settings
+        .budget_db
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            UserError(format!(
+                "budget_db folder {}: cannot create it: {e}",
+                dir.display()
+            ))
+        })?;
+    }
+    let budget = SqliteBudget::open(&settings.budget_db).map_err(|e| UserError(e.to_string()))?;
     let budget: Arc<dyn crate::api::budget::Budget> = Arc::new(budget);
     let mut clients = HashMap::new();
     let mut out = Vec::new();

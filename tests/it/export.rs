@@ -613,3 +613,75 @@ async fn export_aggregates_the_trends_afterwards_unless_told_not_to() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_with_different_outputs_share_one_budget_db() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared/budget.sqlite");
+    let service = format!("[service]\nbudget_db = \"{}\"", shared.display());
+    let cfg = |name: &str| {
+        let path = dir.path().join(format!("{name}.toml"));
+        let text = config(&live.server.base_url(), &dir.path().join(name), "")
+            .replace("[service]", &service);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let (a, b) = (cfg("a"), cfg("b"));
+    let run = docpipe(
+        &a,
+        &[
+            "backfill",
+            "--from",
+            "2026-03-06",
+            "--to",
+            "2026-03-10",
+            "--project",
+            "alpha",
+        ],
+        None,
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    // alpha has 3 pages a day: 15 requests, which the other process's plan counts.
+    let plan = docpipe(
+        &b,
+        &[
+            "backfill",
+            "--from",
+            "2026-03-06",
+            "--to",
+            "2026-03-10",
+            "--dry-run",
+        ],
+        None,
+    );
+    let text = String::from_utf8_lossy(&plan.stdout).to_string();
+    assert!(
+        text.contains("budget of org-a: 95000 requests/hour, 15 used in the last hour"),
+        "{text}"
+    );
+    assert!(
+        text.contains("budget of org-b: 95000 requests/hour, 0 used in the last hour"),
+        "{text}"
+    );
+    let logged = |db: &Path| -> i64 {
+        rusqlite::Connection::open(db)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM requests", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(
+        logged(&shared),
+        15,
+        "the requests are logged in the shared file"
+    );
+    assert_eq!(
+        logged(&dir.path().join("a/state.sqlite")),
+        0,
+        "and not in the output folder's state"
+    );
+}
