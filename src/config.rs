@@ -113,28 +113,19 @@ pub struct RawOrganization {
     /// Assistant domain of this organization.
     pub assistant_domain: Option<String>,
     /// Analytics requests per hour for the organization (service limit: 100).
-    #[serde(default = "default_analytics")]
+    #[serde(default = "crate::api::service_limits::analytics")]
     pub analytics_per_hour: u32,
     /// Follow-ups and job creations per project per hour (service limit: 100).
-    #[serde(default = "default_agent")]
+    #[serde(default = "crate::api::service_limits::agent")]
     pub agent_per_hour: u32,
     /// Assistant messages per hour for the organization (service limit: 10000).
-    #[serde(default = "default_assistant")]
+    #[serde(default = "crate::api::service_limits::assistant")]
     pub assistant_per_hour: u32,
     /// Percent of each limit left unused, for other clients of the organization.
     #[serde(default = "default_headroom")]
     pub headroom_percent: u8,
 }
 
-const fn default_analytics() -> u32 {
-    crate::api::service_limits::ANALYTICS_PER_HOUR
-}
-const fn default_agent() -> u32 {
-    crate::api::service_limits::AGENT_PER_HOUR
-}
-const fn default_assistant() -> u32 {
-    crate::api::service_limits::ASSISTANT_PER_HOUR
-}
 const fn default_headroom() -> u8 {
     5
 }

@@ -37,6 +37,19 @@ pub mod service_limits {
     pub const AGENT_PER_HOUR: u32 = 100;
     /// Assistant messages per organization.
     pub const ASSISTANT_PER_HOUR: u32 = 10_000;
+
+    /// `ANALYTICS_PER_HOUR`, as a serde default.
+    pub const fn analytics() -> u32 {
+        ANALYTICS_PER_HOUR
+    }
+    /// `AGENT_PER_HOUR`, as a serde default.
+    pub const fn agent() -> u32 {
+        AGENT_PER_HOUR
+    }
+    /// `ASSISTANT_PER_HOUR`, as a serde default.
+    pub const fn assistant() -> u32 {
+        ASSISTANT_PER_HOUR
+    }
 }
 
 /// Per-hour limits the client keeps under, and the share of them it leaves unused.

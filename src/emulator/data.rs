@@ -198,28 +198,19 @@ pub struct JobSeed {
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     /// Analytics requests per organization per hour, shared by all analytics calls.
-    #[serde(default = "default_analytics")]
+    #[serde(default = "crate::api::service_limits::analytics")]
     pub analytics_per_hour: u32,
     /// Follow-ups and job creations per project per hour.
-    #[serde(default = "default_agent")]
+    #[serde(default = "crate::api::service_limits::agent")]
     pub agent_per_hour: u32,
     /// Assistant messages per organization per hour.
-    #[serde(default = "default_assistant")]
+    #[serde(default = "crate::api::service_limits::assistant")]
     pub assistant_per_hour: u32,
     /// Seconds an agent job stays active before it ends.
     #[serde(default = "default_job_secs")]
     pub job_duration_secs: u64,
 }
 
-const fn default_analytics() -> u32 {
-    crate::api::service_limits::ANALYTICS_PER_HOUR
-}
-const fn default_agent() -> u32 {
-    crate::api::service_limits::AGENT_PER_HOUR
-}
-const fn default_assistant() -> u32 {
-    crate::api::service_limits::ASSISTANT_PER_HOUR
-}
 const fn default_job_secs() -> u64 {
     3
 }
@@ -227,9 +218,9 @@ const fn default_job_secs() -> u64 {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            analytics_per_hour: default_analytics(),
-            agent_per_hour: default_agent(),
-            assistant_per_hour: default_assistant(),
+            analytics_per_hour: crate::api::service_limits::analytics(),
+            agent_per_hour: crate::api::service_limits::agent(),
+            assistant_per_hour: crate::api::service_limits::assistant(),
             job_duration_secs: default_job_secs(),
         }
     }
