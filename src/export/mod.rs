@@ -413,9 +413,11 @@ impl Exporter {
         match result {
             Ok(outcome) => {
                 self.progress.inc(1);
+                let rows = summary.rows() + outcome.rows;
+                let requests: u64 = sent.values().sum();
                 self.progress.set_message(format!(
-                    "{} {}: {} rows",
-                    outcome.project, outcome.day, outcome.rows
+                    "{rows} rows, {requests} requests; last {} {}",
+                    outcome.project, outcome.day
                 ));
                 if let Some(m) = &outcome.mismatch {
                     tracing::warn!(project = %due.project, day = %due.day, "window written with a persistent mismatch: {m}");
