@@ -20,14 +20,9 @@ pub struct Args {
     pub to: Option<NaiveDate>,
 }
 
-/// Computes, writes and prints the trends of an output folder. polars blocks in place, which a
-/// single-threaded tokio runtime forbids, so the work runs on a thread of its own.
+/// Computes, writes and prints the trends of an output folder (`trends::compute` runs polars on
+/// a thread of its own, so this is safe on any runtime).
 pub fn report(out: &Path, sel: &Selection) -> anyhow::Result<()> {
-    std::thread::scope(|s| s.spawn(|| report_here(out, sel)).join())
-        .unwrap_or_else(|_| Err(anyhow::anyhow!("the trends computation panicked")))
-}
-
-fn report_here(out: &Path, sel: &Selection) -> anyhow::Result<()> {
     let mut tables = match compute(out, sel) {
         Ok(t) => t,
         Err(e @ TrendsError::NoData(_)) => return Err(super::UserError(e.to_string()).into()),

@@ -187,7 +187,7 @@ pub fn daily(out: &Path, sel: &Selection) -> Result<LazyFrame, TrendsError> {
 /// The weekly table: per project and ISO week, the same measures, and change against the week
 /// before (null unless both weeks were exported in full).
 pub fn weekly(daily: LazyFrame) -> LazyFrame {
-    let monday = plus_days(col("date"), 0).cast(DataType::Int32)
+    let monday = col("date").cast(DataType::Int32)
         - (col("date").dt().weekday().cast(DataType::Int32) - lit(1));
     let weeks = daily
         .with_column(monday.cast(DataType::Date).alias("week_start"))
