@@ -36,5 +36,8 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let exporter = super::export::open(settings, clock).await?;
     let summary =
         super::export::plan_and_run(&exporter, &targets, args.from, to, args.dry_run).await?;
+    if !args.dry_run {
+        println!("output: {}", exporter.output().display());
+    }
     super::export::outcome(&summary)
 }

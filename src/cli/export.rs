@@ -96,7 +96,6 @@ pub async fn plan_and_run(
     }
     let summary = exporter.run(targets, &plan).await;
     print!("{}", describe_summary(&summary));
-    println!("output: {}", exporter.output().display());
     Ok(summary)
 }
 
@@ -142,6 +141,9 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     for (start, group) in by_start {
         let s = plan_and_run(&exporter, &group, start, today, args.dry_run).await?;
         summary.failed.extend(s.failed);
+    }
+    if !args.dry_run {
+        println!("output: {}", exporter.output().display());
     }
     if settings.trends_after_export && !args.dry_run {
         println!();
