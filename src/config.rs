@@ -62,6 +62,34 @@ pub struct RawConfig {
     /// Export settings.
     #[serde(default)]
     pub export: RawExport,
+    /// Rule files.
+    #[serde(default)]
+    pub rules: RawRules,
+}
+
+/// `[rules]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRules {
+    /// Folder of rule files (`*.toml`).
+    #[serde(default = "default_rules_dir")]
+    pub dir: PathBuf,
+    /// Whether `docpipe export` runs the rules without a schedule after the trends.
+    #[serde(default = "default_trends")]
+    pub after_export: bool,
+}
+
+fn default_rules_dir() -> PathBuf {
+    PathBuf::from("jobs")
+}
+
+impl Default for RawRules {
+    fn default() -> Self {
+        Self {
+            dir: default_rules_dir(),
+            after_export: default_trends(),
+        }
+    }
 }
 
 /// `[service]`.
@@ -228,6 +256,10 @@ pub struct Settings {
     pub lookback_days: u32,
     /// Run trends after `export`.
     pub trends_after_export: bool,
+    /// Folder of rule files.
+    pub rules_dir: PathBuf,
+    /// Run the unscheduled rules after `export`.
+    pub rules_after_export: bool,
 }
 
 fn valid_id(s: &str) -> bool {
@@ -384,6 +416,8 @@ impl RawConfig {
                 .unwrap_or_else(|| crate::export::state_path(&self.export.output_dir)),
             lookback_days: self.export.lookback_days,
             trends_after_export: self.export.trends_after_export,
+            rules_dir: self.rules.dir.clone(),
+            rules_after_export: self.rules.after_export,
         })
     }
 }
@@ -397,6 +431,22 @@ impl Settings {
             source,
         })?;
         RawConfig::parse(&text, &origin)?.validate(&origin)
+    }
+
+    /// The configured project ids.
+    pub fn project_ids(&self) -> Vec<String> {
+        self.projects.iter().map(|p| p.id.clone()).collect()
+    }
+
+    /// The follow-ups and job creations per hour docpipe allows itself, per project.
+    pub fn agent_limits(&self) -> std::collections::HashMap<String, u32> {
+        self.projects
+            .iter()
+            .filter_map(|p| {
+                let l = self.organization(&p.organization)?.limits;
+                Some((p.id.clone(), l.effective(l.agent_per_hour)))
+            })
+            .collect()
     }
 
     /// An organization by id.

@@ -8,4 +8,5 @@ pub mod emulator;
 pub mod export;
 pub mod random;
 pub mod ratelimit;
+pub mod rules;
 pub mod trends;

@@ -43,7 +43,10 @@ fn main() -> ExitCode {
     match runtime.block_on(cli::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // One line per problem (a rules folder can have several).
+            for line in format!("{e:#}").lines() {
+                eprintln!("error: {line}");
+            }
             if e.downcast_ref::<UserError>().is_some() {
                 ExitCode::from(2)
             } else {

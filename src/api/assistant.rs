@@ -207,6 +207,7 @@ impl Client {
                 limits.effective(limits.assistant_per_hour),
             )),
             admin: false,
+            wait_for_budget: true,
         };
         let resp = self.send(&call).await?;
         let header = |name: &str| {

@@ -120,6 +120,14 @@ pub enum ErrorKind {
         /// Time waited.
         waited: Duration,
     },
+    /// docpipe's own budget for this operation is used up: nothing was sent.
+    #[error("the limit of {limit} per hour is used up (next slot in {}s); not sent", .wait.as_secs())]
+    LimitReached {
+        /// The limit docpipe keeps to.
+        limit: u32,
+        /// Until a slot frees.
+        wait: Duration,
+    },
     /// The assistant's stream reported an error or could not be parsed.
     #[error("stream: {0}")]
     Stream(String),

@@ -173,6 +173,9 @@ impl Client {
                 )
             }),
             admin: true,
+            // A follow-up waits for no one: when the hour's follow-ups are used up, the caller
+            // hears so at once and decides (the rules try again on a later run).
+            wait_for_budget: !writes,
         }
     }
 

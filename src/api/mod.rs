@@ -122,6 +122,8 @@ pub(crate) struct Call {
     /// `(scope, limit)` of the budget this request counts against.
     pub budget: Option<(String, u32)>,
     pub admin: bool,
+    /// Wait for room in the budget (true), or fail at once with `LimitReached` (false).
+    pub wait_for_budget: bool,
 }
 
 impl Client {
@@ -224,7 +226,17 @@ impl Client {
     async fn attempt(&self, call: &Call) -> Result<reqwest::Response, ApiError> {
         let auth = self.auth_header(call)?;
         if let Some((scope, limit)) = &call.budget {
-            budget::acquire(self.budget.as_ref(), &self.clock, scope, *limit).await;
+            if call.wait_for_budget {
+                budget::acquire(self.budget.as_ref(), &self.clock, scope, *limit).await;
+            } else if let Err(wait) = self.budget.try_take(scope, *limit, self.clock.now()) {
+                return Err(self.fail(
+                    call,
+                    ErrorKind::LimitReached {
+                        limit: *limit,
+                        wait: wait.to_std().unwrap_or_default(),
+                    },
+                ));
+            }
         }
         let mut url = self.url(&call.path);
         for (i, (k, v)) in call.query.iter().enumerate() {

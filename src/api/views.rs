@@ -181,6 +181,7 @@ impl Client {
                 limits.effective(limits.analytics_per_hour),
             )),
             admin: true,
+            wait_for_budget: true,
         };
         self.send_json(&call, |b| decode_page(b, limit)).await
     }

@@ -1,21 +1,37 @@
 //! `docpipe demo`: the main job end to end on the embedded emulator.
 
 use crate::api::budget::Budget;
+use crate::api::jobs::Polling;
 use crate::api::{AdminKey, Client, ClientSettings, Limits, RetryPolicy};
 use crate::clock;
 use crate::emulator::{Emulator, Server};
 use crate::export::parquet::{PAGE_VIEWS, PART, partition_dir, read_page_views};
 use crate::export::state::SqliteBudget;
 use crate::export::{Exporter, Target, state_path};
+use crate::rules::engine::{AGENT_RUNS, Engine};
 use chrono::Duration;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Analytics requests per hour the demo allows, on both sides, so that it finishes in seconds.
 pub const DEMO_ANALYTICS_PER_HOUR: u32 = 1_000_000;
 
+/// The example rules of `jobs/`, built into the binary so that the demo runs from any folder.
+pub const DEMO_RULES: [(&str, &str); 2] = [
+    (
+        "jobs/agent-heavy-pages.toml",
+        include_str!("../../jobs/agent-heavy-pages.toml"),
+    ),
+    (
+        "jobs/ai-share-movers.toml",
+        include_str!("../../jobs/ai-share-movers.toml"),
+    ),
+];
+
 /// Run the main job end to end on the embedded emulator: start it on a free port with the demo
-/// data, back-fill the last 30 days of every demo project to Parquet, aggregate the trends, and
+/// data, back-fill the last 30 days of every demo project to Parquet, aggregate the trends, run
+/// the example rules of `jobs/` (a follow-up and a new agent job, polled until they end), and
 /// show what was written.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -35,7 +51,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await?;
     println!(
-        "emulator: {} (demo data; analytics limit raised to {DEMO_ANALYTICS_PER_HOUR}/hour on both sides so the demo takes seconds)",
+        "emulator: {} (demo data; analytics limit raised to {DEMO_ANALYTICS_PER_HOUR}/hour on both sides, so the demo takes seconds)",
         server.base_url()
     );
     let exporter = match Exporter::open(&args.output, clock.clone(), 3).await {
@@ -44,18 +60,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
     let budget: Arc<dyn Budget> = Arc::new(SqliteBudget::open(&state_path(&args.output))?);
     let mut targets = Vec::new();
+    let mut agent_limits = HashMap::new();
     for org in &data.organizations {
         let Some(key) = org.admin_keys.first() else {
             continue;
+        };
+        let limits = Limits {
+            analytics_per_hour: DEMO_ANALYTICS_PER_HOUR,
+            ..Limits::default()
         };
         let settings = ClientSettings {
             base_url: server.base_url(),
             timeout: std::time::Duration::from_secs(30),
             retry: RetryPolicy::default(),
-            limits: Limits {
-                analytics_per_hour: DEMO_ANALYTICS_PER_HOUR,
-                ..Limits::default()
-            },
+            limits,
         };
         let admin = AdminKey::parse(key, &data.brand, "demo data")?;
         let client = Client::new(
@@ -71,6 +89,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 project: p.id.clone(),
                 client: client.clone(),
             });
+            agent_limits.insert(p.id.clone(), limits.effective(limits.agent_per_hour));
         }
     }
     let today = clock.now().date_naive();
@@ -117,6 +136,32 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     println!();
     super::trends::report(&out, &crate::trends::Selection::default())?;
+    println!("\nrules (the example rules of jobs/, built into the binary):");
+    let files: Vec<(String, String)> = DEMO_RULES
+        .iter()
+        .map(|(f, t)| (f.to_string(), t.to_string()))
+        .collect();
+    let projects: Vec<String> = targets.iter().map(|t| t.project.clone()).collect();
+    let (rules, problems) = crate::rules::parse_all(&files, &projects);
+    let loaded = super::rules::Loaded {
+        rules,
+        problems: problems.iter().map(ToString::to_string).collect(),
+    };
+    let (tables, _) = super::rules::tables(&out)?;
+    let evals = super::rules::evaluate_all(&loaded, &tables)?;
+    let engine = Engine::open(&out, budget.clone(), agent_limits, clock.clone())?
+        .with_clients(
+            targets
+                .iter()
+                .map(|t| (t.project.clone(), t.client.clone()))
+                .collect(),
+        )
+        .with_polling(Polling {
+            first: std::time::Duration::from_secs(1),
+            max: std::time::Duration::from_secs(1),
+            ..Polling::default()
+        });
+    let reports = super::rules::fire(&engine, &loaded.rules, &evals).await?;
     let served = server
         .emulator
         .stats()
@@ -133,7 +178,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         out.display()
     );
     println!(
-        "  {}  (state: windows, pages in flight, request log)",
+        "  {}/{AGENT_RUNS}/project=<id>/{PART}  (rule firings and job outcomes)",
+        out.display()
+    );
+    println!(
+        "  {}  (state: windows, pages in flight, request log, rule ledger)",
         state_path(&out).display()
     );
     println!("query it, e.g. with DuckDB:");
@@ -142,5 +191,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         out.display()
     );
     server.stop().await;
-    super::export::outcome(&summary)
+    super::export::outcome(&summary)?;
+    super::rules::outcome(&reports)
 }

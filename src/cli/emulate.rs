@@ -46,6 +46,10 @@ pub struct FaultArgs {
     /// Seed of the fault dice.
     #[arg(long)]
     pub fault_seed: Option<u64>,
+    /// Only these operations get the request faults (views, job_create, job_get, job_message,
+    /// assistant; comma-separated; default all).
+    #[arg(long, value_delimiter = ',')]
+    pub fault_ops: Vec<String>,
     /// Analytics requests per organization per hour.
     #[arg(long)]
     pub analytics_per_hour: Option<u32>,
@@ -68,6 +72,9 @@ impl FaultArgs {
              burst_retry_after_secs => f.burst_retry_after_secs, latency_ms => f.latency_ms,
              cut_body_rate => f.cut_body_rate, drop_rate => f.drop_rate, late_days => f.late_days,
              late_every_secs => f.late_every_secs, row_order => f.row_order, fault_seed => f.seed);
+        if !self.fault_ops.is_empty() {
+            f.ops = self.fault_ops.clone();
+        }
         let l = &mut data.limits;
         set!(analytics_per_hour => l.analytics_per_hour, agent_per_hour => l.agent_per_hour,
              job_duration_secs => l.job_duration_secs);

@@ -155,5 +155,8 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
             },
         )?;
     }
+    if !args.dry_run {
+        super::rules::after_export(settings, clock).await?;
+    }
     outcome(&summary)
 }

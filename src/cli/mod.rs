@@ -5,6 +5,7 @@ pub mod backfill;
 pub mod demo;
 pub mod emulate;
 pub mod export;
+pub mod rules;
 pub mod trends;
 
 use clap::{Parser, Subcommand};
@@ -40,7 +41,7 @@ pub struct Cli {
 pub enum Command {
     /// Serve a faithful emulator of the documentation platform's API.
     Emulate(emulate::Args),
-    /// Run the main job end to end on the embedded emulator (exports the last 30 days).
+    /// Run the main job end to end on the embedded emulator (export, trends, rules).
     Demo(demo::Args),
     /// Fetch a range of days to Parquet, within the rate budget.
     Backfill(backfill::Args),
@@ -48,6 +49,10 @@ pub enum Command {
     Export(export::Args),
     /// Aggregate human-versus-AI trends from the exported data.
     Trends(trends::Args),
+    /// Agent-job follow-ups from rule files: `rules check` shows, `rules run` sends.
+    Rules(rules::Args),
+    /// Check the config and the rule files without sending anything.
+    Validate(rules::ValidateArgs),
     /// Ask the documentation assistant a question and stream the answer.
     Ask(ask::Args),
 }
@@ -65,6 +70,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Backfill(args) => backfill::run(args, &load_settings(&cli.config)?).await,
         Command::Export(args) => export::run(args, &load_settings(&cli.config)?).await,
         Command::Trends(args) => trends::run(args, &load_settings(&cli.config)?).await,
+        Command::Rules(args) => rules::run(args, &load_settings(&cli.config)?).await,
+        Command::Validate(args) => rules::validate(args, &load_settings(&cli.config)?).await,
         Command::Ask(args) => ask::run(args, &load_settings(&cli.config)?).await,
     }
 }

@@ -274,7 +274,14 @@ pub struct Faults {
     /// Row order within a page.
     #[serde(default)]
     pub row_order: RowOrder,
+    /// Operations the request faults (latency, 5xx, 429 bursts, cut bodies, drops) hit:
+    /// `views`, `job_create`, `job_get`, `job_message`, `assistant`; all when empty.
+    #[serde(default)]
+    pub ops: Vec<String>,
 }
+
+/// The operation names `faults.ops` accepts.
+pub const FAULT_OPS: [&str; 5] = ["views", "job_create", "job_get", "job_message", "assistant"];
 
 const fn default_late_every() -> u64 {
     600
@@ -294,6 +301,7 @@ impl Default for Faults {
             late_days: 0,
             late_every_secs: default_late_every(),
             row_order: RowOrder::Stable,
+            ops: Vec::new(),
         }
     }
 }
@@ -462,6 +470,14 @@ impl DataFile {
         }
         if f.late_every_secs == 0 {
             out.push("faults.late_every_secs must be at least 1".to_string());
+        }
+        for op in &f.ops {
+            if !FAULT_OPS.contains(&op.as_str()) {
+                out.push(format!(
+                    "faults.ops: unknown operation {op:?} (known: {})",
+                    FAULT_OPS.join(", ")
+                ));
+            }
         }
         out
     }

@@ -32,6 +32,11 @@ pub async fn layer(State(emu): State<Arc<Emulator>>, req: Request, next: Next) -
         return next.run(req).await;
     };
     let f = emu.data().faults.clone();
+    if !f.ops.is_empty() && !f.ops.iter().any(|o| o == op.name()) {
+        let response = next.run(req).await;
+        emu.record(op, &project, response.status().as_u16());
+        return response;
+    }
     if f.latency_ms > 0 {
         tokio::time::sleep(std::time::Duration::from_millis(f.latency_ms)).await;
     }

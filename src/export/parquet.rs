@@ -135,7 +135,8 @@ impl Pending {
     }
 }
 
-fn write_batch(dir: &Path, batch: &RecordBatch) -> Result<Pending, WriteError> {
+/// Writes one batch as `<dir>/part-00000.parquet` under a temporary name (not yet in place).
+pub fn write_batch(dir: &Path, batch: &RecordBatch) -> Result<Pending, WriteError> {
     let dest = dir.join(PART);
     let shown = dest.display().to_string();
     let io = |source| WriteError::Io {

@@ -78,8 +78,7 @@ pub struct Done {
 /// The state database.
 #[derive(Debug)]
 pub struct State {
-    conn: Mutex<Connection>,
-    path: String,
+    db: Db,
 }
 
 const SCHEMA: &str = "
@@ -153,12 +152,19 @@ pub fn decode_rows(mut b: &[u8]) -> Option<Vec<ViewRow>> {
     Some(out)
 }
 
-impl State {
-    /// Opens (and creates) the database, waiting up to 60 s for other processes' locks.
-    pub fn open(path: &Path) -> Result<Self, StateError> {
-        let shown = path.display().to_string();
+/// A connection to a state database, shared by the callers of one handle.
+#[derive(Debug)]
+pub struct Db {
+    conn: Mutex<Connection>,
+    path: String,
+}
+
+impl Db {
+    /// Opens (and creates) a state database with `schema`, in WAL mode, waiting up to 60 s for
+    /// other processes' locks.
+    pub fn open(path: &Path, schema: &str) -> Result<Self, StateError> {
         let err = |source| StateError::Db {
-            path: shown.clone(),
+            path: path.display().to_string(),
             source,
         };
         let conn = Connection::open(path).map_err(err)?;
@@ -168,14 +174,15 @@ impl State {
             .map_err(err)?;
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(err)?;
-        conn.execute_batch(SCHEMA).map_err(err)?;
+        conn.execute_batch(schema).map_err(err)?;
         Ok(Self {
             conn: Mutex::new(conn),
-            path: shown,
+            path: path.display().to_string(),
         })
     }
 
-    fn db<T>(
+    /// Runs `f` on the connection, naming the file in its error.
+    pub fn run<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StateError> {
@@ -186,12 +193,26 @@ impl State {
         })
     }
 
+    /// The file.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+impl State {
+    /// Opens (and creates) the database, waiting up to 60 s for other processes' locks.
+    pub fn open(path: &Path) -> Result<Self, StateError> {
+        Ok(Self {
+            db: Db::open(path, SCHEMA)?,
+        })
+    }
+
     /// The state of every window of a project that the database knows.
     pub fn windows(
         &self,
         project: &str,
     ) -> Result<std::collections::HashMap<NaiveDate, WindowState>, StateError> {
-        self.db(|c| {
+        self.db.run(|c| {
             let mut st = c.prepare_cached(
                 "SELECT day, final, rows, mismatch FROM windows WHERE project = ?1",
             )?;
@@ -226,7 +247,7 @@ impl State {
         page: &ViewsPage,
     ) -> Result<(), StateError> {
         let blob = encode_rows(&page.views);
-        self.db(|c| {
+        self.db.run(|c| {
             c.prepare_cached("INSERT OR REPLACE INTO pages (project, day, offset, has_more, human, ai, total, rows)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(
                 params![
@@ -246,7 +267,7 @@ impl State {
 
     /// The stored pages of a window, by offset.
     pub fn pages(&self, project: &str, day: NaiveDate) -> Result<Vec<StoredPage>, StateError> {
-        let raw: Vec<(i64, bool, Counts, Vec<u8>)> = self.db(|c| {
+        let raw: Vec<(i64, bool, Counts, Vec<u8>)> = self.db.run(|c| {
             let mut st = c.prepare(
                 "SELECT offset, has_more, human, ai, total, rows FROM pages
                  WHERE project = ?1 AND day = ?2 ORDER BY offset",
@@ -268,7 +289,7 @@ impl State {
         raw.into_iter()
             .map(|(offset, has_more, totals, blob)| {
                 let views = decode_rows(&blob).ok_or_else(|| StateError::Damaged {
-                    path: self.path.clone(),
+                    path: self.db.path().to_string(),
                     project: project.to_string(),
                     day,
                     offset: offset as u64,
@@ -287,7 +308,7 @@ impl State {
 
     /// Offsets of the stored pages of a window, and whether the last one ends it.
     pub fn progress(&self, project: &str, day: NaiveDate) -> Result<(Vec<u64>, bool), StateError> {
-        self.db(|c| {
+        self.db.run(|c| {
             let mut st = c.prepare_cached("SELECT offset, has_more FROM pages WHERE project = ?1 AND day = ?2 ORDER BY offset")?;
             let rows = st.query_map(params![project, day.to_string()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
             let mut offsets = Vec::new();
@@ -303,7 +324,7 @@ impl State {
 
     /// Forgets the stored pages of a window (to walk it again).
     pub fn drop_pages(&self, project: &str, day: NaiveDate) -> Result<(), StateError> {
-        self.db(|c| {
+        self.db.run(|c| {
             c.prepare_cached("DELETE FROM pages WHERE project = ?1 AND day = ?2")?
                 .execute(params![project, day.to_string()])?;
             Ok(())
@@ -312,7 +333,7 @@ impl State {
 
     /// Records a written window and forgets its pages, in one transaction.
     pub fn finish(&self, done: &Done) -> Result<(), StateError> {
-        self.db(|c| {
+        self.db.run(|c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             tx.prepare_cached("INSERT OR REPLACE INTO windows (project, day, final, rows, human, ai, total, requests, mismatch, done_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)")?.execute(
@@ -336,7 +357,7 @@ impl State {
 
     /// The most recent row count of a project (for estimates), if any.
     pub fn recent_rows(&self, project: &str) -> Result<Option<i64>, StateError> {
-        self.db(|c| {
+        self.db.run(|c| {
             c.prepare_cached("SELECT rows FROM windows WHERE project = ?1 AND rows IS NOT NULL ORDER BY day DESC LIMIT 1")?.query_row(
                 params![project],
                 |r| r.get(0),
@@ -371,7 +392,7 @@ impl Budget for SqliteBudget {
     ) -> Result<(), chrono::Duration> {
         let now_ms = now.timestamp_millis();
         let horizon = now_ms - window().num_milliseconds();
-        let result = self.state.db(|c| {
+        let result = self.state.db.run(|c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             // The count of live requests is kept beside the log, so that a check costs the same
             // whether the window holds ten requests or ten thousand.
@@ -416,7 +437,8 @@ impl Budget for SqliteBudget {
     fn used(&self, scope: &str, now: DateTime<Utc>) -> u32 {
         let horizon = now.timestamp_millis() - window().num_milliseconds();
         self.state
-            .db(|c| {
+            .db
+            .run(|c| {
                 c.prepare_cached(
                     "SELECT COUNT(*) FROM requests WHERE scope = ?1 AND sent_at_ms > ?2",
                 )?

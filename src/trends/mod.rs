@@ -130,7 +130,12 @@ fn rolling(c: &str, days: u32, name: &str) -> PolarsResult<Expr> {
 /// The daily table: counts, AI share, 7- and 28-day rolling sums and shares (over calendar days:
 /// a day never exported counts as nothing), change against the same weekday a week before.
 pub fn daily(out: &Path, sel: &Selection) -> Result<LazyFrame, TrendsError> {
-    let base = scan(out, SITE_TOTALS, sel)?
+    daily_of(scan(out, SITE_TOTALS, sel)?)
+}
+
+/// The daily table over a `site_totals` frame (with `project` and `date`).
+fn daily_of(site_totals: LazyFrame) -> Result<LazyFrame, TrendsError> {
+    let base = site_totals
         .select([
             col("project"),
             col("date"),
@@ -243,7 +248,12 @@ pub fn weekly(daily: LazyFrame) -> LazyFrame {
 /// most, among pages with at least `MOVER_MIN_VIEWS` views in both windows). Changes and movers
 /// are null unless both windows were exported in full (`days_7d`, `days_prev_7d`, ...).
 pub fn pages(out: &Path, sel: &Selection) -> Result<LazyFrame, TrendsError> {
-    let days = scan(out, SITE_TOTALS, sel)?.select([
+    pages_of(scan(out, SITE_TOTALS, sel)?, scan(out, PAGE_VIEWS, sel)?)
+}
+
+/// The page table over `site_totals` and `page_views` frames (with `project` and `date`).
+fn pages_of(site_totals: LazyFrame, page_views: LazyFrame) -> Result<LazyFrame, TrendsError> {
+    let days = site_totals.select([
         col("project"),
         col("date"),
         col("final").not().alias("provisional"),
@@ -255,7 +265,7 @@ pub fn pages(out: &Path, sel: &Selection) -> Result<LazyFrame, TrendsError> {
         .group_by([col("project")])
         .agg([col("date").max().alias("last_day")])
         .collect()?;
-    let mut views = scan(out, PAGE_VIEWS, sel)?;
+    let mut views = page_views;
     if let Some(earliest) = last
         .column("last_day")?
         .cast(&DataType::Int32)?
@@ -393,6 +403,54 @@ pub fn compute(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
         Err(TrendsError::Polars(PolarsError::ComputeError(
             "the trends computation panicked".into(),
         )))
+    })
+}
+
+/// The tables of an output folder with nothing exported: no rows, the real columns and types
+/// (what rule queries are checked against before there is data).
+pub fn empty_tables() -> Result<Tables, TrendsError> {
+    std::thread::scope(|s| s.spawn(empty_here).join()).unwrap_or_else(|_| {
+        Err(TrendsError::Polars(PolarsError::ComputeError(
+            "the trends computation panicked".into(),
+        )))
+    })
+}
+
+fn empty_here() -> Result<Tables, TrendsError> {
+    let frame = |fields: Vec<(&str, DataType)>| {
+        let mut schema = Schema::default();
+        for (name, dtype) in fields {
+            schema.insert(name.into(), dtype);
+        }
+        DataFrame::empty_with_schema(&schema).lazy()
+    };
+    let at = DataType::Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC));
+    let keys = || [("project", DataType::String), ("date", DataType::Date)];
+    let counts = || {
+        [
+            ("human", DataType::Int64),
+            ("ai", DataType::Int64),
+            ("total", DataType::Int64),
+        ]
+    };
+    let mut site: Vec<_> = counts().into_iter().collect();
+    site.extend([
+        ("rows", DataType::Int64),
+        ("fetched_at", at.clone()),
+        ("final", DataType::Boolean),
+    ]);
+    site.extend(keys());
+    let mut views = vec![("path", DataType::String)];
+    views.extend(counts());
+    views.push(("fetched_at", at));
+    views.extend(keys());
+    let daily = daily_of(frame(site.clone()))?.collect()?;
+    let weekly = weekly(daily.clone().lazy()).collect()?;
+    let pages = pages_of(frame(site), frame(views))?.collect()?;
+    Ok(Tables {
+        daily,
+        weekly,
+        pages,
     })
 }
 

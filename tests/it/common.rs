@@ -125,6 +125,22 @@ impl Live {
         assistant: Option<&str>,
         limits: docpipe::api::Limits,
     ) -> docpipe::api::Client {
+        self.client_sharing(
+            admin,
+            assistant,
+            limits,
+            Arc::new(docpipe::api::budget::MemoryBudget::default()),
+        )
+    }
+
+    /// A client of organization `org-a` that counts its requests in `budget`.
+    pub fn client_sharing(
+        &self,
+        admin: Option<&str>,
+        assistant: Option<&str>,
+        limits: docpipe::api::Limits,
+        budget: Arc<dyn docpipe::api::budget::Budget>,
+    ) -> docpipe::api::Client {
         use docpipe::api::*;
         let settings = ClientSettings {
             base_url: self.server.base_url(),
@@ -141,7 +157,7 @@ impl Live {
             admin.map(|k| AdminKey::parse(k, "mint", "test").unwrap()),
             assistant.map(|k| AssistantKey::parse(k, "mint", "test").unwrap()),
             self.clock.clone(),
-            Arc::new(budget::MemoryBudget::default()),
+            budget,
         )
         .unwrap()
     }
@@ -232,4 +248,69 @@ pub fn targets(live: &Live, limits: docpipe::api::Limits) -> Vec<docpipe::export
             client: b,
         },
     ]
+}
+
+/// A config for the test projects on `base_url`, writing to `out`; `extra` is appended.
+pub fn config(base_url: &str, out: &std::path::Path, extra: &str) -> String {
+    format!(
+        r#"
+[service]
+base_url = "{base_url}"
+max_retries = 3
+[[organizations]]
+id = "org-a"
+admin_key_env = "DOCPIPE_IT_ADMIN_A"
+analytics_per_hour = 100000
+[[organizations]]
+id = "org-b"
+admin_key_env = "DOCPIPE_IT_ADMIN_B"
+analytics_per_hour = 100000
+[[projects]]
+id = "alpha"
+organization = "org-a"
+[[projects]]
+id = "beta"
+organization = "org-a"
+[[projects]]
+id = "gamma"
+organization = "org-b"
+[export]
+output_dir = "{}"
+{extra}
+"#,
+        out.display()
+    )
+}
+
+/// Runs the binary with the test keys in its environment.
+pub fn docpipe(
+    cfg: &std::path::Path,
+    args: &[&str],
+    crash_at: Option<u64>,
+) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_docpipe"));
+    // In the config's folder, so that nothing of the repository (its `jobs/`) is picked up.
+    cmd.current_dir(cfg.parent().unwrap())
+        .arg("--config")
+        .arg(cfg)
+        .args(args)
+        .env("DOCPIPE_IT_ADMIN_A", ADMIN_A)
+        .env("DOCPIPE_IT_ADMIN_B", ADMIN_B)
+        .env("RUST_LOG", "warn");
+    if let Some(n) = crash_at {
+        cmd.env("DOCPIPE_CRASH_AT", n.to_string());
+    }
+    cmd.output().unwrap()
+}
+
+/// Exports the test projects over each `(from, to)` range into `out`.
+pub async fn exported(live: &Live, out: &std::path::Path, ranges: &[(&str, &str)]) {
+    let targets = targets(live, open_limits());
+    let exporter = docpipe::export::Exporter::open(out, live.clock.clone(), 3)
+        .await
+        .unwrap();
+    for (from, to) in ranges {
+        let plan = exporter.plan(&targets, day(from), day(to)).unwrap();
+        assert!(exporter.run(&targets, &plan).await.failed.is_empty());
+    }
 }

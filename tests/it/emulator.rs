@@ -888,13 +888,15 @@ pages = 0
 daily_views = 10
 [faults]
 error_rate = 2.0
+ops = ["views", "job_delete"]
 "#;
     let err = DataFile::parse(text, "x.toml").unwrap_err().to_string();
     assert_eq!(
         err,
         "invalid data file x.toml: admin key in organization o must start with mint_ (not mint_dsc_ or mint_us_); \
 project p names unknown organization missing; project p has pages = 0: must be between 1 and 1000000; \
-faults.error_rate = 2: must be between 0 and 1"
+faults.error_rate = 2: must be between 0 and 1; \
+faults.ops: unknown operation \"job_delete\" (known: views, job_create, job_get, job_message, assistant)"
     );
     let err = DataFile::parse("start_date = \"2026-01-01\"\nbogus = 1\n", "y.toml")
         .unwrap_err()

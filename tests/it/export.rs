@@ -264,51 +264,6 @@ async fn a_second_exporter_waits_for_the_folders_lock() {
 
 // --- the binary, as a user runs it -------------------------------------------------------------
 
-fn config(base_url: &str, out: &Path, extra: &str) -> String {
-    format!(
-        r#"
-[service]
-base_url = "{base_url}"
-max_retries = 3
-[[organizations]]
-id = "org-a"
-admin_key_env = "DOCPIPE_IT_ADMIN_A"
-analytics_per_hour = 100000
-[[organizations]]
-id = "org-b"
-admin_key_env = "DOCPIPE_IT_ADMIN_B"
-analytics_per_hour = 100000
-[[projects]]
-id = "alpha"
-organization = "org-a"
-[[projects]]
-id = "beta"
-organization = "org-a"
-[[projects]]
-id = "gamma"
-organization = "org-b"
-[export]
-output_dir = "{}"
-{extra}
-"#,
-        out.display()
-    )
-}
-
-fn docpipe(cfg: &Path, args: &[&str], crash_at: Option<u64>) -> std::process::Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_docpipe"));
-    cmd.arg("--config")
-        .arg(cfg)
-        .args(args)
-        .env("DOCPIPE_IT_ADMIN_A", ADMIN_A)
-        .env("DOCPIPE_IT_ADMIN_B", ADMIN_B)
-        .env("RUST_LOG", "warn");
-    if let Some(n) = crash_at {
-        cmd.env("DOCPIPE_CRASH_AT", n.to_string());
-    }
-    cmd.output().unwrap()
-}
-
 fn dataset(out: &Path) -> Vec<(std::path::PathBuf, Vec<String>)> {
     files_below(out)
         .into_iter()
@@ -575,9 +530,20 @@ async fn export_aggregates_the_trends_afterwards_unless_told_not_to() {
     let live = Live::start(small()).await;
     let dir = tempfile::tempdir().unwrap();
     let start = chrono::Utc::now().date_naive() - chrono::Duration::days(1);
+    let rules = dir.path().join("jobs");
+    std::fs::create_dir_all(&rules).unwrap();
+    std::fs::write(
+        rules.join("top.toml"),
+        "name = \"top\"\nproject = \"alpha\"\njob = \"job_ok\"\nwait = false\n\
+         when = \"SELECT date, total FROM daily ORDER BY date DESC LIMIT 1\"\n\
+         prompt = \"Views on {{ rows[0].date }}: {{ rows[0].total }}\"\n",
+    )
+    .unwrap();
+    let rules_on = format!("[rules]\ndir = \"{}\"", rules.display());
+    let rules_off = format!("trends_after_export = false\n{rules_on}\nafter_export = false");
     for (name, extra, want_trends) in [
-        ("on", "", true),
-        ("off", "trends_after_export = false", false),
+        ("on", rules_on.as_str(), true),
+        ("off", rules_off.as_str(), false),
     ] {
         let out = dir.path().join(name);
         let cfg = dir.path().join(format!("{name}.toml"));
@@ -603,6 +569,17 @@ async fn export_aggregates_the_trends_afterwards_unless_told_not_to() {
             "{stdout}"
         );
         assert_eq!(out.join("trends/daily.csv").exists(), want_trends);
+        // The rules without a schedule run after the export (unless `after_export = false`).
+        assert_eq!(
+            stdout.contains("rule top (alpha): sent follow-up to job job_ok (1 rows, prompt "),
+            want_trends,
+            "{stdout}"
+        );
+        assert_eq!(
+            live.emu().job_prompts("alpha", "job_ok").unwrap(),
+            vec![format!("Views on {}: 0", start + chrono::Duration::days(1))],
+            "sent once, by the first run only"
+        );
         if want_trends {
             let csv = std::fs::read_to_string(out.join("trends/daily.csv")).unwrap();
             assert_eq!(

@@ -5,6 +5,7 @@ mod common;
 mod emulator;
 mod export;
 mod hostile;
+mod rules;
 mod secrets;
 mod stream;
 mod trends;

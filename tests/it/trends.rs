@@ -2,21 +2,11 @@
 
 use crate::common::*;
 use chrono::NaiveDate;
-use docpipe::export::Exporter;
 use docpipe::trends::{Selection, compute, summarize};
 use polars::prelude::*;
 use std::collections::BTreeMap;
 
 const PROJECTS: [&str; 3] = ["alpha", "beta", "gamma"];
-
-async fn exported(live: &Live, out: &std::path::Path, ranges: &[(&str, &str)]) {
-    let targets = targets(live, open_limits());
-    let exporter = Exporter::open(out, live.clock.clone(), 3).await.unwrap();
-    for (from, to) in ranges {
-        let plan = exporter.plan(&targets, day(from), day(to)).unwrap();
-        assert!(exporter.run(&targets, &plan).await.failed.is_empty());
-    }
-}
 
 /// (human, ai) of a project's exported days, from the emulator's truth.
 fn truth(live: &Live, project: &str, days: &[NaiveDate]) -> BTreeMap<NaiveDate, (i64, i64)> {

@@ -1,0 +1,500 @@
+//! Sending what the rules say: the hourly limit and the ledger first, then one request, an
+//! unknown outcome resolved by reading the job (never by sending again), polling until the job
+//! ends, and the outcome log in `agent_runs/` as Parquet.
+
+use super::ledger::{Firing, Kind, Ledger, Sent, Skip};
+use super::{Action, Evaluation, Rule, RuleError, prompt_hash};
+use crate::api::budget::Budget;
+use crate::api::jobs::{Job, Polling};
+use crate::api::{Client, ErrorKind};
+use crate::clock::SharedClock;
+use crate::export::parquet::{WriteError, escape_partition_value, write_batch};
+use crate::export::state::StateError;
+use arrow_array::{
+    ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The outcome log's folder in the output folder.
+pub const AGENT_RUNS: &str = "agent_runs";
+
+/// What happened to one rule on one run.
+#[derive(Debug, Clone)]
+pub enum Report {
+    /// Fewer rows than `min_rows`.
+    Quiet {
+        /// Rule.
+        rule: String,
+        /// Project.
+        project: String,
+        /// Rows matched.
+        rows: usize,
+        /// Rows needed.
+        min_rows: usize,
+    },
+    /// It matched but did not fire.
+    Skipped {
+        /// Rule.
+        rule: String,
+        /// Project.
+        project: String,
+        /// Rows matched.
+        rows: usize,
+        /// Why.
+        skip: Skip,
+    },
+    /// It fired: the ledger's row.
+    Fired(Firing),
+    /// The rule could not be evaluated.
+    Broken(RuleError),
+}
+
+impl Report {
+    /// One line for the terminal.
+    pub fn line(&self) -> String {
+        match self {
+            Report::Quiet {
+                rule,
+                project,
+                rows,
+                min_rows,
+            } => format!("rule {rule} ({project}): {rows} rows, needs {min_rows}: does not fire"),
+            Report::Skipped {
+                rule,
+                project,
+                rows,
+                skip,
+            } => format!("rule {rule} ({project}): {rows} rows; not sent: {skip}"),
+            Report::Fired(f) => firing_line(f),
+            Report::Broken(e) => format!("rule in {e}"),
+        }
+    }
+
+    /// Whether docpipe could not do what the rule asked (a bad rule, a follow-up refused or not
+    /// sent): the exit code shows it. A job that ran and failed is an outcome, not a failure.
+    pub fn failed(&self) -> bool {
+        match self {
+            Report::Broken(_) => true,
+            Report::Fired(f) => matches!(f.sent, Sent::Refused | Sent::NotSent),
+            _ => false,
+        }
+    }
+}
+
+/// `rule R (p): sent follow-up to job J (5 rows) -> completed after 12.0 s, PR <link>`.
+pub fn firing_line(f: &Firing) -> String {
+    let what = match (f.kind, f.job.as_deref()) {
+        (Kind::Create, Some(j)) => format!("new job {j}"),
+        (Kind::Create, None) => "a new job".to_string(),
+        (_, j) => format!("follow-up to job {}", j.unwrap_or("?")),
+    };
+    let mut line = format!(
+        "rule {} ({}): {} {what} ({} rows, prompt {})",
+        f.rule,
+        f.project,
+        match (f.sent, f.kind) {
+            (Sent::Sent, Kind::Create) => "created",
+            (Sent::Sent, _) => "sent",
+            (Sent::Sending, _) => "sending",
+            (Sent::Unknown, _) => "outcome unknown (not sent again) of",
+            (Sent::Refused, _) => "refused by the service:",
+            (Sent::NotSent, _) => "not sent:",
+        },
+        f.rows_matched,
+        &f.prompt_hash[..12.min(f.prompt_hash.len())]
+    );
+    if let Some(status) = &f.status {
+        line.push_str(&format!(" -> {status}"));
+    }
+    if let Some(s) = f.seconds_to_done {
+        line.push_str(&format!(" after {s:.1} s"));
+    }
+    match &f.pr_link {
+        Some(pr) => line.push_str(&format!(", PR {pr}")),
+        None if f.status.as_deref() == Some("completed") => line.push_str(", no pull request"),
+        None => {}
+    }
+    if let Some(e) = &f.error {
+        line.push_str(&format!("; {e}"));
+    }
+    line
+}
+
+/// Sends follow-ups for fired rules and records what happened.
+#[derive(Debug)]
+pub struct Engine {
+    out: PathBuf,
+    ledger: Ledger,
+    budget: Arc<dyn Budget>,
+    limits: HashMap<String, u32>,
+    clients: HashMap<String, Client>,
+    clock: SharedClock,
+    polling: Polling,
+}
+
+impl Engine {
+    /// An engine over an output folder's state database; `budget` is the shared request log and
+    /// `limits` the follow-ups per hour docpipe allows itself per project. Firings a stopped
+    /// process left `sending` over an hour ago are settled as `unknown`. It sends nothing until
+    /// given clients (`with_clients`).
+    pub fn open(
+        out: &Path,
+        budget: Arc<dyn Budget>,
+        limits: HashMap<String, u32>,
+        clock: SharedClock,
+    ) -> Result<Self, StateError> {
+        let ledger = Ledger::open(&crate::export::state_path(out))?;
+        let now = clock.now();
+        let settled = ledger.settle_abandoned(now - chrono::Duration::hours(1), now)?;
+        if settled > 0 {
+            tracing::warn!(
+                settled,
+                "firings interrupted while sending are marked unknown and not sent again"
+            );
+        }
+        Ok(Self {
+            out: out.to_path_buf(),
+            ledger,
+            budget,
+            limits,
+            clients: HashMap::new(),
+            clock,
+            polling: Polling::default(),
+        })
+    }
+
+    /// The clients that send, by project.
+    pub fn with_clients(mut self, clients: HashMap<String, Client>) -> Self {
+        self.clients = clients;
+        self
+    }
+
+    /// Polls with this first and largest wait (the timeout comes from each rule).
+    pub fn with_polling(mut self, polling: Polling) -> Self {
+        self.polling = polling;
+        self
+    }
+
+    /// The ledger.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    fn client(&self, rule: &Rule) -> Result<&Client, RuleError> {
+        self.clients.get(&rule.project).ok_or_else(|| RuleError {
+            file: rule.file.clone(),
+            message: format!("project {} has no client to send with", rule.project),
+        })
+    }
+
+    /// The hourly limit, checked before recording a firing (the client takes the slot when it
+    /// sends, counted in the shared request log).
+    fn hourly(&self, rule: &Rule, now: DateTime<Utc>) -> Option<Skip> {
+        let limit = self.limits.get(&rule.project).copied().unwrap_or(1);
+        let used = self.budget.used(&format!("agent:{}", rule.project), now);
+        (used >= limit).then_some(Skip::HourlyLimit { limit })
+    }
+
+    /// Why a matching rule would not be sent now, if it would not (reads only).
+    pub fn would_skip(&self, rule: &Rule, prompt: &str) -> Result<Option<Skip>, RuleError> {
+        let now = self.clock.now();
+        if let Some(skip) = self
+            .ledger
+            .skip(rule, &prompt_hash(prompt), now)
+            .map_err(|e| RuleError {
+                file: rule.file.clone(),
+                message: e.to_string(),
+            })?
+        {
+            return Ok(Some(skip));
+        }
+        Ok(self.hourly(rule, now))
+    }
+
+    /// Fires a rule if its evaluation says so: records, sends, resolves, polls, records.
+    pub async fn fire(&self, rule: &Rule, eval: &Evaluation) -> Result<Report, StateError> {
+        let rows = eval.rows.height();
+        let Some(prompt) = &eval.prompt else {
+            return Ok(Report::Quiet {
+                rule: rule.name.clone(),
+                project: rule.project.clone(),
+                rows,
+                min_rows: rule.min_rows,
+            });
+        };
+        let client = match self.client(rule) {
+            Ok(c) => c,
+            Err(e) => return Ok(Report::Broken(e)),
+        };
+        let skipped = |skip| Report::Skipped {
+            rule: rule.name.clone(),
+            project: rule.project.clone(),
+            rows,
+            skip,
+        };
+        let now = self.clock.now();
+        let hash = prompt_hash(prompt);
+        // Cheap checks first (the ledger's cooldown and prompt hash, then the hour's limit);
+        // `begin` checks the ledger again, atomically, as it records the firing.
+        if let Some(skip) = self.ledger.skip(rule, &hash, now)? {
+            return Ok(skipped(skip));
+        }
+        if let Some(skip) = self.hourly(rule, now) {
+            return Ok(skipped(skip));
+        }
+        let job = match &rule.action {
+            Action::FollowUp(j) => Some(j.clone()),
+            Action::Create => None,
+        };
+        let id = match self
+            .ledger
+            .begin(rule, job.as_deref(), prompt, &hash, rows, now)?
+        {
+            Ok(id) => id,
+            Err(skip) => return Ok(skipped(skip)),
+        };
+        let mut firing = Firing {
+            id,
+            rule: rule.name.clone(),
+            project: rule.project.clone(),
+            kind: rule.action.kind(),
+            job,
+            fired_at: now,
+            prompt_hash: hash,
+            prompt: prompt.clone(),
+            rows_matched: rows as i64,
+            sent: Sent::Sending,
+            status: None,
+            pr_link: None,
+            seconds_to_done: None,
+            error: None,
+        };
+        if let Err(limit) = self.send(client, rule, &mut firing).await {
+            // Another process took the hour's last slot between the check and the send: nothing
+            // left docpipe, so the firing is as if it had not happened.
+            self.ledger.discard(id)?;
+            return Ok(skipped(Skip::HourlyLimit { limit }));
+        }
+        self.ledger.update(&firing, self.clock.now())?;
+        tracing::debug!(rule = %rule.name, sent = firing.sent.as_str(), job = ?firing.job, "rule fired");
+        if rule.wait && firing.job.is_some() && matches!(firing.sent, Sent::Sent | Sent::Unknown) {
+            self.poll(client, rule, &mut firing).await;
+            self.ledger.update(&firing, self.clock.now())?;
+        }
+        Ok(Report::Fired(firing))
+    }
+
+    /// Sends once. A follow-up's job is read first: a missing job is reported without sending,
+    /// and its status tells, if the answer is lost, whether the follow-up arrived. `Err(limit)`
+    /// when the hourly limit was reached before sending.
+    async fn send(&self, client: &Client, rule: &Rule, f: &mut Firing) -> Result<(), u32> {
+        let before = match &rule.action {
+            Action::FollowUp(j) => match client.get_job(&rule.project, j).await {
+                Ok(job) => Some(job),
+                Err(e) => {
+                    f.sent = Sent::NotSent;
+                    f.error = Some(e.to_string());
+                    return Ok(());
+                }
+            },
+            Action::Create => None,
+        };
+        let result = match &rule.action {
+            Action::FollowUp(j) => client.follow_up(&rule.project, j, &f.prompt).await,
+            Action::Create => client.create_job(&rule.project, &f.prompt).await,
+        };
+        match result {
+            Ok(job) => {
+                f.sent = Sent::Sent;
+                f.status = Some(job.status_str().to_string());
+                if rule.action == Action::Create {
+                    f.job = job.id.clone();
+                    if f.job.is_none() {
+                        f.error = Some("the service created a job but returned no id".into());
+                    }
+                }
+            }
+            Err(e) => match &e.kind {
+                ErrorKind::OutcomeUnknown(_) => {
+                    f.sent = Sent::Unknown;
+                    f.error = Some(format!("{e}; not sent again"));
+                    if let (Action::FollowUp(j), Some(before)) = (&rule.action, before) {
+                        self.resolve(client, rule, j, &before, f).await;
+                    }
+                }
+                ErrorKind::LimitReached { limit, .. } => return Err(*limit),
+                ErrorKind::RateLimited { .. } | ErrorKind::Connect(_) => {
+                    f.sent = Sent::NotSent;
+                    f.error = Some(e.to_string());
+                }
+                _ => {
+                    f.sent = Sent::Refused;
+                    f.error = Some(e.to_string());
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// After a lost answer: a job that had ended and is active again received the follow-up.
+    async fn resolve(&self, client: &Client, rule: &Rule, job: &str, before: &Job, f: &mut Firing) {
+        match client.get_job(&rule.project, job).await {
+            Ok(now) if before.is_terminal() && !now.is_terminal() => {
+                tracing::info!(rule = %rule.name, job, "the answer was lost, but the job is active again: the follow-up arrived");
+                f.sent = Sent::Sent;
+                f.status = Some(now.status_str().to_string());
+                f.error = None;
+            }
+            Ok(now) => f.status = Some(now.status_str().to_string()),
+            Err(e) => {
+                tracing::warn!(rule = %rule.name, error = %e, "cannot read the job after an unknown outcome")
+            }
+        }
+    }
+
+    /// Polls until the job ends or the rule's timeout.
+    async fn poll(&self, client: &Client, rule: &Rule, f: &mut Firing) {
+        let Some(job) = f.job.clone() else {
+            return;
+        };
+        let polling = Polling {
+            timeout: rule.timeout,
+            ..self.polling
+        };
+        let note = |f: &mut Firing, text: String| {
+            f.error = Some(match f.error.take() {
+                Some(e) => format!("{e}; {text}"),
+                None => text,
+            });
+        };
+        match client.wait_job(&rule.project, &job, polling).await {
+            Ok(done) => {
+                f.status = Some(done.status_str().to_string());
+                f.pr_link = done.pr_link.clone();
+                let took = self.clock.now() - f.fired_at;
+                f.seconds_to_done = Some(took.num_milliseconds() as f64 / 1000.0);
+                if done.status_str() == "failed" {
+                    note(f, "the job failed".into());
+                }
+            }
+            Err(e) => {
+                if let ErrorKind::WaitTimeout { status, .. } = &e.kind {
+                    f.status = Some(status.clone());
+                    note(f, format!("gave up polling after the rule's timeout: {e}"));
+                } else {
+                    note(f, format!("polling: {e}"));
+                }
+            }
+        }
+    }
+
+    /// Rewrites `agent_runs/project=<p>/part-00000.parquet` from the ledger (each file under a
+    /// temporary name, renamed into place); returns the files.
+    ///
+    /// Processes take turns (a lock file in the folder), each reading the ledger once it has
+    /// its turn: the last one to write has every firing that was recorded before it.
+    pub fn write_log(&self) -> Result<Vec<PathBuf>, LogError> {
+        let dir = self.out.join(AGENT_RUNS);
+        let lock_path = dir.join(".lock");
+        let io = |source| {
+            LogError::Write(WriteError::Io {
+                path: lock_path.display().to_string(),
+                source,
+            })
+        };
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let lock = std::fs::File::create(&lock_path).map_err(io)?;
+        lock.lock().map_err(io)?;
+        let firings = self.ledger.all()?;
+        write_log(&self.out, &firings)
+    }
+}
+
+/// Errors writing the outcome log.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// Reading the ledger.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// Writing Parquet.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
+/// Schema of `agent_runs` (the project is the partition).
+pub fn agent_runs_schema() -> Arc<Schema> {
+    let s = |n: &str, null| Field::new(n, DataType::Utf8, null);
+    Arc::new(Schema::new(vec![
+        Field::new("firing_id", DataType::Int64, false),
+        s("rule", false),
+        s("action", false),
+        s("job", true),
+        Field::new(
+            "fired_at",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        ),
+        s("prompt_hash", false),
+        s("prompt", false),
+        Field::new("rows_matched", DataType::Int64, false),
+        s("sent", false),
+        s("status", true),
+        s("pr_link", true),
+        Field::new("seconds_to_done", DataType::Float64, true),
+        s("error", true),
+    ]))
+}
+
+/// Writes the outcome log of every project in `firings`.
+pub fn write_log(out: &Path, firings: &[Firing]) -> Result<Vec<PathBuf>, LogError> {
+    let mut by_project: BTreeMap<&str, Vec<&Firing>> = BTreeMap::new();
+    for f in firings {
+        by_project.entry(f.project.as_str()).or_default().push(f);
+    }
+    let mut written = Vec::new();
+    for (project, rows) in by_project {
+        let text = |get: fn(&Firing) -> Option<&str>| -> ArrayRef {
+            Arc::new(rows.iter().map(|f| get(f)).collect::<StringArray>())
+        };
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|f| f.id))),
+            text(|f| Some(&f.rule)),
+            text(|f| Some(f.kind.as_str())),
+            text(|f| f.job.as_deref()),
+            Arc::new(
+                TimestampMicrosecondArray::from_iter_values(
+                    rows.iter().map(|f| f.fired_at.timestamp_micros()),
+                )
+                .with_timezone("UTC"),
+            ),
+            text(|f| Some(&f.prompt_hash)),
+            text(|f| Some(&f.prompt)),
+            Arc::new(Int64Array::from_iter_values(
+                rows.iter().map(|f| f.rows_matched),
+            )),
+            text(|f| Some(f.sent.as_str())),
+            text(|f| f.status.as_deref()),
+            text(|f| f.pr_link.as_deref()),
+            Arc::new(
+                rows.iter()
+                    .map(|f| f.seconds_to_done)
+                    .collect::<Float64Array>(),
+            ),
+            text(|f| f.error.as_deref()),
+        ];
+        let dir = out
+            .join(AGENT_RUNS)
+            .join(format!("project={}", escape_partition_value(project)));
+        let batch =
+            RecordBatch::try_new(agent_runs_schema(), cols).map_err(|e| WriteError::Encode {
+                path: dir.display().to_string(),
+                message: e.to_string(),
+            })?;
+        written.push(write_batch(&dir, &batch)?.commit()?);
+    }
+    Ok(written)
+}

@@ -1,0 +1,342 @@
+//! The ledger of rule firings, in the output folder's state database: a firing is recorded
+//! (`sending`) in the same transaction that checks the cooldown and the prompt hash, before
+//! anything is sent, so that no process, restart or timeout can send it twice.
+
+use super::Rule;
+use crate::export::state::{Db, StateError};
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, TransactionBehavior, params};
+use std::path::Path;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS rule_firings (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    rule TEXT NOT NULL,
+    project TEXT NOT NULL,
+    action TEXT NOT NULL,
+    job TEXT,
+    fired_at_ms INTEGER NOT NULL,
+    prompt_hash TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    rows_matched INTEGER NOT NULL,
+    sent TEXT NOT NULL,
+    status TEXT,
+    pr_link TEXT,
+    seconds_to_done REAL,
+    error TEXT,
+    updated_at_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rule_firings_by_rule ON rule_firings (rule, fired_at_ms);
+";
+
+/// What a firing sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A follow-up to a job.
+    FollowUp,
+    /// A job creation.
+    Create,
+}
+
+impl Kind {
+    /// The word stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::FollowUp => "follow_up",
+            Kind::Create => "create",
+        }
+    }
+}
+
+/// Whether a firing's prompt reached the service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// Recorded, being sent (a firing left so by a stopped process counts as maybe sent).
+    Sending,
+    /// The service accepted it.
+    Sent,
+    /// It may have reached the service; it is not sent again.
+    Unknown,
+    /// The service refused it (4xx): nothing happened.
+    Refused,
+    /// It did not reach the service.
+    NotSent,
+}
+
+impl Sent {
+    /// The word stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sent::Sending => "sending",
+            Sent::Sent => "sent",
+            Sent::Unknown => "unknown",
+            Sent::Refused => "refused",
+            Sent::NotSent => "not_sent",
+        }
+    }
+
+    fn parse(s: &str) -> Sent {
+        match s {
+            "sent" => Sent::Sent,
+            "sending" => Sent::Sending,
+            "refused" => Sent::Refused,
+            "not_sent" => Sent::NotSent,
+            _ => Sent::Unknown,
+        }
+    }
+
+    /// Whether the prompt may have reached the service (so it starts the cooldown).
+    pub fn maybe_delivered(self) -> bool {
+        matches!(self, Sent::Sending | Sent::Sent | Sent::Unknown)
+    }
+}
+
+const DELIVERED: &str = "('sending', 'sent', 'unknown')";
+
+/// One firing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Firing {
+    /// Row id.
+    pub id: i64,
+    /// Rule name.
+    pub rule: String,
+    /// Project.
+    pub project: String,
+    /// Follow-up or creation.
+    pub kind: Kind,
+    /// The job messaged or created (none when a creation failed).
+    pub job: Option<String>,
+    /// When it fired.
+    pub fired_at: DateTime<Utc>,
+    /// SHA-256 of the prompt.
+    pub prompt_hash: String,
+    /// The prompt.
+    pub prompt: String,
+    /// Rows the query matched.
+    pub rows_matched: i64,
+    /// Whether it was sent.
+    pub sent: Sent,
+    /// The job's last status seen.
+    pub status: Option<String>,
+    /// Pull request link.
+    pub pr_link: Option<String>,
+    /// Seconds from sending until the job ended.
+    pub seconds_to_done: Option<f64>,
+    /// What went wrong.
+    pub error: Option<String>,
+}
+
+/// Why a rule that matched did not fire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skip {
+    /// It fired at `last`; quiet until `until`.
+    CoolingDown {
+        /// Last firing.
+        last: DateTime<Utc>,
+        /// End of the cooldown.
+        until: DateTime<Utc>,
+    },
+    /// This exact prompt was sent at `at`.
+    SamePrompt {
+        /// When.
+        at: DateTime<Utc>,
+    },
+    /// The project's follow-ups and job creations for this hour are used up.
+    HourlyLimit {
+        /// The limit docpipe keeps to.
+        limit: u32,
+    },
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = |t: &DateTime<Utc>| t.format("%Y-%m-%d %H:%M:%SZ").to_string();
+        match self {
+            Skip::CoolingDown { last, until } => {
+                write!(f, "cooling down until {} (fired {})", t(until), t(last))
+            }
+            Skip::SamePrompt { at } => {
+                write!(f, "the same prompt was already sent {} (same rows)", t(at))
+            }
+            Skip::HourlyLimit { limit } => write!(
+                f,
+                "the project's {limit} follow-ups and job creations of the last hour are used; it fires on a later run"
+            ),
+        }
+    }
+}
+
+/// The ledger.
+#[derive(Debug)]
+pub struct Ledger {
+    db: Db,
+}
+
+fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn from_ms(v: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(v).unwrap_or_default()
+}
+
+fn skip_for(
+    c: &Connection,
+    rule: &Rule,
+    hash: &str,
+    now: DateTime<Utc>,
+) -> rusqlite::Result<Option<Skip>> {
+    let last: Option<i64> = c
+        .prepare_cached(&format!(
+            "SELECT max(fired_at_ms) FROM rule_firings WHERE rule = ?1 AND sent IN {DELIVERED}"
+        ))?
+        .query_row(params![rule.name], |r| r.get(0))?;
+    if let Some(last) = last.map(from_ms) {
+        let until =
+            last + chrono::Duration::from_std(rule.cooldown).unwrap_or(chrono::Duration::MAX);
+        if now < until {
+            return Ok(Some(Skip::CoolingDown { last, until }));
+        }
+    }
+    let same: Option<i64> = c
+        .prepare_cached(&format!(
+            "SELECT max(fired_at_ms) FROM rule_firings WHERE rule = ?1 AND prompt_hash = ?2 AND sent IN {DELIVERED}"
+        ))?
+        .query_row(params![rule.name, hash], |r| r.get(0))?;
+    Ok(same.map(|at| Skip::SamePrompt { at: from_ms(at) }))
+}
+
+impl Ledger {
+    /// Opens the ledger in a state database (created if needed).
+    pub fn open(path: &Path) -> Result<Self, StateError> {
+        Ok(Self {
+            db: Db::open(path, SCHEMA)?,
+        })
+    }
+
+    /// Why the rule would not fire now with this prompt, if it would not (reads only).
+    pub fn skip(
+        &self,
+        rule: &Rule,
+        hash: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Skip>, StateError> {
+        self.db.run(|c| skip_for(c, rule, hash, now))
+    }
+
+    /// Records a firing as `sending` unless the cooldown or the prompt hash forbids it, in one
+    /// transaction that other processes wait on. Returns the firing's id, or why it is skipped.
+    pub fn begin(
+        &self,
+        rule: &Rule,
+        job: Option<&str>,
+        prompt: &str,
+        hash: &str,
+        rows_matched: usize,
+        now: DateTime<Utc>,
+    ) -> Result<Result<i64, Skip>, StateError> {
+        self.db.run(|c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if let Some(skip) = skip_for(&tx, rule, hash, now)? {
+                return Ok(Err(skip));
+            }
+            tx.prepare_cached(
+                "INSERT INTO rule_firings (rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched, sent, updated_at_ms, action)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'sending', ?4, ?8)",
+            )?
+            .execute(params![
+                rule.name,
+                rule.project,
+                job,
+                ms(now),
+                hash,
+                prompt,
+                rows_matched as i64,
+                rule.action.kind().as_str()
+            ])?;
+            let id = tx.last_insert_rowid();
+            tx.commit()?;
+            Ok(Ok(id))
+        })
+    }
+
+    /// Stores a firing's outcome so far.
+    pub fn update(&self, f: &Firing, now: DateTime<Utc>) -> Result<(), StateError> {
+        self.db.run(|c| {
+            c.prepare_cached(
+                "UPDATE rule_firings SET job = ?2, sent = ?3, status = ?4, pr_link = ?5,
+                 seconds_to_done = ?6, error = ?7, updated_at_ms = ?8 WHERE id = ?1",
+            )?
+            .execute(params![
+                f.id,
+                f.job,
+                f.sent.as_str(),
+                f.status,
+                f.pr_link,
+                f.seconds_to_done,
+                f.error,
+                ms(now)
+            ])
+            .map(|_| ())
+        })
+    }
+
+    /// Forgets a firing that surely did not leave this process.
+    pub fn discard(&self, id: i64) -> Result<(), StateError> {
+        self.db.run(|c| {
+            c.prepare_cached("DELETE FROM rule_firings WHERE id = ?1 AND sent = 'sending'")?
+                .execute(params![id])
+                .map(|_| ())
+        })
+    }
+
+    /// Firings left `sending` since before `before` by a process that stopped: their outcome is
+    /// unknown, and they are never sent again.
+    pub fn settle_abandoned(
+        &self,
+        before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<usize, StateError> {
+        self.db.run(|c| {
+            c.prepare_cached(
+                "UPDATE rule_firings SET sent = 'unknown',
+                 error = 'interrupted while sending (the process stopped); not sent again',
+                 updated_at_ms = ?2 WHERE sent = 'sending' AND updated_at_ms < ?1",
+            )?
+            .execute(params![ms(before), ms(now)])
+        })
+    }
+
+    /// Every firing, oldest first.
+    pub fn all(&self) -> Result<Vec<Firing>, StateError> {
+        self.db.run(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT id, rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched,
+                 sent, status, pr_link, seconds_to_done, error, action FROM rule_firings ORDER BY id",
+            )?;
+            let rows = st.query_map([], |r| {
+                Ok(Firing {
+                    id: r.get(0)?,
+                    rule: r.get(1)?,
+                    project: r.get(2)?,
+                    kind: if r.get::<_, String>(13)? == "create" {
+                        Kind::Create
+                    } else {
+                        Kind::FollowUp
+                    },
+                    job: r.get(3)?,
+                    fired_at: from_ms(r.get(4)?),
+                    prompt_hash: r.get(5)?,
+                    prompt: r.get(6)?,
+                    rows_matched: r.get(7)?,
+                    sent: Sent::parse(&r.get::<_, String>(8)?),
+                    status: r.get(9)?,
+                    pr_link: r.get(10)?,
+                    seconds_to_done: r.get(11)?,
+                    error: r.get(12)?,
+                })
+            })?;
+            rows.collect()
+        })
+    }
+}

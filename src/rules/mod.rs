@@ -1,0 +1,548 @@
+//! Agent-job follow-ups from rule files: a rule is a polars SQL query over the trend tables, a
+//! prompt template rendered with the rows it returns, a cooldown, and the job to message (or
+//! `create = true`). `ledger` records every firing before it is sent; `engine` sends, resolves
+//! unknown outcomes, polls and writes the outcome log.
+
+pub mod engine;
+pub mod ledger;
+
+use crate::trends::Tables;
+use minijinja::{Environment, UndefinedBehavior, Value};
+use polars::prelude::*;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a rule stays quiet after it fired, unless it says otherwise.
+pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(24 * 3600);
+/// How long a fired rule polls its job, unless it says otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// The largest prompt docpipe sends: a query that matches too much must say `LIMIT`.
+pub const MAX_PROMPT_BYTES: usize = 100_000;
+/// The trend tables a query can name.
+pub const TABLES: [&str; 3] = ["daily", "weekly", "pages"];
+
+/// What a firing does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Send a follow-up to this job.
+    FollowUp(String),
+    /// Create a new job.
+    Create,
+}
+
+impl Action {
+    /// Its kind, as the ledger stores it.
+    pub fn kind(&self) -> ledger::Kind {
+        match self {
+            Action::FollowUp(_) => ledger::Kind::FollowUp,
+            Action::Create => ledger::Kind::Create,
+        }
+    }
+}
+
+/// A validated rule.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// Unique name.
+    pub name: String,
+    /// The file it came from.
+    pub file: String,
+    /// What it is for (free text).
+    pub description: Option<String>,
+    /// Project: the tables are filtered to it, and the job belongs to it.
+    pub project: String,
+    /// The job to message, or create one.
+    pub action: Action,
+    /// SQL over `daily`, `weekly` and `pages`.
+    pub when: String,
+    /// Rows the query must return for the rule to fire.
+    pub min_rows: usize,
+    /// The prompt template (minijinja).
+    pub prompt: String,
+    /// Quiet time after a firing.
+    pub cooldown: Duration,
+    /// Poll the job until it ends.
+    pub wait: bool,
+    /// How long to poll.
+    pub timeout: Duration,
+    /// Cron schedule for the daemon; without one, the rule runs after each export.
+    pub schedule: Option<String>,
+}
+
+/// A problem with one rule file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct RuleError {
+    /// The file.
+    pub file: String,
+    /// What is wrong, on one line.
+    pub message: String,
+}
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    project: String,
+    #[serde(default)]
+    job: Option<String>,
+    #[serde(default)]
+    create: bool,
+    when: String,
+    #[serde(default = "one")]
+    min_rows: i64,
+    prompt: String,
+    #[serde(default)]
+    cooldown: Option<String>,
+    #[serde(default = "yes")]
+    wait: bool,
+    #[serde(default)]
+    timeout: Option<String>,
+    #[serde(default)]
+    schedule: Option<String>,
+}
+
+const fn one() -> i64 {
+    1
+}
+const fn yes() -> bool {
+    true
+}
+
+/// The first line of a message, with runs of white space made single spaces.
+pub fn one_line(text: &str) -> String {
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    first.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A duration such as `24h`, `90m`, `7d` or `1h 30m`.
+fn duration(field: &str, text: Option<&str>, default: Duration) -> Result<Duration, String> {
+    match text {
+        None => Ok(default),
+        Some(t) => humantime::parse_duration(t.trim())
+            .map_err(|e| format!("{field} {t:?} is not a duration like \"24h\" or \"30m\" ({e})")),
+    }
+}
+
+/// Whether a cron expression is valid (seconds optional: `sec min hour day month weekday`).
+pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
+    croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Optional)
+        .build()
+        .parse(expr)
+        .map_err(|e| format!("schedule {expr:?} is not a cron expression ({e})"))
+}
+
+/// The template environment: strict about undefined values, with a `pct` filter.
+pub fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.add_filter("pct", pct);
+    env
+}
+
+/// `{{ share | pct }}` renders 0.4523 as `45.2%` (`pct(0)` for no decimals); none gives `n/a`.
+fn pct(value: Value, digits: Option<u32>) -> Result<String, minijinja::Error> {
+    if value.is_none() || value.is_undefined() {
+        return Ok("n/a".to_string());
+    }
+    let x = f64::try_from(value)?;
+    Ok(format!("{:.*}%", digits.unwrap_or(1) as usize, x * 100.0))
+}
+
+impl Rule {
+    /// Parses and checks one rule file (everything that needs no data): `projects` are the
+    /// configured ones.
+    pub fn parse(text: &str, file: &str, projects: &[String]) -> Result<Rule, RuleError> {
+        let fail = |message: String| RuleError {
+            file: file.to_string(),
+            message: one_line(&message),
+        };
+        let raw: RawRule = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            fail(match line {
+                Some(l) => format!("line {l}: {}", e.message()),
+                None => e.message().to_string(),
+            })
+        })?;
+        let name = raw.name.trim().to_string();
+        if name.is_empty() || name.len() > 100 || name.chars().any(char::is_control) {
+            return Err(fail(format!(
+                "name {:?} must be 1 to 100 characters without control characters",
+                raw.name
+            )));
+        }
+        if !projects.contains(&raw.project) {
+            return Err(fail(format!(
+                "project {} is not configured (configured: {})",
+                raw.project,
+                projects.join(", ")
+            )));
+        }
+        let action = match (raw.job, raw.create) {
+            (Some(_), true) => {
+                return Err(fail("give either job or create = true, not both".into()));
+            }
+            (None, false) => {
+                return Err(fail(
+                    "say which job to message (job = \"<id>\") or create = true".into(),
+                ));
+            }
+            (Some(j), false) if j.trim().is_empty() => {
+                return Err(fail("job must not be empty".into()));
+            }
+            (Some(j), false) => Action::FollowUp(j),
+            (None, true) => Action::Create,
+        };
+        if raw.when.trim().is_empty() {
+            return Err(fail("when: the query is empty".into()));
+        }
+        if raw.min_rows < 1 {
+            return Err(fail(format!(
+                "min_rows {} must be at least 1",
+                raw.min_rows
+            )));
+        }
+        if raw.prompt.trim().is_empty() {
+            return Err(fail("prompt is empty".into()));
+        }
+        environment()
+            .template_from_str(&raw.prompt)
+            .map_err(|e| fail(format!("prompt: {e}")))?;
+        let cooldown =
+            duration("cooldown", raw.cooldown.as_deref(), DEFAULT_COOLDOWN).map_err(fail)?;
+        let timeout = duration("timeout", raw.timeout.as_deref(), DEFAULT_TIMEOUT).map_err(fail)?;
+        if timeout.is_zero() {
+            return Err(fail("timeout must be more than 0s".into()));
+        }
+        if let Some(s) = &raw.schedule {
+            parse_schedule(s).map_err(fail)?;
+        }
+        Ok(Rule {
+            name,
+            file: file.to_string(),
+            description: raw.description,
+            project: raw.project,
+            action,
+            when: raw.when,
+            min_rows: raw.min_rows as usize,
+            prompt: raw.prompt,
+            cooldown,
+            wait: raw.wait,
+            timeout,
+            schedule: raw.schedule,
+        })
+    }
+
+    /// `follow-up to job X` or `a new job`.
+    pub fn target(&self) -> String {
+        match &self.action {
+            Action::FollowUp(j) => format!("follow-up to job {j}"),
+            Action::Create => "a new job".to_string(),
+        }
+    }
+}
+
+/// Rules from named texts (file name, content), each checked; names must be unique. Returns the
+/// valid rules and a problem per invalid file.
+pub fn parse_all(files: &[(String, String)], projects: &[String]) -> (Vec<Rule>, Vec<RuleError>) {
+    let mut rules = Vec::new();
+    let mut problems = Vec::new();
+    let mut names: HashMap<String, String> = HashMap::new();
+    for (file, text) in files {
+        match Rule::parse(text, file, projects) {
+            Ok(rule) => {
+                if let Some(first) = names.get(&rule.name) {
+                    problems.push(RuleError {
+                        file: file.clone(),
+                        message: format!("name {:?} is already used by {first}", rule.name),
+                    });
+                } else {
+                    names.insert(rule.name.clone(), file.clone());
+                    rules.push(rule);
+                }
+            }
+            Err(e) => problems.push(e),
+        }
+    }
+    (rules, problems)
+}
+
+/// Loads and checks every `*.toml` file of a folder (other files are left alone), in name
+/// order: the valid rules, and a problem per file that is not one.
+pub fn load_dir(dir: &Path, projects: &[String]) -> Result<(Vec<Rule>, Vec<RuleError>), RuleError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| RuleError {
+        file: dir.display().to_string(),
+        message: format!("cannot read the rules folder: {e}"),
+    })?;
+    let mut paths: Vec<_> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    for p in paths {
+        let file = p.display().to_string();
+        match std::fs::read(&p).map(String::from_utf8) {
+            Ok(Ok(text)) => files.push((file, text)),
+            Ok(Err(_)) => problems.push(RuleError {
+                file,
+                message: "not UTF-8 text".into(),
+            }),
+            Err(e) => problems.push(RuleError {
+                file,
+                message: format!("cannot read: {e}"),
+            }),
+        }
+    }
+    let (rules, more) = parse_all(&files, projects);
+    problems.extend(more);
+    Ok((rules, problems))
+}
+
+/// What a rule's query gave, and the prompt it renders.
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    /// The rows the query returned.
+    pub rows: DataFrame,
+    /// Whether there are at least `min_rows` of them.
+    pub fires: bool,
+    /// The rendered prompt (when it fires).
+    pub prompt: Option<String>,
+}
+
+/// Evaluates rules against the trend tables (all of them, filtered to each rule's project):
+/// runs polars on a thread of its own, so it is callable from any runtime.
+pub fn evaluate(rules: &[Rule], tables: &Tables) -> Vec<Result<Evaluation, RuleError>> {
+    std::thread::scope(|s| {
+        s.spawn(|| rules.iter().map(|r| evaluate_here(r, tables)).collect())
+            .join()
+    })
+    .unwrap_or_else(|_| {
+        rules
+            .iter()
+            .map(|r| {
+                Err(RuleError {
+                    file: r.file.clone(),
+                    message: "the query panicked in polars".into(),
+                })
+            })
+            .collect()
+    })
+}
+
+fn evaluate_here(rule: &Rule, tables: &Tables) -> Result<Evaluation, RuleError> {
+    let fail = |message: String| RuleError {
+        file: rule.file.clone(),
+        message: one_line(&message),
+    };
+    let mut ctx = polars::sql::SQLContext::new();
+    for (name, df) in [
+        ("daily", &tables.daily),
+        ("weekly", &tables.weekly),
+        ("pages", &tables.pages),
+    ] {
+        ctx.register(
+            name,
+            df.clone()
+                .lazy()
+                .filter(col("project").eq(lit(rule.project.as_str()))),
+        );
+    }
+    let rows = ctx
+        .execute(&rule.when)
+        .and_then(LazyFrame::collect)
+        .map_err(|e| fail(format!("when: {e}")))?;
+    let fires = rows.height() >= rule.min_rows;
+    let records = if fires {
+        records(&rows).map_err(|e| fail(format!("when: {e}")))?
+    } else {
+        // Nothing to send: render with zero values of the query's columns, so that a template
+        // that names a missing column or filter is found now, not on the day the rule fires.
+        vec![sample(&rows); rule.min_rows]
+    };
+    let prompt = render(rule, &records, rows.height()).map_err(fail)?;
+    if fires && prompt.trim().is_empty() {
+        return Err(fail("prompt: renders as empty text".into()));
+    }
+    if prompt.len() > MAX_PROMPT_BYTES {
+        return Err(fail(format!(
+            "prompt: renders as {} bytes, more than {MAX_PROMPT_BYTES}; add a LIMIT to the query",
+            prompt.len()
+        )));
+    }
+    Ok(Evaluation {
+        rows,
+        fires,
+        prompt: fires.then_some(prompt),
+    })
+}
+
+/// Renders the prompt with `rows`, `row_count`, `columns`, `project` and `rule`.
+fn render(rule: &Rule, rows: &[Value], row_count: usize) -> Result<String, String> {
+    let columns: Vec<Value> = rows
+        .first()
+        .and_then(|r| r.try_iter().ok())
+        .map(|keys| keys.collect())
+        .unwrap_or_default();
+    let ctx = Value::from(BTreeMap::from([
+        ("rows".to_string(), Value::from(rows.to_vec())),
+        ("row_count".to_string(), Value::from(row_count)),
+        ("columns".to_string(), Value::from(columns)),
+        ("project".to_string(), Value::from(rule.project.as_str())),
+        ("rule".to_string(), Value::from(rule.name.as_str())),
+    ]));
+    environment()
+        .render_str(&rule.prompt, ctx)
+        .map_err(|e| format!("prompt: {e}"))
+}
+
+/// A cell as a template value: numbers stay numbers, dates are `YYYY-MM-DD`, null is none.
+fn cell(v: AnyValue) -> Value {
+    match v {
+        AnyValue::Null => Value::from(()),
+        AnyValue::Boolean(b) => Value::from(b),
+        AnyValue::Int8(x) => Value::from(x),
+        AnyValue::Int16(x) => Value::from(x),
+        AnyValue::Int32(x) => Value::from(x),
+        AnyValue::Int64(x) => Value::from(x),
+        AnyValue::UInt8(x) => Value::from(x),
+        AnyValue::UInt16(x) => Value::from(x),
+        AnyValue::UInt32(x) => Value::from(x),
+        AnyValue::UInt64(x) => Value::from(x),
+        AnyValue::Float32(x) => Value::from(f64::from(x)),
+        AnyValue::Float64(x) => Value::from(x),
+        AnyValue::String(s) => Value::from(s),
+        AnyValue::StringOwned(s) => Value::from(s.as_str()),
+        AnyValue::Date(days) => {
+            let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
+            Value::from((epoch + chrono::Duration::days(i64::from(days))).to_string())
+        }
+        other => Value::from(other.to_string()),
+    }
+}
+
+/// The rows of a frame as maps from column name to value.
+fn records(df: &DataFrame) -> PolarsResult<Vec<Value>> {
+    let columns = df.columns();
+    let mut out = Vec::with_capacity(df.height());
+    for i in 0..df.height() {
+        let mut row = BTreeMap::new();
+        for c in columns {
+            row.insert(c.name().to_string(), cell(c.get(i)?));
+        }
+        out.push(Value::from(row));
+    }
+    Ok(out)
+}
+
+/// A row of zero values for a frame's columns.
+fn sample(df: &DataFrame) -> Value {
+    let mut row = BTreeMap::new();
+    for c in df.columns() {
+        let v = match c.dtype() {
+            d if d.is_integer() => Value::from(0),
+            d if d.is_float() => Value::from(0.0),
+            DataType::Boolean => Value::from(false),
+            DataType::Date => Value::from("1970-01-01"),
+            _ => Value::from(""),
+        };
+        row.insert(c.name().to_string(), v);
+    }
+    Value::from(row)
+}
+
+/// Up to `max` rows of a frame as `column=value` lines (floats to 4 decimals), for the terminal.
+pub fn preview(df: &DataFrame, max: usize) -> Vec<String> {
+    (0..df.height().min(max))
+        .map(|i| {
+            df.columns()
+                .iter()
+                .map(|c| {
+                    let v = match c.get(i) {
+                        Ok(AnyValue::Float64(x)) => format!("{x:.4}"),
+                        Ok(AnyValue::Float32(x)) => format!("{x:.4}"),
+                        Ok(v) => cell(v).to_string(),
+                        Err(_) => "?".into(),
+                    };
+                    format!("{}={v}", c.name())
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+/// The SHA-256 of a prompt, in hex: how the ledger knows a prompt was sent before.
+pub fn prompt_hash(prompt: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(prompt.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(text: &str) -> Result<Rule, RuleError> {
+        Rule::parse(text, "jobs/r.toml", &["p".to_string()])
+    }
+
+    const BASE: &str = r#"
+name = "r"
+project = "p"
+job = "j"
+when = "SELECT path FROM pages"
+prompt = "{% for row in rows %}{{ row.path }} {% endfor %}"
+"#;
+
+    #[test]
+    fn defaults_and_durations() {
+        let r = rule(BASE).unwrap();
+        assert_eq!(r.action, Action::FollowUp("j".into()));
+        assert_eq!((r.min_rows, r.wait), (1, true));
+        assert_eq!((r.cooldown, r.timeout), (DEFAULT_COOLDOWN, DEFAULT_TIMEOUT));
+        let r = rule(&format!("{BASE}cooldown = \"1h 30m\"\ntimeout = \"90s\"\n")).unwrap();
+        assert_eq!(r.cooldown, Duration::from_secs(5400));
+        assert_eq!(r.timeout, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn pct_renders_shares() {
+        let env = environment();
+        let out = env
+            .render_str(
+                "{{ a | pct }} {{ b | pct(0) }} {{ c | pct }}",
+                Value::from(BTreeMap::from([
+                    ("a", Value::from(0.4523)),
+                    ("b", Value::from(1)),
+                    ("c", Value::from(())),
+                ])),
+            )
+            .unwrap();
+        assert_eq!(out, "45.2% 100% n/a");
+    }
+
+    #[test]
+    fn hashes_are_sha256() {
+        assert_eq!(
+            prompt_hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}
