@@ -6,6 +6,7 @@ pub mod demo;
 pub mod emulate;
 pub mod export;
 pub mod rules;
+pub mod status;
 pub mod trends;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,9 @@ pub struct Cli {
     /// Less log output (-q warnings and errors only, -qq errors only).
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "verbose")]
     pub quiet: u8,
+    /// Log format on standard error: plain text, or one JSON object a line.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// Config file.
     #[arg(
         long,
@@ -34,6 +38,15 @@ pub struct Cli {
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// JSON lines (timestamp, level, target, fields).
+    Json,
 }
 
 /// The subcommands.
@@ -53,6 +66,8 @@ pub enum Command {
     Rules(rules::Args),
     /// Check the config and the rule files without sending anything.
     Validate(rules::ValidateArgs),
+    /// What the state database knows: days exported, budgets used, last rule firings.
+    Status(status::Args),
     /// Ask the documentation assistant a question and stream the answer.
     Ask(ask::Args),
 }
@@ -72,6 +87,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Trends(args) => trends::run(args, &load_settings(&cli.config)?).await,
         Command::Rules(args) => rules::run(args, &load_settings(&cli.config)?).await,
         Command::Validate(args) => rules::validate(args, &load_settings(&cli.config)?).await,
+        Command::Status(args) => status::run(args, &load_settings(&cli.config)?).await,
         Command::Ask(args) => ask::run(args, &load_settings(&cli.config)?).await,
     }
 }

@@ -7,5 +7,6 @@ mod export;
 mod hostile;
 mod rules;
 mod secrets;
+mod status;
 mod stream;
 mod trends;
