@@ -65,6 +65,55 @@ pub struct RawConfig {
     /// Rule files.
     #[serde(default)]
     pub rules: RawRules,
+    /// The daemon (`docpipe run`).
+    #[serde(default)]
+    pub daemon: RawDaemon,
+}
+
+/// `[daemon]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDaemon {
+    /// Cron schedule of the incremental export (with seconds), UTC.
+    #[serde(default = "default_export_schedule")]
+    pub export_schedule: String,
+    /// Address of `/healthz` and `/metrics` (empty: none).
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Seconds a stop signal leaves the run in progress to finish.
+    #[serde(default = "default_grace")]
+    pub shutdown_grace_secs: u64,
+}
+
+fn default_export_schedule() -> String {
+    "0 0 * * * *".to_string()
+}
+fn default_listen() -> String {
+    "127.0.0.1:9464".to_string()
+}
+const fn default_grace() -> u64 {
+    10
+}
+
+impl Default for RawDaemon {
+    fn default() -> Self {
+        Self {
+            export_schedule: default_export_schedule(),
+            listen: default_listen(),
+            shutdown_grace_secs: default_grace(),
+        }
+    }
+}
+
+/// The daemon's settings, validated.
+#[derive(Debug, Clone)]
+pub struct DaemonSettings {
+    /// Cron schedule of the incremental export.
+    pub export_schedule: String,
+    /// Address of `/healthz` and `/metrics`.
+    pub listen: Option<std::net::SocketAddr>,
+    /// Time a stop signal leaves the run in progress.
+    pub shutdown_grace: Duration,
 }
 
 /// `[rules]`.
@@ -260,6 +309,8 @@ pub struct Settings {
     pub rules_dir: PathBuf,
     /// Run the unscheduled rules after `export`.
     pub rules_after_export: bool,
+    /// The daemon.
+    pub daemon: DaemonSettings,
 }
 
 fn valid_id(s: &str) -> bool {
@@ -391,6 +442,30 @@ impl RawConfig {
                 self.export.lookback_days
             ));
         }
+        let d = &self.daemon;
+        if let Err(e) = crate::rules::parse_schedule(&d.export_schedule) {
+            problems.push(format!("daemon.export_schedule: {e}"));
+        }
+        let listen = if d.listen.is_empty() {
+            None
+        } else {
+            match d.listen.parse::<std::net::SocketAddr>() {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    problems.push(format!(
+                        "daemon.listen {:?} must be an address like 127.0.0.1:9464 (or \"\" for none)",
+                        d.listen
+                    ));
+                    None
+                }
+            }
+        };
+        if d.shutdown_grace_secs > 3600 {
+            problems.push(format!(
+                "daemon.shutdown_grace_secs {} must be at most 3600",
+                d.shutdown_grace_secs
+            ));
+        }
         if !problems.is_empty() {
             return Err(ConfigError::Invalid {
                 path: origin.to_string(),
@@ -418,6 +493,11 @@ impl RawConfig {
             trends_after_export: self.export.trends_after_export,
             rules_dir: self.rules.dir.clone(),
             rules_after_export: self.rules.after_export,
+            daemon: DaemonSettings {
+                export_schedule: d.export_schedule.clone(),
+                listen,
+                shutdown_grace: Duration::from_secs(d.shutdown_grace_secs),
+            },
         })
     }
 }

@@ -4,6 +4,7 @@ pub mod api;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod daemon;
 pub mod emulator;
 pub mod export;
 pub mod random;

@@ -256,9 +256,19 @@ impl Client {
         }
         let resp = match req.send().await {
             Ok(r) => r,
-            Err(e) => return Err(self.uncertain(call, self.transport(&e))),
+            Err(e) => {
+                let kind = self.transport(&e);
+                let class = match kind {
+                    ErrorKind::Timeout(_) => "timeout",
+                    ErrorKind::Connect(_) => "connect",
+                    _ => "connection",
+                };
+                count_request(call.operation, class);
+                return Err(self.uncertain(call, kind));
+            }
         };
         let status = resp.status();
+        count_request(call.operation, status.as_str());
         if status.is_success() {
             return Ok(resp);
         }
@@ -406,6 +416,17 @@ impl Client {
             })
             .await
     }
+}
+
+/// Counts a request in `docpipe_requests_total{operation, status}` (a status code, or
+/// `timeout`, `connect`, `connection`): a no-op unless a metrics recorder is installed (the daemon).
+fn count_request(operation: Operation, status: &str) {
+    metrics::counter!(
+        "docpipe_requests_total",
+        "operation" => operation.name().replace(' ', "_"),
+        "status" => status.to_string()
+    )
+    .increment(1);
 }
 
 /// Percent-escapes a path segment or query value (everything but unreserved characters).

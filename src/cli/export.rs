@@ -80,6 +80,26 @@ pub fn targets(
     Ok(out)
 }
 
+/// The targets grouped by the first day `export` fetches for them: each project's `start_date`,
+/// or 30 days ago.
+pub fn by_start(
+    settings: &Settings,
+    targets: Vec<Target>,
+    today: NaiveDate,
+) -> std::collections::BTreeMap<NaiveDate, Vec<Target>> {
+    let mut out: std::collections::BTreeMap<NaiveDate, Vec<Target>> = Default::default();
+    for t in targets {
+        let start = settings
+            .projects
+            .iter()
+            .find(|p| p.id == t.project)
+            .and_then(|p| p.start_date)
+            .unwrap_or(today - Duration::days(29));
+        out.entry(start).or_default().push(t);
+    }
+    out
+}
+
 /// Opens the exporter, plans `from..=to`, and runs it (or prints the plan).
 pub async fn plan_and_run(
     exporter: &Exporter,
@@ -127,18 +147,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let exporter = open(settings, clock.clone()).await?;
     let today = clock.now().date_naive();
     let mut summary = crate::export::Summary::default();
-    // Each project from its own start.
-    let mut by_start: std::collections::BTreeMap<NaiveDate, Vec<Target>> = Default::default();
-    for t in targets {
-        let start = settings
-            .projects
-            .iter()
-            .find(|p| p.id == t.project)
-            .and_then(|p| p.start_date)
-            .unwrap_or(today - Duration::days(29));
-        by_start.entry(start).or_default().push(t);
-    }
-    for (start, group) in by_start {
+    for (start, group) in by_start(settings, targets, today) {
         let s = plan_and_run(&exporter, &group, start, today, args.dry_run).await?;
         summary.failed.extend(s.failed);
     }

@@ -6,6 +6,7 @@ pub mod demo;
 pub mod emulate;
 pub mod export;
 pub mod rules;
+pub mod run;
 pub mod status;
 pub mod trends;
 
@@ -62,6 +63,8 @@ pub enum Command {
     Export(export::Args),
     /// Aggregate human-versus-AI trends from the exported data.
     Trends(trends::Args),
+    /// Run as a daemon: scheduled exports, trends and rules; queued backfills; /metrics.
+    Run(run::Args),
     /// Agent-job follow-ups from rule files: `rules check` shows, `rules run` sends.
     Rules(rules::Args),
     /// Check the config and the rule files without sending anything.
@@ -85,6 +88,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Backfill(args) => backfill::run(args, &load_settings(&cli.config)?).await,
         Command::Export(args) => export::run(args, &load_settings(&cli.config)?).await,
         Command::Trends(args) => trends::run(args, &load_settings(&cli.config)?).await,
+        Command::Run(args) => run::run(args, &load_settings(&cli.config)?).await,
         Command::Rules(args) => rules::run(args, &load_settings(&cli.config)?).await,
         Command::Validate(args) => rules::validate(args, &load_settings(&cli.config)?).await,
         Command::Status(args) => status::run(args, &load_settings(&cli.config)?).await,

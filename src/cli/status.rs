@@ -12,8 +12,8 @@ use chrono::{Duration, NaiveDate};
 use std::fmt::Write as _;
 
 /// Print, from the state database, per project: the days exported, the last final day, the
-/// provisional days, the days `export` would fetch now; the requests used in the last hour per
-/// budget; and the last rule firings. Sends nothing.
+/// provisional days, the days `export` would fetch now; the backfills queued for the daemon; the
+/// requests used in the last hour per budget; and the last rule firings. Sends nothing.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How many of the last rule firings to show.
@@ -91,6 +91,52 @@ pub fn describe(
                 p.id
             ),
         };
+    }
+    let queued = state.queued().map_err(err)?;
+    if queued.is_empty() {
+        let _ = writeln!(out, "backfill queue: empty");
+    }
+    for q in &queued {
+        let mut windows = 0u64;
+        let mut requests = 0u64;
+        for p in settings
+            .projects
+            .iter()
+            .filter(|p| q.projects.is_empty() || q.projects.contains(&p.id))
+        {
+            let known = state.windows(&p.id).map_err(err)?;
+            let per_window = state
+                .recent_rows(&p.id)
+                .map_err(err)?
+                .map_or(1, |rows| (rows.max(0) as u64).div_ceil(250).max(1));
+            let mut d = q.from;
+            while d <= q.to {
+                if !known.get(&d).is_some_and(|w| w.is_final) {
+                    windows += 1;
+                    requests += per_window;
+                }
+                d += Duration::days(1);
+            }
+        }
+        let slowest = settings
+            .organizations
+            .iter()
+            .map(|o| o.limits.effective(o.limits.analytics_per_hour))
+            .min()
+            .unwrap_or(1);
+        let _ = writeln!(
+            out,
+            "backfill queued ({}): {}..{} of {}: {windows} windows not final yet, about {requests} requests (at least {} h at {slowest} an hour)",
+            q.id,
+            q.from,
+            q.to,
+            if q.projects.is_empty() {
+                "every project".to_string()
+            } else {
+                q.projects.join(", ")
+            },
+            requests.div_ceil(u64::from(slowest.max(1)))
+        );
     }
     if settings.budget_db.exists() {
         let budget = SqliteBudget::open(&settings.budget_db).map_err(err)?;

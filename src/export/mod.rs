@@ -99,6 +99,31 @@ impl Plan {
     }
 }
 
+/// Organizations (or projects) whose run stopped, and why.
+#[derive(Debug, Default)]
+struct Stops {
+    by_scope: HashMap<String, String>,
+}
+
+impl Stops {
+    /// Whether a window is skipped because its organization or project stopped; records it.
+    fn skip(&self, due: &Due, client: &Client, summary: &mut Summary) -> bool {
+        let reason = self
+            .by_scope
+            .get(&format!("organization {}", client.organization()))
+            .or_else(|| self.by_scope.get(&format!("project {}", due.project)));
+        match reason {
+            Some(r) => {
+                summary
+                    .failed
+                    .push((due.project.clone(), due.day, format!("skipped: {r}")));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// What happened to one window.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowOutcome {
@@ -337,30 +362,72 @@ impl Exporter {
         self.progress.set_length(plan.due.len() as u64);
         let mut sent: HashMap<(String, NaiveDate), u64> = HashMap::new();
         let mut open: Vec<&Due> = Vec::new();
+        let mut stops = Stops::default();
         for due in &plan.due {
             let Some(client) = clients.get(due.project.as_str()) else {
                 continue;
             };
+            if stops.skip(due, client, &mut summary) {
+                self.progress.inc(1);
+                continue;
+            }
             let result = self.first_page(client, due, &mut sent).await;
             match result {
-                Ok(true) => self.complete(client, due, &mut sent, &mut summary).await,
+                Ok(true) => {
+                    if let Err(e) = self.complete(client, due, &mut sent, &mut summary).await {
+                        self.failed(due, client, e, &mut summary, &mut stops);
+                    }
+                }
                 Ok(false) => open.push(due),
-                Err(e) => self.failed(due, e, &mut summary),
+                Err(e) => self.failed(due, client, e, &mut summary, &mut stops),
             }
         }
         for due in open {
             let Some(client) = clients.get(due.project.as_str()) else {
                 continue;
             };
-            self.complete(client, due, &mut sent, &mut summary).await;
+            if stops.skip(due, client, &mut summary) {
+                self.progress.inc(1);
+                continue;
+            }
+            if let Err(e) = self.complete(client, due, &mut sent, &mut summary).await {
+                self.failed(due, client, e, &mut summary, &mut stops);
+            }
         }
         summary.requests = sent.values().sum();
         self.progress.finish_and_clear();
         summary
     }
 
-    fn failed(&self, due: &Due, e: ExportError, summary: &mut Summary) {
-        tracing::error!(project = %due.project, day = %due.day, "window failed: {e}");
+    /// Records a failed window. A rejected key or an unreachable service stops the rest of
+    /// the run for the organization (a 403, for the project): reported once, not per window.
+    fn failed(
+        &self,
+        due: &Due,
+        client: &Client,
+        e: ExportError,
+        summary: &mut Summary,
+        stops: &mut Stops,
+    ) {
+        metrics::counter!("docpipe_windows_failed_total", "project" => due.project.clone())
+            .increment(1);
+        let scope = match &e {
+            ExportError::Api(a) => match a.kind {
+                crate::api::ErrorKind::BadKey | crate::api::ErrorKind::Connect(_) => {
+                    Some(format!("organization {}", client.organization()))
+                }
+                crate::api::ErrorKind::Forbidden { .. } => Some(format!("project {}", due.project)),
+                _ => None,
+            },
+            _ => None,
+        };
+        match scope {
+            Some(scope) => {
+                tracing::error!(project = %due.project, day = %due.day, "{e}; the rest of this run for {scope} is skipped");
+                stops.by_scope.insert(scope, e.to_string());
+            }
+            None => tracing::error!(project = %due.project, day = %due.day, "window failed: {e}"),
+        }
         summary
             .failed
             .push((due.project.clone(), due.day, e.to_string()));
@@ -394,7 +461,7 @@ impl Exporter {
         due: &Due,
         sent: &mut HashMap<(String, NaiveDate), u64>,
         summary: &mut Summary,
-    ) {
+    ) -> Result<(), ExportError> {
         let result = async {
             self.walk_rest(client, due, sent).await?;
             let mut pages = self.state.pages(&due.project, due.day)?;
@@ -412,6 +479,10 @@ impl Exporter {
         .await;
         match result {
             Ok(outcome) => {
+                metrics::counter!("docpipe_rows_exported_total", "project" => due.project.clone())
+                    .increment(outcome.rows.max(0) as u64);
+                metrics::counter!("docpipe_windows_written_total", "project" => due.project.clone())
+                    .increment(1);
                 self.progress.inc(1);
                 let rows = summary.rows() + outcome.rows;
                 let requests: u64 = sent.values().sum();
@@ -427,8 +498,9 @@ impl Exporter {
                     tracing::debug!(project = %due.project, day = %due.day, rows = outcome.rows, requests = outcome.requests, "window written");
                 }
                 summary.windows.push(outcome);
+                Ok(())
             }
-            Err(e) => self.failed(due, e, summary),
+            Err(e) => Err(e),
         }
     }
 
@@ -608,8 +680,15 @@ pub fn describe_summary(s: &Summary) -> String {
             w.mismatch.as_deref().unwrap_or_default()
         );
     }
+    let mut skipped: BTreeMap<&str, usize> = BTreeMap::new();
     for (p, d, e) in &s.failed {
-        out += &format!("  failed {p} {d}: {e}\n");
+        match e.strip_prefix("skipped: ") {
+            Some(reason) => *skipped.entry(reason).or_default() += 1,
+            None => out += &format!("  failed {p} {d}: {e}\n"),
+        }
+    }
+    for (reason, n) in skipped {
+        out += &format!("  {n} more windows skipped after: {reason}\n");
     }
     out
 }

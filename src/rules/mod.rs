@@ -133,13 +133,17 @@ fn duration(field: &str, text: Option<&str>, default: Duration) -> Result<Durati
     }
 }
 
-/// Whether a cron expression is valid (seconds optional: `sec min hour day month weekday`).
+/// Parses a cron expression as the daemon's scheduler (tokio-cron-scheduler) does: six fields,
+/// `sec min hour day-of-month month day-of-week`, UTC.
 pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
     croner::parser::CronParser::builder()
-        .seconds(croner::parser::Seconds::Optional)
+        .seconds(croner::parser::Seconds::Required)
+        .dom_and_dow(true)
         .build()
         .parse(expr)
-        .map_err(|e| format!("schedule {expr:?} is not a cron expression ({e})"))
+        .map_err(|e| {
+            format!("schedule {expr:?} is not a cron expression of 6 fields, sec min hour day month weekday ({e})")
+        })
 }
 
 /// The template environment: strict about undefined values, with a `pct` filter.

@@ -419,7 +419,35 @@ async fn bad_input_gets_one_line_and_exit_code_2_and_writes_nothing() {
         config(&live.server.base_url(), &blocker.join("sub"), ""),
     )
     .unwrap();
-    let cases: [(&Path, &[&str], &str); 5] = [
+    let daemon = dir.path().join("daemon.toml");
+    std::fs::write(
+        &daemon,
+        config(
+            &live.server.base_url(),
+            &out,
+            "[daemon]\nexport_schedule = \"every hour\"\nlisten = \"localhost\"",
+        ),
+    )
+    .unwrap();
+    let cases: [(&Path, &[&str], &str); 8] = [
+        (&daemon, &["run"], "error: invalid config "),
+        (
+            &good,
+            &[
+                "backfill",
+                "--queue",
+                "--from",
+                "2026-03-01",
+                "--project",
+                "delta",
+            ],
+            "error: project delta is not configured in ",
+        ),
+        (
+            &good,
+            &["backfill", "--queue", "--dry-run", "--from", "2026-03-01"],
+            "error: the argument '--queue' cannot be used with '--dry-run'",
+        ),
         (&unknown, &["export"], "error: invalid config"),
         (
             &good,
@@ -455,6 +483,14 @@ async fn bad_input_gets_one_line_and_exit_code_2_and_writes_nothing() {
     }
     let run = docpipe(&unknown, &["export"], None);
     assert!(String::from_utf8_lossy(&run.stderr).contains("unknown field `colour`"));
+    let run = docpipe(&daemon, &["run"], None);
+    assert!(
+        String::from_utf8_lossy(&run.stderr).ends_with(
+            ": daemon.export_schedule: schedule \"every hour\" is not a cron expression of 6 fields, sec min hour day month weekday (Invalid pattern: Pattern must have 6 or 7 fields when seconds are required and years are optional.); daemon.listen \"localhost\" must be an address like 127.0.0.1:9464 (or \"\" for none)\n"
+        ),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     assert!(!out.exists(), "nothing written");
     assert_eq!(live.emu().stats().get("views").map_or(0, |s| s.requests), 0);
     // A dry run prints the plan and sends nothing.

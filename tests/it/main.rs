@@ -2,6 +2,7 @@
 
 mod client;
 mod common;
+mod daemon;
 mod emulator;
 mod export;
 mod hostile;

@@ -728,7 +728,7 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
         ("l-duration", format!("name = \"l\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\ncooldown = \"soon\"\n"),
          "cooldown \"soon\" is not a duration like \"24h\" or \"30m\" (expected number at 0)"),
         ("m-cron", format!("name = \"m\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\nschedule = \"61 * * * *\"\n"),
-         "schedule \"61 * * * *\" is not a cron expression (Component error: Number out of bounds.)"),
+         "schedule \"61 * * * *\" is not a cron expression of 6 fields, sec min hour day month weekday (Invalid pattern: Pattern must have 6 or 7 fields when seconds are required and years are optional.)"),
         ("n-duplicate", format!("name = \"c\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\n"),
          "name \"c\" is already used by"),
         ("o-min-rows", format!("name = \"o\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\nmin_rows = 0\n"),

@@ -64,6 +64,15 @@ async fn status_reports_days_budgets_and_firings() {
     firing.seconds_to_done = Some(7.0);
     ledger.update(&firing, now).unwrap();
 
+    docpipe::export::state::State::open(&state)
+        .unwrap()
+        .queue_backfill(
+            &["beta".to_string()],
+            day("2026-02-01"),
+            day("2026-03-02"),
+            now,
+        )
+        .unwrap();
     let status = docpipe::cli::status::describe(&settings, now, 5).unwrap();
     let provisional = "4 provisional (2026-03-12, 2026-03-13, 2026-03-14, 2026-03-15)";
     assert_eq!(
@@ -73,6 +82,7 @@ async fn status_reports_days_budgets_and_firings() {
 project alpha: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 19 days from 2026-02-14
 project beta: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 4 days from 2026-03-10
 project gamma: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 19 days from 2026-02-14
+backfill queued (1): 2026-02-01..2026-03-02 of beta: 28 windows not final yet, about 28 requests (at least 1 h at 95000 an hour)
 budget analytics:org-a: 3 of 95000 requests used in the last hour
 budget analytics:org-b: 0 of 95000 requests used in the last hour
 budget agent:alpha: 1 of 95 follow-ups and job creations used in the last hour

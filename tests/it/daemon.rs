@@ -1,0 +1,337 @@
+//! The daemon, run as users run it: the binary on a fast schedule against the emulator, stopped
+//! with SIGTERM. (The scheduler runs on real time, so these tests wait in real time: seconds.)
+
+use crate::common::*;
+use docpipe::emulator::data::DataFile;
+use docpipe::emulator::{Emulator, Server};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A running `docpipe run`, its log lines and its metrics address.
+struct Daemon {
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+    addr: String,
+}
+
+impl Daemon {
+    fn start(cfg: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_docpipe"))
+            .current_dir(cfg.parent().unwrap())
+            .arg("--config")
+            .arg(cfg)
+            .arg("run")
+            .env("DOCPIPE_IT_ADMIN_A", ADMIN_A)
+            .env("DOCPIPE_IT_ADMIN_B", ADMIN_B)
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        let addr = first
+            .trim()
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .to_string();
+        Self { child, log, addr }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    fn count(&self, needle: &str) -> usize {
+        self.lines().iter().filter(|l| l.contains(needle)).count()
+    }
+
+    async fn metric(&self, series: &str) -> f64 {
+        let text = reqwest::get(format!("http://{}/metrics", self.addr))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// Waits (real time) until `ok`, failing after `secs`.
+    async fn wait_until(&self, secs: u64, what: &str, mut ok: impl AsyncFnMut(&Self) -> bool) {
+        let start = Instant::now();
+        while !ok(self).await {
+            assert!(
+                start.elapsed() < Duration::from_secs(secs),
+                "timed out waiting for {what}; log:\n{}",
+                self.lines().join("\n")
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// SIGTERM, and the exit code.
+    fn terminate(mut self) -> (Option<i32>, Vec<String>) {
+        Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        let status = self.child.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        (status.code(), self.lines())
+    }
+}
+
+/// The test config for the daemon: every project from `start`, 100 analytics requests an hour
+/// per organization (no headroom), no retries (so that a service that is down fails fast).
+fn daemon_config(base_url: &str, dir: &Path, start: chrono::NaiveDate, extra: &str) -> PathBuf {
+    let cfg = dir.join("docpipe.toml");
+    let text = config(base_url, &dir.join("out"), extra)
+        .replace("max_retries = 3", "max_retries = 0")
+        .replace(
+            "analytics_per_hour = 100000",
+            "analytics_per_hour = 100\nheadroom_percent = 0",
+        );
+    let mut out = String::new();
+    for line in text.lines() {
+        out.push_str(line);
+        out.push('\n');
+        // `organization = ...` lines are the projects' (organizations say `id = ...`).
+        if line.starts_with("organization = ") {
+            out.push_str(&format!("start_date = \"{start}\"\n"));
+        }
+    }
+    std::fs::write(&cfg, out).unwrap();
+    cfg
+}
+
+const DAEMON: &str = "[daemon]\nexport_schedule = \"*/2 * * * * *\"\nlisten = \"127.0.0.1:0\"\nshutdown_grace_secs = 0";
+
+fn today() -> chrono::NaiveDate {
+    chrono::Utc::now().date_naive()
+}
+
+fn tmp_files(out: &Path) -> Vec<PathBuf> {
+    files_below(out)
+        .into_iter()
+        .filter(|f| {
+            f.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".tmp-")
+        })
+        .collect()
+}
+
+fn site_days(out: &Path, project: &str) -> usize {
+    std::fs::read_dir(out.join(format!("site_totals/project={project}")))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exports_run_on_schedule_a_queued_backfill_drains_within_the_budget_after_them() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let start = today() - chrono::Duration::days(1);
+    let cfg = daemon_config(
+        &live.server.base_url(),
+        dir.path(),
+        start,
+        &DAEMON.replace("*/2", "*/5"),
+    );
+    // Two weeks of real data for every project, queued before the daemon starts.
+    let queued = docpipe(
+        &cfg,
+        &[
+            "backfill",
+            "--queue",
+            "--from",
+            "2026-03-01",
+            "--to",
+            "2026-03-14",
+        ],
+        None,
+    );
+    assert_eq!(queued.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&queued.stdout),
+        "queued backfill 1: 2026-03-01..2026-03-14 of every project; `docpipe run` drains it between scheduled runs, within the budget\n"
+    );
+    let d = Daemon::start(&cfg);
+    d.wait_until(30, "the backfill and two scheduled exports", async |d| {
+        d.metric("docpipe_runs_total{kind=\"backfill\",result=\"ok\"}")
+            .await
+            >= 1.0
+            && d.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}")
+                .await
+                >= 2.0
+    })
+    .await;
+    let health = reqwest::get(format!("http://{}/healthz", d.addr))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let (code, log) = d.terminate();
+    assert_eq!(code, Some(0), "{}", log.join("\n"));
+    // The first export came before the first backfill window.
+    let first = |needle: &str| log.iter().position(|l| l.contains(needle)).unwrap();
+    assert!(first("export: exported") < first("backfill window written"));
+    assert_eq!(
+        log.iter().filter(|l| l.contains("backfill done")).count(),
+        1
+    );
+    // Every backfilled day equals the emulator's truth.
+    let out = dir.path().join("out");
+    for p in ["alpha", "beta", "gamma"] {
+        assert_eq!(site_days(&out, p), 14 + 2, "{p}");
+        for day in ["2026-03-01", "2026-03-14"] {
+            let truth = live
+                .emu()
+                .truth(
+                    p,
+                    crate::common::day(day),
+                    crate::common::day(day).succ_opt().unwrap(),
+                )
+                .unwrap();
+            let file = out.join(format!(
+                "page_views/project={p}/date={day}/part-00000.parquet"
+            ));
+            assert_eq!(parquet_rows(&file).len(), truth.len(), "{p} {day}");
+        }
+    }
+    // Nothing over the budget: no 429, and org-a's requests within its 100 an hour.
+    let stats = live.emu().stats();
+    let views = &stats["views"];
+    assert_eq!(views.by_status.get(&429), None);
+    let org_a = views.by_project.get("alpha").unwrap() + views.by_project.get("beta").unwrap();
+    assert!(org_a <= 100, "{org_a}");
+    assert!(tmp_files(&out).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_export_leaves_consistent_state_and_the_next_start_resumes() {
+    let mut data = small();
+    data.faults.latency_ms = 25;
+    data.faults.ops = vec!["views".into()];
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let start = today() - chrono::Duration::days(40);
+    // Only the export at start (the schedule says once a year), and a budget that is no limit.
+    let cfg = daemon_config(
+        &live.server.base_url(),
+        dir.path(),
+        start,
+        &DAEMON.replace("*/2 * * * * *", "0 0 0 1 1 *"),
+    );
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "analytics_per_hour = 100\n",
+        "analytics_per_hour = 100000\n",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let d = Daemon::start(&cfg);
+    d.wait_until(30, "the first windows", async |d| {
+        d.count("window written") >= 5
+    })
+    .await;
+    let (code, log) = d.terminate();
+    assert_eq!(code, Some(0), "{}", log.join("\n"));
+    assert!(
+        log.iter()
+            .any(|l| l.contains("the run in progress was abandoned")),
+        "{}",
+        log.join("\n")
+    );
+    assert!(tmp_files(&out).is_empty());
+    let written_before: usize = ["alpha", "beta", "gamma"]
+        .iter()
+        .map(|p| site_days(&out, p))
+        .sum();
+    assert!(
+        written_before < 3 * 41,
+        "stopped mid-export: {written_before}"
+    );
+
+    // The next start completes the export: every day of every project, once.
+    let d = Daemon::start(&cfg);
+    d.wait_until(60, "the resumed export", async |d| {
+        d.count("export: exported") >= 1
+    })
+    .await;
+    let (code, log) = d.terminate();
+    assert_eq!(code, Some(0), "{}", log.join("\n"));
+    for p in ["alpha", "beta", "gamma"] {
+        assert_eq!(site_days(&out, p), 41, "{p}");
+    }
+    assert!(tmp_files(&out).is_empty());
+    let state = docpipe::export::state::State::open(&out.join("state.sqlite")).unwrap();
+    for p in ["alpha", "beta", "gamma"] {
+        assert_eq!(state.windows(p).unwrap().len(), 41, "{p}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_down_for_a_while_loses_nothing_and_is_reported_once_per_run() {
+    let data: DataFile = small();
+    let clock = docpipe::clock::ManualClock::new(noon());
+    let server = Server::start(
+        Emulator::new(data.clone(), clock.clone()),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let addr = server.addr;
+    let base_url = server.base_url();
+    server.stop().await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let start = today() - chrono::Duration::days(2);
+    let cfg = daemon_config(&base_url, dir.path(), start, DAEMON);
+    let d = Daemon::start(&cfg);
+    d.wait_until(30, "two failed runs", async |d| {
+        d.metric("docpipe_runs_total{kind=\"export\",result=\"failed\"}")
+            .await
+            >= 2.0
+    })
+    .await;
+    // Once per organization per run, not once per window.
+    let runs = d
+        .metric("docpipe_runs_total{kind=\"export\",result=\"failed\"}")
+        .await as usize;
+    let reported = d.count("the rest of this run for organization org-a is skipped");
+    assert!(
+        reported >= 2 && reported <= runs + 1,
+        "{reported} reports for {runs} runs"
+    );
+    // The service comes back: the next run fetches everything.
+    let server = Server::start(Emulator::new(data, clock), addr)
+        .await
+        .unwrap();
+    d.wait_until(30, "a successful run", async |d| {
+        d.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}")
+            .await
+            >= 1.0
+    })
+    .await;
+    let (code, log) = d.terminate();
+    assert_eq!(code, Some(0), "{}", log.join("\n"));
+    for p in ["alpha", "beta", "gamma"] {
+        assert_eq!(site_days(&out, p), 3, "{p}");
+    }
+    server.stop().await;
+}
