@@ -680,15 +680,21 @@ pub fn describe_summary(s: &Summary) -> String {
             w.mismatch.as_deref().unwrap_or_default()
         );
     }
-    let mut skipped: BTreeMap<&str, usize> = BTreeMap::new();
+    // One line per cause: the windows a rejected key or an unreachable service stopped are
+    // counted with the failure that stopped them.
+    let mut causes: Vec<(&str, Vec<(&str, NaiveDate)>)> = Vec::new();
     for (p, d, e) in &s.failed {
-        match e.strip_prefix("skipped: ") {
-            Some(reason) => *skipped.entry(reason).or_default() += 1,
-            None => out += &format!("  failed {p} {d}: {e}\n"),
+        let cause = e.strip_prefix("skipped: ").unwrap_or(e);
+        match causes.iter_mut().find(|(c, _)| *c == cause) {
+            Some((_, windows)) => windows.push((p, *d)),
+            None => causes.push((cause, vec![(p, *d)])),
         }
     }
-    for (reason, n) in skipped {
-        out += &format!("  {n} more windows skipped after: {reason}\n");
+    for (cause, windows) in causes {
+        match windows.as_slice() {
+            [(p, d)] => out += &format!("  failed {p} {d}: {cause}\n"),
+            _ => out += &format!("  {} windows failed: {cause}\n", windows.len()),
+        }
     }
     out
 }

@@ -19,7 +19,11 @@ struct Daemon {
 
 impl Daemon {
     fn start(cfg: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_docpipe"))
+        Self::start_with(cfg, Command::new(env!("CARGO_BIN_EXE_docpipe")))
+    }
+
+    fn start_with(cfg: &Path, mut cmd: Command) -> Self {
+        let mut child = cmd
             .current_dir(cfg.parent().unwrap())
             .arg("--config")
             .arg(cfg)
@@ -148,11 +152,31 @@ async fn exports_run_on_schedule_a_queued_backfill_drains_within_the_budget_afte
     let live = Live::start(small()).await;
     let dir = tempfile::tempdir().unwrap();
     let start = today() - chrono::Duration::days(1);
+    // A rule after each export, and one on its own schedule.
+    let rules = dir.path().join("jobs");
+    std::fs::create_dir_all(&rules).unwrap();
+    let rule = |name: &str, job: &str, extra: &str| {
+        format!(
+            "name = \"{name}\"\nproject = \"alpha\"\njob = \"{job}\"\nwait = false\n{extra}\n\
+             when = \"SELECT date FROM daily ORDER BY date DESC LIMIT 1\"\n\
+             prompt = \"{name}: {{{{ rows[0].date }}}}\"\n"
+        )
+    };
+    std::fs::write(rules.join("after.toml"), rule("after", "job_ok", "")).unwrap();
+    std::fs::write(
+        rules.join("timed.toml"),
+        rule("timed", "job_nochange", "schedule = \"*/3 * * * * *\""),
+    )
+    .unwrap();
     let cfg = daemon_config(
         &live.server.base_url(),
         dir.path(),
         start,
-        &DAEMON.replace("*/2", "*/5"),
+        &format!(
+            "[rules]\ndir = \"{}\"\n{}",
+            rules.display(),
+            DAEMON.replace("*/2", "*/5")
+        ),
     );
     // Two weeks of real data for every project, queued before the daemon starts.
     let queued = docpipe(
@@ -186,6 +210,55 @@ async fn exports_run_on_schedule_a_queued_backfill_drains_within_the_budget_afte
         .await
         .unwrap();
     assert_eq!(health.status(), 200);
+    d.wait_until(10, "the scheduled rule", async |d| {
+        d.metric("docpipe_rule_firings_total{rule=\"timed\",sent=\"sent\"}")
+            .await
+            >= 1.0
+    })
+    .await;
+    // Both rules fired once (the cooldown holds the rest), each as its schedule says.
+    assert_eq!(
+        d.metric("docpipe_rule_firings_total{rule=\"after\",sent=\"sent\"}")
+            .await,
+        1.0
+    );
+    assert_eq!(
+        live.emu().job_prompts("alpha", "job_ok").unwrap(),
+        vec![format!("after: {}", today())]
+    );
+    assert_eq!(
+        live.emu().job_prompts("alpha", "job_nochange").unwrap(),
+        vec![format!("timed: {}", today())]
+    );
+    // The metrics say what happened.
+    for p in ["alpha", "beta", "gamma"] {
+        assert_eq!(
+            d.metric(&format!("docpipe_windows_pending{{project=\"{p}\"}}"))
+                .await,
+            2.0,
+            "{p}"
+        );
+        let last = d
+            .metric(&format!(
+                "docpipe_last_export_success_timestamp_seconds{{project=\"{p}\"}}"
+            ))
+            .await;
+        assert!(
+            (chrono::Utc::now().timestamp() as f64 - last).abs() < 60.0,
+            "{p}: {last}"
+        );
+    }
+    assert_eq!(d.metric("docpipe_backfills_queued").await, 0.0);
+    assert!(
+        d.metric("docpipe_requests_total{operation=\"page_views\",status=\"200\"}")
+            .await
+            >= 70.0
+    );
+    assert!(
+        d.metric("docpipe_budget_remaining{scope=\"analytics:org-a\"}")
+            .await
+            <= 100.0 - 60.0
+    );
     let (code, log) = d.terminate();
     assert_eq!(code, Some(0), "{}", log.join("\n"));
     // The first export came before the first backfill window.
@@ -334,4 +407,47 @@ async fn a_service_down_for_a_while_loses_nothing_and_is_reported_once_per_run()
         assert_eq!(site_days(&out, p), 3, "{p}");
     }
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_key_is_reported_once_per_run_and_the_daemon_goes_on() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let start = today() - chrono::Duration::days(5);
+    let cfg = daemon_config(&live.server.base_url(), dir.path(), start, DAEMON);
+    // org-a's variable holds a key of the right shape that the service does not know.
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("DOCPIPE_IT_ADMIN_A", "DOCPIPE_IT_ADMIN_UNKNOWN");
+    std::fs::write(&cfg, text).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_docpipe"));
+    cmd.env("DOCPIPE_IT_ADMIN_UNKNOWN", "mint_test_admin_unknown");
+    let d = Daemon::start_with(&cfg, cmd);
+    d.wait_until(30, "two runs", async |d| {
+        d.metric("docpipe_runs_total{kind=\"export\",result=\"failed\"}")
+            .await
+            >= 2.0
+    })
+    .await;
+    let (code, log) = d.terminate();
+    assert_eq!(code, Some(0));
+    let runs = log
+        .iter()
+        .filter(|l| l.contains("export: exported"))
+        .count();
+    let mentions = |level: &str| {
+        log.iter()
+            .filter(|l| l.contains(level) && l.contains("the API key was rejected (401"))
+            .count()
+    };
+    // One error per run, and one line of the run's summary (alpha and beta: 12 windows, one cause).
+    assert_eq!(mentions(" ERROR "), runs, "{}", log.join("\n"));
+    assert_eq!(mentions(" WARN "), runs, "{}", log.join("\n"));
+    assert!(
+        log.iter()
+            .any(|l| l.contains("export:   12 windows failed: page views for project alpha"))
+    );
+    // org-b's project was exported all the same: 6 days.
+    assert_eq!(site_days(&dir.path().join("out"), "gamma"), 6);
+    assert_eq!(site_days(&dir.path().join("out"), "alpha"), 0);
 }
