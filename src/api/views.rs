@@ -86,6 +86,14 @@ pub struct ViewsPage {
     pub has_more: bool,
 }
 
+/// A path as an error shows it: its first 100 characters.
+fn shown(path: &str) -> String {
+    match path.char_indices().nth(100) {
+        Some((i, _)) => format!("{}...", &path[..i]),
+        None => path.to_string(),
+    }
+}
+
 /// Decodes and checks a page: counts add up, paths are sane, no more rows than asked for.
 pub fn decode_page(body: &[u8], limit: u32) -> Result<ViewsPage, String> {
     let page: ViewsPage =
@@ -113,7 +121,7 @@ pub fn decode_page(body: &[u8], limit: u32) -> Result<ViewsPage, String> {
         if r.path.chars().any(char::is_control) {
             return Err(format!(
                 "row path {:?} contains control characters",
-                r.path.escape_debug().to_string()
+                shown(&r.path)
             ));
         }
         if r.human.checked_add(r.ai) != Some(r.total) {

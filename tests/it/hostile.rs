@@ -153,3 +153,220 @@ async fn an_error_part_ends_the_answer_and_a_finish_part_can_carry_the_thread() 
     assert_eq!(answer.thread_id.as_deref(), Some("t-from-finish"));
     task.abort();
 }
+
+// --- the corpus of tests/data/hostile -------------------------------------------------------------
+
+fn corpus(kind: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = root().join("tests/data/hostile").join(kind);
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let name = e.path().file_stem().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Bodies too large to keep in the repository, made when asked for.
+fn generated_views(case: &str) -> Option<Vec<u8>> {
+    match case {
+        "ten-megabyte-path" => Some(
+            format!(
+                r#"{{"totals":{{"human":1,"ai":0,"total":1}},"views":[{{"path":"/{}","human":1,"ai":0,"total":1}}],"hasMore":false}}"#,
+                "a".repeat(10 << 20)
+            )
+            .into_bytes(),
+        ),
+        "body-over-64-mib" => Some(
+            format!(
+                r#"{{"totals":{{"human":0,"ai":0,"total":0}},"views":[],"hasMore":false,"padding":"{}"}}"#,
+                "x".repeat(65 << 20)
+            )
+            .into_bytes(),
+        ),
+        _ => None,
+    }
+}
+
+async fn corpus_views(Path(case): Path<String>) -> Response {
+    let body = generated_views(&case).unwrap_or_else(|| {
+        std::fs::read(root().join(format!("tests/data/hostile/views/{case}.json"))).unwrap()
+    });
+    ([("content-type", "application/json")], body).into_response()
+}
+
+async fn corpus_stream(Path(case): Path<String>) -> Response {
+    let headers = [("content-type", "text/plain; charset=utf-8")];
+    if case == "hundred-megabyte-line" {
+        // A first part, then one line of 100 MiB, made as it is sent.
+        let chunks = std::iter::once(b"f:{\"messageId\":\"m\"}\n0:\"".to_vec())
+            .chain((0..100).map(|_| vec![b'a'; 1 << 20]))
+            .map(Ok::<_, std::io::Error>);
+        return (
+            headers,
+            axum::body::Body::from_stream(futures::stream::iter(chunks)),
+        )
+            .into_response();
+    }
+    let body = std::fs::read(root().join(format!("tests/data/hostile/stream/{case}.txt"))).unwrap();
+    (headers, body).into_response()
+}
+
+async fn serve_corpus() -> (String, tokio::task::JoinHandle<()>) {
+    let app = Router::new()
+        .route("/v1/analytics/{case}/views", get(corpus_views))
+        .route(
+            "/discovery/v1/assistant/{case}/message",
+            post(corpus_stream),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (format!("http://{addr}"), task)
+}
+
+fn expected() -> toml::Table {
+    toml::from_str(
+        &std::fs::read_to_string(root().join("tests/data/hostile/expected.toml")).unwrap(),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn every_hostile_page_gets_its_clear_error_and_nothing_is_written() {
+    let (base, task) = serve_corpus().await;
+    let expected = expected();
+    let expected = expected["views"].as_table().unwrap();
+    let mut cases: Vec<String> = corpus("views").into_iter().map(|(n, _)| n).collect();
+    cases.extend([
+        "ten-megabyte-path".to_string(),
+        "body-over-64-mib".to_string(),
+    ]);
+    assert_eq!(
+        cases.len(),
+        expected.len(),
+        "a case without an expected error, or the reverse"
+    );
+    let d = day("2026-03-10");
+    for case in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let exporter =
+            docpipe::export::Exporter::open(&out, docpipe::clock::ManualClock::new(noon()), 3)
+                .await
+                .unwrap();
+        let targets = vec![docpipe::export::Target {
+            project: case.clone(),
+            client: client(&base),
+        }];
+        let plan = exporter.plan(&targets, d, d).unwrap();
+        let summary = exporter.run(&targets, &plan).await;
+        let want = expected[&case].as_str().unwrap();
+        let written: Vec<_> = files_below(&out)
+            .into_iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "parquet"))
+            .collect();
+        if want == "ok" {
+            assert!(summary.failed.is_empty(), "{case}: {:?}", summary.failed);
+            assert_eq!(written.len(), 2, "{case}");
+            continue;
+        }
+        if let Some(mismatch) = want.strip_prefix("mismatch: ") {
+            // Decodes, but fails the window's check: written, not final, reported.
+            assert!(summary.failed.is_empty(), "{case}: {:?}", summary.failed);
+            assert_eq!(
+                summary.windows[0].mismatch.as_deref(),
+                Some(mismatch),
+                "{case}"
+            );
+            assert!(!summary.windows[0].is_final);
+            continue;
+        }
+        assert_eq!(summary.failed.len(), 1, "{case}");
+        assert_eq!(summary.failed[0].2, want, "{case}");
+        assert!(written.is_empty(), "{case}: {written:?}");
+    }
+    task.abort();
+}
+
+#[tokio::test]
+async fn paths_are_data_never_file_names() {
+    let (base, task) = serve_corpus().await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let exporter =
+        docpipe::export::Exporter::open(&out, docpipe::clock::ManualClock::new(noon()), 3)
+            .await
+            .unwrap();
+    let targets = vec![docpipe::export::Target {
+        project: "dot-dot-paths-are-data".into(),
+        client: client(&base),
+    }];
+    let d = day("2026-03-10");
+    let plan = exporter.plan(&targets, d, d).unwrap();
+    assert!(exporter.run(&targets, &plan).await.failed.is_empty());
+    let file =
+        out.join("page_views/project=dot-dot-paths-are-data/date=2026-03-10/part-00000.parquet");
+    let rows = docpipe::export::parquet::read_page_views(&file).unwrap();
+    let paths: Vec<&str> = rows.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        vec!["../../../../etc/passwd", "/docs/%2e%2e/x?y=1#z"]
+    );
+    // Nothing but the two partitions and the state, all inside the output folder.
+    let mut all: Vec<String> = files_below(dir.path())
+        .into_iter()
+        .map(|f| f.display().to_string())
+        .filter(|f| !f.starts_with("out/state.sqlite"))
+        .collect();
+    all.sort();
+    assert_eq!(
+        all,
+        vec![
+            "out/.lock",
+            "out/page_views/project=dot-dot-paths-are-data/date=2026-03-10/part-00000.parquet",
+            "out/site_totals/project=dot-dot-paths-are-data/date=2026-03-10/part-00000.parquet",
+        ]
+    );
+    task.abort();
+}
+
+#[tokio::test]
+async fn every_hostile_stream_ends_the_answer_with_its_clear_error() {
+    let (base, task) = serve_corpus().await;
+    let c = client(&base);
+    let expected = expected();
+    let expected = expected["stream"].as_table().unwrap();
+    let mut cases: Vec<String> = corpus("stream").into_iter().map(|(n, _)| n).collect();
+    cases.push("hundred-megabyte-line".into());
+    assert_eq!(cases.len(), expected.len());
+    let req = docpipe::api::assistant::AskRequest {
+        fp: "anonymous".into(),
+        messages: vec![docpipe::api::assistant::Message::user(
+            "m",
+            "q",
+            "2026-03-15T12:00:00Z",
+        )],
+        thread_id: None,
+        thread_key: None,
+        retrieval_page_size: 5,
+        current_path: None,
+    };
+    for case in cases {
+        let mut answer = c.ask(&case, &req).await.unwrap();
+        let err = loop {
+            match answer.next().await {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => break e.to_string(),
+                None => break "no error".to_string(),
+            }
+        };
+        assert_eq!(err, expected[&case].as_str().unwrap(), "{case}");
+    }
+    task.abort();
+}
