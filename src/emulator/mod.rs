@@ -84,6 +84,7 @@ struct Inner {
     next_id: u64,
     extra_late_waves: u64,
     cache: Vec<(RowsKey, Arc<Vec<Row>>)>,
+    refused_over_limit: BTreeMap<&'static str, u64>,
 }
 
 type RowsKey = (String, NaiveDate, NaiveDate, NaiveDate, u64);
@@ -310,7 +311,20 @@ impl Emulator {
         let window = map
             .entry(owner.to_string())
             .or_insert_with(|| SlidingWindow::new(per_hour, chrono::Duration::hours(1)));
-        window.try_acquire(now).map_err(|wait| too_many(wait, what))
+        let result = window.try_acquire(now);
+        match result {
+            Ok(()) => Ok(()),
+            Err(wait) => {
+                *inner.refused_over_limit.entry(what).or_default() += 1;
+                Err(too_many(wait, what))
+            }
+        }
+    }
+
+    /// Requests refused because a client went over a limit (not injected 429 bursts), by limit:
+    /// `analytics`, `agent jobs`, `assistant`.
+    pub fn refused_over_limit(&self) -> BTreeMap<&'static str, u64> {
+        self.lock().refused_over_limit.clone()
     }
 
     /// Records a request and its final status.

@@ -314,3 +314,15 @@ pub async fn exported(live: &Live, out: &std::path::Path, ranges: &[(&str, &str)
         assert!(exporter.run(&targets, &plan).await.failed.is_empty());
     }
 }
+
+/// Every Parquet file below `out` and its rows (without `fetched_at`).
+pub fn dataset(out: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<String>)> {
+    files_below(out)
+        .into_iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "parquet"))
+        .map(|f| {
+            let rows = parquet_rows(&out.join(&f));
+            (f, rows)
+        })
+        .collect()
+}

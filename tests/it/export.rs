@@ -264,17 +264,6 @@ async fn a_second_exporter_waits_for_the_folders_lock() {
 
 // --- the binary, as a user runs it -------------------------------------------------------------
 
-fn dataset(out: &Path) -> Vec<(std::path::PathBuf, Vec<String>)> {
-    files_below(out)
-        .into_iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "parquet"))
-        .map(|f| {
-            let rows = parquet_rows(&out.join(&f));
-            (f, rows)
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_one() {
     let live = Live::start(small()).await;

@@ -8,6 +8,7 @@ mod export;
 mod hostile;
 mod rules;
 mod secrets;
+mod soak;
 mod status;
 mod stream;
 mod trends;
