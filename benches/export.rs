@@ -14,13 +14,77 @@ use std::time::{Duration, Instant};
 const PAGES: u32 = 14_000;
 const DAYS: i64 = 80;
 
-/// CPU seconds (user + system) of this process, from /proc/self/stat.
-fn cpu_secs() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
-    let after = &stat[stat.rfind(')').expect("stat format") + 2..];
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
-    ticks / 100.0
+/// CPU seconds of this process, from /proc/self/stat: user and system (the kernel's work for
+/// the process: sockets, files, fsync).
+#[derive(Clone, Copy)]
+struct Cpu {
+    user: f64,
+    sys: f64,
+}
+
+impl Cpu {
+    fn now() -> Self {
+        let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+        let after = &stat[stat.rfind(')').expect("stat format") + 2..];
+        let f: Vec<&str> = after.split_whitespace().collect();
+        let ticks = |i: usize| f[i].parse::<f64>().unwrap() / 100.0;
+        Self {
+            user: ticks(11),
+            sys: ticks(12),
+        }
+    }
+
+    fn since(self, start: Self) -> Self {
+        Self {
+            user: self.user - start.user,
+            sys: self.sys - start.sys,
+        }
+    }
+
+    fn total(self) -> f64 {
+        self.user + self.sys
+    }
+}
+
+/// The transport alone, for comparison: the same requests with a bare reqwest client, each
+/// body read and (when `decode`) decoded, nothing stored or written.
+async fn transport_only(
+    addr: &str,
+    windows: &[(chrono::NaiveDate, u64)],
+    decode: bool,
+) -> (u64, Cpu) {
+    let http = reqwest::Client::new();
+    let start = Cpu::now();
+    let mut rows = 0u64;
+    for &(day, n) in windows {
+        let mut offset = 0;
+        loop {
+            let url = format!(
+                "http://{addr}/v1/analytics/big/views?dateFrom={day}&dateTo={}&limit=250&offset={offset}",
+                day.succ_opt().unwrap()
+            );
+            let body = http
+                .get(url)
+                .bearer_auth("mint_bench_admin")
+                .send()
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            if decode {
+                let page = docpipe::api::views::decode_page(&body, 250).unwrap();
+                rows += page.views.len() as u64;
+            } else {
+                rows += (n - offset).min(250);
+            }
+            offset += 250;
+            if offset >= n {
+                break;
+            }
+        }
+    }
+    (rows, Cpu::now().since(start))
 }
 
 /// Peak resident memory of this process in MiB (VmHWM).
@@ -106,12 +170,20 @@ analytics_per_hour = 100000000
         let plan = exporter
             .plan(&targets, today - chrono::Duration::days(DAYS - 1), today)
             .unwrap();
-        let (c0, t0) = (cpu_secs(), Instant::now());
+        let (c0, t0) = (Cpu::now(), Instant::now());
         let summary = exporter.run(&targets, &plan).await;
-        (summary, t0.elapsed(), cpu_secs() - c0)
+        (summary, t0.elapsed(), Cpu::now().since(c0))
     });
+    let windows: Vec<(chrono::NaiveDate, u64)> = summary
+        .windows
+        .iter()
+        .map(|w| (w.day, w.rows as u64))
+        .collect();
+    let (bare_rows, bare) = rt.block_on(transport_only(&addr, &windows, false));
+    let (decoded_rows, decoded) = rt.block_on(transport_only(&addr, &windows, true));
     let _ = emulator.kill();
     let _ = emulator.wait();
+    assert_eq!(decoded_rows as i64, summary.rows());
     assert!(summary.failed.is_empty(), "{:?}", summary.failed);
     let rows = summary.rows() as f64;
     let minimum: u64 = summary
@@ -130,11 +202,27 @@ analytics_per_hour = 100000000
     .unwrap();
     writeln!(o, "  wall time            {:.2} s", wall.as_secs_f64()).unwrap();
     writeln!(o, "  rows per second      {:.0}", rows / wall.as_secs_f64()).unwrap();
+    let per_row = |c: Cpu, n: f64| {
+        format!(
+            "{:.2} s = {:.3} us per row ({:.3} user, {:.3} system)",
+            c.total(),
+            c.total() * 1e6 / n,
+            c.user * 1e6 / n,
+            c.sys * 1e6 / n
+        )
+    };
+    writeln!(o, "  docpipe CPU          {}", per_row(cpu, rows)).unwrap();
+    writeln!(o, "the same requests, for comparison:").unwrap();
     writeln!(
         o,
-        "  docpipe CPU          {:.2} s = {:.3} us per row",
-        cpu,
-        cpu * 1e6 / rows
+        "  bare reqwest, bodies read        {}",
+        per_row(bare, bare_rows as f64)
+    )
+    .unwrap();
+    writeln!(
+        o,
+        "  bare reqwest, bodies decoded     {}",
+        per_row(decoded, decoded_rows as f64)
     )
     .unwrap();
     writeln!(o, "  peak resident memory {:.1} MiB", peak_rss_mib()).unwrap();

@@ -232,6 +232,9 @@ pub struct RawExport {
     /// Whether `docpipe export` aggregates the trends after exporting.
     #[serde(default = "default_trends")]
     pub trends_after_export: bool,
+    /// The time zone whose days the windows are (an IANA name such as `Europe/Berlin`).
+    #[serde(default = "default_timezone")]
+    pub timezone: String,
 }
 
 fn default_output() -> PathBuf {
@@ -243,6 +246,9 @@ const fn default_lookback() -> u32 {
 const fn default_trends() -> bool {
     true
 }
+fn default_timezone() -> String {
+    "UTC".to_string()
+}
 
 impl Default for RawExport {
     fn default() -> Self {
@@ -250,6 +256,7 @@ impl Default for RawExport {
             output_dir: default_output(),
             lookback_days: default_lookback(),
             trends_after_export: default_trends(),
+            timezone: default_timezone(),
         }
     }
 }
@@ -303,6 +310,8 @@ pub struct Settings {
     pub budget_db: PathBuf,
     /// Lateness allowance in days.
     pub lookback_days: u32,
+    /// The time zone of the day windows.
+    pub timezone: chrono_tz::Tz,
     /// Run trends after `export`.
     pub trends_after_export: bool,
     /// Folder of rule files.
@@ -442,6 +451,16 @@ impl RawConfig {
                 self.export.lookback_days
             ));
         }
+        let timezone = match self.export.timezone.parse::<chrono_tz::Tz>() {
+            Ok(tz) => tz,
+            Err(_) => {
+                problems.push(format!(
+                    "export.timezone {:?} is not a time zone name (IANA, such as \"UTC\" or \"Europe/Berlin\")",
+                    self.export.timezone
+                ));
+                chrono_tz::Tz::UTC
+            }
+        };
         let d = &self.daemon;
         if let Err(e) = crate::rules::parse_schedule(&d.export_schedule) {
             problems.push(format!("daemon.export_schedule: {e}"));
@@ -490,6 +509,7 @@ impl RawConfig {
                 .clone()
                 .unwrap_or_else(|| crate::export::state_path(&self.export.output_dir)),
             lookback_days: self.export.lookback_days,
+            timezone,
             trends_after_export: self.export.trends_after_export,
             rules_dir: self.rules.dir.clone(),
             rules_after_export: self.rules.after_export,
@@ -503,6 +523,11 @@ impl RawConfig {
 }
 
 impl Settings {
+    /// Today, in the time zone of the day windows.
+    pub fn today(&self, now: chrono::DateTime<chrono::Utc>) -> NaiveDate {
+        now.with_timezone(&self.timezone).date_naive()
+    }
+
     /// Reads, parses and validates a config file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let origin = path.display().to_string();

@@ -92,7 +92,7 @@ impl Daemon {
     /// The incremental export of every project, then the trends and the unscheduled rules.
     async fn export(&mut self) {
         let now = self.clock.now();
-        let today = now.date_naive();
+        let today = self.settings.today(now);
         let mut summary = Summary::default();
         let groups = crate::cli::export::by_start(&self.settings, self.targets.clone(), today);
         let mut pending: HashMap<String, u64> = HashMap::new();
@@ -348,14 +348,20 @@ pub async fn run(
         }
         None => None,
     };
-    let exporter =
-        match Exporter::open(&settings.output_dir, clock.clone(), settings.lookback_days).await {
-            Ok(e) => e,
-            Err(e @ crate::export::ExportError::Output { .. }) => {
-                return Err(UserError(e.to_string()).into());
-            }
-            Err(e) => return Err(e.into()),
-        };
+    let exporter = match Exporter::open_in(
+        &settings.output_dir,
+        clock.clone(),
+        settings.lookback_days,
+        settings.timezone,
+    )
+    .await
+    {
+        Ok(e) => e,
+        Err(e @ crate::export::ExportError::Output { .. }) => {
+            return Err(UserError(e.to_string()).into());
+        }
+        Err(e) => return Err(e.into()),
+    };
     let (tx, mut rx) = mpsc::unbounded_channel::<Tick>();
     let mut scheduler = JobScheduler::new().await?;
     let mut schedules = vec![(settings.daemon.export_schedule.clone(), Tick::Export)];

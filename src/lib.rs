@@ -7,6 +7,7 @@ pub mod config;
 pub mod daemon;
 pub mod emulator;
 pub mod export;
+pub mod progress;
 pub mod random;
 pub mod ratelimit;
 pub mod rules;

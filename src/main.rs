@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     });
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(docpipe::progress::log_writer);
     match cli.log_format {
         cli::LogFormat::Text => logs.init(),
         cli::LogFormat::Json => logs.json().init(),

@@ -76,6 +76,9 @@ pub async fn acquire(
                     wait_secs = wait.as_secs(),
                     "rate budget used up; waiting"
                 );
+                let until = clock.now()
+                    + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::zero());
+                let _shown = crate::progress::waiting(scope, wait, until);
                 clock.sleep(wait).await;
                 waited += wait;
             }

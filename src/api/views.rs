@@ -1,7 +1,8 @@
 //! Page views: one page, and the offset walk over a window while `hasMore`.
 
 use super::{ApiError, Call, Client, ErrorKind, Operation, escape};
-use chrono::NaiveDate;
+use chrono::{NaiveDate, TimeZone};
+use chrono_tz::Tz;
 use futures::Stream;
 use reqwest::Method;
 use serde::{Deserialize, Deserializer, de};
@@ -134,23 +135,56 @@ pub fn decode_page(body: &[u8], limit: u32) -> Result<ViewsPage, String> {
     Ok(page)
 }
 
-/// A day window `[from, to)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A day window `[from, to)`: days of a time zone, UTC unless said otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Window {
     /// First day.
     pub from: NaiveDate,
     /// Exclusive end.
     pub to: NaiveDate,
+    /// The time zone whose midnights bound the days.
+    pub tz: Tz,
 }
 
 impl Window {
-    /// The one-day window of `day`.
+    /// The one-day window of `day`, in UTC.
     pub fn day(day: NaiveDate) -> Self {
+        Self::local_day(day, Tz::UTC)
+    }
+
+    /// The one-day window of `day` in `tz`: from its midnight to the next (23 or 25 hours on
+    /// the days clocks change).
+    pub fn local_day(day: NaiveDate, tz: Tz) -> Self {
         Self {
             from: day,
             to: day.succ_opt().unwrap_or(day),
+            tz,
         }
     }
+
+    /// A bound as the query sends it: `YYYY-MM-DD` when the day starts at UTC midnight (always,
+    /// in UTC), otherwise the local midnight in ISO 8601 with its offset
+    /// (`2026-03-29T00:00:00+01:00`).
+    pub fn bound(&self, day: NaiveDate) -> String {
+        let start = local_midnight(day, self.tz);
+        if start.naive_utc() == day.and_time(chrono::NaiveTime::MIN) {
+            return day.format("%Y-%m-%d").to_string();
+        }
+        start.to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
+    }
+}
+
+/// The first instant of `day` in `tz`: midnight, or the end of the gap where a zone skips
+/// midnight when its clocks go forward.
+pub fn local_midnight(day: NaiveDate, tz: Tz) -> chrono::DateTime<Tz> {
+    let midnight = day.and_time(chrono::NaiveTime::MIN);
+    // A gap is at most a few hours; a day of steps is a bound that is never reached.
+    (0..96)
+        .find_map(|step| {
+            let t = midnight + chrono::Duration::minutes(15 * step);
+            tz.from_local_datetime(&t).earliest()
+        })
+        .unwrap_or_else(|| tz.from_utc_datetime(&midnight))
 }
 
 /// A page fetched during a walk.
@@ -178,8 +212,8 @@ impl Client {
             method: Method::GET,
             path: format!("/v1/analytics/{}/views", escape(project)),
             query: vec![
-                ("dateFrom", window.from.format("%Y-%m-%d").to_string()),
-                ("dateTo", window.to.format("%Y-%m-%d").to_string()),
+                ("dateFrom", window.bound(window.from)),
+                ("dateTo", window.bound(window.to)),
                 ("limit", limit.to_string()),
                 ("offset", offset.to_string()),
             ],
@@ -267,6 +301,30 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn window_bounds_are_dates_in_utc_and_local_midnights_elsewhere() {
+        let d = |s: &str| NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+        let utc = Window::day(d("2026-03-29"));
+        assert_eq!(
+            (utc.bound(utc.from), utc.bound(utc.to)),
+            ("2026-03-29".into(), "2026-03-30".into())
+        );
+        // The day Berlin's clocks go forward: 23 hours.
+        let berlin = Window::local_day(d("2026-03-29"), chrono_tz::Europe::Berlin);
+        assert_eq!(berlin.bound(berlin.from), "2026-03-29T00:00:00+01:00");
+        assert_eq!(berlin.bound(berlin.to), "2026-03-30T00:00:00+02:00");
+        let london = Window::local_day(d("2026-03-29"), chrono_tz::Europe::London);
+        assert_eq!(london.bound(london.from), "2026-03-29");
+        assert_eq!(london.bound(london.to), "2026-03-30T00:00:00+01:00");
+        let kolkata = Window::local_day(d("2026-11-01"), chrono_tz::Asia::Kolkata);
+        assert_eq!(kolkata.bound(kolkata.from), "2026-11-01T00:00:00+05:30");
+        // Santiago skips midnight when its clocks go forward: the day starts at 01:00.
+        assert_eq!(
+            local_midnight(d("2026-09-06"), chrono_tz::America::Santiago).to_rfc3339(),
+            "2026-09-06T01:00:00-03:00"
+        );
+    }
 
     #[test]
     fn counts_accept_integral_floats_and_refuse_everything_else() {

@@ -31,7 +31,7 @@ pub struct Args {
 /// Runs `backfill`.
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let clock = clock::system();
-    let today = clock.now().date_naive();
+    let today = settings.today(clock.now());
     let to = args.to.unwrap_or(today);
     if args.from > to {
         return Err(UserError(format!("--from {} is after --to {to}", args.from)).into());

@@ -121,7 +121,14 @@ pub async fn plan_and_run(
 
 /// Opens the output folder, mapping a folder problem to a user error.
 pub async fn open(settings: &Settings, clock: SharedClock) -> anyhow::Result<Exporter> {
-    match Exporter::open(&settings.output_dir, clock, settings.lookback_days).await {
+    match Exporter::open_in(
+        &settings.output_dir,
+        clock,
+        settings.lookback_days,
+        settings.timezone,
+    )
+    .await
+    {
         Ok(e) => Ok(e.with_progress_bar()),
         Err(e @ ExportError::Output { .. }) => Err(UserError(e.to_string()).into()),
         Err(e) => Err(e.into()),
@@ -145,7 +152,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let clock = clock::system();
     let targets = targets(settings, &args.projects, &clock)?;
     let exporter = open(settings, clock.clone()).await?;
-    let today = clock.now().date_naive();
+    let today = settings.today(clock.now());
     let mut summary = crate::export::Summary::default();
     for (start, group) in by_start(settings, targets, today) {
         let s = plan_and_run(&exporter, &group, start, today, args.dry_run).await?;

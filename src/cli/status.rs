@@ -44,7 +44,7 @@ pub fn describe(
     }
     let err = |e: crate::export::state::StateError| UserError(e.to_string());
     let state = State::open(&state_file).map_err(err)?;
-    let today = now.date_naive();
+    let today = settings.today(now);
     let _ = writeln!(out, "state: {}", state_file.display());
     for p in &settings.projects {
         let windows = state.windows(&p.id).map_err(err)?;

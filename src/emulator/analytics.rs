@@ -7,33 +7,31 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
-use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
+use chrono::{NaiveDate, NaiveDateTime, NaiveTime, Timelike};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// A boundary of a date range: a day, and whether a time of day past midnight was given.
-fn parse_date(s: &str) -> Option<(NaiveDate, bool)> {
-    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        return Some((d, false));
-    }
-    if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(s) {
-        let utc = dt.naive_utc();
-        return Some((utc.date(), utc.time() != NaiveTime::MIN));
-    }
-    for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
-        if let Ok(dt) = NaiveDateTime::parse_from_str(s, fmt) {
-            return Some((dt.date(), dt.time() != NaiveTime::MIN));
-        }
-    }
-    None
+/// A boundary of a date range, as a UTC instant to the minute: a day is its UTC midnight; a date
+/// and time is taken at its offset, or as UTC without one.
+fn parse_instant(s: &str) -> Option<NaiveDateTime> {
+    let instant = if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        d.and_time(NaiveTime::MIN)
+    } else if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(s) {
+        dt.naive_utc()
+    } else {
+        ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"]
+            .iter()
+            .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())?
+    };
+    instant.with_second(0)?.with_nanosecond(0)
 }
 
 /// Validated query parameters.
 #[derive(Debug)]
 struct ViewsQuery {
-    from: NaiveDate,
-    to: NaiveDate,
+    from: NaiveDateTime,
+    to: NaiveDateTime,
     limit: usize,
     offset: usize,
 }
@@ -44,22 +42,20 @@ fn parse_query(
     today: NaiveDate,
 ) -> Result<ViewsQuery, Vec<String>> {
     let mut problems = Vec::new();
-    let mut day = |name: &str, default: NaiveDate, round_up: bool| match q.get(name) {
-        None => default,
-        Some(s) => match parse_date(s) {
-            // A date-time upper bound includes the day it falls in.
-            Some((d, has_time)) if round_up && has_time => d.succ_opt().unwrap_or(d),
-            Some((d, _)) => d,
-            None => {
+    let mut instant = |name: &str, default: NaiveDate| {
+        let default = default.and_time(NaiveTime::MIN);
+        match q.get(name) {
+            None => default,
+            Some(s) => parse_instant(s).unwrap_or_else(|| {
                 problems.push(format!(
                     "{name} must be a date in ISO 8601 or YYYY-MM-DD format"
                 ));
                 default
-            }
-        },
+            }),
+        }
     };
-    let from = day("dateFrom", start, false);
-    let to = day("dateTo", today.succ_opt().unwrap_or(today), true);
+    let from = instant("dateFrom", start);
+    let to = instant("dateTo", today.succ_opt().unwrap_or(today));
     let limit = match q.get("limit").map(|s| s.parse::<i64>()) {
         None => 50,
         Some(Ok(n)) if (1..=250).contains(&n) => n as usize,
@@ -115,7 +111,7 @@ pub async fn views(
     };
     let q = parse_query(&q, emu.data().start_date, emu.today()).map_err(|p| invalid(&p))?;
     emu.owned_project(&org, &project)?;
-    let Some(rows) = emu.truth(&project, q.from, q.to) else {
+    let Some(rows) = emu.truth_between(&project, q.from, q.to) else {
         return Err(not_found());
     };
     let end = q.offset.saturating_add(q.limit).min(rows.len());
@@ -150,7 +146,9 @@ pub async fn truth(
     Query(q): Query<HashMap<String, String>>,
 ) -> Reply {
     let q = parse_query(&q, emu.data().start_date, emu.today()).map_err(|p| invalid(&p))?;
-    let rows = emu.truth(&project, q.from, q.to).ok_or_else(not_found)?;
+    let rows = emu
+        .truth_between(&project, q.from, q.to)
+        .ok_or_else(not_found)?;
     let views: Vec<Value> = rows.iter().map(row_json).collect();
     Ok(
         Json(json!({ "totals": totals_json(&rows), "views": views, "hasMore": false }))
@@ -163,27 +161,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dates_parse_as_days_and_datetime_upper_bounds_round_up() {
+    fn bounds_parse_as_utc_instants_to_the_minute() {
+        let t = |s| NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M").unwrap();
+        assert_eq!(parse_instant("2026-03-01"), Some(t("2026-03-01T00:00")));
+        assert_eq!(
+            parse_instant("2026-03-01T00:00:00Z"),
+            Some(t("2026-03-01T00:00"))
+        );
+        assert_eq!(
+            parse_instant("2026-03-01T00:00:00+01:00"),
+            Some(t("2026-02-28T23:00"))
+        );
+        assert_eq!(
+            parse_instant("2026-03-01T10:00:59+05:30"),
+            Some(t("2026-03-01T04:30"))
+        );
+        assert_eq!(
+            parse_instant("2026-03-01T12:30"),
+            Some(t("2026-03-01T12:30"))
+        );
+        assert_eq!(parse_instant("March 1"), None);
         let d = |s| NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
-        assert_eq!(parse_date("2026-03-01"), Some((d("2026-03-01"), false)));
-        assert_eq!(
-            parse_date("2026-03-01T00:00:00Z"),
-            Some((d("2026-03-01"), false))
-        );
-        assert_eq!(
-            parse_date("2026-03-01T10:00:00+02:00"),
-            Some((d("2026-03-01"), true))
-        );
-        assert_eq!(
-            parse_date("2026-03-01T12:30"),
-            Some((d("2026-03-01"), true))
-        );
-        assert_eq!(parse_date("March 1"), None);
         let q: HashMap<String, String> =
             [("dateTo".to_string(), "2026-03-01T06:00:00Z".to_string())]
                 .into_iter()
                 .collect();
         let parsed = parse_query(&q, d("2026-01-01"), d("2026-06-01")).unwrap();
-        assert_eq!(parsed.to, d("2026-03-02"));
+        assert_eq!(
+            (parsed.from, parsed.to),
+            (t("2026-01-01T00:00"), t("2026-03-01T06:00"))
+        );
     }
 }

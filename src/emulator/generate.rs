@@ -7,7 +7,7 @@
 //! which range was asked for.
 
 use super::data::Project;
-use chrono::{Datelike, NaiveDate, Weekday};
+use chrono::{Datelike, NaiveDate, NaiveDateTime, NaiveTime, Timelike, Weekday};
 
 const SECTIONS: [&str; 8] = [
     "guides",
@@ -211,16 +211,51 @@ impl Generator {
         today: NaiveDate,
         late: impl Fn(NaiveDate) -> u64,
     ) -> Vec<Row> {
-        let last = to.min(today.succ_opt().unwrap_or(today));
+        self.rows_between(midnight(from), midnight(to), today, late)
+    }
+
+    /// Rows with views over the minutes `from..to` (UTC, exclusive end): whole days as
+    /// [`Generator::page_day`] counts them, and parts of days by the time-of-day curves.
+    pub fn rows_between(
+        &self,
+        from: NaiveDateTime,
+        to: NaiveDateTime,
+        today: NaiveDate,
+        late: impl Fn(NaiveDate) -> u64,
+    ) -> Vec<Row> {
+        let to = to.min(midnight(today.succ_opt().unwrap_or(today)));
+        let from = from.max(midnight(self.start));
+        // (day, first minute, end minute) of each day the range touches.
+        let mut spans = Vec::new();
+        let mut d = from.date();
+        while midnight(d) < to {
+            let next = d.succ_opt().unwrap_or(d);
+            let m0 = if d == from.date() { minute_of(from) } else { 0 };
+            let m1 = if to < midnight(next) {
+                minute_of(to)
+            } else {
+                MINUTES
+            };
+            if m0 < m1 {
+                spans.push((d, m0, m1, late(d)));
+            }
+            if next == d {
+                break;
+            }
+            d = next;
+        }
         let mut rows = Vec::new();
         for i in 0..self.project.pages {
             let (mut human, mut ai) = (0, 0);
-            let mut d = from.max(self.start);
-            while d < last {
-                let (h, a) = self.page_day(i, d, late(d));
-                human += h;
-                ai += a;
-                d = d.succ_opt().unwrap_or(last);
+            for &(d, m0, m1, late) in &spans {
+                let (h, a) = self.page_day(i, d, late);
+                if (m0, m1) == (0, MINUTES) {
+                    human += h;
+                    ai += a;
+                } else {
+                    human += part(h, &HUMAN_BY_HOUR, m0, m1);
+                    ai += part(a, &AI_BY_HOUR, m0, m1);
+                }
             }
             if human + ai > 0 {
                 rows.push(Row {
@@ -233,6 +268,40 @@ impl Generator {
         rows.sort_by(|a, b| b.total().cmp(&a.total()).then_with(|| a.path.cmp(&b.path)));
         rows
     }
+}
+
+/// Minutes in a day.
+const MINUTES: u32 = 24 * 60;
+
+/// How people's views spread over the hours of a UTC day: quiet nights, busy afternoons.
+const HUMAN_BY_HOUR: [u64; 24] = [
+    2, 1, 1, 1, 1, 2, 3, 5, 7, 8, 9, 9, 9, 9, 9, 8, 8, 7, 6, 5, 4, 4, 3, 2,
+];
+
+/// AI agents read around the clock.
+const AI_BY_HOUR: [u64; 24] = [1; 24];
+
+fn midnight(d: NaiveDate) -> NaiveDateTime {
+    d.and_time(NaiveTime::MIN)
+}
+
+/// The minute of the day of `t` (seconds dropped).
+fn minute_of(t: NaiveDateTime) -> u32 {
+    t.time().num_seconds_from_midnight() / 60
+}
+
+/// The curve's weight up to minute `m` of the day (linear within an hour).
+fn cumulative(curve: &[u64; 24], m: u32) -> u64 {
+    let (h, rest) = ((m / 60) as usize, u64::from(m % 60));
+    curve[..h].iter().sum::<u64>() * 60 + curve.get(h).map_or(0, |w| w * rest)
+}
+
+/// The views of a day's `count` that fall in its minutes `m0..m1`. The parts of a day's
+/// adjacent ranges add up to the whole count exactly.
+fn part(count: u64, curve: &[u64; 24], m0: u32, m1: u32) -> u64 {
+    let whole = u128::from(cumulative(curve, MINUTES));
+    let upto = |m: u32| (u128::from(count) * u128::from(cumulative(curve, m)) / whole) as u64;
+    upto(m1) - upto(m0)
 }
 
 #[cfg(test)]
@@ -250,6 +319,42 @@ mod tests {
             ai_ramp_days: 100,
             churn: 0.2,
         }
+    }
+
+    #[test]
+    fn parts_of_days_add_up_to_the_days() {
+        let start = NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
+        let g = Generator::new(7, start, &project(300));
+        let d = |s: &str| NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+        let t = |s: &str| NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M").unwrap();
+        let today = d("2026-06-01");
+        let sum = |rows: &[Row]| -> std::collections::HashMap<String, (u64, u64)> {
+            let mut m = std::collections::HashMap::new();
+            for r in rows {
+                let e = m.entry(r.path.clone()).or_insert((0, 0));
+                e.0 += r.human;
+                e.1 += r.ai;
+            }
+            m
+        };
+        // Two days cut at 07:30 and 23:00 (a UTC+1 day between): the parts add up to the days.
+        let whole = g.rows(d("2026-03-02"), d("2026-03-04"), today, |_| 0);
+        let mut parts = g.rows_between(t("2026-03-02T00:00"), t("2026-03-02T07:30"), today, |_| 0);
+        parts.extend(g.rows_between(t("2026-03-02T07:30"), t("2026-03-03T23:00"), today, |_| 0));
+        parts.extend(g.rows_between(t("2026-03-03T23:00"), t("2026-03-04T00:00"), today, |_| 0));
+        assert_eq!(sum(&whole), sum(&parts));
+        let total = |rows: &[Row]| rows.iter().map(Row::total).sum::<u64>();
+        let night =
+            total(&g.rows_between(t("2026-03-02T01:00"), t("2026-03-02T04:00"), today, |_| 0));
+        let afternoon =
+            total(&g.rows_between(t("2026-03-02T13:00"), t("2026-03-02T16:00"), today, |_| 0));
+        assert!(
+            night * 3 < afternoon,
+            "night {night}, afternoon {afternoon}"
+        );
+        // The share of a day's count in a range: 1/24 of an even curve per hour.
+        assert_eq!(part(2400, &AI_BY_HOUR, 60, 120), 100);
+        assert_eq!(part(2400, &AI_BY_HOUR, 0, MINUTES), 2400);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use data::{DataFile, KeyKind};
 use generate::{Generator, Row};
 use serde_json::{Value, json};
@@ -87,7 +87,7 @@ struct Inner {
     refused_over_limit: BTreeMap<&'static str, u64>,
 }
 
-type RowsKey = (String, NaiveDate, NaiveDate, NaiveDate, u64);
+type RowsKey = (String, NaiveDateTime, NaiveDateTime, NaiveDate, u64);
 
 /// The emulator: data, clock, generators and state.
 #[derive(Debug)]
@@ -273,6 +273,17 @@ impl Emulator {
 
     /// The true rows of a project over `from..to` as they stand now (stable order).
     pub fn truth(&self, project: &str, from: NaiveDate, to: NaiveDate) -> Option<Arc<Vec<Row>>> {
+        let midnight = |d: NaiveDate| d.and_time(chrono::NaiveTime::MIN);
+        self.truth_between(project, midnight(from), midnight(to))
+    }
+
+    /// Every row of a project over the instants `from..to` (UTC, to the minute).
+    pub fn truth_between(
+        &self,
+        project: &str,
+        from: NaiveDateTime,
+        to: NaiveDateTime,
+    ) -> Option<Arc<Vec<Row>>> {
         let generator = self.generators.get(project)?;
         let today = self.today();
         let late_key = if self.data.faults.late_days == 0 {
@@ -284,7 +295,7 @@ impl Emulator {
         if let Some((_, rows)) = self.lock().cache.iter().find(|(k, _)| *k == key) {
             return Some(rows.clone());
         }
-        let rows = Arc::new(generator.rows(from, to, today, |d| self.late_waves(d)));
+        let rows = Arc::new(generator.rows_between(from, to, today, |d| self.late_waves(d)));
         let mut inner = self.lock();
         if inner.cache.len() >= 16 {
             inner.cache.remove(0);

@@ -7,6 +7,7 @@ use crate::api::views::{Counts, PAGE_LIMIT, ViewRow, Window};
 use crate::api::{ApiError, Client};
 use crate::clock::SharedClock;
 use chrono::{DateTime, NaiveDate, Utc};
+use chrono_tz::Tz;
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use state::{Done, State, StateError, StoredPage};
@@ -199,6 +200,7 @@ pub struct Exporter {
     state: State,
     clock: SharedClock,
     lookback_days: u32,
+    tz: Tz,
     crash: CrashPoints,
     progress: ProgressBar,
     _lock: std::fs::File,
@@ -210,12 +212,23 @@ pub fn state_path(out: &Path) -> PathBuf {
 }
 
 impl Exporter {
-    /// Opens the output folder: creates it, takes its lock (waiting for another docpipe that
-    /// holds it), removes temporary files a killed run left, opens the state.
+    /// Opens the output folder with UTC days: see [`Exporter::open_in`].
     pub async fn open(
         out: &Path,
         clock: SharedClock,
         lookback_days: u32,
+    ) -> Result<Self, ExportError> {
+        Self::open_in(out, clock, lookback_days, Tz::UTC).await
+    }
+
+    /// Opens the output folder for the days of `tz`: creates it, takes its lock (waiting for
+    /// another docpipe that holds it), removes temporary files a killed run left, opens the
+    /// state, and refuses a folder whose days are another time zone's.
+    pub async fn open_in(
+        out: &Path,
+        clock: SharedClock,
+        lookback_days: u32,
+        tz: Tz,
     ) -> Result<Self, ExportError> {
         let fail = |message: String| ExportError::Output {
             path: out.display().to_string(),
@@ -247,11 +260,19 @@ impl Exporter {
             tracing::info!(removed, "removed temporary files of an interrupted run");
         }
         let state = State::open(&state_path(out))?;
+        let recorded = state.claim_timezone(tz.name())?;
+        if recorded != tz.name() {
+            return Err(fail(format!(
+                "its days are {recorded} days, not {}: set export.timezone = {recorded:?} or use another output folder",
+                tz.name()
+            )));
+        }
         Ok(Self {
             out: out.to_path_buf(),
             state,
             clock,
             lookback_days,
+            tz,
             crash: CrashPoints::from_env(),
             progress: ProgressBar::hidden(),
             _lock: lock,
@@ -280,8 +301,9 @@ impl Exporter {
         &self.out
     }
 
-    fn today(&self) -> NaiveDate {
-        self.clock.now().date_naive()
+    /// Today in the time zone of the windows.
+    pub fn today(&self) -> NaiveDate {
+        self.clock.now().with_timezone(&self.tz).date_naive()
     }
 
     /// Whether a day is past the lateness allowance today.
@@ -360,6 +382,12 @@ impl Exporter {
             ..Summary::default()
         };
         self.progress.set_length(plan.due.len() as u64);
+        if !self.progress.is_hidden() {
+            crate::progress::show(&self.progress);
+            // The spinner turns during a budget wait too.
+            self.progress
+                .enable_steady_tick(std::time::Duration::from_millis(250));
+        }
         let mut sent: HashMap<(String, NaiveDate), u64> = HashMap::new();
         let mut open: Vec<&Due> = Vec::new();
         let mut stops = Stops::default();
@@ -396,6 +424,7 @@ impl Exporter {
         }
         summary.requests = sent.values().sum();
         self.progress.finish_and_clear();
+        crate::progress::hide();
         summary
     }
 
@@ -446,7 +475,12 @@ impl Exporter {
             return Ok(complete);
         }
         let page = client
-            .page_views(&due.project, Window::day(due.day), PAGE_LIMIT, 0)
+            .page_views(
+                &due.project,
+                Window::local_day(due.day, self.tz),
+                PAGE_LIMIT,
+                0,
+            )
             .await?;
         *sent.entry((due.project.clone(), due.day)).or_default() += 1;
         self.state.put_page(&due.project, due.day, 0, &page)?;
@@ -516,7 +550,7 @@ impl Exporter {
             return Ok(());
         }
         let start = offsets.last().map_or(0, |o| o + u64::from(PAGE_LIMIT));
-        let walk = client.walk(&due.project, Window::day(due.day), start);
+        let walk = client.walk(&due.project, Window::local_day(due.day, self.tz), start);
         futures::pin_mut!(walk);
         while let Some(fetched) = walk.next().await {
             let fetched = fetched?;

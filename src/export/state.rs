@@ -124,6 +124,10 @@ CREATE TABLE IF NOT EXISTS requests (
     sent_at_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS requests_by_scope ON requests (scope, sent_at_ms);
+CREATE TABLE IF NOT EXISTS settings (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS backfill_queue (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     projects TEXT NOT NULL,
@@ -256,6 +260,40 @@ impl State {
                 }
             }
             Ok(out)
+        })
+    }
+
+    /// The time zone of the folder's days: the one recorded, or `tz` when none is (folders
+    /// written before the setting existed are UTC).
+    pub fn claim_timezone(&self, tz: &str) -> Result<String, StateError> {
+        self.db.run(|c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let recorded: Option<String> = tx
+                .query_row(
+                    "SELECT value FROM settings WHERE key = 'timezone'",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let zone = match recorded {
+                Some(z) => z,
+                None => {
+                    let any: i64 =
+                        tx.query_row("SELECT COUNT(*) FROM windows", [], |r| r.get(0))?;
+                    let zone = if any > 0 {
+                        "UTC".to_string()
+                    } else {
+                        tz.to_string()
+                    };
+                    tx.execute(
+                        "INSERT INTO settings (key, value) VALUES ('timezone', ?1)",
+                        params![zone],
+                    )?;
+                    zone
+                }
+            };
+            tx.commit()?;
+            Ok(zone)
         })
     }
 

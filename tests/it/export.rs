@@ -687,3 +687,121 @@ async fn processes_with_different_outputs_share_one_budget_db() {
         "and not in the output folder's state"
     );
 }
+
+/// `(path, human, ai)`.
+type Counted = (String, i64, i64);
+
+/// The rows of `project` in the Parquet partition of `d`, and the emulator's truth over
+/// `from..to` (UTC instants), both as sorted `(path, human, ai)`.
+fn partition_and_truth(
+    live: &Live,
+    out: &Path,
+    project: &str,
+    d: chrono::NaiveDate,
+    from: chrono::NaiveDateTime,
+    to: chrono::NaiveDateTime,
+) -> (Vec<Counted>, Vec<Counted>) {
+    let mut got: Vec<_> = read_page_views(&partition_dir(out, PAGE_VIEWS, project, d).join(PART))
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.path, r.human, r.ai))
+        .collect();
+    got.sort();
+    let mut want: Vec<_> = live
+        .emu()
+        .truth_between(project, from, to)
+        .unwrap()
+        .iter()
+        .map(|r| (r.path.clone(), r.human as i64, r.ai as i64))
+        .collect();
+    want.sort();
+    (got, want)
+}
+
+#[tokio::test]
+async fn days_of_a_time_zone_run_from_its_midnights_and_a_folder_keeps_its_zone() {
+    use docpipe::api::views::local_midnight;
+    let live = Live::start(small()).await;
+    let out = tempfile::tempdir().unwrap();
+    let ny = chrono_tz::America::New_York;
+    let exporter = Exporter::open_in(out.path(), live.clock.clone(), 3, ny)
+        .await
+        .unwrap();
+    let t = targets(&live, open_limits());
+    // New York's clocks go forward on 2026-03-08: that day has 23 hours.
+    let plan = exporter
+        .plan(&t, day("2026-03-06"), day("2026-03-09"))
+        .unwrap();
+    let s = exporter.run(&t, &plan).await;
+    assert!(s.failed.is_empty(), "{:?}", s.failed);
+    assert_eq!(s.windows.len(), 12);
+    let utc = |d: chrono::NaiveDate| local_midnight(d, ny).naive_utc();
+    for p in PROJECTS {
+        for d in ["2026-03-06", "2026-03-07", "2026-03-08", "2026-03-09"] {
+            let d = day(d);
+            let (got, want) =
+                partition_and_truth(&live, out.path(), p, d, utc(d), utc(d.succ_opt().unwrap()));
+            assert!(!got.is_empty());
+            assert_eq!(got, want, "{p} {d}");
+        }
+    }
+    assert_eq!(
+        (
+            utc(day("2026-03-08")).to_string(),
+            utc(day("2026-03-09")).to_string()
+        ),
+        (
+            "2026-03-08 05:00:00".to_string(),
+            "2026-03-09 04:00:00".to_string()
+        )
+    );
+    // The New York day is not the UTC day.
+    let (got, utc_day) = partition_and_truth(
+        &live,
+        out.path(),
+        "alpha",
+        day("2026-03-08"),
+        day("2026-03-08").and_hms_opt(0, 0, 0).unwrap(),
+        day("2026-03-09").and_hms_opt(0, 0, 0).unwrap(),
+    );
+    assert_ne!(got, utc_day);
+    drop(exporter);
+    // Once a folder holds New York days, opening it for UTC days is refused.
+    let err = Exporter::open(out.path(), live.clock.clone(), 3)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "output folder {}: its days are America/New_York days, not UTC: set export.timezone = \"America/New_York\" or use another output folder",
+            out.path().display()
+        )
+    );
+}
+
+#[test]
+fn a_time_zone_that_does_not_exist_is_a_config_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("tz.toml");
+    let out = dir.path().join("out");
+    std::fs::write(
+        &cfg,
+        config(
+            "http://127.0.0.1:9",
+            &out,
+            "timezone = \"Mars/Olympus_Mons\"",
+        ),
+    )
+    .unwrap();
+    let run = docpipe(&cfg, &["export", "--dry-run"], None);
+    assert_eq!(run.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&run.stderr),
+        format!(
+            "error: invalid config {}: export.timezone \"Mars/Olympus_Mons\" is not a time zone name (IANA, such as \"UTC\" or \"Europe/Berlin\")\n",
+            cfg.display()
+        )
+    );
+    assert!(!out.exists());
+}
