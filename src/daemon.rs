@@ -348,20 +348,7 @@ pub async fn run(
         }
         None => None,
     };
-    let exporter = match Exporter::open_in(
-        &settings.output_dir,
-        clock.clone(),
-        settings.lookback_days,
-        settings.timezone,
-    )
-    .await
-    {
-        Ok(e) => e,
-        Err(e @ crate::export::ExportError::Output { .. }) => {
-            return Err(UserError(e.to_string()).into());
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let exporter = crate::cli::export::open_folder(&settings, clock.clone()).await?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Tick>();
     let mut scheduler = JobScheduler::new().await?;
     let mut schedules = vec![(settings.daemon.export_schedule.clone(), Tick::Export)];

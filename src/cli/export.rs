@@ -119,8 +119,8 @@ pub async fn plan_and_run(
     Ok(summary)
 }
 
-/// Opens the output folder, mapping a folder problem to a user error.
-pub async fn open(settings: &Settings, clock: SharedClock) -> anyhow::Result<Exporter> {
+/// Opens the configured output folder, mapping a folder problem to a user error.
+pub async fn open_folder(settings: &Settings, clock: SharedClock) -> anyhow::Result<Exporter> {
     match Exporter::open_in(
         &settings.output_dir,
         clock,
@@ -129,10 +129,15 @@ pub async fn open(settings: &Settings, clock: SharedClock) -> anyhow::Result<Exp
     )
     .await
     {
-        Ok(e) => Ok(e.with_progress_bar()),
+        Ok(e) => Ok(e),
         Err(e @ ExportError::Output { .. }) => Err(UserError(e.to_string()).into()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Opens the output folder for a command: [`open_folder`], with a progress bar on a terminal.
+pub async fn open(settings: &Settings, clock: SharedClock) -> anyhow::Result<Exporter> {
+    Ok(open_folder(settings, clock).await?.with_progress_bar())
 }
 
 /// Ends with exit code 1 when some window failed.

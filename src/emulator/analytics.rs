@@ -1,13 +1,13 @@
 //! `GET /v1/analytics/{projectId}/views`: offset-paged page views, and the truth endpoint.
 
 use super::data::{KeyKind, RowOrder};
-use super::generate::Row;
+use super::generate::{Row, midnight};
 use super::{Emulator, Limit, Reply, invalid};
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
-use chrono::{NaiveDate, NaiveDateTime, NaiveTime, Timelike};
+use chrono::{NaiveDate, NaiveDateTime, Timelike};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use std::sync::Arc;
 /// and time is taken at its offset, or as UTC without one.
 fn parse_instant(s: &str) -> Option<NaiveDateTime> {
     let instant = if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        d.and_time(NaiveTime::MIN)
+        midnight(d)
     } else if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(s) {
         dt.naive_utc()
     } else {
@@ -43,7 +43,7 @@ fn parse_query(
 ) -> Result<ViewsQuery, Vec<String>> {
     let mut problems = Vec::new();
     let mut instant = |name: &str, default: NaiveDate| {
-        let default = default.and_time(NaiveTime::MIN);
+        let default = midnight(default);
         match q.get(name) {
             None => default,
             Some(s) => parse_instant(s).unwrap_or_else(|| {

@@ -281,7 +281,8 @@ const HUMAN_BY_HOUR: [u64; 24] = [
 /// AI agents read around the clock.
 const AI_BY_HOUR: [u64; 24] = [1; 24];
 
-fn midnight(d: NaiveDate) -> NaiveDateTime {
+/// The first minute of a UTC day.
+pub fn midnight(d: NaiveDate) -> NaiveDateTime {
     d.and_time(NaiveTime::MIN)
 }
 

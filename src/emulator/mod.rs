@@ -273,8 +273,7 @@ impl Emulator {
 
     /// The true rows of a project over `from..to` as they stand now (stable order).
     pub fn truth(&self, project: &str, from: NaiveDate, to: NaiveDate) -> Option<Arc<Vec<Row>>> {
-        let midnight = |d: NaiveDate| d.and_time(chrono::NaiveTime::MIN);
-        self.truth_between(project, midnight(from), midnight(to))
+        self.truth_between(project, generate::midnight(from), generate::midnight(to))
     }
 
     /// Every row of a project over the instants `from..to` (UTC, to the minute).
@@ -322,8 +321,7 @@ impl Emulator {
         let window = map
             .entry(owner.to_string())
             .or_insert_with(|| SlidingWindow::new(per_hour, chrono::Duration::hours(1)));
-        let result = window.try_acquire(now);
-        match result {
+        match window.try_acquire(now) {
             Ok(()) => Ok(()),
             Err(wait) => {
                 *inner.refused_over_limit.entry(what).or_default() += 1;
