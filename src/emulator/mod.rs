@@ -450,7 +450,14 @@ pub struct Server {
 impl Server {
     /// Binds `addr` (use `127.0.0.1:0` for a free port) and serves in a background task.
     pub async fn start(emulator: Arc<Emulator>, addr: SocketAddr) -> std::io::Result<Self> {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
+        Self::serve(emulator, tokio::net::TcpListener::bind(addr).await?)
+    }
+
+    /// Serves on a listener the caller bound (a test that holds a port closed, then opens it).
+    pub fn serve(
+        emulator: Arc<Emulator>,
+        listener: tokio::net::TcpListener,
+    ) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let app = router(emulator.clone());

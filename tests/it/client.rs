@@ -227,12 +227,9 @@ async fn each_error_class_names_the_operation_and_target() {
         "one attempt and six retries"
     );
     // Nothing listening: a connection error, retried.
-    let dead = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    let dead = ClosedPort::new();
     let mut settings = client.settings().clone();
-    settings.base_url = format!("http://{dead}");
+    settings.base_url = dead.base_url();
     let c = docpipe::api::Client::new(
         settings,
         "org-a",

@@ -326,3 +326,35 @@ pub fn dataset(out: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<String>)> 
         })
         .collect()
 }
+
+/// A loopback port that refuses connections (bound, not listening, so no other server of the
+/// suite can take it) until `open` serves an emulator on it.
+pub struct ClosedPort {
+    socket: socket2::Socket,
+    /// Where it is.
+    pub addr: std::net::SocketAddr,
+}
+
+impl ClosedPort {
+    pub fn new() -> Self {
+        let socket =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket
+            .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+            .unwrap();
+        let addr = socket.local_addr().unwrap().as_socket().unwrap();
+        Self { socket, addr }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Starts listening on the same socket: the service comes up at the same address.
+    pub fn open(self, emulator: Arc<Emulator>) -> docpipe::emulator::Server {
+        self.socket.listen(128).unwrap();
+        self.socket.set_nonblocking(true).unwrap();
+        let listener = tokio::net::TcpListener::from_std(self.socket.into()).unwrap();
+        docpipe::emulator::Server::serve(emulator, listener).unwrap()
+    }
+}

@@ -2,8 +2,8 @@
 //! with SIGTERM. (The scheduler runs on real time, so these tests wait in real time: seconds.)
 
 use crate::common::*;
+use docpipe::emulator::Emulator;
 use docpipe::emulator::data::DataFile;
-use docpipe::emulator::{Emulator, Server};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -362,15 +362,9 @@ async fn sigterm_mid_export_leaves_consistent_state_and_the_next_start_resumes()
 async fn a_service_down_for_a_while_loses_nothing_and_is_reported_once_per_run() {
     let data: DataFile = small();
     let clock = docpipe::clock::ManualClock::new(noon());
-    let server = Server::start(
-        Emulator::new(data.clone(), clock.clone()),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
-    let addr = server.addr;
-    let base_url = server.base_url();
-    server.stop().await;
+    // Down: connections to the address are refused (and no other server can take the port).
+    let port = ClosedPort::new();
+    let base_url = port.base_url();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let start = today() - chrono::Duration::days(2);
@@ -389,12 +383,11 @@ async fn a_service_down_for_a_while_loses_nothing_and_is_reported_once_per_run()
     let reported = d.count("the rest of this run for organization org-a is skipped");
     assert!(
         reported >= 2 && reported <= runs + 1,
-        "{reported} reports for {runs} runs"
+        "{reported} reports for {runs} runs; log:\n{}",
+        d.lines().join("\n")
     );
     // The service comes back: the next run fetches everything.
-    let server = Server::start(Emulator::new(data, clock), addr)
-        .await
-        .unwrap();
+    let server = port.open(Emulator::new(data, clock));
     d.wait_until(30, "a successful run", async |d| {
         d.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}")
             .await
