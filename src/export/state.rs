@@ -197,7 +197,7 @@ impl Db {
             .map_err(err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(err)?;
-        conn.pragma_update(None, "synchronous", "FULL")
+        conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(err)?;
         conn.execute_batch(schema).map_err(err)?;
         Ok(Self {
