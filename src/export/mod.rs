@@ -1,5 +1,6 @@
 //! The export: date windows and request plan -> offset walk -> Parquet partitions -> state.
 
+pub mod journal;
 pub mod parquet;
 pub mod state;
 
@@ -260,6 +261,13 @@ impl Exporter {
             tracing::info!(removed, "removed temporary files of an interrupted run");
         }
         let state = State::open(&state_path(out))?;
+        let swept = state.sweep_journals()?;
+        if swept > 0 {
+            tracing::info!(
+                removed = swept,
+                "removed walk journals of an interrupted run"
+            );
+        }
         let recorded = state.claim_timezone(tz.name())?;
         if recorded != tz.name() {
             return Err(fail(format!(

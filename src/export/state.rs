@@ -1,12 +1,17 @@
-//! The exporter's state in SQLite: windows, the pages of unfinished walks, and the log of sent
-//! analytics requests that makes the rate budget shared by every process using the database.
+//! The exporter's state in SQLite: windows, the walks in progress (their pages are in journal
+//! files beside the database, see `journal.rs`), and the log of sent analytics requests that
+//! makes the rate budget shared by every process using the database.
 
 use crate::api::budget::{Budget, window};
 use crate::api::views::{Counts, ViewRow, ViewsPage};
+use crate::export::journal;
+use crate::export::parquet::escape_partition_value;
 use crate::ratelimit::wait_for_slot;
 use chrono::{DateTime, NaiveDate, Utc};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use std::path::Path;
+use std::collections::{HashMap, HashSet};
+use std::io::{Seek, Write};
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// State errors.
@@ -20,8 +25,16 @@ pub enum StateError {
         /// Cause.
         source: rusqlite::Error,
     },
-    /// A stored page does not decode (the database was edited or damaged).
-    #[error("state database {path}: stored page of {project} {day} at offset {offset} is damaged")]
+    /// A walk's journal cannot be read or written.
+    #[error("walk journal {path}: {source}")]
+    Journal {
+        /// The journal file.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A stored page does not decode (the journal was edited or damaged).
+    #[error("walk journal {path}: stored page of {project} {day} at offset {offset} is damaged")]
     Damaged {
         /// The database file.
         path: String,
@@ -92,7 +105,20 @@ pub struct Done {
 #[derive(Debug)]
 pub struct State {
     db: Db,
+    /// Where the walks' journals are.
+    walks_dir: PathBuf,
+    /// Journals this handle has read or written: their walk id and the end of their last frame.
+    open: Mutex<HashMap<(String, NaiveDate), Open>>,
 }
+
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    id: u64,
+    len: u64,
+}
+
+/// The folder of the walks' journals, beside the state database.
+pub const WALKS_DIR: &str = ".walks";
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS windows (
@@ -108,17 +134,15 @@ CREATE TABLE IF NOT EXISTS windows (
     done_at TEXT,
     PRIMARY KEY (project, day)
 );
-CREATE TABLE IF NOT EXISTS pages (
+-- The walk in progress of a window: its journal (see `journal.rs`) must carry this id.
+CREATE TABLE IF NOT EXISTS walks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     project TEXT NOT NULL,
     day TEXT NOT NULL,
-    offset INTEGER NOT NULL,
-    has_more INTEGER NOT NULL,
-    human INTEGER NOT NULL,
-    ai INTEGER NOT NULL,
-    total INTEGER NOT NULL,
-    rows BLOB NOT NULL,
-    PRIMARY KEY (project, day, offset)
+    UNIQUE (project, day)
 );
+-- Pages were kept here before the journals; a walk left in it is walked again.
+DROP TABLE IF EXISTS pages;
 CREATE TABLE IF NOT EXISTS requests (
     scope TEXT NOT NULL,
     sent_at_ms INTEGER NOT NULL
@@ -229,6 +253,8 @@ impl State {
     pub fn open(path: &Path) -> Result<Self, StateError> {
         Ok(Self {
             db: Db::open(path, SCHEMA)?,
+            walks_dir: path.parent().unwrap_or(Path::new(".")).join(WALKS_DIR),
+            open: Mutex::default(),
         })
     }
 
@@ -297,7 +323,46 @@ impl State {
         })
     }
 
-    /// Stores a fetched page of an unfinished window.
+    /// The journal file of a window.
+    fn journal_path(&self, project: &str, day: NaiveDate) -> PathBuf {
+        self.walks_dir
+            .join(format!("project={}", escape_partition_value(project)))
+            .join(format!("date={day}.pages"))
+    }
+
+    fn journal_error(&self, path: &Path, source: std::io::Error) -> StateError {
+        StateError::Journal {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+
+    /// The id of the window's walk in progress, if any.
+    fn walk_id(&self, project: &str, day: NaiveDate) -> Result<Option<u64>, StateError> {
+        self.db.run(|c| {
+            c.prepare_cached("SELECT id FROM walks WHERE project = ?1 AND day = ?2")?
+                .query_row(params![project, day.to_string()], |r| r.get::<_, i64>(0))
+                .optional()
+                .map(|id| id.map(|i| i as u64))
+        })
+    }
+
+    /// The bytes of the window's journal, when it belongs to the walk in progress.
+    fn journal(&self, project: &str, day: NaiveDate) -> Result<Option<(u64, Vec<u8>)>, StateError> {
+        let Some(id) = self.walk_id(project, day)? else {
+            return Ok(None);
+        };
+        let path = self.journal_path(project, day);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.journal_error(&path, e)),
+        };
+        Ok((journal::read(&bytes).id == Some(id)).then_some((id, bytes)))
+    }
+
+    /// Stores a fetched page of an unfinished window: the page at offset 0 starts a new walk
+    /// (and journal); a later one is appended to the walk in progress.
     pub fn put_page(
         &self,
         project: &str,
@@ -305,61 +370,86 @@ impl State {
         offset: u64,
         page: &ViewsPage,
     ) -> Result<(), StateError> {
-        let blob = encode_rows(&page.views);
-        self.db.run(|c| {
-            c.prepare_cached("INSERT OR REPLACE INTO pages (project, day, offset, has_more, human, ai, total, rows)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(
-                params![
-                    project,
-                    day.to_string(),
-                    offset as i64,
-                    page.has_more as i64,
-                    page.totals.human,
-                    page.totals.ai,
-                    page.totals.total,
-                    blob
-                ],
-            )?;
-            Ok(())
-        })
+        let key = (project.to_string(), day);
+        let frame = journal::frame(offset, page);
+        let path = self.journal_path(project, day);
+        let io = |e| self.journal_error(&path, e);
+        if offset == 0 {
+            let id = self.db.run(|c| {
+                let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                tx.prepare_cached("DELETE FROM walks WHERE project = ?1 AND day = ?2")?
+                    .execute(params![project, day.to_string()])?;
+                tx.prepare_cached("INSERT INTO walks (project, day) VALUES (?1, ?2)")?
+                    .execute(params![project, day.to_string()])?;
+                let id = tx.last_insert_rowid() as u64;
+                tx.commit()?;
+                Ok(id)
+            })?;
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(io)?;
+            }
+            let mut bytes = journal::header(id).to_vec();
+            bytes.extend_from_slice(&frame);
+            std::fs::write(&path, &bytes).map_err(io)?;
+            self.opened().insert(
+                key,
+                Open {
+                    id,
+                    len: bytes.len() as u64,
+                },
+            );
+            return Ok(());
+        }
+        let known = self.opened().get(&key).copied();
+        let open = match known {
+            Some(o) => o,
+            None => {
+                self.progress(project, day)?;
+                self.opened().get(&key).copied().ok_or_else(|| {
+                    io(std::io::Error::other(format!(
+                        "no walk in progress to add the page at offset {offset} to"
+                    )))
+                })?
+            }
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
+        // A frame cut by a kill is overwritten.
+        if f.metadata().map_err(io)?.len() != open.len {
+            f.set_len(open.len).map_err(io)?;
+        }
+        f.seek(std::io::SeekFrom::Start(open.len)).map_err(io)?;
+        f.write_all(&frame).map_err(io)?;
+        self.opened().insert(
+            key,
+            Open {
+                id: open.id,
+                len: open.len + frame.len() as u64,
+            },
+        );
+        Ok(())
+    }
+
+    fn opened(&self) -> std::sync::MutexGuard<'_, HashMap<(String, NaiveDate), Open>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The stored pages of a window, by offset.
     pub fn pages(&self, project: &str, day: NaiveDate) -> Result<Vec<StoredPage>, StateError> {
-        let raw: Vec<(i64, bool, Counts, Vec<u8>)> = self.db.run(|c| {
-            let mut st = c.prepare(
-                "SELECT offset, has_more, human, ai, total, rows FROM pages
-                 WHERE project = ?1 AND day = ?2 ORDER BY offset",
-            )?;
-            let rows = st.query_map(params![project, day.to_string()], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get::<_, i64>(1)? != 0,
-                    Counts {
-                        human: r.get(2)?,
-                        ai: r.get(3)?,
-                        total: r.get(4)?,
-                    },
-                    r.get(5)?,
-                ))
-            })?;
-            rows.collect()
-        })?;
-        raw.into_iter()
-            .map(|(offset, has_more, totals, blob)| {
-                let views = decode_rows(&blob).ok_or_else(|| StateError::Damaged {
-                    path: self.db.path().to_string(),
+        let Some((_, bytes)) = self.journal(project, day)? else {
+            return Ok(Vec::new());
+        };
+        journal::read(&bytes)
+            .frames
+            .iter()
+            .map(|f| {
+                journal::page(f).ok_or_else(|| StateError::Damaged {
+                    path: self.journal_path(project, day).display().to_string(),
                     project: project.to_string(),
                     day,
-                    offset: offset as u64,
-                })?;
-                Ok(StoredPage {
-                    offset: offset as u64,
-                    page: ViewsPage {
-                        totals,
-                        views,
-                        has_more,
-                    },
+                    offset: journal::peek(f).0,
                 })
             })
             .collect()
@@ -367,30 +457,92 @@ impl State {
 
     /// Offsets of the stored pages of a window, and whether the last one ends it.
     pub fn progress(&self, project: &str, day: NaiveDate) -> Result<(Vec<u64>, bool), StateError> {
-        self.db.run(|c| {
-            let mut st = c.prepare_cached("SELECT offset, has_more FROM pages WHERE project = ?1 AND day = ?2 ORDER BY offset")?;
-            let rows = st.query_map(params![project, day.to_string()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
-            let mut offsets = Vec::new();
-            let mut complete = false;
-            for row in rows {
-                let (o, more) = row?;
-                offsets.push(o as u64);
-                complete = more == 0;
+        let Some((id, bytes)) = self.journal(project, day)? else {
+            return Ok((Vec::new(), false));
+        };
+        let read = journal::read(&bytes);
+        let mut offsets = Vec::with_capacity(read.frames.len());
+        let mut complete = false;
+        for f in &read.frames {
+            let (offset, more) = journal::peek(f);
+            offsets.push(offset);
+            complete = !more;
+        }
+        self.opened().insert(
+            (project.to_string(), day),
+            Open {
+                id,
+                len: read.valid_len,
+            },
+        );
+        Ok((offsets, complete))
+    }
+
+    /// The walks in progress: project, day and the offsets stored.
+    pub fn walks(&self) -> Result<Vec<(String, NaiveDate, Vec<u64>)>, StateError> {
+        let keys: Vec<(String, String)> = self.db.run(|c| {
+            let mut st =
+                c.prepare_cached("SELECT project, day FROM walks ORDER BY day DESC, project")?;
+            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
+        })?;
+        let mut out = Vec::new();
+        for (project, day) in keys {
+            let Ok(day) = day.parse::<NaiveDate>() else {
+                continue;
+            };
+            let (offsets, _) = self.progress(&project, day)?;
+            out.push((project, day, offsets));
+        }
+        Ok(out)
+    }
+
+    /// Removes journal files that belong to no walk in progress (a run killed between recording
+    /// a window and removing its journal leaves one). Returns how many.
+    pub fn sweep_journals(&self) -> Result<usize, StateError> {
+        let live: HashSet<PathBuf> = self
+            .walks()?
+            .into_iter()
+            .map(|(p, d, _)| self.journal_path(&p, d))
+            .collect();
+        let mut removed = 0;
+        let Ok(projects) = std::fs::read_dir(&self.walks_dir) else {
+            return Ok(0);
+        };
+        for p in projects.flatten() {
+            let Ok(files) = std::fs::read_dir(p.path()) else {
+                continue;
+            };
+            for f in files.flatten() {
+                if !live.contains(&f.path()) && std::fs::remove_file(f.path()).is_ok() {
+                    removed += 1;
+                }
             }
-            Ok((offsets, complete))
-        })
+        }
+        Ok(removed)
+    }
+
+    /// Removes a window's journal file, if there is one.
+    fn remove_journal(&self, project: &str, day: NaiveDate) -> Result<(), StateError> {
+        self.opened().remove(&(project.to_string(), day));
+        let path = self.journal_path(project, day);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(self.journal_error(&path, e)),
+            _ => Ok(()),
+        }
     }
 
     /// Forgets the stored pages of a window (to walk it again).
     pub fn drop_pages(&self, project: &str, day: NaiveDate) -> Result<(), StateError> {
         self.db.run(|c| {
-            c.prepare_cached("DELETE FROM pages WHERE project = ?1 AND day = ?2")?
+            c.prepare_cached("DELETE FROM walks WHERE project = ?1 AND day = ?2")?
                 .execute(params![project, day.to_string()])?;
             Ok(())
-        })
+        })?;
+        self.remove_journal(project, day)
     }
 
-    /// Records a written window and forgets its pages, in one transaction.
+    /// Records a written window and ends its walk, in one transaction; then removes the journal.
     pub fn finish(&self, done: &Done) -> Result<(), StateError> {
         self.db.run(|c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -409,9 +561,11 @@ impl State {
                     done.at.to_rfc3339(),
                 ],
             )?;
-            tx.prepare_cached("DELETE FROM pages WHERE project = ?1 AND day = ?2")?.execute( params![done.project, done.day.to_string()])?;
+            tx.prepare_cached("DELETE FROM walks WHERE project = ?1 AND day = ?2")?.execute( params![done.project, done.day.to_string()])?;
             tx.commit()
-        })
+        })?;
+        // Killed before this, the journal belongs to no walk: ignored, and swept at the next open.
+        self.remove_journal(&done.project, done.day)
     }
 
     /// Queues a backfill for the daemon (`projects` empty: all).

@@ -1,6 +1,7 @@
 //! The exporter against the emulator: truth, requests, budget, faults, late data, resume, readers.
 
 use crate::common::*;
+use std::io::Write;
 use docpipe::api::Limits;
 use docpipe::emulator::Op;
 use docpipe::emulator::data::{DataFile, RowOrder};
@@ -284,19 +285,20 @@ async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_on
     // page (5). Recent days first, first pages first.
     let first = docpipe(&cfg, &range, Some(5));
     assert!(!first.status.success(), "aborted at crash point 5");
-    let conn = rusqlite::Connection::open(out.join("state.sqlite")).unwrap();
-    let stored: Vec<(String, String, i64)> = conn
-        .prepare("SELECT project, day, offset FROM pages ORDER BY day DESC, project")
+    let state = docpipe::export::state::State::open(&out.join("state.sqlite")).unwrap();
+    let stored: Vec<(String, String, Vec<u64>)> = state
+        .walks()
         .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
+        .into_iter()
+        .map(|(p, d, offsets)| (p, d.to_string(), offsets))
         .collect();
-    let want: Vec<(String, String, i64)> = [("alpha", "2026-03-10"), ("gamma", "2026-03-10")]
+    let want: Vec<(String, String, Vec<u64>)> = [("alpha", "2026-03-10"), ("gamma", "2026-03-10")]
         .iter()
-        .map(|(p, d)| (p.to_string(), d.to_string(), 0))
+        .map(|(p, d)| (p.to_string(), d.to_string(), vec![0]))
         .collect();
     assert_eq!(stored, want);
+    drop(state);
+    let conn = rusqlite::Connection::open(out.join("state.sqlite")).unwrap();
     let done: Vec<(String, String)> = conn
         .prepare("SELECT project, day FROM windows")
         .unwrap()
@@ -306,6 +308,21 @@ async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_on
         .collect();
     assert_eq!(done, [("beta".to_string(), "2026-03-10".to_string())]);
     drop(conn);
+    // A kill in the middle of an append leaves a cut frame after alpha's page; a kill between
+    // recording a window and removing its journal leaves a journal of no walk (here, beta's).
+    let walks = out.join(".walks");
+    let alpha = walks.join("project=alpha/date=2026-03-10.pages");
+    let journal = std::fs::read(&alpha).unwrap();
+    let cut = journal[12..12 + 100].to_vec();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&alpha)
+        .unwrap()
+        .write_all(&cut)
+        .unwrap();
+    let stale = walks.join("project=beta/date=2026-03-10.pages");
+    std::fs::create_dir_all(stale.parent().unwrap()).unwrap();
+    std::fs::copy(&alpha, &stale).unwrap();
     // Then crashes at many other moments, including between writing a file and renaming it.
     for n in [9, 2, 14, 7, 21, 3, 11, 4, 17, 6] {
         let run = docpipe(&cfg, &range, Some(n));
@@ -333,6 +350,11 @@ async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_on
             .iter()
             .all(|f| !f.to_string_lossy().contains(".tmp-")),
         "no temporary file remains"
+    );
+    assert_eq!(
+        files_below(&walks),
+        Vec::<std::path::PathBuf>::new(),
+        "no journal remains"
     );
     // And a rerun of the finished range sends nothing.
     let before = live.emu().stats()["views"].requests;
