@@ -87,6 +87,20 @@ async fn transport_only(
     (rows, Cpu::now().since(start))
 }
 
+/// Every file below `dir`.
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// Peak resident memory of this process in MiB (VmHWM).
 fn peak_rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -174,6 +188,11 @@ analytics_per_hour = 100000000
         let summary = exporter.run(&targets, &plan).await;
         (summary, t0.elapsed(), Cpu::now().since(c0))
     });
+    let parquet_bytes: u64 = walk_files(&out)
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .sum();
     let windows: Vec<(chrono::NaiveDate, u64)> = summary
         .windows
         .iter()
@@ -223,6 +242,13 @@ analytics_per_hour = 100000000
         o,
         "  bare reqwest, bodies decoded     {}",
         per_row(decoded, decoded_rows as f64)
+    )
+    .unwrap();
+    writeln!(
+        o,
+        "  Parquet written      {:.1} MiB ({:.1} bytes per row)",
+        parquet_bytes as f64 / 1048576.0,
+        parquet_bytes as f64 / rows
     )
     .unwrap();
     writeln!(o, "  peak resident memory {:.1} MiB", peak_rss_mib()).unwrap();

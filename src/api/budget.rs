@@ -24,6 +24,10 @@ pub trait Budget: Send + Sync + std::fmt::Debug {
 
     /// Requests counted in `scope`'s window at `now`.
     fn used(&self, scope: &str, now: DateTime<Utc>) -> u32;
+
+    /// Hands back slots taken ahead and not used (by a budget that takes several at once);
+    /// called at the end of a run.
+    fn release(&self) {}
 }
 
 /// A budget within one process.

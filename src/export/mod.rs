@@ -431,6 +431,9 @@ impl Exporter {
             }
         }
         summary.requests = sent.values().sum();
+        for t in targets {
+            t.client.budget().release();
+        }
         self.progress.finish_and_clear();
         crate::progress::hide();
         summary
@@ -578,10 +581,7 @@ impl Exporter {
         mismatch: Option<String>,
     ) -> Result<WindowOutcome, ExportError> {
         let at: DateTime<Utc> = self.clock.now();
-        let rows: Vec<ViewRow> = pages
-            .iter()
-            .flat_map(|p| p.page.views.iter().cloned())
-            .collect();
+        let rows: Vec<&ViewRow> = pages.iter().flat_map(|p| &p.page.views).collect();
         let totals = pages.last().map(|p| p.page.totals).unwrap_or_default();
         let is_final = due.becomes_final && mismatch.is_none();
         let n = rows.len() as i64;
@@ -645,7 +645,9 @@ pub fn check(pages: &[StoredPage]) -> Result<(), String> {
             p.offset, p.page.totals.total, totals.total
         ));
     }
-    let mut seen = HashSet::new();
+    let rows: usize = pages.iter().map(|p| p.page.views.len()).sum();
+    let mut seen: HashSet<&str, foldhash::fast::RandomState> =
+        HashSet::with_capacity_and_hasher(rows, foldhash::fast::RandomState::default());
     let mut sum = Counts::default();
     for r in pages.iter().flat_map(|p| &p.page.views) {
         if !seen.insert(r.path.as_str()) {

@@ -97,7 +97,7 @@ pub fn partition_dir(root: &Path, table: &str, project: &str, day: NaiveDate) ->
 
 fn props() -> WriterProperties {
     WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
         .set_created_by(concat!("docpipe ", env!("CARGO_PKG_VERSION")).to_string())
         // Paths are unique within a partition: a dictionary would only cost hashing.
         .set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from("path"), false)
@@ -157,22 +157,24 @@ pub fn write_batch(dir: &Path, batch: &RecordBatch) -> Result<Pending, WriteErro
     Ok(Pending { tmp, dest })
 }
 
-/// Writes the `page_views` partition of a window (not yet in place).
-pub fn write_page_views(
+/// Writes the `page_views` partition of a window (not yet in place); `rows` are `ViewRow`s or
+/// references to them.
+pub fn write_page_views<R: std::borrow::Borrow<ViewRow>>(
     root: &Path,
     project: &str,
     day: NaiveDate,
-    rows: &[ViewRow],
+    rows: &[R],
     fetched_at: DateTime<Utc>,
 ) -> Result<Pending, WriteError> {
     let n = rows.len();
+    let rows = rows.iter().map(|r| -> &ViewRow { r.borrow() });
     let cols: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from_iter_values(
-            rows.iter().map(|r| r.path.as_str()),
+            rows.clone().map(|r| r.path.as_str()),
         )),
-        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.human))),
-        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.ai))),
-        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.total))),
+        Arc::new(Int64Array::from_iter_values(rows.clone().map(|r| r.human))),
+        Arc::new(Int64Array::from_iter_values(rows.clone().map(|r| r.ai))),
+        Arc::new(Int64Array::from_iter_values(rows.map(|r| r.total))),
         Arc::new(TimestampMicrosecondArray::from(vec![micros(fetched_at); n]).with_timezone("UTC")),
     ];
     let dir = partition_dir(root, PAGE_VIEWS, project, day);

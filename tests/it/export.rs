@@ -1,12 +1,12 @@
 //! The exporter against the emulator: truth, requests, budget, faults, late data, resume, readers.
 
 use crate::common::*;
-use std::io::Write;
 use docpipe::api::Limits;
 use docpipe::emulator::Op;
 use docpipe::emulator::data::{DataFile, RowOrder};
 use docpipe::export::parquet::{PAGE_VIEWS, PART, SITE_TOTALS, partition_dir, read_page_views};
 use docpipe::export::{Exporter, Summary};
+use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
