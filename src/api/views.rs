@@ -95,6 +95,17 @@ fn shown(path: &str) -> String {
     }
 }
 
+/// Whether `s` holds a control character (`char::is_control`: U+0000-U+001F, U+007F-U+009F),
+/// read from its UTF-8 bytes: U+0080-U+009F are `C2 80`-`C2 9F`.
+fn has_control(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| {
+        c < 0x20
+            || c == 0x7f
+            || (c == 0xc2 && b.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)))
+    })
+}
+
 /// Decodes and checks a page: counts add up, paths are sane, no more rows than asked for.
 pub fn decode_page(body: &[u8], limit: u32) -> Result<ViewsPage, String> {
     let page: ViewsPage =
@@ -119,7 +130,7 @@ pub fn decode_page(body: &[u8], limit: u32) -> Result<ViewsPage, String> {
                 r.path.len()
             ));
         }
-        if r.path.chars().any(char::is_control) {
+        if has_control(&r.path) {
             return Err(format!(
                 "row path {:?} contains control characters",
                 shown(&r.path)
@@ -301,6 +312,15 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_found_from_the_bytes_exactly_as_char_is_control_finds_them() {
+        for c in (0..=0x10ffffu32).filter_map(char::from_u32) {
+            for s in [format!("{c}"), format!("/a{c}b"), format!("é{c}")] {
+                assert_eq!(has_control(&s), s.chars().any(char::is_control), "{:?}", c);
+            }
+        }
+    }
 
     #[test]
     fn window_bounds_are_dates_in_utc_and_local_midnights_elsewhere() {

@@ -508,14 +508,12 @@ impl Exporter {
         summary: &mut Summary,
     ) -> Result<(), ExportError> {
         let result = async {
-            self.walk_rest(client, due, sent).await?;
-            let mut pages = self.state.pages(&due.project, due.day)?;
+            let mut pages = self.walk_rest(client, due, sent).await?;
             let mut mismatch = check(&pages).err();
             if let Some(m) = &mismatch {
                 tracing::warn!(project = %due.project, day = %due.day, "{m}; walking the window again");
                 self.state.drop_pages(&due.project, due.day)?;
-                self.walk_rest(client, due, sent).await?;
-                pages = self.state.pages(&due.project, due.day)?;
+                pages = self.walk_rest(client, due, sent).await?;
                 mismatch = check(&pages).err();
             }
             let requests = sent.get(&(due.project.clone(), due.day)).copied().unwrap_or(0);
@@ -549,18 +547,20 @@ impl Exporter {
         }
     }
 
-    /// Fetches the pages after the last stored one, storing each.
+    /// Fetches the pages after the last stored one, storing each; returns every page of the
+    /// window (those stored before, read back, then those just fetched).
     async fn walk_rest(
         &self,
         client: &Client,
         due: &Due,
         sent: &mut HashMap<(String, NaiveDate), u64>,
-    ) -> Result<(), ExportError> {
+    ) -> Result<Vec<StoredPage>, ExportError> {
         let (offsets, complete) = self.state.progress(&due.project, due.day)?;
         if complete {
-            return Ok(());
+            return Ok(self.state.pages(&due.project, due.day)?);
         }
         let start = offsets.last().map_or(0, |o| o + u64::from(PAGE_LIMIT));
+        let mut fresh = Vec::new();
         let walk = client.walk(&due.project, Window::local_day(due.day, self.tz), start);
         futures::pin_mut!(walk);
         while let Some(fetched) = walk.next().await {
@@ -569,8 +569,18 @@ impl Exporter {
             self.state
                 .put_page(&due.project, due.day, fetched.offset, &fetched.page)?;
             self.crash.hit("page stored");
+            fresh.push(StoredPage {
+                offset: fetched.offset,
+                page: fetched.page,
+            });
         }
-        Ok(())
+        let mut pages = if start == 0 {
+            Vec::new()
+        } else {
+            self.state.pages_below(&due.project, due.day, start)?
+        };
+        pages.append(&mut fresh);
+        Ok(pages)
     }
 
     fn write(

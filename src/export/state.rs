@@ -438,12 +438,23 @@ impl State {
 
     /// The stored pages of a window, by offset.
     pub fn pages(&self, project: &str, day: NaiveDate) -> Result<Vec<StoredPage>, StateError> {
+        self.pages_below(project, day, u64::MAX)
+    }
+
+    /// The stored pages of a window at offsets below `below`, by offset.
+    pub fn pages_below(
+        &self,
+        project: &str,
+        day: NaiveDate,
+        below: u64,
+    ) -> Result<Vec<StoredPage>, StateError> {
         let Some((_, bytes)) = self.journal(project, day)? else {
             return Ok(Vec::new());
         };
         journal::read(&bytes)
             .frames
             .iter()
+            .filter(|f| journal::peek(f).0 < below)
             .map(|f| {
                 journal::page(f).ok_or_else(|| StateError::Damaged {
                     path: self.journal_path(project, day).display().to_string(),

@@ -75,7 +75,8 @@ impl Daemon {
             .unwrap_or(0.0)
     }
 
-    /// Waits (real time) until `ok`, failing after `secs`.
+    /// Waits (real time) until `ok`, failing after `secs` (generous: it returns as soon as `ok`,
+    /// and a loaded machine can be several times slower).
     async fn wait_until(&self, secs: u64, what: &str, mut ok: impl AsyncFnMut(&Self) -> bool) {
         let start = Instant::now();
         while !ok(self).await {
@@ -197,7 +198,7 @@ async fn exports_run_on_schedule_a_queued_backfill_drains_within_the_budget_afte
         "queued backfill 1: 2026-03-01..2026-03-14 of every project; `docpipe run` drains it between scheduled runs, within the budget\n"
     );
     let d = Daemon::start(&cfg);
-    d.wait_until(30, "the backfill and two scheduled exports", async |d| {
+    d.wait_until(120, "the backfill and two scheduled exports", async |d| {
         d.metric("docpipe_runs_total{kind=\"backfill\",result=\"ok\"}")
             .await
             >= 1.0
@@ -210,7 +211,7 @@ async fn exports_run_on_schedule_a_queued_backfill_drains_within_the_budget_afte
         .await
         .unwrap();
     assert_eq!(health.status(), 200);
-    d.wait_until(10, "the scheduled rule", async |d| {
+    d.wait_until(60, "the scheduled rule", async |d| {
         d.metric("docpipe_rule_firings_total{rule=\"timed\",sent=\"sent\"}")
             .await
             >= 1.0
@@ -318,7 +319,7 @@ async fn sigterm_mid_export_leaves_consistent_state_and_the_next_start_resumes()
     );
     std::fs::write(&cfg, text).unwrap();
     let d = Daemon::start(&cfg);
-    d.wait_until(30, "the first windows", async |d| {
+    d.wait_until(120, "the first windows", async |d| {
         d.count("window written") >= 5
     })
     .await;
@@ -342,7 +343,7 @@ async fn sigterm_mid_export_leaves_consistent_state_and_the_next_start_resumes()
 
     // The next start completes the export: every day of every project, once.
     let d = Daemon::start(&cfg);
-    d.wait_until(60, "the resumed export", async |d| {
+    d.wait_until(120, "the resumed export", async |d| {
         d.count("export: exported") >= 1
     })
     .await;
@@ -370,7 +371,7 @@ async fn a_service_down_for_a_while_loses_nothing_and_is_reported_once_per_run()
     let start = today() - chrono::Duration::days(2);
     let cfg = daemon_config(&base_url, dir.path(), start, DAEMON);
     let d = Daemon::start(&cfg);
-    d.wait_until(30, "two failed runs", async |d| {
+    d.wait_until(120, "two failed runs", async |d| {
         d.metric("docpipe_runs_total{kind=\"export\",result=\"failed\"}")
             .await
             >= 2.0
@@ -388,7 +389,7 @@ async fn a_service_down_for_a_while_loses_nothing_and_is_reported_once_per_run()
     );
     // The service comes back: the next run fetches everything.
     let server = port.open(Emulator::new(data, clock));
-    d.wait_until(30, "a successful run", async |d| {
+    d.wait_until(120, "a successful run", async |d| {
         d.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}")
             .await
             >= 1.0
@@ -416,14 +417,14 @@ async fn a_rejected_key_is_reported_once_per_run_and_the_daemon_goes_on() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_docpipe"));
     cmd.env("DOCPIPE_IT_ADMIN_UNKNOWN", "mint_test_admin_unknown");
     let d = Daemon::start_with(&cfg, cmd);
-    d.wait_until(30, "two runs", async |d| {
+    d.wait_until(120, "two runs", async |d| {
         d.metric("docpipe_runs_total{kind=\"export\",result=\"failed\"}")
             .await
             >= 2.0
     })
     .await;
     let (code, log) = d.terminate();
-    assert_eq!(code, Some(0));
+    assert_eq!(code, Some(0), "{}", log.join("\n"));
     let runs = log
         .iter()
         .filter(|l| l.contains("export: exported"))
@@ -433,8 +434,14 @@ async fn a_rejected_key_is_reported_once_per_run_and_the_daemon_goes_on() {
             .filter(|l| l.contains(level) && l.contains("the API key was rejected (401"))
             .count()
     };
-    // One error per run, and one line of the run's summary (alpha and beta: 12 windows, one cause).
-    assert_eq!(mentions(" ERROR "), runs, "{}", log.join("\n"));
+    // One error per run, and one line of the run's summary (alpha and beta: 12 windows, one cause);
+    // a run that SIGTERM cut (no grace) has logged its error and has no summary.
+    let errors = mentions(" ERROR ");
+    assert!(
+        errors == runs || errors == runs + 1,
+        "{errors} errors in {runs} runs:\n{}",
+        log.join("\n")
+    );
     assert_eq!(mentions(" WARN "), runs, "{}", log.join("\n"));
     assert!(
         log.iter()
