@@ -182,7 +182,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         out.display()
     );
     println!(
-        "  {}  (state: windows, pages in flight, request log, rule ledger)",
+        "  {}  (state: windows, walks in progress, request log, rule ledger)",
         state_path(&out).display()
     );
     println!("query it, e.g. with DuckDB:");

@@ -529,6 +529,7 @@ impl State {
                     removed += 1;
                 }
             }
+            self.prune(Some(&p.path()));
         }
         Ok(removed)
     }
@@ -539,8 +540,19 @@ impl State {
         let path = self.journal_path(project, day);
         match std::fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(self.journal_error(&path, e)),
-            _ => Ok(()),
+            _ => {
+                self.prune(path.parent());
+                Ok(())
+            }
         }
+    }
+
+    /// Removes a project's journal folder, and the journals' folder, when they are empty.
+    fn prune(&self, project_dir: Option<&Path>) {
+        if let Some(dir) = project_dir {
+            let _ = std::fs::remove_dir(dir);
+        }
+        let _ = std::fs::remove_dir(&self.walks_dir);
     }
 
     /// Forgets the stored pages of a window (to walk it again).

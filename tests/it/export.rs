@@ -351,10 +351,10 @@ async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_on
             .all(|f| !f.to_string_lossy().contains(".tmp-")),
         "no temporary file remains"
     );
-    assert_eq!(
-        files_below(&walks),
-        Vec::<std::path::PathBuf>::new(),
-        "no journal remains"
+    assert!(
+        !walks.exists(),
+        "no journal remains: {:?}",
+        files_below(&walks)
     );
     // And a rerun of the finished range sends nothing.
     let before = live.emu().stats()["views"].requests;
