@@ -548,19 +548,18 @@ impl Exporter {
     }
 
     /// Fetches the pages after the last stored one, storing each; returns every page of the
-    /// window (those stored before, read back, then those just fetched).
+    /// window (those stored before, read back once, then those just fetched).
     async fn walk_rest(
         &self,
         client: &Client,
         due: &Due,
         sent: &mut HashMap<(String, NaiveDate), u64>,
     ) -> Result<Vec<StoredPage>, ExportError> {
-        let (offsets, complete) = self.state.progress(&due.project, due.day)?;
-        if complete {
-            return Ok(self.state.pages(&due.project, due.day)?);
+        let mut pages = self.state.pages(&due.project, due.day)?;
+        if pages.last().is_some_and(|p| !p.page.has_more) {
+            return Ok(pages);
         }
-        let start = offsets.last().map_or(0, |o| o + u64::from(PAGE_LIMIT));
-        let mut fresh = Vec::new();
+        let start = pages.last().map_or(0, |p| p.offset + u64::from(PAGE_LIMIT));
         let walk = client.walk(&due.project, Window::local_day(due.day, self.tz), start);
         futures::pin_mut!(walk);
         while let Some(fetched) = walk.next().await {
@@ -569,17 +568,11 @@ impl Exporter {
             self.state
                 .put_page(&due.project, due.day, fetched.offset, &fetched.page)?;
             self.crash.hit("page stored");
-            fresh.push(StoredPage {
+            pages.push(StoredPage {
                 offset: fetched.offset,
                 page: fetched.page,
             });
         }
-        let mut pages = if start == 0 {
-            Vec::new()
-        } else {
-            self.state.pages_below(&due.project, due.day, start)?
-        };
-        pages.append(&mut fresh);
         Ok(pages)
     }
 

@@ -391,13 +391,7 @@ impl State {
             let mut bytes = journal::header(id).to_vec();
             bytes.extend_from_slice(&frame);
             std::fs::write(&path, &bytes).map_err(io)?;
-            self.opened().insert(
-                key,
-                Open {
-                    id,
-                    len: bytes.len() as u64,
-                },
-            );
+            self.remember(project, day, id, bytes.len() as u64);
             return Ok(());
         }
         let known = self.opened().get(&key).copied();
@@ -422,13 +416,7 @@ impl State {
         }
         f.seek(std::io::SeekFrom::Start(open.len)).map_err(io)?;
         f.write_all(&frame).map_err(io)?;
-        self.opened().insert(
-            key,
-            Open {
-                id: open.id,
-                len: open.len + frame.len() as u64,
-            },
-        );
+        self.remember(project, day, open.id, open.len + frame.len() as u64);
         Ok(())
     }
 
@@ -438,23 +426,13 @@ impl State {
 
     /// The stored pages of a window, by offset.
     pub fn pages(&self, project: &str, day: NaiveDate) -> Result<Vec<StoredPage>, StateError> {
-        self.pages_below(project, day, u64::MAX)
-    }
-
-    /// The stored pages of a window at offsets below `below`, by offset.
-    pub fn pages_below(
-        &self,
-        project: &str,
-        day: NaiveDate,
-        below: u64,
-    ) -> Result<Vec<StoredPage>, StateError> {
-        let Some((_, bytes)) = self.journal(project, day)? else {
+        let Some((id, bytes)) = self.journal(project, day)? else {
             return Ok(Vec::new());
         };
-        journal::read(&bytes)
-            .frames
+        let read = journal::read(&bytes);
+        self.remember(project, day, id, read.valid_len);
+        read.frames
             .iter()
-            .filter(|f| journal::peek(f).0 < below)
             .map(|f| {
                 journal::page(f).ok_or_else(|| StateError::Damaged {
                     path: self.journal_path(project, day).display().to_string(),
@@ -479,29 +457,34 @@ impl State {
             offsets.push(offset);
             complete = !more;
         }
-        self.opened().insert(
-            (project.to_string(), day),
-            Open {
-                id,
-                len: read.valid_len,
-            },
-        );
+        self.remember(project, day, id, read.valid_len);
         Ok((offsets, complete))
     }
 
-    /// The walks in progress: project, day and the offsets stored.
-    pub fn walks(&self) -> Result<Vec<(String, NaiveDate, Vec<u64>)>, StateError> {
+    /// Notes where the window's journal (of walk `id`) ends, for the next append.
+    fn remember(&self, project: &str, day: NaiveDate, id: u64, len: u64) {
+        self.opened()
+            .insert((project.to_string(), day), Open { id, len });
+    }
+
+    /// The windows with a walk in progress.
+    fn walk_keys(&self) -> Result<Vec<(String, NaiveDate)>, StateError> {
         let keys: Vec<(String, String)> = self.db.run(|c| {
             let mut st =
                 c.prepare_cached("SELECT project, day FROM walks ORDER BY day DESC, project")?;
             let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
             rows.collect()
         })?;
+        Ok(keys
+            .into_iter()
+            .filter_map(|(p, d)| Some((p, d.parse::<NaiveDate>().ok()?)))
+            .collect())
+    }
+
+    /// The walks in progress: project, day and the offsets stored.
+    pub fn walks(&self) -> Result<Vec<(String, NaiveDate, Vec<u64>)>, StateError> {
         let mut out = Vec::new();
-        for (project, day) in keys {
-            let Ok(day) = day.parse::<NaiveDate>() else {
-                continue;
-            };
+        for (project, day) in self.walk_keys()? {
             let (offsets, _) = self.progress(&project, day)?;
             out.push((project, day, offsets));
         }
@@ -512,9 +495,9 @@ impl State {
     /// a window and removing its journal leaves one). Returns how many.
     pub fn sweep_journals(&self) -> Result<usize, StateError> {
         let live: HashSet<PathBuf> = self
-            .walks()?
+            .walk_keys()?
             .into_iter()
-            .map(|(p, d, _)| self.journal_path(&p, d))
+            .map(|(p, d)| self.journal_path(&p, d))
             .collect();
         let mut removed = 0;
         let Ok(projects) = std::fs::read_dir(&self.walks_dir) else {
