@@ -4,7 +4,7 @@
 //! DuckDB is the Python package the tests use (`pip install -r tests/requirements.txt`).
 
 use chrono::NaiveDate;
-use docpipe::api::views::{Counts, ViewRow};
+use docpipe::api::views::{Counts, Rows, ViewRow};
 use docpipe::export::parquet::{write_page_views, write_site_totals};
 use docpipe::random::{mix, unit};
 use docpipe::trends::{Selection, compute, write_tables};
@@ -25,7 +25,7 @@ fn main() {
     let mut rows_written = 0usize;
     for d in 0..DAYS {
         let day = start + chrono::Duration::days(d);
-        let rows: Vec<ViewRow> = paths
+        let rows: Rows = paths
             .iter()
             .enumerate()
             .map(|(i, p)| {
@@ -46,7 +46,7 @@ fn main() {
             ai: c.ai + r.ai,
             total: c.total + r.total,
         });
-        write_page_views(out, "big", day, &rows, at)
+        write_page_views(out, "big", day, &[&rows], at)
             .unwrap()
             .commit()
             .unwrap();

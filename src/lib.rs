@@ -1,5 +1,6 @@
 //! docpipe: export documentation page views (human vs AI) to Parquet, and more.
 
+pub mod alloc;
 pub mod api;
 pub mod cli;
 pub mod clock;

@@ -5,6 +5,7 @@ use docpipe::cli::{self, Cli, UserError};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    docpipe::alloc::tune();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -458,7 +458,8 @@ async fn read_capped(resp: reqwest::Response) -> Result<Vec<u8>, ErrorKind> {
             MAX_BODY_BYTES >> 20
         )));
     }
-    let mut out = Vec::new();
+    // Sized once from the announced length (already known to be within the cap).
+    let mut out = Vec::with_capacity(resp.content_length().unwrap_or(0) as usize);
     let mut stream = resp.bytes_stream();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| {

@@ -4,7 +4,7 @@ pub mod journal;
 pub mod parquet;
 pub mod state;
 
-use crate::api::views::{Counts, PAGE_LIMIT, ViewRow, Window};
+use crate::api::views::{Counts, PAGE_LIMIT, Rows, Window};
 use crate::api::{ApiError, Client};
 use crate::clock::SharedClock;
 use chrono::{DateTime, NaiveDate, Utc};
@@ -584,10 +584,10 @@ impl Exporter {
         mismatch: Option<String>,
     ) -> Result<WindowOutcome, ExportError> {
         let at: DateTime<Utc> = self.clock.now();
-        let rows: Vec<&ViewRow> = pages.iter().flat_map(|p| &p.page.views).collect();
+        let rows: Vec<&Rows> = pages.iter().map(|p| &p.page.views).collect();
         let totals = pages.last().map(|p| p.page.totals).unwrap_or_default();
         let is_final = due.becomes_final && mismatch.is_none();
-        let n = rows.len() as i64;
+        let n = rows.iter().map(|r| r.len() as i64).sum();
         let views = parquet::write_page_views(&self.out, &due.project, due.day, &rows, at)?;
         let site = match parquet::write_site_totals(
             &self.out,
@@ -652,8 +652,8 @@ pub fn check(pages: &[StoredPage]) -> Result<(), String> {
     let mut seen: HashSet<&str, foldhash::fast::RandomState> =
         HashSet::with_capacity_and_hasher(rows, foldhash::fast::RandomState::default());
     let mut sum = Counts::default();
-    for r in pages.iter().flat_map(|p| &p.page.views) {
-        if !seen.insert(r.path.as_str()) {
+    for r in pages.iter().flat_map(|p| p.page.views.iter()) {
+        if !seen.insert(r.path) {
             return Err(format!("path {} appears twice", r.path));
         }
         sum.human += r.human;

@@ -1,7 +1,7 @@
 //! Parquet partitions: fixed schemas, zstd, Hive paths, written under a temporary name and
 //! renamed into place so a reader never sees a partial file.
 
-use crate::api::views::{Counts, ViewRow};
+use crate::api::views::{Counts, Rows, ViewRow};
 use arrow_array::{
     ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
@@ -157,32 +157,52 @@ pub fn write_batch(dir: &Path, batch: &RecordBatch) -> Result<Pending, WriteErro
     Ok(Pending { tmp, dest })
 }
 
-/// Writes the `page_views` partition of a window (not yet in place); `rows` are `ViewRow`s or
-/// references to them.
-pub fn write_page_views<R: std::borrow::Borrow<ViewRow>>(
+/// Writes the `page_views` partition of a window (not yet in place) from its pages' rows, in
+/// order: each column is copied page by page into one Arrow buffer.
+pub fn write_page_views(
     root: &Path,
     project: &str,
     day: NaiveDate,
-    rows: &[R],
+    pages: &[&Rows],
     fetched_at: DateTime<Utc>,
 ) -> Result<Pending, WriteError> {
-    let n = rows.len();
-    let rows = rows.iter().map(|r| -> &ViewRow { r.borrow() });
+    let dir = partition_dir(root, PAGE_VIEWS, project, day);
+    let encode = |message: String| WriteError::Encode {
+        path: dir.display().to_string(),
+        message,
+    };
+    let n: usize = pages.iter().map(|p| p.len()).sum();
+    let bytes: usize = pages.iter().map(|p| p.path_bytes().len()).sum();
+    let mut offsets: Vec<i32> = Vec::with_capacity(n + 1);
+    offsets.push(0);
+    let mut values: Vec<u8> = Vec::with_capacity(bytes);
+    let int = |col: fn(&Rows) -> &[i64]| {
+        let mut v = Vec::with_capacity(n);
+        for p in pages {
+            v.extend_from_slice(col(p));
+        }
+        Int64Array::from(v)
+    };
+    for p in pages {
+        let base = i32::try_from(values.len()).map_err(|_| encode("paths over 2 GiB".into()))?;
+        offsets.extend(p.path_ends().iter().map(|&e| base + e as i32));
+        values.extend_from_slice(p.path_bytes().as_bytes());
+    }
+    let paths = StringArray::try_new(
+        arrow_buffer::OffsetBuffer::new(offsets.into()),
+        values.into(),
+        None,
+    )
+    .map_err(|e| encode(e.to_string()))?;
     let cols: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from_iter_values(
-            rows.clone().map(|r| r.path.as_str()),
-        )),
-        Arc::new(Int64Array::from_iter_values(rows.clone().map(|r| r.human))),
-        Arc::new(Int64Array::from_iter_values(rows.clone().map(|r| r.ai))),
-        Arc::new(Int64Array::from_iter_values(rows.map(|r| r.total))),
+        Arc::new(paths),
+        Arc::new(int(Rows::human)),
+        Arc::new(int(Rows::ai)),
+        Arc::new(int(Rows::total)),
         Arc::new(TimestampMicrosecondArray::from(vec![micros(fetched_at); n]).with_timezone("UTC")),
     ];
-    let dir = partition_dir(root, PAGE_VIEWS, project, day);
     let batch =
-        RecordBatch::try_new(page_views_schema(), cols).map_err(|e| WriteError::Encode {
-            path: dir.display().to_string(),
-            message: e.to_string(),
-        })?;
+        RecordBatch::try_new(page_views_schema(), cols).map_err(|e| encode(e.to_string()))?;
     write_batch(&dir, &batch)
 }
 

@@ -3,7 +3,7 @@
 //! makes the rate budget shared by every process using the database.
 
 use crate::api::budget::{Budget, window};
-use crate::api::views::{Counts, ViewRow, ViewsPage};
+use crate::api::views::{Counts, Rows, ViewsPage};
 use crate::export::journal;
 use crate::export::parquet::escape_partition_value;
 use crate::ratelimit::wait_for_slot;
@@ -109,6 +109,15 @@ pub struct State {
     walks_dir: PathBuf,
     /// Journals this handle has read or written: their walk id and the end of their last frame.
     open: Mutex<HashMap<(String, NaiveDate), Open>>,
+    /// The journal of the walk being appended to, kept open from one append to the next (one
+    /// at a time: the first pages of many windows do not each hold a file open).
+    appending: Mutex<Option<Appending>>,
+}
+
+#[derive(Debug)]
+struct Appending {
+    key: (String, NaiveDate),
+    file: std::fs::File,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -167,9 +176,9 @@ CREATE TABLE IF NOT EXISTS request_counts (
 ";
 
 /// Rows as compact bytes: per row, path length (u32 LE), path, human, ai, total (i64 LE).
-pub fn encode_rows(rows: &[ViewRow]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(rows.len() * 56);
-    for r in rows {
+pub fn encode_rows(rows: &Rows) -> Vec<u8> {
+    let mut out = Vec::with_capacity(rows.len() * 28 + rows.path_bytes().len());
+    for r in rows.iter() {
         out.extend_from_slice(&(r.path.len() as u32).to_le_bytes());
         out.extend_from_slice(r.path.as_bytes());
         for v in [r.human, r.ai, r.total] {
@@ -180,23 +189,18 @@ pub fn encode_rows(rows: &[ViewRow]) -> Vec<u8> {
 }
 
 /// The inverse of `encode_rows`; `None` when the bytes are damaged.
-pub fn decode_rows(mut b: &[u8]) -> Option<Vec<ViewRow>> {
-    let mut out = Vec::new();
+pub fn decode_rows(mut b: &[u8]) -> Option<Rows> {
+    let mut out = Rows::default();
     while !b.is_empty() {
         let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
-        let path = std::str::from_utf8(b.get(4..4 + n)?).ok()?.to_string();
+        let path = std::str::from_utf8(b.get(4..4 + n)?).ok()?;
         b = &b[4 + n..];
         let mut v = [0i64; 3];
         for x in &mut v {
             *x = i64::from_le_bytes(b.get(..8)?.try_into().ok()?);
             b = &b[8..];
         }
-        out.push(ViewRow {
-            path,
-            human: v[0],
-            ai: v[1],
-            total: v[2],
-        });
+        out.push(path, v[0], v[1], v[2]);
     }
     Some(out)
 }
@@ -255,6 +259,7 @@ impl State {
             db: Db::open(path, SCHEMA)?,
             walks_dir: path.parent().unwrap_or(Path::new(".")).join(WALKS_DIR),
             open: Mutex::default(),
+            appending: Mutex::default(),
         })
     }
 
@@ -406,18 +411,36 @@ impl State {
                 })?
             }
         };
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .map_err(io)?;
-        // A frame cut by a kill is overwritten.
-        if f.metadata().map_err(io)?.len() != open.len {
-            f.set_len(open.len).map_err(io)?;
-        }
-        f.seek(std::io::SeekFrom::Start(open.len)).map_err(io)?;
+        // The file kept from the previous append stands right after its last frame; a file
+        // opened anew is cut to the last whole frame (a frame cut by a kill is overwritten).
+        let kept = self
+            .appending()
+            .take()
+            .filter(|a| a.key == key)
+            .map(|a| a.file);
+        let mut f = match kept {
+            Some(f) => f,
+            None => {
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(io)?;
+                if f.metadata().map_err(io)?.len() != open.len {
+                    f.set_len(open.len).map_err(io)?;
+                }
+                f.seek(std::io::SeekFrom::Start(open.len)).map_err(io)?;
+                f
+            }
+        };
+        // On an error the file is dropped: the next append opens it anew and cuts it.
         f.write_all(&frame).map_err(io)?;
         self.remember(project, day, open.id, open.len + frame.len() as u64);
+        *self.appending() = Some(Appending { key, file: f });
         Ok(())
+    }
+
+    fn appending(&self) -> std::sync::MutexGuard<'_, Option<Appending>> {
+        self.appending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn opened(&self) -> std::sync::MutexGuard<'_, HashMap<(String, NaiveDate), Open>> {
@@ -463,8 +486,19 @@ impl State {
 
     /// Notes where the window's journal (of walk `id`) ends, for the next append.
     fn remember(&self, project: &str, day: NaiveDate, id: u64, len: u64) {
+        self.forget_file(project, day);
         self.opened()
             .insert((project.to_string(), day), Open { id, len });
+    }
+
+    /// Closes the window's journal if it is kept open.
+    fn forget_file(&self, project: &str, day: NaiveDate) {
+        let mut a = self.appending();
+        if a.as_ref()
+            .is_some_and(|a| a.key.0 == project && a.key.1 == day)
+        {
+            *a = None;
+        }
     }
 
     /// The windows with a walk in progress.
@@ -519,6 +553,7 @@ impl State {
 
     /// Removes a window's journal file, if there is one.
     fn remove_journal(&self, project: &str, day: NaiveDate) -> Result<(), StateError> {
+        self.forget_file(project, day);
         self.opened().remove(&(project.to_string(), day));
         let path = self.journal_path(project, day);
         match std::fs::remove_file(&path) {
@@ -826,7 +861,8 @@ mod tests {
 
     #[test]
     fn rows_round_trip_through_the_compact_encoding() {
-        let rows = vec![
+        use crate::api::views::ViewRow;
+        let rows: Rows = [
             ViewRow {
                 path: "/a/é".into(),
                 human: 1,
@@ -839,7 +875,9 @@ mod tests {
                 ai: 0,
                 total: i64::MAX,
             },
-        ];
+        ]
+        .into_iter()
+        .collect();
         assert_eq!(decode_rows(&encode_rows(&rows)).unwrap(), rows);
         let bytes = encode_rows(&rows);
         assert_eq!(decode_rows(&bytes[..bytes.len() - 1]), None);

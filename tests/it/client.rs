@@ -32,7 +32,12 @@ async fn walk_all(
 fn rows_of(pages: &[docpipe::api::views::Fetched]) -> Vec<(String, i64, i64)> {
     let mut rows: Vec<_> = pages
         .iter()
-        .flat_map(|p| p.page.views.iter().map(|r| (r.path.clone(), r.human, r.ai)))
+        .flat_map(|p| {
+            p.page
+                .views
+                .iter()
+                .map(|r| (r.path.to_string(), r.human, r.ai))
+        })
         .collect();
     rows.sort();
     rows

@@ -215,7 +215,7 @@ fn quality_checks_catch_what_a_moving_walk_produces() {
                 ai: 0,
                 total,
             },
-            views,
+            views: views.into_iter().collect(),
             has_more: more,
         },
     };

@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
         let t = page.totals;
         assert!(t.human >= 0 && t.ai >= 0 && t.human + t.ai == t.total);
         assert!(page.views.len() <= 250);
-        for r in &page.views {
+        for r in page.views.iter() {
             assert!(r.human >= 0 && r.ai >= 0 && r.human + r.ai == r.total);
             assert!(!r.path.is_empty() && r.path.len() <= 2048);
             assert!(!r.path.chars().any(char::is_control));
