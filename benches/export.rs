@@ -6,8 +6,9 @@
 use docpipe::api::budget::Budget;
 use docpipe::api::{AdminKey, Client, ClientSettings, Limits, RetryPolicy};
 use docpipe::clock;
-use docpipe::export::state::SqliteBudget;
-use docpipe::export::{Exporter, Target, state_path};
+use docpipe::export::{Exporter, Target};
+use docpipe::store::SqliteBudget;
+use docpipe::store::state_path;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -305,6 +306,7 @@ async fn export_once(
     let targets = vec![Target {
         project: "big".into(),
         client,
+        start: None,
     }];
     let plan = exporter
         .plan(&targets, today - chrono::Duration::days(DAYS - 1), today)

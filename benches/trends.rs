@@ -5,7 +5,7 @@
 
 use chrono::NaiveDate;
 use docpipe::api::views::{Counts, Rows, ViewRow};
-use docpipe::export::parquet::{write_page_views, write_site_totals};
+use docpipe::dataset::page_views::{write_page_views, write_site_totals};
 use docpipe::random::{mix, unit};
 use docpipe::trends::{Selection, compute, write_tables};
 use std::time::Instant;

@@ -1,13 +1,10 @@
 //! The config file: raw form (mirrors the TOML) -> validated settings, reporting every problem.
 
-use crate::api::budget::Budget;
-use crate::api::{AdminKey, AssistantKey, Client, ClientSettings, Limits, RetryPolicy};
-use crate::clock::SharedClock;
+use crate::api::{Limits, RetryPolicy};
 use chrono::NaiveDate;
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Errors of the config file.
@@ -36,14 +33,6 @@ pub enum ConfigError {
         path: String,
         /// Each problem.
         problems: Vec<String>,
-    },
-    /// A key could not be read or is of the wrong kind.
-    #[error("organization {organization}: {source}")]
-    Key {
-        /// Organization.
-        organization: String,
-        /// Cause.
-        source: crate::api::keys::KeyError,
     },
 }
 
@@ -276,6 +265,9 @@ pub struct Organization {
     pub limits: Limits,
 }
 
+/// How many days `export` fetches for a project without a `start_date`.
+pub const DEFAULT_DAYS: i64 = 30;
+
 /// One project, validated.
 #[derive(Debug, Clone)]
 pub struct Project {
@@ -285,6 +277,15 @@ pub struct Project {
     pub organization: String,
     /// First day to export when nothing was exported yet.
     pub start_date: Option<NaiveDate>,
+}
+
+impl Project {
+    /// The first day `export` fetches for this project: its `start_date`, or the last
+    /// [`DEFAULT_DAYS`] days up to `today`.
+    pub fn first_day(&self, today: NaiveDate) -> NaiveDate {
+        self.start_date
+            .unwrap_or(today - chrono::Duration::days(DEFAULT_DAYS - 1))
+    }
 }
 
 /// Validated settings.
@@ -462,7 +463,7 @@ impl RawConfig {
             }
         };
         let d = &self.daemon;
-        if let Err(e) = crate::rules::parse_schedule(&d.export_schedule) {
+        if let Err(e) = crate::schedule::parse_schedule(&d.export_schedule) {
             problems.push(format!("daemon.export_schedule: {e}"));
         }
         let listen = if d.listen.is_empty() {
@@ -507,7 +508,7 @@ impl RawConfig {
             budget_db: s
                 .budget_db
                 .clone()
-                .unwrap_or_else(|| crate::export::state_path(&self.export.output_dir)),
+                .unwrap_or_else(|| crate::store::state_path(&self.export.output_dir)),
             lookback_days: self.export.lookback_days,
             timezone,
             trends_after_export: self.export.trends_after_export,
@@ -557,40 +558,5 @@ impl Settings {
     /// An organization by id.
     pub fn organization(&self, id: &str) -> Option<&Organization> {
         self.organizations.iter().find(|o| o.id == id)
-    }
-
-    /// A client for an organization, reading its keys from the environment: a key that is
-    /// missing or of the wrong kind is refused here, before any request.
-    pub fn client(
-        &self,
-        org: &Organization,
-        clock: SharedClock,
-        budget: Arc<dyn Budget>,
-        assistant: bool,
-    ) -> Result<Client, ConfigError> {
-        let key_err = |source| ConfigError::Key {
-            organization: org.id.clone(),
-            source,
-        };
-        let admin = match (&org.admin_key_env, assistant) {
-            (Some(var), false) => Some(AdminKey::from_env(var, &self.brand).map_err(key_err)?),
-            _ => None,
-        };
-        let assistant_key = match (&org.assistant_key_env, assistant) {
-            (Some(var), true) => Some(AssistantKey::from_env(var, &self.brand).map_err(key_err)?),
-            _ => None,
-        };
-        let settings = ClientSettings {
-            base_url: self.base_url.clone(),
-            timeout: self.timeout,
-            retry: self.retry,
-            limits: org.limits,
-        };
-        Client::new(settings, &org.id, admin, assistant_key, clock, budget).map_err(|e| {
-            ConfigError::Parse {
-                path: self.origin.clone(),
-                message: e.to_string(),
-            }
-        })
     }
 }

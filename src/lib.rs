@@ -1,15 +1,22 @@
-//! docpipe: export documentation page views (human vs AI) to Parquet, and more.
+//! docpipe: export documentation analytics (page views split into human readers and AI agents)
+//! to Parquet, aggregate trends, and drive agent-job follow-ups. The modules, from the top:
 
-pub mod alloc;
-pub mod api;
-pub mod cli;
-pub mod clock;
-pub mod config;
-pub mod daemon;
-pub mod emulator;
-pub mod export;
-pub mod progress;
-pub mod random;
+pub mod alloc; // the allocator's tuning
+pub mod api; // the typed client: one file per operation, retry and rate budget
+pub mod app; // what cli and daemon share: a Context opened once, and the pipeline's steps
+pub mod cli; // one file per subcommand: arguments and printing
+pub mod clock; // time, injected
+pub mod config; // the config file: raw form -> validated settings (data only)
+pub mod daemon; // schedules, the work loop, health and metrics, shutdown
+pub mod dataset; // one file per dataset: endpoint, paging, windowing, tables, batches
+pub mod emulator; // a faithful stand-in of the service, as an axum Router
+pub mod error; // the user-error type and the exit codes
+pub mod events; // progress reports from long work (drawn by the CLI, counted by the daemon)
+pub mod export; // plan and run windows: walk, check, write, record
+pub mod layout; // where outputs go: Hive paths, temporary names, atomic replace
+pub mod random; // seeded randomness
 pub mod ratelimit;
-pub mod rules;
-pub mod trends;
+pub mod rules; // rule files -> conditions -> prompts -> follow-ups -> outcome log
+pub mod schedule; // cron schedules
+pub mod store; // every table of state (SQLite), the walk journals, the budget's log
+pub mod trends; // polars aggregation and charts // sliding-window arithmetic

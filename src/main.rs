@@ -1,7 +1,7 @@
 //! The docpipe binary: parse the command line, run the library, map errors to exit codes.
 
 use clap::Parser;
-use docpipe::cli::{self, Cli, UserError};
+use docpipe::cli::{self, Cli};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -22,7 +22,7 @@ fn main() -> ExitCode {
     });
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(docpipe::progress::log_writer);
+        .with_writer(docpipe::cli::progress::log_writer);
     match cli.log_format {
         cli::LogFormat::Text => logs.init(),
         cli::LogFormat::Json => logs.json().init(),
@@ -48,14 +48,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // One line per problem (a rules folder can have several).
-            for line in format!("{e:#}").lines() {
+            for line in docpipe::error::lines(&e) {
                 eprintln!("error: {line}");
             }
-            if e.downcast_ref::<UserError>().is_some() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
+            ExitCode::from(docpipe::error::exit_code(&e))
         }
     }
 }

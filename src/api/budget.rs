@@ -3,6 +3,7 @@
 //! `agent:<project>`, `assistant:<org>`).
 
 use crate::clock::SharedClock;
+use crate::events::Events;
 use crate::ratelimit::SlidingWindow;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
@@ -65,6 +66,7 @@ pub async fn acquire(
     clock: &SharedClock,
     scope: &str,
     limit: u32,
+    events: &dyn Events,
 ) -> Duration {
     let mut waited = Duration::ZERO;
     loop {
@@ -82,8 +84,9 @@ pub async fn acquire(
                 );
                 let until = clock.now()
                     + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::zero());
-                let _shown = crate::progress::waiting(scope, wait, until);
+                events.waiting(scope, wait, until);
                 clock.sleep(wait).await;
+                events.waited(scope);
                 waited += wait;
             }
         }

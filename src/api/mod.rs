@@ -10,6 +10,7 @@ pub mod stream;
 pub mod views;
 
 use crate::clock::SharedClock;
+use crate::events::{Events, Quiet};
 use crate::random::Dice;
 use backon::Retryable;
 use budget::Budget;
@@ -108,6 +109,7 @@ pub struct Client {
     clock: SharedClock,
     budget: Arc<dyn Budget>,
     dice: Arc<Dice>,
+    events: Arc<dyn Events>,
 }
 
 /// One request, described so that it can be sent again.
@@ -155,7 +157,14 @@ impl Client {
             clock,
             budget,
             dice: Arc::new(Dice::from_process()),
+            events: Arc::new(Quiet),
         })
+    }
+
+    /// The same client, reporting its waits for the rate budget to `events`.
+    pub fn with_events(mut self, events: Arc<dyn Events>) -> Self {
+        self.events = events;
+        self
     }
 
     /// The organization this client speaks for.
@@ -227,7 +236,14 @@ impl Client {
         let auth = self.auth_header(call)?;
         if let Some((scope, limit)) = &call.budget {
             if call.wait_for_budget {
-                budget::acquire(self.budget.as_ref(), &self.clock, scope, *limit).await;
+                budget::acquire(
+                    self.budget.as_ref(),
+                    &self.clock,
+                    scope,
+                    *limit,
+                    self.events.as_ref(),
+                )
+                .await;
             } else if let Err(wait) = self.budget.try_take(scope, *limit, self.clock.now()) {
                 return Err(self.fail(
                     call,

@@ -1,13 +1,11 @@
 //! `docpipe ask`: ask the v1 assistant a question and stream the answer.
 
-use super::UserError;
 use crate::api::assistant::{AskRequest, Message};
-use crate::api::budget::MemoryBudget;
 use crate::api::stream::Event;
 use crate::clock;
 use crate::config::Settings;
+use crate::error::UserError;
 use std::io::Write;
-use std::sync::Arc;
 
 /// Ask the documentation assistant (v1) a question; the answer streams to the terminal as it
 /// arrives, then the sources its search returned and the thread id and key to continue with.
@@ -47,34 +45,31 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         .collect();
     let org = match &args.org {
         Some(id) => settings.organization(id).ok_or_else(|| {
-            UserError(format!(
+            UserError::new(format!(
                 "organization {id} is not configured in {}",
                 settings.origin
             ))
         })?,
         None if with_domain.len() == 1 => with_domain[0],
         None if with_domain.is_empty() => {
-            return Err(UserError(format!(
+            return Err(UserError::new(format!(
                 "no organization in {} has an assistant_domain",
                 settings.origin
             ))
             .into());
         }
         None => {
-            return Err(UserError(
-                "several organizations have an assistant_domain: choose one with --org".into(),
+            return Err(UserError::new(
+                "several organizations have an assistant_domain: choose one with --org",
             )
             .into());
         }
     };
-    let domain = org
-        .assistant_domain
-        .clone()
-        .ok_or_else(|| UserError(format!("organization {} has no assistant_domain", org.id)))?;
+    let domain = org.assistant_domain.clone().ok_or_else(|| {
+        UserError::new(format!("organization {} has no assistant_domain", org.id))
+    })?;
     let clock = clock::system();
-    let client = settings
-        .client(org, clock.clone(), Arc::new(MemoryBudget::default()), true)
-        .map_err(|e| UserError(e.to_string()))?;
+    let client = crate::app::assistant_client(settings, org, clock.clone())?;
     let now = clock.now().to_rfc3339();
     let request = AskRequest {
         fp: args.fp.clone(),
@@ -92,7 +87,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         // A bad path, thread id or key is the user's input.
         match e.kind {
             crate::api::ErrorKind::Invalid { .. } | crate::api::ErrorKind::NotFound { .. } => {
-                anyhow::Error::new(UserError(e.to_string()))
+                anyhow::Error::new(UserError::from_source(e))
             }
             _ => e.into(),
         }

@@ -1,8 +1,10 @@
 //! `docpipe backfill`: fetch a range of days once, within the budget.
 
-use super::UserError;
+use crate::app::export::plan_range;
+use crate::app::{Access, Context, Keys};
 use crate::clock;
 use crate::config::Settings;
+use crate::error::UserError;
 use chrono::NaiveDate;
 
 /// Fetch every day of a range that is not final yet, most recent first, waiting for the rate
@@ -13,7 +15,7 @@ pub struct Args {
     /// First day (YYYY-MM-DD).
     #[arg(long)]
     pub from: NaiveDate,
-    /// Last day, included (YYYY-MM-DD; default: today, UTC).
+    /// Last day, included (YYYY-MM-DD; default: today in `[export] timezone`).
     #[arg(long)]
     pub to: Option<NaiveDate>,
     /// Only these projects (repeatable; default: all configured).
@@ -34,27 +36,23 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let today = settings.today(clock.now());
     let to = args.to.unwrap_or(today);
     if args.from > to {
-        return Err(UserError(format!("--from {} is after --to {to}", args.from)).into());
+        return Err(UserError::new(format!("--from {} is after --to {to}", args.from)).into());
     }
     if args.queue {
         for p in &args.projects {
             if !settings.projects.iter().any(|c| &c.id == p) {
-                return Err(UserError(format!(
+                return Err(UserError::new(format!(
                     "project {p} is not configured in {}",
                     settings.origin
                 ))
                 .into());
             }
         }
-        std::fs::create_dir_all(&settings.output_dir).map_err(|e| {
-            UserError(format!(
-                "output folder {}: cannot create it: {e}",
-                settings.output_dir.display()
-            ))
-        })?;
-        let state =
-            crate::export::state::State::open(&crate::export::state_path(&settings.output_dir))?;
-        let id = state.queue_backfill(&args.projects, args.from, to, clock.now())?;
+        let ctx =
+            Context::open(settings.clone(), clock.clone(), Access::Shared, Keys::None).await?;
+        let id = ctx
+            .store()
+            .queue_backfill(&args.projects, args.from, to, clock.now())?;
         println!(
             "queued backfill {id}: {}..{to} of {}; `docpipe run` drains it between scheduled runs, within the budget",
             args.from,
@@ -66,12 +64,14 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let targets = super::export::targets(settings, &args.projects, &clock)?;
-    let exporter = super::export::open(settings, clock).await?;
-    let summary =
-        super::export::plan_and_run(&exporter, &targets, args.from, to, args.dry_run).await?;
-    if !args.dry_run {
-        println!("output: {}", exporter.output().display());
-    }
+    let ctx = super::export::open(settings, &args.projects).await?;
+    let targets = ctx.targets(&args.projects)?;
+    let exporter = ctx.exporter();
+    let plan = plan_range(&exporter, &targets, args.from, to)?;
+    let Some(summary) = super::export::run_plan(&exporter, &targets, &plan, args.dry_run).await
+    else {
+        return Ok(());
+    };
+    println!("output: {}", ctx.output().display());
     super::export::outcome(&summary)
 }

@@ -1,16 +1,21 @@
 //! `docpipe demo`: the main job end to end on the embedded emulator.
 
-use crate::api::budget::Budget;
+use crate::api::AdminKey;
 use crate::api::jobs::Polling;
-use crate::api::{AdminKey, Client, ClientSettings, Limits, RetryPolicy};
+use crate::app::after::trends;
+use crate::app::export::plan_due;
+use crate::app::rules::{Loaded, Wait, evaluate_all, fire_all};
+use crate::app::{Access, Context, Keys};
 use crate::clock;
+use crate::config::{RawConfig, Settings};
+use crate::dataset::page_views::{PAGE_VIEWS, read_page_views};
+use crate::emulator::data::DataFile;
 use crate::emulator::{Emulator, Server};
-use crate::export::parquet::{PAGE_VIEWS, PART, partition_dir, read_page_views};
-use crate::export::state::SqliteBudget;
-use crate::export::{Exporter, Target, state_path};
-use crate::rules::engine::{AGENT_RUNS, Engine};
-use chrono::Duration;
-use std::collections::HashMap;
+use crate::error::UserError;
+use crate::layout::{PART, partition_dir};
+use crate::rules::engine::AGENT_RUNS;
+use crate::store::state_path;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -40,6 +45,36 @@ pub struct Args {
     pub output: PathBuf,
 }
 
+/// The settings of a config that points at the demo's emulator and writes to `out`.
+fn demo_settings(
+    data: &DataFile,
+    base_url: &str,
+    out: &std::path::Path,
+) -> anyhow::Result<Settings> {
+    let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let mut text = format!(
+        "[service]\nbase_url = {}\nbrand = {}\n[export]\noutput_dir = {}\n",
+        quote(base_url),
+        quote(&data.brand),
+        quote(&out.display().to_string())
+    );
+    for org in &data.organizations {
+        text += &format!(
+            // The keys come from the emulator's data (`Keys::Given`); the variable is not read.
+            "[[organizations]]\nid = {}\nadmin_key_env = \"DOCPIPE_DEMO_ADMIN_KEY\"\nanalytics_per_hour = {DEMO_ANALYTICS_PER_HOUR}\n",
+            quote(&org.id)
+        );
+    }
+    for p in &data.projects {
+        text += &format!(
+            "[[projects]]\nid = {}\norganization = {}\n",
+            quote(&p.id),
+            quote(&p.organization)
+        );
+    }
+    Ok(RawConfig::parse(&text, "demo")?.validate("demo")?)
+}
+
 /// Runs the demo.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut data = super::emulate::load_data(None, &super::emulate::FaultArgs::default())?;
@@ -54,53 +89,25 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "emulator: {} (demo data; analytics limit raised to {DEMO_ANALYTICS_PER_HOUR}/hour on both sides, so the demo takes seconds)",
         server.base_url()
     );
-    let exporter = match Exporter::open(&args.output, clock.clone(), 3).await {
-        Ok(e) => e.with_progress_bar(),
-        Err(e) => return Err(super::UserError(e.to_string()).into()),
-    };
-    let budget: Arc<dyn Budget> = Arc::new(SqliteBudget::open(&state_path(&args.output))?);
-    let mut targets = Vec::new();
-    let mut agent_limits = HashMap::new();
+    let settings = demo_settings(&data, &server.base_url(), &args.output)?;
+    let mut keys = BTreeMap::new();
     for org in &data.organizations {
-        let Some(key) = org.admin_keys.first() else {
-            continue;
-        };
-        let limits = Limits {
-            analytics_per_hour: DEMO_ANALYTICS_PER_HOUR,
-            ..Limits::default()
-        };
-        let settings = ClientSettings {
-            base_url: server.base_url(),
-            timeout: std::time::Duration::from_secs(30),
-            retry: RetryPolicy::default(),
-            limits,
-        };
-        let admin = AdminKey::parse(key, &data.brand, "demo data")?;
-        let client = Client::new(
-            settings,
-            &org.id,
-            Some(admin),
-            None,
-            clock.clone(),
-            budget.clone(),
-        )?;
-        for p in data.projects.iter().filter(|p| p.organization == org.id) {
-            targets.push(Target {
-                project: p.id.clone(),
-                client: client.clone(),
-            });
-            agent_limits.insert(p.id.clone(), limits.effective(limits.agent_per_hour));
+        if let Some(key) = org.admin_keys.first() {
+            keys.insert(
+                org.id.clone(),
+                AdminKey::parse(key, &data.brand, "demo data")?,
+            );
         }
     }
-    let today = clock.now().date_naive();
-    let summary = super::export::plan_and_run(
-        &exporter,
-        &targets,
-        today - Duration::days(29),
-        today,
-        false,
-    )
-    .await?;
+    let ctx = Context::open(settings, clock.clone(), Access::Export, Keys::Given(keys))
+        .await?
+        .with_events(Arc::new(super::progress::Bar::on_terminal()));
+    let targets = ctx.targets(&[])?;
+    let exporter = ctx.exporter();
+    let plan = plan_due(&ctx, &exporter, &targets)?;
+    let summary = super::export::run_plan(&exporter, &targets, &plan, false)
+        .await
+        .unwrap_or_default();
     let out = std::fs::canonicalize(&args.output).unwrap_or(args.output.clone());
     println!("\nwhat was written, per project (latest day):");
     for t in &targets {
@@ -135,7 +142,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     println!();
-    super::trends::report(&out, &crate::trends::Selection::default())?;
+    let computed = trends(&ctx)?
+        .ok_or_else(|| UserError::new(format!("no exported data in {}", ctx.output().display())))?;
+    super::trends::print(&computed.tables, &computed.files, &[])?;
     println!("\nrules (the example rules of jobs/, built into the binary):");
     let files: Vec<(String, String)> = DEMO_RULES
         .iter()
@@ -143,25 +152,24 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .collect();
     let projects: Vec<String> = targets.iter().map(|t| t.project.clone()).collect();
     let (rules, problems) = crate::rules::parse_all(&files, &projects);
-    let loaded = super::rules::Loaded {
+    let loaded = Loaded {
         rules,
         problems: problems.iter().map(ToString::to_string).collect(),
     };
-    let (tables, _) = super::rules::tables(&out)?;
-    let evals = super::rules::evaluate_all(&loaded, &tables)?;
-    let engine = Engine::open(&out, budget.clone(), agent_limits, clock.clone())?
-        .with_clients(
-            targets
-                .iter()
-                .map(|t| (t.project.clone(), t.client.clone()))
-                .collect(),
-        )
-        .with_polling(Polling {
-            first: std::time::Duration::from_secs(1),
-            max: std::time::Duration::from_secs(1),
-            ..Polling::default()
-        });
-    let reports = super::rules::fire(&engine, &loaded.rules, &evals).await?;
+    let evals = evaluate_all(&loaded, &computed.tables)?;
+    let engine = ctx.engine()?.with_polling(Polling {
+        first: std::time::Duration::from_secs(1),
+        max: std::time::Duration::from_secs(1),
+        ..Polling::default()
+    });
+    let fired = fire_all(
+        &engine,
+        &loaded.rules,
+        evals.into_iter().map(Ok).collect(),
+        Wait::AsRulesSay,
+    )
+    .await?;
+    super::rules::print_fired(&fired);
     let served = server
         .emulator
         .stats()
@@ -192,5 +200,5 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     server.stop().await;
     super::export::outcome(&summary)?;
-    super::rules::outcome(&reports)
+    super::rules::outcome(&fired.reports)
 }

@@ -1,9 +1,9 @@
 //! `docpipe emulate`: serve the emulator on an address until Ctrl-C or SIGTERM.
 
-use super::UserError;
 use crate::clock;
 use crate::emulator::data::{DataFile, RowOrder};
 use crate::emulator::{Emulator, Server};
+use crate::error::UserError;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -103,17 +103,16 @@ pub fn load_data(
 ) -> Result<DataFile, UserError> {
     let text = match path {
         Some(p) => std::fs::read_to_string(p)
-            .map_err(|e| UserError(format!("cannot read data file {}: {e}", p.display())))?,
+            .map_err(|e| UserError::new(format!("cannot read data file {}: {e}", p.display())))?,
         None => DEMO_DATA.to_string(),
     };
     let origin = path.map_or("embedded demo data".to_string(), |p| {
         p.display().to_string()
     });
-    let mut data = DataFile::parse(&text, &origin).map_err(|e| UserError(e.to_string()))?;
+    let mut data = DataFile::parse(&text, &origin).map_err(UserError::from_source)?;
     faults.apply(&mut data);
     // The overrides obey the same rules as the file.
-    data.validate(&origin)
-        .map_err(|e| UserError(e.to_string()))?;
+    data.validate(&origin).map_err(UserError::from_source)?;
     Ok(data)
 }
 
@@ -123,7 +122,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let emulator = Emulator::new(data, clock::system());
     let server = Server::start(emulator, args.addr)
         .await
-        .map_err(|e| UserError(format!("cannot listen on {}: {e}", args.addr)))?;
+        .map_err(|e| UserError::new(format!("cannot listen on {}: {e}", args.addr)))?;
     tracing::info!(addr = %server.addr, "emulator listening; stats at /_emulator/stats");
     println!("emulator listening on {}", server.base_url());
     crate::cli::shutdown_signal().await;

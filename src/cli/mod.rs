@@ -5,6 +5,7 @@ pub mod backfill;
 pub mod demo;
 pub mod emulate;
 pub mod export;
+pub mod progress;
 pub mod rules;
 pub mod run;
 pub mod status;
@@ -75,11 +76,6 @@ pub enum Command {
     Ask(ask::Args),
 }
 
-/// Bad input from the user: exit code 2.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UserError(pub String);
-
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
@@ -97,8 +93,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// Loads the config file; every problem in it is a user error.
-pub fn load_settings(path: &std::path::Path) -> Result<crate::config::Settings, UserError> {
-    crate::config::Settings::load(path).map_err(|e| UserError(e.to_string()))
+pub fn load_settings(
+    path: &std::path::Path,
+) -> Result<crate::config::Settings, crate::config::ConfigError> {
+    crate::config::Settings::load(path)
 }
 
 /// The log filter for `-v`/`-q` counts.

@@ -1,15 +1,14 @@
 //! `docpipe rules check|run` and `docpipe validate`: rule files in `jobs/`, evaluated over the
 //! trend tables, sent within the hourly limit and the cooldowns, polled, and logged.
 
-use super::UserError;
-use crate::clock::{self, SharedClock};
+use crate::app::rules::{Fired, Wait, evaluate_all, fire_all, load, tables};
+use crate::app::{Access, Context, Keys};
+use crate::clock;
 use crate::config::Settings;
+use crate::error::UserError;
 use crate::rules::engine::{AGENT_RUNS, Engine, Report};
-use crate::rules::{Evaluation, Rule, evaluate, load_dir, preview, prompt_hash};
-use crate::trends::{Selection, Tables, TrendsError, compute, empty_tables};
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use crate::rules::{Evaluation, Rule, preview, prompt_hash};
+use std::path::PathBuf;
 
 /// Agent-job follow-ups from the rule files (`[rules] dir`, default `jobs/`).
 #[derive(Debug, clap::Args)]
@@ -59,89 +58,6 @@ pub struct ValidateArgs {
     /// Rules folder (default: `[rules] dir` of the config).
     #[arg(long)]
     pub dir: Option<PathBuf>,
-}
-
-/// The rules of a folder, and the problems found so far (one line each, naming the file).
-#[derive(Debug)]
-pub struct Loaded {
-    /// Valid rules (the selected ones).
-    pub rules: Vec<Rule>,
-    /// Problems.
-    pub problems: Vec<String>,
-}
-
-/// Loads the rules of `dir`, keeping the named ones (all when `names` is empty).
-pub fn load(dir: &Path, projects: &[String], names: &[String]) -> Result<Loaded, UserError> {
-    if !dir.is_dir() {
-        return Err(UserError(format!(
-            "rules folder {} does not exist (set [rules] dir in the config, or pass --dir)",
-            dir.display()
-        )));
-    }
-    let (rules, problems) = load_dir(dir, projects).map_err(|e| UserError(e.to_string()))?;
-    for n in names {
-        if !rules.iter().any(|r| &r.name == n) && problems.is_empty() {
-            let known: Vec<_> = rules.iter().map(|r| r.name.as_str()).collect();
-            return Err(UserError(format!(
-                "no rule named {n} in {} (rules: {})",
-                dir.display(),
-                known.join(", ")
-            )));
-        }
-    }
-    Ok(Loaded {
-        rules: rules
-            .into_iter()
-            .filter(|r| names.is_empty() || names.contains(&r.name))
-            .collect(),
-        problems: problems.iter().map(ToString::to_string).collect(),
-    })
-}
-
-/// The trend tables of the output folder; empty ones (real columns, no rows) when nothing was
-/// exported yet, so that the queries can still be checked.
-pub fn tables(out: &Path) -> anyhow::Result<(Tables, bool)> {
-    match compute(out, &Selection::default()) {
-        Ok(t) => Ok((t, true)),
-        Err(TrendsError::NoData(_)) => Ok((empty_tables()?, false)),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Evaluates every rule: any problem, in a file or in an evaluation, stops everything before
-/// anything is sent, with one line per problem.
-pub fn evaluate_all(loaded: &Loaded, tables: &Tables) -> Result<Vec<Evaluation>, UserError> {
-    let mut evals = Vec::new();
-    let mut problems = loaded.problems.clone();
-    for r in evaluate(&loaded.rules, tables) {
-        match r {
-            Ok(e) => evals.push(e),
-            Err(e) => problems.push(e.to_string()),
-        }
-    }
-    if problems.is_empty() {
-        Ok(evals)
-    } else {
-        Err(UserError(problems.join("\n")))
-    }
-}
-
-/// The ledger and the limits of a config (no client: enough to check).
-pub fn engine(settings: &Settings, clock: SharedClock) -> anyhow::Result<Engine> {
-    std::fs::create_dir_all(&settings.output_dir).map_err(|e| {
-        UserError(format!(
-            "output folder {}: cannot create it: {e}",
-            settings.output_dir.display()
-        ))
-    })?;
-    let budget = crate::export::state::SqliteBudget::open(&settings.budget_db)
-        .map_err(|e| UserError(e.to_string()))?;
-    Ok(Engine::open(
-        &settings.output_dir,
-        Arc::new(budget),
-        settings.agent_limits(),
-        clock,
-    )?)
 }
 
 fn describe_rule(r: &Rule) -> String {
@@ -194,7 +110,7 @@ pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<us
         }
         match engine
             .would_skip(r, prompt)
-            .map_err(|e| UserError(e.to_string()))?
+            .map_err(UserError::from_source)?
         {
             Some(skip) => println!("  would not send now: {skip}"),
             None => {
@@ -206,26 +122,17 @@ pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<us
     Ok(sending)
 }
 
-/// Fires the rules (in order), printing a line each, then writes the outcome log.
-pub async fn fire(
-    engine: &Engine,
-    rules: &[Rule],
-    evals: &[Evaluation],
-) -> anyhow::Result<Vec<Report>> {
-    let mut reports = Vec::new();
-    for (r, e) in rules.iter().zip(evals) {
-        let report = engine.fire(r, e).await?;
-        println!("{}", report.line());
-        reports.push(report);
+/// Prints what firing did: a line per rule, and the outcome log's files.
+pub fn print_fired(fired: &Fired) {
+    for r in &fired.reports {
+        println!("{}", r.line());
     }
-    if reports.iter().any(|r| matches!(r, Report::Fired(_))) {
-        let files = engine.write_log()?;
+    if !fired.log.is_empty() {
         println!("outcome log ({AGENT_RUNS}):");
-        for f in files {
+        for f in &fired.log {
             println!("  {}", f.display());
         }
     }
-    Ok(reports)
 }
 
 /// Ends with exit code 1 when a follow-up was refused or could not be sent.
@@ -238,42 +145,16 @@ pub fn outcome(reports: &[Report]) -> anyhow::Result<()> {
     }
 }
 
-/// Clients for the projects of `rules`, sharing the request log of `budget_db`.
-pub fn clients(
-    settings: &Settings,
-    rules: &[Rule],
-    clock: &SharedClock,
-) -> Result<HashMap<String, crate::api::Client>, UserError> {
+/// The projects of some rules, once each.
+fn projects_of(rules: &[Rule]) -> Vec<String> {
     let mut projects: Vec<String> = rules.iter().map(|r| r.project.clone()).collect();
     projects.sort();
     projects.dedup();
-    Ok(super::export::targets(settings, &projects, clock)?
-        .into_iter()
-        .map(|t| (t.project, t.client))
-        .collect())
-}
-
-/// Runs the unscheduled rules after an export (when `[rules] after_export` and the folder exists).
-pub async fn after_export(settings: &Settings, clock: SharedClock) -> anyhow::Result<()> {
-    if !settings.rules_after_export || !settings.rules_dir.is_dir() {
-        return Ok(());
-    }
-    let mut loaded = load(&settings.rules_dir, &settings.project_ids(), &[])?;
-    loaded.rules.retain(|r| r.schedule.is_none());
-    if loaded.rules.is_empty() && loaded.problems.is_empty() {
-        return Ok(());
-    }
-    println!("\nrules ({}):", settings.rules_dir.display());
-    let (tables, _) = tables(&settings.output_dir)?;
-    let evals = evaluate_all(&loaded, &tables)?;
-    let rules = loaded.rules;
-    let engine = engine(settings, clock.clone())?.with_clients(clients(settings, &rules, &clock)?);
-    outcome(&fire(&engine, &rules, &evals).await?)
+    projects
 }
 
 /// Runs `rules`.
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
-    let clock = clock::system();
     let (select, no_wait) = match &args.command {
         RulesCommand::Check(s) => (s, false),
         RulesCommand::Run(r) => (&r.select, r.no_wait),
@@ -294,17 +175,28 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     }
     let evals = evaluate_all(&loaded, &tables)?;
     let rules = loaded.rules;
-    let engine = engine(settings, clock.clone())?;
-    match args.command {
-        RulesCommand::Check(_) => {
-            let n = check(&engine, &rules, &evals)?;
-            println!("{} rules; {n} would send now; nothing sent", rules.len());
-            Ok(())
-        }
-        RulesCommand::Run(_) => {
-            let engine = engine.with_clients(clients(settings, &rules, &clock)?);
-            outcome(&fire(&engine, &rules, &evals).await?)
-        }
+    let sending = matches!(args.command, RulesCommand::Run(_));
+    let keys = if sending {
+        Keys::Of(projects_of(&rules))
+    } else {
+        Keys::None
+    };
+    let ctx = Context::open(settings.clone(), clock::system(), Access::Shared, keys).await?;
+    let engine = ctx.engine()?;
+    if sending {
+        let fired = fire_all(
+            &engine,
+            &rules,
+            evals.into_iter().map(Ok).collect(),
+            Wait::AsRulesSay,
+        )
+        .await?;
+        print_fired(&fired);
+        outcome(&fired.reports)
+    } else {
+        let n = check(&engine, &rules, &evals)?;
+        println!("{} rules; {n} would send now; nothing sent", rules.len());
+        Ok(())
     }
 }
 

@@ -1,14 +1,14 @@
-//! `docpipe status`: what the state database knows, per project; reads only, needs no key.
+//! `docpipe status`: what the state database knows, per project, and what the planner would do
+//! now; reads only, needs no key.
 
-use super::UserError;
-use crate::api::budget::Budget;
-use crate::clock;
+use crate::app::plan_view::plan_view;
+use crate::app::{Access, Context, Keys};
+use crate::clock::{self, SharedClock};
 use crate::config::Settings;
-use crate::export::state::{SqliteBudget, State};
-use crate::export::state_path;
+use crate::export::Plan;
 use crate::rules::engine::firing_line;
-use crate::rules::ledger::Ledger;
-use chrono::{Duration, NaiveDate};
+use crate::store::state_path;
+use chrono::NaiveDate;
 use std::fmt::Write as _;
 
 /// Print, from the state database, per project: the days exported, the last final day, the
@@ -28,12 +28,22 @@ fn days(list: &[NaiveDate]) -> String {
         .join(", ")
 }
 
-/// The status text at `now`.
-pub fn describe(
+/// The planner's time estimate, in words.
+fn eta(plan: &Plan) -> String {
+    let eta = plan.eta();
+    if eta.is_zero() {
+        "within the current hour's budget".to_string()
+    } else {
+        format!("about {} h at the budget", eta.as_secs() / 3600)
+    }
+}
+
+/// The status text at the clock's now.
+pub async fn describe(
     settings: &Settings,
-    now: chrono::DateTime<chrono::Utc>,
+    clock: SharedClock,
     firings: usize,
-) -> Result<String, UserError> {
+) -> anyhow::Result<String> {
     let state_file = state_path(&settings.output_dir);
     let mut out = String::new();
     if !state_file.exists() {
@@ -42,23 +52,18 @@ pub fn describe(
             state_file.display()
         ));
     }
-    let err = |e: crate::export::state::StateError| UserError(e.to_string());
-    let state = State::open(&state_file).map_err(err)?;
+    let now = clock.now();
+    let ctx = Context::open(settings.clone(), clock, Access::Shared, Keys::None).await?;
+    let state = ctx.store();
+    let view = plan_view(&ctx)?;
     let today = settings.today(now);
     let _ = writeln!(out, "state: {}", state_file.display());
     for p in &settings.projects {
-        let windows = state.windows(&p.id).map_err(err)?;
+        let windows = state.windows(&p.id)?;
         let mut known: Vec<NaiveDate> = windows.keys().copied().collect();
         known.sort();
-        let start = p.start_date.unwrap_or(today - Duration::days(29));
-        let mut due = 0;
-        let mut d = start;
-        while d <= today {
-            if !windows.get(&d).is_some_and(|w| w.is_final) {
-                due += 1;
-            }
-            d += Duration::days(1);
-        }
+        let start = p.first_day(today);
+        let due = view.due.due.iter().filter(|d| d.project == p.id).count();
         let last_final = known.iter().rev().find(|d| windows[*d].is_final);
         let provisional: Vec<NaiveDate> = known
             .iter()
@@ -92,41 +97,20 @@ pub fn describe(
             ),
         };
     }
-    let queued = state.queued().map_err(err)?;
-    if queued.is_empty() {
+    let _ = writeln!(
+        out,
+        "export now: {} windows, about {} requests, ETA {}",
+        view.due.due.len(),
+        view.due.expected_requests,
+        eta(&view.due)
+    );
+    if view.queued.is_empty() {
         let _ = writeln!(out, "backfill queue: empty");
     }
-    for q in &queued {
-        let mut windows = 0u64;
-        let mut requests = 0u64;
-        for p in settings
-            .projects
-            .iter()
-            .filter(|p| q.projects.is_empty() || q.projects.contains(&p.id))
-        {
-            let known = state.windows(&p.id).map_err(err)?;
-            let per_window = state
-                .recent_rows(&p.id)
-                .map_err(err)?
-                .map_or(1, |rows| (rows.max(0) as u64).div_ceil(250).max(1));
-            let mut d = q.from;
-            while d <= q.to {
-                if !known.get(&d).is_some_and(|w| w.is_final) {
-                    windows += 1;
-                    requests += per_window;
-                }
-                d += Duration::days(1);
-            }
-        }
-        let slowest = settings
-            .organizations
-            .iter()
-            .map(|o| o.limits.effective(o.limits.analytics_per_hour))
-            .min()
-            .unwrap_or(1);
+    for (q, plan) in &view.queued {
         let _ = writeln!(
             out,
-            "backfill queued ({}): {}..{} of {}: {windows} windows not final yet, about {requests} requests (at least {} h at {slowest} an hour)",
+            "backfill queued ({}): {}..{} of {}: {} windows not final yet, about {} requests, ETA {}",
             q.id,
             q.from,
             q.to,
@@ -135,11 +119,13 @@ pub fn describe(
             } else {
                 q.projects.join(", ")
             },
-            requests.div_ceil(u64::from(slowest.max(1)))
+            plan.due.len(),
+            plan.expected_requests,
+            eta(plan)
         );
     }
-    if settings.budget_db.exists() {
-        let budget = SqliteBudget::open(&settings.budget_db).map_err(err)?;
+    {
+        let budget = ctx.budget();
         for o in &settings.organizations {
             let scope = format!("analytics:{}", o.id);
             let _ = writeln!(
@@ -162,7 +148,7 @@ pub fn describe(
             }
         }
     }
-    let all = Ledger::open(&state_file).map_err(err)?.all().map_err(err)?;
+    let all = state.ledger().all()?;
     if all.is_empty() {
         let _ = writeln!(out, "rules: no firing yet");
     } else {
@@ -183,7 +169,7 @@ pub fn describe(
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     print!(
         "{}",
-        describe(settings, clock::system().now(), args.firings)?
+        describe(settings, clock::system(), args.firings).await?
     );
     Ok(())
 }

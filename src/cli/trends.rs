@@ -1,9 +1,10 @@
 //! `docpipe trends`: human-versus-AI trend tables and a terminal summary.
 
 use crate::config::Settings;
-use crate::trends::{Selection, TrendsError, compute, describe, summarize, write_tables};
+use crate::error::UserError;
+use crate::trends::{Selection, Tables, TrendsError, compute, describe, summarize, write_tables};
 use chrono::NaiveDate;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Aggregate the exported partitions with polars into `trends/daily` and `trends/weekly`
 /// (Parquet and CSV) in the output folder, and print the last 7 days against the 7 before.
@@ -20,16 +21,11 @@ pub struct Args {
     pub to: Option<NaiveDate>,
 }
 
-/// Computes, writes and prints the trends of an output folder (`trends::compute` runs polars on
-/// a thread of its own, so this is safe on any runtime).
-pub fn report(out: &Path, sel: &Selection) -> anyhow::Result<()> {
-    let mut tables = match compute(out, sel) {
-        Ok(t) => t,
-        Err(e @ TrendsError::NoData(_)) => return Err(super::UserError(e.to_string()).into()),
-        Err(e) => return Err(e.into()),
-    };
-    let files = write_tables(out, &mut tables)?;
-    print!("{}", describe(&summarize(&tables)?));
+/// Prints the summary of the tables (of `projects` only, when some are named) and the files.
+pub fn print(tables: &Tables, files: &[PathBuf], projects: &[String]) -> anyhow::Result<()> {
+    let mut summaries = summarize(tables)?;
+    summaries.retain(|s| projects.is_empty() || projects.contains(&s.project));
+    print!("{}", describe(&summaries));
     println!("trend tables:");
     for f in files {
         println!("  {}", f.display());
@@ -37,12 +33,24 @@ pub fn report(out: &Path, sel: &Selection) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Computes, writes and prints the trends of an output folder (`trends::compute` runs polars on
+/// a thread of its own, so this is safe on any runtime).
+pub fn report(out: &Path, sel: &Selection) -> anyhow::Result<()> {
+    let mut tables = match compute(out, sel) {
+        Ok(t) => t,
+        Err(e @ TrendsError::NoData(_)) => return Err(UserError::from_source(e).into()),
+        Err(e) => return Err(e.into()),
+    };
+    let files = write_tables(out, &mut tables)?;
+    print(&tables, &files, &[])
+}
+
 /// Runs `trends`.
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     if let (Some(from), Some(to)) = (args.from, args.to)
         && from > to
     {
-        return Err(super::UserError(format!("--from {from} is after --to {to}")).into());
+        return Err(UserError::new(format!("--from {from} is after --to {to}")).into());
     }
     let sel = Selection {
         projects: args.projects,

@@ -1,19 +1,22 @@
 //! The export: date windows and request plan -> offset walk -> Parquet partitions -> state.
 
-pub mod journal;
-pub mod parquet;
-pub mod state;
+mod report;
+
+pub use report::{describe_plan, describe_summary};
 
 use crate::api::views::{Counts, PAGE_LIMIT, Rows, Window};
 use crate::api::{ApiError, Client};
 use crate::clock::SharedClock;
+use crate::dataset::page_views::{self, check};
+use crate::dataset::parquet::{self as pq, WriteError};
+use crate::events::{Events, Quiet};
+use crate::store::{Folder, Store, StoreError, StoredPage, WrittenWindow};
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
 use futures::StreamExt;
-use indicatif::{ProgressBar, ProgressStyle};
-use state::{Done, State, StateError, StoredPage};
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -23,20 +26,12 @@ pub enum ExportError {
     /// The service.
     #[error(transparent)]
     Api(#[from] ApiError),
-    /// The state database.
+    /// The state database, or the output folder.
     #[error(transparent)]
-    State(#[from] StateError),
+    State(#[from] StoreError),
     /// Writing Parquet.
     #[error(transparent)]
-    Write(#[from] parquet::WriteError),
-    /// The output folder.
-    #[error("output folder {path}: {message}")]
-    Output {
-        /// Folder.
-        path: String,
-        /// What is wrong.
-        message: String,
-    },
+    Write(#[from] WriteError),
 }
 
 /// One project to export, with the client of its organization.
@@ -46,6 +41,9 @@ pub struct Target {
     pub project: String,
     /// Client of its organization.
     pub client: Client,
+    /// The first day to export for it (its `start_date`, or the default 30 days); `None`: the
+    /// `from` of the plan (a backfill's range).
+    pub start: Option<NaiveDate>,
 }
 
 /// A window that needs fetching.
@@ -197,23 +195,30 @@ impl CrashPoints {
 /// The exporter over one output folder.
 #[derive(Debug)]
 pub struct Exporter {
-    out: PathBuf,
-    state: State,
+    folder: Arc<Folder>,
     clock: SharedClock,
     lookback_days: u32,
     tz: Tz,
     crash: CrashPoints,
-    progress: ProgressBar,
-    _lock: std::fs::File,
-}
-
-/// The state database of an output folder.
-pub fn state_path(out: &Path) -> PathBuf {
-    out.join("state.sqlite")
+    events: Arc<dyn Events>,
 }
 
 impl Exporter {
-    /// Opens the output folder with UTC days: see [`Exporter::open_in`].
+    /// The exporter of an opened output folder, for the days of `tz`, re-fetching the last
+    /// `lookback_days` days.
+    pub fn new(folder: Arc<Folder>, clock: SharedClock, lookback_days: u32, tz: Tz) -> Self {
+        Self {
+            folder,
+            clock,
+            lookback_days,
+            tz,
+            crash: CrashPoints::from_env(),
+            events: Arc::new(Quiet),
+        }
+    }
+
+    /// Opens an output folder with UTC days (for tools and tests; the commands open it through
+    /// `app::Context`): see [`Folder::open_locked`].
     pub async fn open(
         out: &Path,
         clock: SharedClock,
@@ -222,93 +227,32 @@ impl Exporter {
         Self::open_in(out, clock, lookback_days, Tz::UTC).await
     }
 
-    /// Opens the output folder for the days of `tz`: creates it, takes its lock (waiting for
-    /// another docpipe that holds it), removes temporary files a killed run left, opens the
-    /// state, and refuses a folder whose days are another time zone's.
+    /// Opens an output folder for the days of `tz`: see [`Folder::open_locked`].
     pub async fn open_in(
         out: &Path,
         clock: SharedClock,
         lookback_days: u32,
         tz: Tz,
     ) -> Result<Self, ExportError> {
-        let fail = |message: String| ExportError::Output {
-            path: out.display().to_string(),
-            message,
-        };
-        std::fs::create_dir_all(out).map_err(|e| fail(format!("cannot create it: {e}")))?;
-        let lock_path = out.join(".lock");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| fail(format!("cannot write in it: {e}")))?;
-        let lock = match lock.try_lock() {
-            Ok(()) => lock,
-            Err(std::fs::TryLockError::WouldBlock) => {
-                tracing::info!(output = %out.display(), "another docpipe is exporting to this folder; waiting for it");
-                tokio::task::spawn_blocking(move || lock.lock().map(|()| lock))
-                    .await
-                    .map_err(|e| fail(e.to_string()))?
-                    .map_err(|e| fail(format!("cannot lock it: {e}")))?
-            }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(fail(format!("cannot lock it: {e}")));
-            }
-        };
-        let removed = parquet::remove_leftovers(out);
-        if removed > 0 {
-            tracing::info!(removed, "removed temporary files of an interrupted run");
-        }
-        let state = State::open(&state_path(out))?;
-        let swept = state.sweep_journals()?;
-        if swept > 0 {
-            tracing::info!(
-                removed = swept,
-                "removed walk journals of an interrupted run"
-            );
-        }
-        let recorded = state.claim_timezone(tz.name())?;
-        if recorded != tz.name() {
-            return Err(fail(format!(
-                "its days are {recorded} days, not {}: set export.timezone = {recorded:?} or use another output folder",
-                tz.name()
-            )));
-        }
-        Ok(Self {
-            out: out.to_path_buf(),
-            state,
-            clock,
-            lookback_days,
-            tz,
-            crash: CrashPoints::from_env(),
-            progress: ProgressBar::hidden(),
-            _lock: lock,
-        })
+        let folder = Folder::open_locked(out, tz.name()).await?;
+        Ok(Self::new(Arc::new(folder), clock, lookback_days, tz))
     }
 
-    /// Shows a progress bar on standard error when it is a terminal.
-    pub fn with_progress_bar(mut self) -> Self {
-        use std::io::IsTerminal;
-        if std::io::stderr().is_terminal() {
-            self.progress = ProgressBar::new(0).with_style(
-                ProgressStyle::with_template("{spinner} {bar:30} {pos}/{len} windows  {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-        }
+    /// Reports progress to `events`.
+    pub fn with_events(mut self, events: Arc<dyn Events>) -> Self {
+        self.events = events;
         self
     }
 
     /// The state database.
-    pub fn state(&self) -> &State {
-        &self.state
+    pub fn state(&self) -> &Store {
+        self.folder.store()
     }
 
     /// The output folder.
     pub fn output(&self) -> &Path {
-        &self.out
+        self.folder.path()
     }
-
     /// Today in the time zone of the windows.
     pub fn today(&self) -> NaiveDate {
         self.clock.now().with_timezone(&self.tz).date_naive()
@@ -329,8 +273,9 @@ impl Exporter {
         let mut plan = Plan::default();
         let to = to.min(self.today());
         for t in targets {
-            let known = self.state.windows(&t.project)?;
-            let per_window = self.state.recent_rows(&t.project)?.map_or(1, |rows| {
+            let from = t.start.unwrap_or(from);
+            let known = self.state().windows(&t.project)?;
+            let per_window = self.state().recent_rows(&t.project)?.map_or(1, |rows| {
                 (rows.max(1) as u64).div_ceil(u64::from(PAGE_LIMIT))
             });
             let mut day = to;
@@ -338,7 +283,7 @@ impl Exporter {
                 if known.get(&day).is_some_and(|w| w.is_final) {
                     plan.skipped_final += 1;
                 } else {
-                    let (offsets, complete) = self.state.progress(&t.project, day)?;
+                    let (offsets, complete) = self.state().progress(&t.project, day)?;
                     let stored = offsets.len() as u64;
                     let expected = if complete {
                         0
@@ -374,6 +319,11 @@ impl Exporter {
         plan.due
             .sort_by(|a, b| b.day.cmp(&a.day).then(a.project.cmp(&b.project)));
         plan.expected_requests = plan.due.iter().map(|d| d.expected_requests).sum();
+        tracing::debug!(
+            windows = plan.due.len(),
+            requests = plan.expected_requests,
+            "plan made"
+        );
         Ok(plan)
     }
 
@@ -389,13 +339,7 @@ impl Exporter {
             skipped_final: plan.skipped_final,
             ..Summary::default()
         };
-        self.progress.set_length(plan.due.len() as u64);
-        if !self.progress.is_hidden() {
-            crate::progress::show(&self.progress);
-            // The spinner turns during a budget wait too.
-            self.progress
-                .enable_steady_tick(std::time::Duration::from_millis(250));
-        }
+        self.events.planned(plan.due.len() as u64);
         let mut sent: HashMap<(String, NaiveDate), u64> = HashMap::new();
         let mut open: Vec<&Due> = Vec::new();
         let mut stops = Stops::default();
@@ -404,7 +348,7 @@ impl Exporter {
                 continue;
             };
             if stops.skip(due, client, &mut summary) {
-                self.progress.inc(1);
+                self.events.window_failed();
                 continue;
             }
             let result = self.first_page(client, due, &mut sent).await;
@@ -423,7 +367,7 @@ impl Exporter {
                 continue;
             };
             if stops.skip(due, client, &mut summary) {
-                self.progress.inc(1);
+                self.events.window_failed();
                 continue;
             }
             if let Err(e) = self.complete(client, due, &mut sent, &mut summary).await {
@@ -434,8 +378,7 @@ impl Exporter {
         for t in targets {
             t.client.budget().release();
         }
-        self.progress.finish_and_clear();
-        crate::progress::hide();
+        self.events.finished();
         summary
     }
 
@@ -471,7 +414,7 @@ impl Exporter {
         summary
             .failed
             .push((due.project.clone(), due.day, e.to_string()));
-        self.progress.inc(1);
+        self.events.window_failed();
     }
 
     /// Fetches the first page unless it is stored; returns whether the walk is complete.
@@ -481,7 +424,7 @@ impl Exporter {
         due: &Due,
         sent: &mut HashMap<(String, NaiveDate), u64>,
     ) -> Result<bool, ExportError> {
-        let (offsets, complete) = self.state.progress(&due.project, due.day)?;
+        let (offsets, complete) = self.state().progress(&due.project, due.day)?;
         if offsets.first() == Some(&0) {
             return Ok(complete);
         }
@@ -494,7 +437,7 @@ impl Exporter {
             )
             .await?;
         *sent.entry((due.project.clone(), due.day)).or_default() += 1;
-        self.state.put_page(&due.project, due.day, 0, &page)?;
+        self.state().put_page(&due.project, due.day, 0, &page)?;
         self.crash.hit("page stored");
         Ok(!page.has_more)
     }
@@ -512,7 +455,7 @@ impl Exporter {
             let mut mismatch = check(&pages).err();
             if let Some(m) = &mismatch {
                 tracing::warn!(project = %due.project, day = %due.day, "{m}; walking the window again");
-                self.state.drop_pages(&due.project, due.day)?;
+                self.state().drop_pages(&due.project, due.day)?;
                 pages = self.walk_rest(client, due, sent).await?;
                 mismatch = check(&pages).err();
             }
@@ -526,19 +469,20 @@ impl Exporter {
                     .increment(outcome.rows.max(0) as u64);
                 metrics::counter!("docpipe_windows_written_total", "project" => due.project.clone())
                     .increment(1);
-                self.progress.inc(1);
                 let rows = summary.rows() + outcome.rows;
                 let requests: u64 = sent.values().sum();
-                self.progress.set_message(format!(
-                    "{rows} rows, {requests} requests; last {} {}",
-                    outcome.project, outcome.day
-                ));
+                self.events.window_written(
+                    rows,
+                    requests,
+                    &outcome.project,
+                    &outcome.day.to_string(),
+                );
                 if let Some(m) = &outcome.mismatch {
                     tracing::warn!(project = %due.project, day = %due.day, "window written with a persistent mismatch: {m}");
-                } else if self.progress.is_hidden() {
-                    tracing::info!(project = %due.project, day = %due.day, rows = outcome.rows, requests = outcome.requests, is_final = outcome.is_final, "window written");
-                } else {
+                } else if self.events.draws() {
                     tracing::debug!(project = %due.project, day = %due.day, rows = outcome.rows, requests = outcome.requests, "window written");
+                } else {
+                    tracing::info!(project = %due.project, day = %due.day, rows = outcome.rows, requests = outcome.requests, is_final = outcome.is_final, "window written");
                 }
                 summary.windows.push(outcome);
                 Ok(())
@@ -555,7 +499,7 @@ impl Exporter {
         due: &Due,
         sent: &mut HashMap<(String, NaiveDate), u64>,
     ) -> Result<Vec<StoredPage>, ExportError> {
-        let mut pages = self.state.pages(&due.project, due.day)?;
+        let mut pages = self.state().pages(&due.project, due.day)?;
         if pages.last().is_some_and(|p| !p.page.has_more) {
             return Ok(pages);
         }
@@ -565,7 +509,7 @@ impl Exporter {
         while let Some(fetched) = walk.next().await {
             let fetched = fetched?;
             *sent.entry((due.project.clone(), due.day)).or_default() += 1;
-            self.state
+            self.state()
                 .put_page(&due.project, due.day, fetched.offset, &fetched.page)?;
             self.crash.hit("page stored");
             pages.push(StoredPage {
@@ -588,9 +532,10 @@ impl Exporter {
         let totals = pages.last().map(|p| p.page.totals).unwrap_or_default();
         let is_final = due.becomes_final && mismatch.is_none();
         let n = rows.iter().map(|r| r.len() as i64).sum();
-        let views = parquet::write_page_views(&self.out, &due.project, due.day, &rows, at)?;
-        let site = match parquet::write_site_totals(
-            &self.out,
+        let out = self.output();
+        let views = page_views::write_page_views(out, &due.project, due.day, &rows, at)?;
+        let site = match page_views::write_site_totals(
+            out,
             &due.project,
             due.day,
             totals,
@@ -605,10 +550,10 @@ impl Exporter {
             }
         };
         self.crash.hit("before rename");
-        views.commit()?;
-        site.commit()?;
+        pq::commit(views)?;
+        pq::commit(site)?;
         self.crash.hit("before state commit");
-        self.state.finish(&Done {
+        self.state().finish(&WrittenWindow {
             project: due.project.clone(),
             day: due.day,
             is_final,
@@ -628,120 +573,4 @@ impl Exporter {
             mismatch,
         })
     }
-}
-
-/// The quality checks of a complete walk: pages contiguous from 0, the same totals on every page,
-/// no path twice, and rows that sum to the totals.
-pub fn check(pages: &[StoredPage]) -> Result<(), String> {
-    for (i, p) in pages.iter().enumerate() {
-        if p.offset != i as u64 * u64::from(PAGE_LIMIT) {
-            return Err(format!("page at offset {} is out of sequence", p.offset));
-        }
-    }
-    if pages.last().is_none_or(|p| p.page.has_more) {
-        return Err("walk incomplete".into());
-    }
-    let totals = pages[0].page.totals;
-    if let Some(p) = pages.iter().find(|p| p.page.totals != totals) {
-        return Err(format!(
-            "totals changed during the walk (offset {}: {} views, offset 0: {})",
-            p.offset, p.page.totals.total, totals.total
-        ));
-    }
-    let rows: usize = pages.iter().map(|p| p.page.views.len()).sum();
-    let mut seen: HashSet<&str, foldhash::fast::RandomState> =
-        HashSet::with_capacity_and_hasher(rows, foldhash::fast::RandomState::default());
-    let mut sum = Counts::default();
-    for r in pages.iter().flat_map(|p| p.page.views.iter()) {
-        if !seen.insert(r.path) {
-            return Err(format!("path {} appears twice", r.path));
-        }
-        sum.human += r.human;
-        sum.ai += r.ai;
-        sum.total += r.total;
-    }
-    if sum != totals {
-        return Err(format!(
-            "rows sum to {} human + {} ai = {}, totals say {} + {} = {}",
-            sum.human, sum.ai, sum.total, totals.human, totals.ai, totals.total
-        ));
-    }
-    Ok(())
-}
-
-/// Prints a plan for people.
-pub fn describe_plan(plan: &Plan) -> String {
-    let mut out = String::new();
-    let provisional = plan.due.iter().filter(|d| !d.becomes_final).count();
-    let resumed = plan.due.iter().filter(|d| d.stored_pages > 0).count();
-    out += &format!(
-        "plan: {} windows due ({} provisional, {} resumed), {} skipped as final, about {} analytics requests\n",
-        plan.due.len(),
-        provisional,
-        resumed,
-        plan.skipped_final,
-        plan.expected_requests
-    );
-    let mut by_project: BTreeMap<&str, Vec<&Due>> = BTreeMap::new();
-    for d in &plan.due {
-        by_project.entry(&d.project).or_default().push(d);
-    }
-    for (p, due) in by_project {
-        let first = due.iter().map(|d| d.day).min().unwrap_or_default();
-        let last = due.iter().map(|d| d.day).max().unwrap_or_default();
-        let req: u64 = due.iter().map(|d| d.expected_requests).sum();
-        out += &format!(
-            "  {p}: {} windows {first}..{last}, about {req} requests\n",
-            due.len()
-        );
-    }
-    for (org, (limit, used)) in &plan.budgets {
-        out += &format!("  budget of {org}: {limit} requests/hour, {used} used in the last hour\n");
-    }
-    let eta = plan.eta();
-    if eta.is_zero() {
-        out += "  ETA: within the current hour's budget\n";
-    } else {
-        out += &format!("  ETA: about {} h at the budget\n", eta.as_secs() / 3600);
-    }
-    out
-}
-
-/// Prints a summary for people.
-pub fn describe_summary(s: &Summary) -> String {
-    let finals = s.windows.iter().filter(|w| w.is_final).count();
-    let mut out = format!(
-        "exported {} windows ({} final, {} provisional), {} rows, {} analytics requests; {} windows already final were skipped\n",
-        s.windows.len(),
-        finals,
-        s.windows.len() - finals,
-        s.rows(),
-        s.requests,
-        s.skipped_final
-    );
-    for w in s.windows.iter().filter(|w| w.mismatch.is_some()) {
-        out += &format!(
-            "  mismatch in {} {}: {}\n",
-            w.project,
-            w.day,
-            w.mismatch.as_deref().unwrap_or_default()
-        );
-    }
-    // One line per cause: the windows a rejected key or an unreachable service stopped are
-    // counted with the failure that stopped them.
-    let mut causes: Vec<(&str, Vec<(&str, NaiveDate)>)> = Vec::new();
-    for (p, d, e) in &s.failed {
-        let cause = e.strip_prefix("skipped: ").unwrap_or(e);
-        match causes.iter_mut().find(|(c, _)| *c == cause) {
-            Some((_, windows)) => windows.push((p, *d)),
-            None => causes.push((cause, vec![(p, *d)])),
-        }
-    }
-    for (cause, windows) in causes {
-        match windows.as_slice() {
-            [(p, d)] => out += &format!("  failed {p} {d}: {cause}\n"),
-            _ => out += &format!("  {} windows failed: {cause}\n", windows.len()),
-        }
-    }
-    out
 }

@@ -1,15 +1,17 @@
 //! Sending what the rules say: the hourly limit and the ledger first, then one request, an
-//! unknown outcome resolved by reading the job (never by sending again), polling until the job
-//! ends, and the outcome log in `agent_runs/` as Parquet.
+//! unknown outcome resolved by reading the job (never by sending again), polling the job (until
+//! it ends, or one look per [`Engine::poll_step`]), and the outcome log in `agent_runs/` as
+//! Parquet.
 
-use super::ledger::{Firing, Kind, Ledger, Sent, Skip};
 use super::{Action, Evaluation, Rule, RuleError, prompt_hash};
 use crate::api::budget::Budget;
 use crate::api::jobs::{Job, Polling};
-use crate::api::{Client, ErrorKind};
+use crate::api::{ApiError, Client, ErrorKind, Operation};
 use crate::clock::SharedClock;
-use crate::export::parquet::{WriteError, escape_partition_value, write_batch};
-use crate::export::state::StateError;
+use crate::dataset::parquet::{WriteError, commit, write_batch};
+use crate::layout::project_dir;
+use crate::store::StoreError;
+use crate::store::ledger::{Firing, Kind, Ledger, Sent, Skip};
 use arrow_array::{
     ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
@@ -146,8 +148,19 @@ impl Engine {
         budget: Arc<dyn Budget>,
         limits: HashMap<String, u32>,
         clock: SharedClock,
-    ) -> Result<Self, StateError> {
-        let ledger = Ledger::open(&crate::export::state_path(out))?;
+    ) -> Result<Self, StoreError> {
+        let ledger = Ledger::open(&crate::store::state_path(out))?;
+        Self::with_ledger(out, ledger, budget, limits, clock)
+    }
+
+    /// [`Engine::open`] with the ledger of a store already open.
+    pub fn with_ledger(
+        out: &Path,
+        ledger: Ledger,
+        budget: Arc<dyn Budget>,
+        limits: HashMap<String, u32>,
+        clock: SharedClock,
+    ) -> Result<Self, StoreError> {
         let now = clock.now();
         let settled = ledger.settle_abandoned(now - chrono::Duration::hours(1), now)?;
         if settled > 0 {
@@ -204,7 +217,7 @@ impl Engine {
         let now = self.clock.now();
         if let Some(skip) = self
             .ledger
-            .skip(rule, &prompt_hash(prompt), now)
+            .skip(rule.key(), &prompt_hash(prompt), now)
             .map_err(|e| RuleError {
                 file: rule.file.clone(),
                 message: e.to_string(),
@@ -215,8 +228,24 @@ impl Engine {
         Ok(self.hourly(rule, now))
     }
 
-    /// Fires a rule if its evaluation says so: records, sends, resolves, polls, records.
-    pub async fn fire(&self, rule: &Rule, eval: &Evaluation) -> Result<Report, StateError> {
+    /// Fires a rule if its evaluation says so: records, sends, resolves, polls until the job
+    /// ends or the rule's timeout (when the rule waits), records.
+    pub async fn fire(&self, rule: &Rule, eval: &Evaluation) -> Result<Report, StoreError> {
+        self.fire_with(rule, eval, true).await
+    }
+
+    /// Fires a rule without waiting for its job: a job the rule waits for is left to
+    /// [`Engine::poll_step`] (the daemon's way, so that nothing waits on an agent job).
+    pub async fn fire_nowait(&self, rule: &Rule, eval: &Evaluation) -> Result<Report, StoreError> {
+        self.fire_with(rule, eval, false).await
+    }
+
+    async fn fire_with(
+        &self,
+        rule: &Rule,
+        eval: &Evaluation,
+        inline: bool,
+    ) -> Result<Report, StoreError> {
         let rows = eval.rows.height();
         let Some(prompt) = &eval.prompt else {
             return Ok(Report::Quiet {
@@ -240,7 +269,7 @@ impl Engine {
         let hash = prompt_hash(prompt);
         // Cheap checks first (the ledger's cooldown and prompt hash, then the hour's limit);
         // `begin` checks the ledger again, atomically, as it records the firing.
-        if let Some(skip) = self.ledger.skip(rule, &hash, now)? {
+        if let Some(skip) = self.ledger.skip(rule.key(), &hash, now)? {
             return Ok(skipped(skip));
         }
         if let Some(skip) = self.hourly(rule, now) {
@@ -252,7 +281,7 @@ impl Engine {
         };
         let id = match self
             .ledger
-            .begin(rule, job.as_deref(), prompt, &hash, rows, now)?
+            .begin(rule.key(), job.as_deref(), prompt, &hash, rows, now)?
         {
             Ok(id) => id,
             Err(skip) => return Ok(skipped(skip)),
@@ -282,10 +311,83 @@ impl Engine {
         self.ledger.update(&firing, self.clock.now())?;
         tracing::debug!(rule = %rule.name, sent = firing.sent.as_str(), job = ?firing.job, "rule fired");
         if rule.wait && firing.job.is_some() && matches!(firing.sent, Sent::Sent | Sent::Unknown) {
-            self.poll(client, rule, &mut firing).await;
-            self.ledger.update(&firing, self.clock.now())?;
+            if inline {
+                self.poll(client, rule, &mut firing).await;
+                self.ledger.update(&firing, self.clock.now())?;
+            } else {
+                let until = chrono::Duration::from_std(rule.timeout)
+                    .ok()
+                    .and_then(|t| firing.fired_at.checked_add_signed(t))
+                    .unwrap_or(DateTime::<Utc>::MAX_UTC);
+                self.ledger.poll_until(firing.id, Some(until))?;
+            }
         }
         Ok(Report::Fired(firing))
+    }
+
+    /// Looks once at each job being polled (fired by [`Engine::fire_nowait`], in this process
+    /// or one that stopped): records its status, and ends its polling when it ended, when the
+    /// rule's timeout passed, or when it cannot be read. Returns the firings whose polling
+    /// ended in this step.
+    pub async fn poll_step(&self) -> Result<Vec<Firing>, StoreError> {
+        let mut ended = Vec::new();
+        for (mut f, until) in self.ledger.polling()? {
+            let Some(job) = f.job.clone() else {
+                self.ledger.poll_until(f.id, None)?;
+                continue;
+            };
+            let Some(client) = self.clients.get(&f.project) else {
+                // Not this process's project any more: leave it for one that has it.
+                continue;
+            };
+            let result = client.get_job(&f.project, &job).await;
+            let now = self.clock.now();
+            let done = match result {
+                Ok(current) if current.is_terminal() => {
+                    self.ended(&mut f, &current);
+                    true
+                }
+                Ok(current) => {
+                    f.status = Some(current.status_str().to_string());
+                    if now >= until {
+                        let timeout = ApiError {
+                            operation: Operation::GetJob,
+                            target: format!("job {job} of project {}", f.project),
+                            kind: ErrorKind::WaitTimeout {
+                                status: current.status_str().to_string(),
+                                waited: (until - f.fired_at).to_std().unwrap_or_default(),
+                            },
+                        };
+                        note(
+                            &mut f,
+                            format!("gave up polling after the rule's timeout: {timeout}"),
+                        );
+                    }
+                    now >= until
+                }
+                Err(e) => {
+                    note(&mut f, format!("polling: {e}"));
+                    true
+                }
+            };
+            self.ledger.update(&f, now)?;
+            if done {
+                self.ledger.poll_until(f.id, None)?;
+                ended.push(f);
+            }
+        }
+        Ok(ended)
+    }
+
+    /// Records a job that ended.
+    fn ended(&self, f: &mut Firing, done: &Job) {
+        f.status = Some(done.status_str().to_string());
+        f.pr_link = done.pr_link.clone();
+        let took = self.clock.now() - f.fired_at;
+        f.seconds_to_done = Some(took.num_milliseconds() as f64 / 1000.0);
+        if done.status_str() == "failed" {
+            note(f, "the job failed".into());
+        }
     }
 
     /// Sends once. A follow-up's job is read first: a missing job is reported without sending,
@@ -365,22 +467,8 @@ impl Engine {
             timeout: rule.timeout,
             ..self.polling
         };
-        let note = |f: &mut Firing, text: String| {
-            f.error = Some(match f.error.take() {
-                Some(e) => format!("{e}; {text}"),
-                None => text,
-            });
-        };
         match client.wait_job(&rule.project, &job, polling).await {
-            Ok(done) => {
-                f.status = Some(done.status_str().to_string());
-                f.pr_link = done.pr_link.clone();
-                let took = self.clock.now() - f.fired_at;
-                f.seconds_to_done = Some(took.num_milliseconds() as f64 / 1000.0);
-                if done.status_str() == "failed" {
-                    note(f, "the job failed".into());
-                }
-            }
+            Ok(done) => self.ended(f, &done),
             Err(e) => {
                 if let ErrorKind::WaitTimeout { status, .. } = &e.kind {
                     f.status = Some(status.clone());
@@ -414,12 +502,20 @@ impl Engine {
     }
 }
 
+/// Adds a note to a firing's error text.
+fn note(f: &mut Firing, text: String) {
+    f.error = Some(match f.error.take() {
+        Some(e) => format!("{e}; {text}"),
+        None => text,
+    });
+}
+
 /// Errors writing the outcome log.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
     /// Reading the ledger.
     #[error(transparent)]
-    State(#[from] StateError),
+    State(#[from] StoreError),
     /// Writing Parquet.
     #[error(transparent)]
     Write(#[from] WriteError),
@@ -486,15 +582,13 @@ pub fn write_log(out: &Path, firings: &[Firing]) -> Result<Vec<PathBuf>, LogErro
             ),
             text(|f| f.error.as_deref()),
         ];
-        let dir = out
-            .join(AGENT_RUNS)
-            .join(format!("project={}", escape_partition_value(project)));
+        let dir = project_dir(out, AGENT_RUNS, project);
         let batch =
             RecordBatch::try_new(agent_runs_schema(), cols).map_err(|e| WriteError::Encode {
                 path: dir.display().to_string(),
                 message: e.to_string(),
             })?;
-        written.push(write_batch(&dir, &batch)?.commit()?);
+        written.push(commit(write_batch(&dir, &batch)?)?);
     }
     Ok(written)
 }

@@ -4,8 +4,9 @@
 //! unknown outcomes, polls and writes the outcome log.
 
 pub mod engine;
-pub mod ledger;
 
+use crate::schedule::parse_schedule;
+use crate::store::ledger::{self, RuleKey};
 use crate::trends::Tables;
 use minijinja::{Environment, UndefinedBehavior, Value};
 use polars::prelude::*;
@@ -30,6 +31,18 @@ pub enum Action {
     FollowUp(String),
     /// Create a new job.
     Create,
+}
+
+impl Rule {
+    /// What the ledger needs of the rule.
+    pub fn key(&self) -> RuleKey<'_> {
+        RuleKey {
+            name: &self.name,
+            project: &self.project,
+            cooldown: self.cooldown,
+            kind: self.action.kind(),
+        }
+    }
 }
 
 impl Action {
@@ -131,19 +144,6 @@ fn duration(field: &str, text: Option<&str>, default: Duration) -> Result<Durati
         Some(t) => humantime::parse_duration(t.trim())
             .map_err(|e| format!("{field} {t:?} is not a duration like \"24h\" or \"30m\" ({e})")),
     }
-}
-
-/// Parses a cron expression as the daemon's scheduler (tokio-cron-scheduler) does: six fields,
-/// `sec min hour day-of-month month day-of-week`, UTC.
-pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
-    croner::parser::CronParser::builder()
-        .seconds(croner::parser::Seconds::Required)
-        .dom_and_dow(true)
-        .build()
-        .parse(expr)
-        .map_err(|e| {
-            format!("schedule {expr:?} is not a cron expression of 6 fields, sec min hour day month weekday ({e})")
-        })
 }
 
 /// The template environment: strict about undefined values, with a `pct` filter.

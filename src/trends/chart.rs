@@ -211,7 +211,7 @@ pub fn write_charts(out: &Path, daily: &DataFrame) -> Result<Vec<PathBuf>, Trend
     let dir = out.join("trends");
     let mut written = Vec::new();
     for (project, s) in series(daily)? {
-        let name = crate::export::parquet::escape_partition_value(&project).replace('%', "_");
+        let name = crate::layout::escape_partition_value(&project).replace('%', "_");
         let png = dir.join(format!("chart-{name}.png"));
         let svg = dir.join(format!("chart-{name}.svg"));
         let fail = |path: &Path, message: String| TrendsError::Io {

@@ -6,7 +6,7 @@
 
 pub mod chart;
 
-use crate::export::parquet::{PAGE_VIEWS, SITE_TOTALS};
+use crate::dataset::page_views::{PAGE_VIEWS, SITE_TOTALS};
 use chrono::NaiveDate;
 use polars::prelude::*;
 use std::path::{Path, PathBuf};
@@ -399,6 +399,7 @@ fn pages_of(site_totals: LazyFrame, page_views: LazyFrame) -> Result<LazyFrame, 
 /// Computes the tables. polars blocks in place, which a single-threaded tokio runtime forbids,
 /// so the work runs on a thread of its own: callable from anywhere.
 pub fn compute(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
+    tracing::debug!(output = %out.display(), "trend tables computed");
     std::thread::scope(|s| s.spawn(|| compute_here(out, sel)).join()).unwrap_or_else(|_| {
         Err(TrendsError::Polars(PolarsError::ComputeError(
             "the trends computation panicked".into(),

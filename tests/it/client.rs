@@ -460,8 +460,8 @@ async fn a_cut_stream_ends_the_answer_with_an_error() {
     );
 }
 
-#[test]
-fn key_mix_ups_are_refused_before_any_request() {
+#[tokio::test]
+async fn key_mix_ups_are_refused_before_any_request() {
     use docpipe::config::RawConfig;
     let text = r#"
 [service]
@@ -485,18 +485,21 @@ organization = "org-a"
         std::env::set_var("DOCPIPE_TEST_MIXUP_ASSIST", ADMIN_A);
     }
     let clock = docpipe::clock::system();
-    let budget = std::sync::Arc::new(docpipe::api::budget::MemoryBudget::default());
-    let org = &settings.organizations[0];
-    let e = settings
-        .client(org, clock.clone(), budget.clone(), false)
-        .unwrap_err()
-        .to_string();
+    let org = settings.organizations[0].clone();
+    let e = docpipe::app::Context::open(
+        settings.clone(),
+        clock.clone(),
+        docpipe::app::Access::Export,
+        docpipe::app::Keys::All,
+    )
+    .await
+    .unwrap_err()
+    .to_string();
     assert_eq!(
         e,
         "organization org-a: the key in DOCPIPE_TEST_MIXUP_ADMIN is not an admin API key: it must start with mint_ (not mint_dsc_ or mint_us_) (it starts with mint_dsc_)"
     );
-    let e = settings
-        .client(org, clock, budget, true)
+    let e = docpipe::app::assistant_client(&settings, &org, clock)
         .unwrap_err()
         .to_string();
     assert_eq!(

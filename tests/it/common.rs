@@ -238,14 +238,17 @@ pub fn targets(live: &Live, limits: docpipe::api::Limits) -> Vec<docpipe::export
         docpipe::export::Target {
             project: "alpha".into(),
             client: a.clone(),
+            start: None,
         },
         docpipe::export::Target {
             project: "beta".into(),
             client: a,
+            start: None,
         },
         docpipe::export::Target {
             project: "gamma".into(),
             client: b,
+            start: None,
         },
     ]
 }
@@ -357,4 +360,51 @@ impl ClosedPort {
         let listener = tokio::net::TcpListener::from_std(self.socket.into()).unwrap();
         docpipe::emulator::Server::serve(emulator, listener).unwrap()
     }
+}
+
+/// The Python with the Parquet readers: `DOCPIPE_TEST_PYTHON` (set by `.ci/run`), else the
+/// virtual environment `.ci/run` makes in `target/test-venv`, else `python3`.
+pub fn python() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("DOCPIPE_TEST_PYTHON") {
+        return p.into();
+    }
+    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-venv/bin/python");
+    if venv.exists() {
+        venv
+    } else {
+        "python3".into()
+    }
+}
+
+/// Writes `jobs/top.toml` in `dir`: a rule after each export that sends alpha's last day's views
+/// to `job_ok` without waiting; returns the folder.
+pub fn top_rule(dir: &std::path::Path) -> std::path::PathBuf {
+    let rules = dir.join("jobs");
+    std::fs::create_dir_all(&rules).unwrap();
+    std::fs::write(
+        rules.join("top.toml"),
+        "name = \"top\"\nproject = \"alpha\"\njob = \"job_ok\"\nwait = false\n\
+         when = \"SELECT date, total FROM daily ORDER BY date DESC LIMIT 1\"\n\
+         prompt = \"Views on {{ rows[0].date }}: {{ rows[0].total }}\"\n",
+    )
+    .unwrap();
+    rules
+}
+
+/// [`config`] with every test project starting at `start`.
+pub fn config_from(
+    base_url: &str,
+    out: &std::path::Path,
+    extra: &str,
+    start: chrono::NaiveDate,
+) -> String {
+    config(base_url, out, extra)
+        .replace(
+            "organization = \"org-a\"\n",
+            &format!("organization = \"org-a\"\nstart_date = \"{start}\"\n"),
+        )
+        .replace(
+            "id = \"gamma\"\norganization = \"org-b\"",
+            &format!("id = \"gamma\"\norganization = \"org-b\"\nstart_date = \"{start}\""),
+        )
 }

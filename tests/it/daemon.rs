@@ -2,8 +2,8 @@
 //! with SIGTERM. (The scheduler runs on real time, so these tests wait in real time: seconds.)
 
 use crate::common::*;
-use docpipe::emulator::Emulator;
 use docpipe::emulator::data::DataFile;
+use docpipe::emulator::{Emulator, Op};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -353,7 +353,7 @@ async fn sigterm_mid_export_leaves_consistent_state_and_the_next_start_resumes()
         assert_eq!(site_days(&out, p), 41, "{p}");
     }
     assert!(tmp_files(&out).is_empty());
-    let state = docpipe::export::state::State::open(&out.join("state.sqlite")).unwrap();
+    let state = docpipe::store::Store::open(&out.join("state.sqlite")).unwrap();
     for p in ["alpha", "beta", "gamma"] {
         assert_eq!(state.windows(p).unwrap().len(), 41, "{p}");
     }
@@ -450,4 +450,81 @@ async fn a_rejected_key_is_reported_once_per_run_and_the_daemon_goes_on() {
     // org-b's project was exported all the same: 6 days.
     assert_eq!(site_days(&dir.path().join("out"), "gamma"), 6);
     assert_eq!(site_days(&dir.path().join("out"), "alpha"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_job_of_ten_minutes_delays_no_export_and_its_polling_resumes_after_a_restart() {
+    let mut data = small();
+    data.limits.job_duration_secs = 600;
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("jobs");
+    std::fs::create_dir_all(&rules).unwrap();
+    // A rule after each export that waits for its job (the default), for up to 30 minutes.
+    std::fs::write(
+        rules.join("watch.toml"),
+        "name = \"watch\"\nproject = \"alpha\"\njob = \"job_ok\"\n\
+         when = \"SELECT date FROM daily ORDER BY date DESC LIMIT 1\"\n\
+         prompt = \"watch: {{ rows[0].date }}\"\n",
+    )
+    .unwrap();
+    let cfg = daemon_config(
+        &live.server.base_url(),
+        dir.path(),
+        today() - chrono::Duration::days(1),
+        &format!("[rules]\ndir = \"{}\"\n{DAEMON}", rules.display()),
+    );
+    let d = Daemon::start(&cfg);
+    // The job runs for 10 minutes of the service's clock; the exports go on every 2 s, and
+    // the job is looked at between them.
+    d.wait_until(120, "three exports and two polling steps", async |d| {
+        d.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}")
+            .await
+            >= 3.0
+            && d.metric("docpipe_poll_steps_total").await >= 2.0
+    })
+    .await;
+    assert_eq!(
+        d.metric("docpipe_rule_firings_total{rule=\"watch\",sent=\"sent\"}")
+            .await,
+        1.0
+    );
+    assert!(live.emu().requests(Op::JobGet, "alpha") >= 2);
+    let (code, log) = d.terminate();
+    assert_eq!(code, Some(0), "{}", log.join("\n"));
+    let state = dir.path().join("out/state.sqlite");
+    let ledger = docpipe::store::ledger::Ledger::open(&state).unwrap();
+    let polling = ledger.polling().unwrap();
+    assert_eq!(polling.len(), 1, "the job is still being polled");
+    assert_eq!(polling[0].0.status.as_deref(), Some("active"));
+
+    // A new daemon takes the polling over from the ledger; the job ends; it is recorded.
+    let d = Daemon::start(&cfg);
+    live.clock.advance(Duration::from_secs(601));
+    d.wait_until(120, "the job's end", async |d| {
+        d.metric("docpipe_job_outcomes_total{rule=\"watch\",status=\"completed\"}")
+            .await
+            >= 1.0
+    })
+    .await;
+    let (code, log) = d.terminate();
+    assert_eq!(code, Some(0), "{}", log.join("\n"));
+    assert!(ledger.polling().unwrap().is_empty());
+    let all = ledger.all().unwrap();
+    assert_eq!(all.len(), 1, "sent once: {all:?}");
+    assert_eq!(all[0].status.as_deref(), Some("completed"));
+    assert!(
+        all[0]
+            .pr_link
+            .as_deref()
+            .is_some_and(|l| l.starts_with("https://github.com/")),
+        "{all:?}"
+    );
+    assert_eq!(live.emu().job_prompts("alpha", "job_ok").unwrap().len(), 1);
+    let runs = parquet_rows(
+        &dir.path()
+            .join("out/agent_runs/project=alpha/part-00000.parquet"),
+    );
+    assert_eq!(runs.len(), 1);
+    assert!(runs[0].contains("status=\"completed\""), "{runs:?}");
 }

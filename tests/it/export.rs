@@ -2,10 +2,11 @@
 
 use crate::common::*;
 use docpipe::api::Limits;
+use docpipe::dataset::page_views::{PAGE_VIEWS, SITE_TOTALS, read_page_views};
 use docpipe::emulator::Op;
 use docpipe::emulator::data::{DataFile, RowOrder};
-use docpipe::export::parquet::{PAGE_VIEWS, PART, SITE_TOTALS, partition_dir, read_page_views};
 use docpipe::export::{Exporter, Summary};
+use docpipe::layout::{PART, partition_dir};
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
@@ -199,8 +200,8 @@ async fn the_plan_is_known_before_sending_and_a_dry_run_sends_nothing() {
 #[test]
 fn quality_checks_catch_what_a_moving_walk_produces() {
     use docpipe::api::views::{Counts, ViewRow, ViewsPage};
-    use docpipe::export::check;
-    use docpipe::export::state::StoredPage;
+    use docpipe::dataset::page_views::check;
+    use docpipe::store::StoredPage;
     let row = |p: &str, h| ViewRow {
         path: p.into(),
         human: h,
@@ -285,7 +286,7 @@ async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_on
     // page (5). Recent days first, first pages first.
     let first = docpipe(&cfg, &range, Some(5));
     assert!(!first.status.success(), "aborted at crash point 5");
-    let state = docpipe::export::state::State::open(&out.join("state.sqlite")).unwrap();
+    let state = docpipe::store::Store::open(&out.join("state.sqlite")).unwrap();
     let stored: Vec<(String, String, Vec<u64>)> = state
         .walks()
         .unwrap()
@@ -390,11 +391,11 @@ print("pandas", len(pd.read_parquet(f"{{root}}/page_views")))
 "#,
         root = out.path().display().to_string()
     );
-    let run = Command::new("python3")
+    let run = Command::new(python())
         .arg("-c")
         .arg(&script)
         .output()
-        .expect("python3 runs (bash .ci/run installs the readers)");
+        .expect("python runs (bash .ci/run installs the readers in target/test-venv)");
     assert!(
         run.status.success(),
         "{}",
@@ -558,10 +559,9 @@ async fn export_plans_each_project_from_its_start_date_or_the_last_30_days() {
     assert_eq!(
         plans,
         [
-            "plan: 60 windows due (8 provisional, 0 resumed), 0 skipped as final, about 60 analytics requests",
-            "plan: 6 windows due (4 provisional, 0 resumed), 0 skipped as final, about 6 analytics requests",
+            "plan: 66 windows due (12 provisional, 0 resumed), 0 skipped as final, about 66 analytics requests"
         ],
-        "{text}"
+        "one plan for every project, each from its own first day: {text}"
     );
     assert!(
         text.contains(&format!(
@@ -577,15 +577,7 @@ async fn export_aggregates_the_trends_afterwards_unless_told_not_to() {
     let live = Live::start(small()).await;
     let dir = tempfile::tempdir().unwrap();
     let start = chrono::Utc::now().date_naive() - chrono::Duration::days(1);
-    let rules = dir.path().join("jobs");
-    std::fs::create_dir_all(&rules).unwrap();
-    std::fs::write(
-        rules.join("top.toml"),
-        "name = \"top\"\nproject = \"alpha\"\njob = \"job_ok\"\nwait = false\n\
-         when = \"SELECT date, total FROM daily ORDER BY date DESC LIMIT 1\"\n\
-         prompt = \"Views on {{ rows[0].date }}: {{ rows[0].total }}\"\n",
-    )
-    .unwrap();
+    let rules = top_rule(dir.path());
     let rules_on = format!("[rules]\ndir = \"{}\"", rules.display());
     let rules_off = format!("trends_after_export = false\n{rules_on}\nafter_export = false");
     for (name, extra, want_trends) in [
@@ -594,15 +586,11 @@ async fn export_aggregates_the_trends_afterwards_unless_told_not_to() {
     ] {
         let out = dir.path().join(name);
         let cfg = dir.path().join(format!("{name}.toml"));
-        let text = config(&live.server.base_url(), &out, extra).replace(
-            "organization = \"org-a\"\n",
-            &format!("organization = \"org-a\"\nstart_date = \"{start}\"\n"),
-        );
-        let text = text.replace(
-            "id = \"gamma\"\norganization = \"org-b\"",
-            &format!("id = \"gamma\"\norganization = \"org-b\"\nstart_date = \"{start}\""),
-        );
-        std::fs::write(&cfg, text).unwrap();
+        std::fs::write(
+            &cfg,
+            config_from(&live.server.base_url(), &out, extra, start),
+        )
+        .unwrap();
         let run = docpipe(&cfg, &["export"], None);
         assert!(
             run.status.success(),
@@ -703,10 +691,24 @@ async fn processes_with_different_outputs_share_one_budget_db() {
         15,
         "the requests are logged in the shared file"
     );
+    let tables = |db: &Path| -> Vec<String> {
+        let c = rusqlite::Connection::open(db).unwrap();
+        let mut st = c
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
     assert_eq!(
-        logged(&dir.path().join("a/state.sqlite")),
-        0,
-        "and not in the output folder's state"
+        tables(&shared),
+        ["request_counts", "requests"],
+        "the shared file holds the budget's tables only"
+    );
+    assert!(
+        !tables(&dir.path().join("a/state.sqlite")).contains(&"requests".to_string()),
+        "and the output folder's state has no request log"
     );
 }
 

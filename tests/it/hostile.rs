@@ -263,6 +263,7 @@ async fn every_hostile_page_gets_its_clear_error_and_nothing_is_written() {
         let targets = vec![docpipe::export::Target {
             project: case.clone(),
             client: client(&base),
+            start: None,
         }];
         let plan = exporter.plan(&targets, d, d).unwrap();
         let summary = exporter.run(&targets, &plan).await;
@@ -306,13 +307,14 @@ async fn paths_are_data_never_file_names() {
     let targets = vec![docpipe::export::Target {
         project: "dot-dot-paths-are-data".into(),
         client: client(&base),
+        start: None,
     }];
     let d = day("2026-03-10");
     let plan = exporter.plan(&targets, d, d).unwrap();
     assert!(exporter.run(&targets, &plan).await.failed.is_empty());
     let file =
         out.join("page_views/project=dot-dot-paths-are-data/date=2026-03-10/part-00000.parquet");
-    let rows = docpipe::export::parquet::read_page_views(&file).unwrap();
+    let rows = docpipe::dataset::page_views::read_page_views(&file).unwrap();
     let paths: Vec<&str> = rows.iter().map(|r| r.path.as_str()).collect();
     assert_eq!(
         paths,

@@ -6,6 +6,7 @@ mod daemon;
 mod emulator;
 mod export;
 mod hostile;
+mod house;
 mod rules;
 mod secrets;
 mod soak;

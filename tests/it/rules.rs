@@ -7,11 +7,11 @@ use docpipe::api::{Client, ClientSettings, Limits, RetryPolicy};
 use docpipe::clock::Clock;
 use docpipe::emulator::Op;
 use docpipe::emulator::data::DataFile;
-use docpipe::export::state::SqliteBudget;
-use docpipe::export::state_path;
 use docpipe::rules::engine::{Engine, Report};
-use docpipe::rules::ledger::{Sent, Skip};
 use docpipe::rules::{Rule, evaluate};
+use docpipe::store::SqliteBudget;
+use docpipe::store::ledger::{Sent, Skip};
+use docpipe::store::state_path;
 use docpipe::trends::{Selection, Tables, compute};
 use std::collections::HashMap;
 use std::path::Path;
@@ -128,7 +128,7 @@ async fn fire(engine: &Engine, rule: &Rule, tables: &Tables) -> Report {
     engine.fire(rule, &eval).await.unwrap()
 }
 
-fn fired(report: Report) -> docpipe::rules::ledger::Firing {
+fn fired(report: Report) -> docpipe::store::ledger::Firing {
     match report {
         Report::Fired(f) => f,
         other => panic!("expected a firing, got {}", other.line()),
@@ -358,7 +358,7 @@ async fn a_timed_out_follow_up_is_not_sent_again() {
 async fn polling_ends_on_every_terminal_status_and_on_the_timeout() {
     let s = setup(small()).await;
     let engine = engine(&s);
-    let hash12 = |f: &docpipe::rules::ledger::Firing| f.prompt_hash[..12].to_string();
+    let hash12 = |f: &docpipe::store::ledger::Firing| f.prompt_hash[..12].to_string();
 
     // completed without a pull request
     let f = fired(
@@ -556,10 +556,10 @@ fn a_firing_left_sending_by_a_stopped_process_is_settled_unknown_and_not_sent_ag
         "x",
         "cooldown = \"1m\"",
     );
-    let ledger = docpipe::rules::ledger::Ledger::open(&state_path(dir.path())).unwrap();
+    let ledger = docpipe::store::ledger::Ledger::open(&state_path(dir.path())).unwrap();
     let t0 = noon();
     let id = ledger
-        .begin(&r, Some("j"), "x", "h", 1, t0)
+        .begin(r.key(), Some("j"), "x", "h", 1, t0)
         .unwrap()
         .unwrap();
     drop(ledger);
@@ -575,7 +575,7 @@ fn a_firing_left_sending_by_a_stopped_process_is_settled_unknown_and_not_sent_ag
     assert_eq!(
         engine
             .ledger()
-            .skip(&r, "h", t0 + chrono::Duration::hours(2))
+            .skip(r.key(), "h", t0 + chrono::Duration::hours(2))
             .unwrap(),
         Some(Skip::SamePrompt { at: t0 })
     );

@@ -3,9 +3,10 @@
 //! soak -- --ignored`); the suite runs the same soak over 12 days.
 
 use crate::common::*;
+use docpipe::dataset::page_views::{PAGE_VIEWS, read_page_views};
 use docpipe::emulator::data::{DataFile, RowOrder};
 use docpipe::export::Exporter;
-use docpipe::export::parquet::{PAGE_VIEWS, PART, partition_dir, read_page_views};
+use docpipe::layout::{PART, partition_dir};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,6 +69,7 @@ fn demo_targets(live: &Live) -> Vec<docpipe::export::Target> {
             out.push(docpipe::export::Target {
                 project: p.to_string(),
                 client: client.clone(),
+                start: None,
             });
         }
     }

@@ -3,8 +3,8 @@
 use crate::common::*;
 use docpipe::api::budget::Budget;
 use docpipe::config::RawConfig;
-use docpipe::export::state::SqliteBudget;
-use docpipe::rules::ledger::{Ledger, Sent};
+use docpipe::store::SqliteBudget;
+use docpipe::store::ledger::{Ledger, Sent};
 
 #[tokio::test]
 async fn status_reports_days_budgets_and_firings() {
@@ -19,7 +19,10 @@ async fn status_reports_days_budgets_and_firings() {
         .unwrap()
         .validate("t.toml")
         .unwrap();
-    let before = docpipe::cli::status::describe(&settings, noon(), 5).unwrap();
+    let before =
+        docpipe::cli::status::describe(&settings, docpipe::clock::ManualClock::new(noon()), 5)
+            .await
+            .unwrap();
     assert_eq!(
         before,
         format!(
@@ -53,7 +56,7 @@ async fn status_reports_days_budgets_and_firings() {
     .unwrap();
     let ledger = Ledger::open(&state).unwrap();
     let id = ledger
-        .begin(&rule, Some("job_ok"), "x", "0123456789abcdef", 2, now)
+        .begin(rule.key(), Some("job_ok"), "x", "0123456789abcdef", 2, now)
         .unwrap()
         .unwrap();
     let mut firing = ledger.all().unwrap().pop().unwrap();
@@ -64,7 +67,7 @@ async fn status_reports_days_budgets_and_firings() {
     firing.seconds_to_done = Some(7.0);
     ledger.update(&firing, now).unwrap();
 
-    docpipe::export::state::State::open(&state)
+    docpipe::store::Store::open(&state)
         .unwrap()
         .queue_backfill(
             &["beta".to_string()],
@@ -73,7 +76,10 @@ async fn status_reports_days_budgets_and_firings() {
             now,
         )
         .unwrap();
-    let status = docpipe::cli::status::describe(&settings, now, 5).unwrap();
+    let status =
+        docpipe::cli::status::describe(&settings, docpipe::clock::ManualClock::new(now), 5)
+            .await
+            .unwrap();
     let provisional = "4 provisional (2026-03-12, 2026-03-13, 2026-03-14, 2026-03-15)";
     assert_eq!(
         status,
@@ -82,7 +88,8 @@ async fn status_reports_days_budgets_and_firings() {
 project alpha: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 19 days from 2026-02-14
 project beta: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 4 days from 2026-03-10
 project gamma: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 19 days from 2026-02-14
-backfill queued (1): 2026-02-01..2026-03-02 of beta: 28 windows not final yet, about 28 requests (at least 1 h at 95000 an hour)
+export now: 42 windows, about 80 requests, ETA within the current hour's budget
+backfill queued (1): 2026-02-01..2026-03-02 of beta: 28 windows not final yet, about 28 requests, ETA within the current hour's budget
 budget analytics:org-a: 3 of 95000 requests used in the last hour
 budget analytics:org-b: 0 of 95000 requests used in the last hour
 budget agent:alpha: 1 of 95 follow-ups and job creations used in the last hour

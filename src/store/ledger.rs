@@ -2,13 +2,15 @@
 //! (`sending`) in the same transaction that checks the cooldown and the prompt hash, before
 //! anything is sent, so that no process, restart or timeout can send it twice.
 
-use super::Rule;
-use crate::export::state::{Db, StateError};
+use super::{Db, StoreError};
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, TransactionBehavior, params};
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
-const SCHEMA: &str = "
+/// The ledger's table.
+pub const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS rule_firings (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     rule TEXT NOT NULL,
@@ -24,7 +26,9 @@ CREATE TABLE IF NOT EXISTS rule_firings (
     pr_link TEXT,
     seconds_to_done REAL,
     error TEXT,
-    updated_at_ms INTEGER NOT NULL
+    updated_at_ms INTEGER NOT NULL,
+    -- While set, the job is polled (one look per polling step) until it ends or until then.
+    poll_until_ms INTEGER
 );
 CREATE INDEX IF NOT EXISTS rule_firings_by_rule ON rule_firings (rule, fired_at_ms);
 ";
@@ -166,10 +170,23 @@ impl std::fmt::Display for Skip {
     }
 }
 
+/// What a firing is: the rule's name, its project and cooldown, and what it sends.
+#[derive(Debug, Clone, Copy)]
+pub struct RuleKey<'a> {
+    /// The rule's name.
+    pub name: &'a str,
+    /// Its project.
+    pub project: &'a str,
+    /// The time it stays quiet after firing.
+    pub cooldown: Duration,
+    /// What it sends.
+    pub kind: Kind,
+}
+
 /// The ledger.
 #[derive(Debug)]
 pub struct Ledger {
-    db: Db,
+    db: Arc<Db>,
 }
 
 fn ms(t: DateTime<Utc>) -> i64 {
@@ -182,7 +199,7 @@ fn from_ms(v: i64) -> DateTime<Utc> {
 
 fn skip_for(
     c: &Connection,
-    rule: &Rule,
+    rule: RuleKey<'_>,
     hash: &str,
     now: DateTime<Utc>,
 ) -> rusqlite::Result<Option<Skip>> {
@@ -192,8 +209,10 @@ fn skip_for(
         ))?
         .query_row(params![rule.name], |r| r.get(0))?;
     if let Some(last) = last.map(from_ms) {
-        let until =
-            last + chrono::Duration::from_std(rule.cooldown).unwrap_or(chrono::Duration::MAX);
+        let until = chrono::Duration::from_std(rule.cooldown)
+            .ok()
+            .and_then(|d| last.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
         if now < until {
             return Ok(Some(Skip::CoolingDown { last, until }));
         }
@@ -207,35 +226,57 @@ fn skip_for(
 }
 
 impl Ledger {
-    /// Opens the ledger in a state database (created if needed).
-    pub fn open(path: &Path) -> Result<Self, StateError> {
-        Ok(Self {
-            db: Db::open(path, SCHEMA)?,
-        })
+    /// Opens the ledger in a state database (created if needed): for tools and tests; a
+    /// process that has the output folder's [`Store`](super::Store) uses [`Store::ledger`](super::Store::ledger).
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::on(Arc::new(Db::open(path, "")?))
+    }
+
+    /// The ledger on a connection whose tables [`Ledger::on`] made.
+    pub(super) fn on_ready(db: Arc<Db>) -> Self {
+        Self { db }
+    }
+
+    /// The ledger on an open connection (adds its table, and the polling column to a ledger
+    /// written before it existed).
+    pub fn on(db: Arc<Db>) -> Result<Self, StoreError> {
+        db.ensure(SCHEMA)?;
+        db.with_conn(|c| {
+            let has: bool = c
+                .prepare(
+                    "SELECT 1 FROM pragma_table_info('rule_firings') WHERE name = 'poll_until_ms'",
+                )?
+                .exists([])?;
+            if !has {
+                c.execute_batch("ALTER TABLE rule_firings ADD COLUMN poll_until_ms INTEGER")?;
+            }
+            Ok(())
+        })?;
+        Ok(Self { db })
     }
 
     /// Why the rule would not fire now with this prompt, if it would not (reads only).
     pub fn skip(
         &self,
-        rule: &Rule,
+        rule: RuleKey<'_>,
         hash: &str,
         now: DateTime<Utc>,
-    ) -> Result<Option<Skip>, StateError> {
-        self.db.run(|c| skip_for(c, rule, hash, now))
+    ) -> Result<Option<Skip>, StoreError> {
+        self.db.with_conn(|c| skip_for(c, rule, hash, now))
     }
 
     /// Records a firing as `sending` unless the cooldown or the prompt hash forbids it, in one
     /// transaction that other processes wait on. Returns the firing's id, or why it is skipped.
     pub fn begin(
         &self,
-        rule: &Rule,
+        rule: RuleKey<'_>,
         job: Option<&str>,
         prompt: &str,
         hash: &str,
         rows_matched: usize,
         now: DateTime<Utc>,
-    ) -> Result<Result<i64, Skip>, StateError> {
-        self.db.run(|c| {
+    ) -> Result<Result<i64, Skip>, StoreError> {
+        self.db.with_conn(|c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             if let Some(skip) = skip_for(&tx, rule, hash, now)? {
                 return Ok(Err(skip));
@@ -252,7 +293,7 @@ impl Ledger {
                 hash,
                 prompt,
                 rows_matched as i64,
-                rule.action.kind().as_str()
+                rule.kind.as_str()
             ])?;
             let id = tx.last_insert_rowid();
             tx.commit()?;
@@ -261,8 +302,8 @@ impl Ledger {
     }
 
     /// Stores a firing's outcome so far.
-    pub fn update(&self, f: &Firing, now: DateTime<Utc>) -> Result<(), StateError> {
-        self.db.run(|c| {
+    pub fn update(&self, f: &Firing, now: DateTime<Utc>) -> Result<(), StoreError> {
+        self.db.with_conn(|c| {
             c.prepare_cached(
                 "UPDATE rule_firings SET job = ?2, sent = ?3, status = ?4, pr_link = ?5,
                  seconds_to_done = ?6, error = ?7, updated_at_ms = ?8 WHERE id = ?1",
@@ -282,8 +323,8 @@ impl Ledger {
     }
 
     /// Forgets a firing that surely did not leave this process.
-    pub fn discard(&self, id: i64) -> Result<(), StateError> {
-        self.db.run(|c| {
+    pub fn discard(&self, id: i64) -> Result<(), StoreError> {
+        self.db.with_conn(|c| {
             c.prepare_cached("DELETE FROM rule_firings WHERE id = ?1 AND sent = 'sending'")?
                 .execute(params![id])
                 .map(|_| ())
@@ -296,8 +337,8 @@ impl Ledger {
         &self,
         before: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) -> Result<usize, StateError> {
-        self.db.run(|c| {
+    ) -> Result<usize, StoreError> {
+        self.db.with_conn(|c| {
             c.prepare_cached(
                 "UPDATE rule_firings SET sent = 'unknown',
                  error = 'interrupted while sending (the process stopped); not sent again',
@@ -307,15 +348,44 @@ impl Ledger {
         })
     }
 
+    /// Marks a firing's job to be polled until it ends or until `until` (`None`: not polled).
+    pub fn poll_until(&self, id: i64, until: Option<DateTime<Utc>>) -> Result<(), StoreError> {
+        self.db.with_conn(|c| {
+            c.prepare_cached("UPDATE rule_firings SET poll_until_ms = ?2 WHERE id = ?1")?
+                .execute(params![id, until.map(ms)])
+                .map(|_| ())
+        })
+    }
+
+    /// The firings whose jobs are being polled, oldest first, with the time polling gives up.
+    pub fn polling(&self) -> Result<Vec<(Firing, DateTime<Utc>)>, StoreError> {
+        self.select("WHERE poll_until_ms IS NOT NULL", |r| {
+            Ok(from_ms(r.get(14)?))
+        })
+    }
+
     /// Every firing, oldest first.
-    pub fn all(&self) -> Result<Vec<Firing>, StateError> {
-        self.db.run(|c| {
-            let mut st = c.prepare_cached(
+    pub fn all(&self) -> Result<Vec<Firing>, StoreError> {
+        Ok(self
+            .select("", |_| Ok(()))?
+            .into_iter()
+            .map(|(f, ())| f)
+            .collect())
+    }
+
+    fn select<T>(
+        &self,
+        filter: &str,
+        extra: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<(Firing, T)>, StoreError> {
+        self.db.with_conn(|c| {
+            let mut st = c.prepare_cached(&format!(
                 "SELECT id, rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched,
-                 sent, status, pr_link, seconds_to_done, error, action FROM rule_firings ORDER BY id",
-            )?;
+                 sent, status, pr_link, seconds_to_done, error, action, poll_until_ms
+                 FROM rule_firings {filter} ORDER BY id"
+            ))?;
             let rows = st.query_map([], |r| {
-                Ok(Firing {
+                let f = Firing {
                     id: r.get(0)?,
                     rule: r.get(1)?,
                     project: r.get(2)?,
@@ -334,7 +404,8 @@ impl Ledger {
                     pr_link: r.get(10)?,
                     seconds_to_done: r.get(11)?,
                     error: r.get(12)?,
-                })
+                };
+                Ok((f, extra(r)?))
             })?;
             rows.collect()
         })

@@ -6,11 +6,50 @@
 //!
 //! Layout: `DPJ1`, the walk's id (u64 LE), then one frame per page: payload length (u32 LE),
 //! CRC-32 of the payload (u32 LE), payload. A payload is the offset (u64), `hasMore` (u8), the
-//! totals (3 x i64) and the rows (see [`encode_rows`](super::state::encode_rows)). A frame cut by
+//! totals (3 x i64) and the rows (see [`encode_rows`]). A frame cut by
 //! a kill fails its length or CRC: the journal ends before it, and the next append overwrites it.
 
+use crate::api::views::Rows;
 use crate::api::views::{Counts, ViewsPage};
-use crate::export::state::{StoredPage, decode_rows, encode_rows};
+
+/// A page kept until its window is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPage {
+    /// Offset.
+    pub offset: u64,
+    /// Contents.
+    pub page: ViewsPage,
+}
+
+/// Rows as compact bytes: per row, path length (u32 LE), path, human, ai, total (i64 LE).
+pub fn encode_rows(rows: &Rows) -> Vec<u8> {
+    let mut out = Vec::with_capacity(rows.len() * 28 + rows.path_bytes().len());
+    for r in rows.iter() {
+        out.extend_from_slice(&(r.path.len() as u32).to_le_bytes());
+        out.extend_from_slice(r.path.as_bytes());
+        for v in [r.human, r.ai, r.total] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// The inverse of `encode_rows`; `None` when the bytes are damaged.
+pub fn decode_rows(mut b: &[u8]) -> Option<Rows> {
+    let mut out = Rows::default();
+    while !b.is_empty() {
+        let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        let path = std::str::from_utf8(b.get(4..4 + n)?).ok()?;
+        b = &b[4 + n..];
+        let mut v = [0i64; 3];
+        for x in &mut v {
+            *x = i64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+            b = &b[8..];
+        }
+        out.push(path, v[0], v[1], v[2]);
+    }
+    Some(out)
+}
 
 const MAGIC: &[u8; 4] = b"DPJ1";
 /// Bytes before the first frame.
@@ -128,6 +167,30 @@ mod tests {
                 .collect(),
             has_more,
         }
+    }
+
+    #[test]
+    fn rows_round_trip_through_the_compact_encoding() {
+        use crate::api::views::ViewRow;
+        let rows: Rows = [
+            ViewRow {
+                path: "/a/é".into(),
+                human: 1,
+                ai: 2,
+                total: 3,
+            },
+            ViewRow {
+                path: String::new(),
+                human: i64::MAX,
+                ai: 0,
+                total: i64::MAX,
+            },
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(decode_rows(&encode_rows(&rows)).unwrap(), rows);
+        let bytes = encode_rows(&rows);
+        assert_eq!(decode_rows(&bytes[..bytes.len() - 1]), None);
     }
 
     #[test]

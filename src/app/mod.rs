@@ -1,0 +1,304 @@
+//! What the command line and the daemon share: a [`Context`] opened once per process (settings,
+//! clock, the output folder's store, one rate budget, one client per organization), and the
+//! pipeline's steps (`export`, `after`, `rules`, `plan_view`). It prints nothing: the CLI
+//! prints what the steps return, the daemon logs and counts it.
+
+pub mod after;
+pub mod export;
+pub mod plan_view;
+pub mod rules;
+
+use crate::api::budget::Budget;
+use crate::api::{AdminKey, AssistantKey, Client, ClientSettings};
+use crate::clock::SharedClock;
+use crate::config::{Organization, Settings};
+use crate::error::UserError;
+use crate::events::{Events, Quiet};
+use crate::export::{Exporter, Target};
+use crate::rules::engine::Engine;
+use crate::store::{Folder, SqliteBudget, Store, StoreError, state_path};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How the output folder is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// To export into it: its lock is taken (waiting for another exporter), killed runs'
+    /// leftovers are swept, and its time zone is checked.
+    Export,
+    /// Beside a process that may export into it (status, rules, queueing a backfill).
+    Shared,
+}
+
+/// Whose admin keys are read from the environment when the context opens (before anything is
+/// written): a missing key is a user error then, not a failure of every window later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Keys {
+    /// None: the clients can plan and read the state, not send.
+    None,
+    /// The organizations of every configured project.
+    All,
+    /// The organizations of these projects (each must be configured).
+    Of(Vec<String>),
+    /// These keys, by organization (the demo's, from the emulator's data).
+    Given(BTreeMap<String, AdminKey>),
+}
+
+/// Everything a process opens once.
+#[derive(Debug)]
+pub struct Context {
+    /// The validated config.
+    pub settings: Settings,
+    /// The clock.
+    pub clock: SharedClock,
+    folder: Arc<Folder>,
+    budget: Arc<dyn Budget>,
+    /// One client per organization (those without their key read cannot send analytics).
+    clients: BTreeMap<String, Client>,
+    events: Arc<dyn Events>,
+}
+
+/// Whether two paths name the same file (which may not exist yet).
+fn same_file(a: &Path, b: &Path) -> bool {
+    let norm = |p: &Path| -> PathBuf {
+        match (p.parent(), p.file_name()) {
+            (Some(dir), Some(name)) => std::fs::canonicalize(if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            })
+            .map(|d| d.join(name))
+            .unwrap_or(p.to_path_buf()),
+            _ => p.to_path_buf(),
+        }
+    };
+    norm(a) == norm(b)
+}
+
+impl Context {
+    /// Opens the context: checks the projects and reads the keys `keys` names (writing nothing
+    /// before), opens the output folder as `access` says and its store once, the rate budget
+    /// (on the store's connection when `budget_db` is its file) and a client per organization.
+    pub async fn open(
+        settings: Settings,
+        clock: SharedClock,
+        access: Access,
+        keys: Keys,
+    ) -> anyhow::Result<Self> {
+        let wanted: Vec<&str> = match &keys {
+            Keys::None | Keys::Given(_) => Vec::new(),
+            Keys::All => settings
+                .projects
+                .iter()
+                .map(|p| p.organization.as_str())
+                .collect(),
+            Keys::Of(projects) => {
+                let mut orgs = Vec::new();
+                for p in projects {
+                    let project =
+                        settings
+                            .projects
+                            .iter()
+                            .find(|c| &c.id == p)
+                            .ok_or_else(|| {
+                                UserError::new(format!(
+                                    "project {p} is not configured in {}",
+                                    settings.origin
+                                ))
+                            })?;
+                    orgs.push(project.organization.as_str());
+                }
+                orgs
+            }
+        };
+        let mut admin_keys: BTreeMap<String, AdminKey> = match keys {
+            Keys::Given(given) => given,
+            _ => BTreeMap::new(),
+        };
+        for org in &settings.organizations {
+            if !wanted.contains(&org.id.as_str()) {
+                continue;
+            }
+            if let Some(var) = &org.admin_key_env {
+                let key = AdminKey::from_env(var, &settings.brand)
+                    .map_err(|e| UserError::new(format!("organization {}: {e}", org.id)))?;
+                admin_keys.insert(org.id.clone(), key);
+            }
+        }
+        let out = settings.output_dir.clone();
+        let folder = match access {
+            Access::Export => Folder::open_locked(&out, settings.timezone.name()).await,
+            Access::Shared => Folder::open_shared(&out),
+        }
+        .map_err(folder_error)?;
+        let budget: Arc<dyn Budget> = if same_file(&settings.budget_db, &state_path(&out)) {
+            Arc::new(SqliteBudget::on(folder.store().db().clone())?)
+        } else {
+            if let Some(dir) = settings
+                .budget_db
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+            {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    UserError::new(format!(
+                        "budget_db folder {}: cannot create it: {e}",
+                        dir.display()
+                    ))
+                })?;
+            }
+            Arc::new(SqliteBudget::open(&settings.budget_db).map_err(UserError::from_source)?)
+        };
+        let mut clients = BTreeMap::new();
+        for org in &settings.organizations {
+            let client = Client::new(
+                client_settings(&settings, org),
+                &org.id,
+                admin_keys.remove(&org.id),
+                None,
+                clock.clone(),
+                budget.clone(),
+            )?;
+            clients.insert(org.id.clone(), client);
+        }
+        Ok(Self {
+            settings,
+            clock,
+            folder: Arc::new(folder),
+            budget,
+            clients,
+            events: Arc::new(Quiet),
+        })
+    }
+
+    /// Reports the exports' progress and the budget waits to `events`.
+    pub fn with_events(mut self, events: Arc<dyn Events>) -> Self {
+        for c in self.clients.values_mut() {
+            *c = c.clone().with_events(events.clone());
+        }
+        self.events = events;
+        self
+    }
+
+    /// The output folder.
+    pub fn output(&self) -> &Path {
+        self.folder.path()
+    }
+
+    /// The output folder's store.
+    pub fn store(&self) -> &Store {
+        self.folder.store()
+    }
+
+    /// The shared rate budget.
+    pub fn budget(&self) -> &Arc<dyn Budget> {
+        &self.budget
+    }
+
+    /// The client of a project's organization.
+    pub fn client_of(&self, project: &str) -> Option<&Client> {
+        let p = self.settings.projects.iter().find(|p| p.id == project)?;
+        self.clients.get(&p.organization)
+    }
+
+    /// The selected projects (all when `selected` is empty) with their clients and first days.
+    pub fn targets(&self, selected: &[String]) -> Result<Vec<Target>, UserError> {
+        let today = self.settings.today(self.clock.now());
+        let mut out = Vec::new();
+        for p in selected {
+            if !self.settings.projects.iter().any(|c| &c.id == p) {
+                return Err(UserError::new(format!(
+                    "project {p} is not configured in {}",
+                    self.settings.origin
+                )));
+            }
+        }
+        for p in self
+            .settings
+            .projects
+            .iter()
+            .filter(|p| selected.is_empty() || selected.contains(&p.id))
+        {
+            let client = self.clients.get(&p.organization).ok_or_else(|| {
+                UserError::new(format!("project {} names an unknown organization", p.id))
+            })?;
+            out.push(Target {
+                project: p.id.clone(),
+                client: client.clone(),
+                start: Some(p.first_day(today)),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The exporter of the output folder (it must have been opened with [`Access::Export`]).
+    pub fn exporter(&self) -> Exporter {
+        Exporter::new(
+            self.folder.clone(),
+            self.clock.clone(),
+            self.settings.lookback_days,
+            self.settings.timezone,
+        )
+        .with_events(self.events.clone())
+    }
+
+    /// The rules' engine: the store's ledger, the shared budget, and a client per project.
+    pub fn engine(&self) -> Result<Engine, StoreError> {
+        let clients = self
+            .settings
+            .projects
+            .iter()
+            .filter_map(|p| Some((p.id.clone(), self.clients.get(&p.organization)?.clone())))
+            .collect();
+        Ok(Engine::with_ledger(
+            self.output(),
+            self.store().ledger(),
+            self.budget.clone(),
+            self.settings.agent_limits(),
+            self.clock.clone(),
+        )?
+        .with_clients(clients))
+    }
+}
+
+/// A folder that cannot be used is the user's to fix; a database that fails is not.
+fn folder_error(e: StoreError) -> anyhow::Error {
+    match e {
+        e @ StoreError::Folder { .. } => UserError::from_source(e).into(),
+        e => e.into(),
+    }
+}
+
+/// The client settings of an organization.
+fn client_settings(settings: &Settings, org: &Organization) -> ClientSettings {
+    ClientSettings {
+        base_url: settings.base_url.clone(),
+        timeout: settings.timeout,
+        retry: settings.retry,
+        limits: org.limits,
+    }
+}
+
+/// A client for an organization's assistant, with its assistant key read from the environment
+/// and a budget of its own process (the assistant's limit is per key and generous).
+pub fn assistant_client(
+    settings: &Settings,
+    org: &Organization,
+    clock: SharedClock,
+) -> anyhow::Result<Client> {
+    let key = match &org.assistant_key_env {
+        Some(var) => Some(
+            AssistantKey::from_env(var, &settings.brand)
+                .map_err(|e| UserError::new(format!("organization {}: {e}", org.id)))?,
+        ),
+        None => None,
+    };
+    Ok(Client::new(
+        client_settings(settings, org),
+        &org.id,
+        None,
+        key,
+        clock,
+        Arc::new(crate::api::budget::MemoryBudget::default()),
+    )?)
+}

@@ -1,0 +1,129 @@
+//! The rules steps: load a folder, evaluate every rule over the trend tables, fire them.
+
+use crate::error::UserError;
+use crate::rules::engine::{Engine, LogError, Report};
+use crate::rules::{Evaluation, Rule, evaluate, load_dir};
+use crate::store::StoreError;
+use crate::trends::{Selection, Tables, TrendsError, compute, empty_tables};
+use std::path::{Path, PathBuf};
+
+/// The rules of a folder, and the problems found so far (one line each, naming the file).
+#[derive(Debug)]
+pub struct Loaded {
+    /// Valid rules (the selected ones).
+    pub rules: Vec<Rule>,
+    /// Problems.
+    pub problems: Vec<String>,
+}
+
+/// Loads the rules of `dir`, keeping the named ones (all when `names` is empty).
+pub fn load(dir: &Path, projects: &[String], names: &[String]) -> Result<Loaded, UserError> {
+    if !dir.is_dir() {
+        return Err(UserError::new(format!(
+            "rules folder {} does not exist (set [rules] dir in the config, or pass --dir)",
+            dir.display()
+        )));
+    }
+    let (rules, problems) = load_dir(dir, projects).map_err(UserError::from_source)?;
+    for n in names {
+        if !rules.iter().any(|r| &r.name == n) && problems.is_empty() {
+            let known: Vec<_> = rules.iter().map(|r| r.name.as_str()).collect();
+            return Err(UserError::new(format!(
+                "no rule named {n} in {} (rules: {})",
+                dir.display(),
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(Loaded {
+        rules: rules
+            .into_iter()
+            .filter(|r| names.is_empty() || names.contains(&r.name))
+            .collect(),
+        problems: problems.iter().map(ToString::to_string).collect(),
+    })
+}
+
+/// The trend tables of the output folder, and whether anything was exported; empty tables
+/// (real columns, no rows) when nothing was, so that the queries can still be checked.
+pub fn tables(out: &Path) -> Result<(Tables, bool), TrendsError> {
+    match compute(out, &Selection::default()) {
+        Ok(t) => Ok((t, true)),
+        Err(TrendsError::NoData(_)) => Ok((empty_tables()?, false)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Evaluates every rule: any problem, in a file or in an evaluation, stops everything before
+/// anything is sent, with one line per problem.
+pub fn evaluate_all(loaded: &Loaded, tables: &Tables) -> Result<Vec<Evaluation>, UserError> {
+    let mut evals = Vec::new();
+    let mut problems = loaded.problems.clone();
+    for r in evaluate(&loaded.rules, tables) {
+        match r {
+            Ok(e) => evals.push(e),
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    if problems.is_empty() {
+        Ok(evals)
+    } else {
+        Err(UserError::new(problems.join("\n")))
+    }
+}
+
+/// Whether firing waits for the jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Each rule that says `wait` polls its job until it ends (the command line).
+    AsRulesSay,
+    /// Nothing waits: the jobs are polled by [`Engine::poll_step`] (the daemon).
+    Never,
+}
+
+/// What firing a set of rules did.
+#[derive(Debug, Default)]
+pub struct Fired {
+    /// One report per rule, in order.
+    pub reports: Vec<Report>,
+    /// The outcome log's files, rewritten when something fired.
+    pub log: Vec<PathBuf>,
+}
+
+/// Fires each evaluated rule in order (an evaluation that failed is reported as broken), then
+/// rewrites the outcome log when anything fired.
+pub async fn fire_all(
+    engine: &Engine,
+    rules: &[Rule],
+    evals: Vec<Result<Evaluation, crate::rules::RuleError>>,
+    wait: Wait,
+) -> Result<Fired, FireError> {
+    let mut reports = Vec::new();
+    for (rule, eval) in rules.iter().zip(evals) {
+        let report = match eval {
+            Ok(e) => match wait {
+                Wait::AsRulesSay => engine.fire(rule, &e).await?,
+                Wait::Never => engine.fire_nowait(rule, &e).await?,
+            },
+            Err(e) => Report::Broken(e),
+        };
+        reports.push(report);
+    }
+    let log = if reports.iter().any(|r| matches!(r, Report::Fired(_))) {
+        engine.write_log()?
+    } else {
+        Vec::new()
+    };
+    Ok(Fired { reports, log })
+}
+
+/// Errors of firing.
+#[derive(Debug, thiserror::Error)]
+pub enum FireError {
+    /// The ledger.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The outcome log.
+    #[error("cannot write the outcome log: {0}")]
+    Log(#[from] LogError),
+}

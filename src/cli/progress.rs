@@ -1,0 +1,162 @@
+//! The progress bar of the command running now, if it shows one: it draws the exporter's
+//! [`Events`]; log lines are drawn above it (not through it), and a wait for the rate budget
+//! shows in it until the wait ends.
+
+use crate::events::Events;
+use chrono::{DateTime, Utc};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+static ACTIVE: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+fn active() -> Option<ProgressBar> {
+    ACTIVE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+        .filter(|b| !b.is_hidden())
+}
+
+/// Makes `bar` the one that log lines and budget waits go to, until [`hide`].
+pub fn show(bar: &ProgressBar) {
+    *ACTIVE.lock().unwrap_or_else(|e| e.into_inner()) = Some(bar.clone());
+}
+
+/// No bar any more: log lines go straight to standard error.
+pub fn hide() {
+    *ACTIVE.lock().unwrap_or_else(|e| e.into_inner()) = None;
+}
+
+/// Standard error, with the bar (if any) cleared while a log line is written.
+pub struct LogWriter;
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match active() {
+            Some(bar) => bar.suspend(|| std::io::stderr().write(buf)),
+            None => std::io::stderr().write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+/// The writer the log subscriber makes for each line.
+pub fn log_writer() -> LogWriter {
+    LogWriter
+}
+
+/// The message a budget wait shows in the bar.
+pub fn wait_message(scope: &str, wait: Duration, until: DateTime<Utc>) -> String {
+    let secs = wait.as_secs();
+    let length = if secs >= 60 {
+        format!("{}m {:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{secs}s")
+    };
+    format!(
+        "waiting {length} for the rate budget ({scope}), until {} UTC",
+        until.format("%H:%M:%S")
+    )
+}
+
+/// A progress bar on standard error when it is a terminal (else nothing is drawn).
+#[derive(Debug)]
+pub struct Bar {
+    bar: ProgressBar,
+    /// The message to show again when a budget wait ends.
+    before_wait: Mutex<Option<String>>,
+}
+
+impl Bar {
+    /// A bar if standard error is a terminal; a hidden one otherwise.
+    pub fn on_terminal() -> Self {
+        use std::io::IsTerminal;
+        let bar = if std::io::stderr().is_terminal() {
+            ProgressBar::new(0).with_style(
+                ProgressStyle::with_template("{spinner} {bar:30} {pos}/{len} windows  {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            )
+        } else {
+            ProgressBar::hidden()
+        };
+        Self {
+            bar,
+            before_wait: Mutex::new(None),
+        }
+    }
+}
+
+impl Events for Bar {
+    fn draws(&self) -> bool {
+        !self.bar.is_hidden()
+    }
+
+    fn planned(&self, windows: u64) {
+        self.bar.set_length(windows);
+        if !self.bar.is_hidden() {
+            show(&self.bar);
+            // The spinner turns during a budget wait too.
+            self.bar.enable_steady_tick(Duration::from_millis(250));
+        }
+    }
+
+    fn window_written(&self, rows: i64, requests: u64, project: &str, day: &str) {
+        self.bar.inc(1);
+        self.bar.set_message(format!(
+            "{rows} rows, {requests} requests; last {project} {day}"
+        ));
+    }
+
+    fn window_failed(&self) {
+        self.bar.inc(1);
+    }
+
+    fn finished(&self) {
+        self.bar.finish_and_clear();
+        hide();
+    }
+
+    fn waiting(&self, scope: &str, wait: Duration, until: DateTime<Utc>) {
+        if self.bar.is_hidden() {
+            return;
+        }
+        let mut before = self.before_wait.lock().unwrap_or_else(|e| e.into_inner());
+        before.get_or_insert_with(|| self.bar.message());
+        self.bar.set_message(wait_message(scope, wait, until));
+    }
+
+    fn waited(&self, _scope: &str) {
+        let before = self
+            .before_wait
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(m) = before {
+            self.bar.set_message(m);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn a_wait_reads_as_minutes_and_the_time_it_ends() {
+        let until = Utc.with_ymd_and_hms(2026, 11, 22, 14, 5, 9).unwrap();
+        assert_eq!(
+            wait_message("analytics:acme", Duration::from_secs(1390), until),
+            "waiting 23m 10s for the rate budget (analytics:acme), until 14:05:09 UTC"
+        );
+        assert_eq!(
+            wait_message("analytics:acme", Duration::from_secs(42), until),
+            "waiting 42s for the rate budget (analytics:acme), until 14:05:09 UTC"
+        );
+    }
+}

@@ -1,0 +1,220 @@
+//! The daemon (`docpipe run`): the incremental export on a cron schedule (then the trends and
+//! the rules without a schedule), each rule's own schedule, the polling of agent jobs, a queue
+//! of backfills drained between scheduled runs within the budget, `/healthz` and `/metrics`,
+//! and a clean stop.
+//!
+//! One task does all the work, one piece at a time: scheduled runs never overlap, and a scheduled
+//! run waiting in the channel goes before the next backfill window. No piece waits for an agent
+//! job: a fired rule's job is looked at once per polling step, between the other work.
+
+mod health;
+mod work;
+
+use crate::app::rules::load;
+use crate::app::{Access, Context, Keys};
+use crate::clock::SharedClock;
+use crate::config::Settings;
+use crate::error::UserError;
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio_cron_scheduler::{Job, JobScheduler};
+use work::{Daemon, Step, Tick};
+
+pub use health::router as health_router;
+
+/// How often the jobs of fired rules are looked at (one `get_job` each).
+pub const POLL_EVERY: Duration = Duration::from_secs(5);
+
+/// What `start` sets up for `serve`.
+struct Started {
+    daemon: Daemon,
+    scheduler: JobScheduler,
+    ticks: mpsc::UnboundedReceiver<Tick>,
+    server: Option<tokio::task::JoinHandle<()>>,
+    /// Tells the health server to stop.
+    stopped: watch::Sender<bool>,
+}
+
+/// Opens the context, loads the rules, starts the health server and the schedules.
+async fn start(
+    settings: Settings,
+    clock: SharedClock,
+    metrics: Option<PrometheusHandle>,
+) -> anyhow::Result<Started> {
+    let mut rules = Vec::new();
+    if settings.rules_dir.is_dir() {
+        let loaded = load(&settings.rules_dir, &settings.project_ids(), &[])?;
+        if !loaded.problems.is_empty() {
+            return Err(UserError::new(loaded.problems.join("\n")).into());
+        }
+        rules = loaded.rules;
+    }
+    let (stopped, mut stop_rx) = watch::channel(false);
+    let server = match settings.daemon.listen {
+        Some(addr) => {
+            let stop = async move {
+                let _ = stop_rx.wait_for(|s| *s).await;
+            };
+            let (bound, task) = health::serve(addr, metrics, stop)
+                .await
+                .map_err(|e| UserError::new(format!("daemon.listen {addr}: cannot listen: {e}")))?;
+            tracing::info!("health and metrics on http://{bound}/healthz and /metrics");
+            println!("listening on http://{bound}");
+            Some(task)
+        }
+        None => None,
+    };
+    let ctx = Context::open(settings, clock, Access::Export, Keys::All).await?;
+    let targets = ctx.targets(&[])?;
+    let engine = if rules.is_empty() {
+        None
+    } else {
+        Some(ctx.engine()?)
+    };
+    let (tx, ticks) = mpsc::unbounded_channel::<Tick>();
+    let scheduler = JobScheduler::new().await?;
+    let mut schedules = vec![(ctx.settings.daemon.export_schedule.clone(), Tick::Export)];
+    for r in &rules {
+        if let Some(s) = &r.schedule {
+            schedules.push((s.clone(), Tick::Rule(r.name.clone())));
+        }
+    }
+    for (schedule, tick) in schedules {
+        let tx = tx.clone();
+        let job = Job::new_async(schedule.as_str(), move |_, _| {
+            let _ = tx.send(tick.clone());
+            Box::pin(async {})
+        })
+        .map_err(|e| UserError::new(format!("schedule {schedule:?}: {e}")))?;
+        scheduler.add(job).await?;
+    }
+    if engine.is_some() {
+        let tx = tx.clone();
+        let every = POLL_EVERY;
+        scheduler
+            .add(Job::new_repeated_async(every, move |_, _| {
+                let _ = tx.send(Tick::Poll);
+                Box::pin(async {})
+            })?)
+            .await?;
+    }
+    scheduler.start().await?;
+    tracing::info!(
+        export_schedule = %ctx.settings.daemon.export_schedule,
+        rules = rules.len(),
+        "docpipe daemon started"
+    );
+    // The first export at once: what is due now should not wait for the schedule; and the jobs
+    // a stopped daemon was polling are looked at again.
+    let _ = tx.send(Tick::Export);
+    let _ = tx.send(Tick::Poll);
+    let exporter = ctx.exporter();
+    Ok(Started {
+        daemon: Daemon {
+            ctx,
+            exporter,
+            targets,
+            rules,
+            engine,
+            reserve: HashMap::new(),
+            tried: HashMap::new(),
+        },
+        scheduler,
+        ticks,
+        server,
+        stopped,
+    })
+}
+
+/// Runs the daemon until `stop` resolves; then lets the work in progress finish for the grace
+/// period (or abandons it: the state stays consistent and the next start resumes) and returns.
+pub async fn run(
+    settings: Settings,
+    clock: SharedClock,
+    metrics: Option<PrometheusHandle>,
+    stop: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let grace = settings.daemon.shutdown_grace;
+    let Started {
+        mut daemon,
+        mut scheduler,
+        ticks: mut rx,
+        server,
+        stopped,
+    } = start(settings, clock, metrics).await?;
+    let mut stop = std::pin::pin!(stop);
+    let mut backfill_wait = Duration::ZERO;
+    // Ticks that arrived while work ran, each once: an export that took longer than its
+    // schedule's period is followed by one export, not by one per missed tick.
+    let mut pending: std::collections::VecDeque<Tick> = Default::default();
+    let mut last_was_tick = false;
+    loop {
+        while let Ok(t) = rx.try_recv() {
+            if !pending.contains(&t) {
+                pending.push_back(t);
+            }
+        }
+        // A tick waiting goes first, but when ticks come back to back (runs longer than their
+        // schedule's period), one backfill window goes between two of them: no starvation.
+        let backfill_turn = backfill_wait.is_zero() && last_was_tick;
+        let next = match pending.pop_front() {
+            Some(t) if !backfill_turn => Some(t),
+            Some(t) => {
+                pending.push_front(t);
+                None
+            }
+            None => tokio::select! {
+                biased;
+                _ = &mut stop => break,
+                tick = rx.recv() => tick,
+                _ = tokio::time::sleep(backfill_wait) => None,
+            },
+        };
+        let mut step = Step::Worked;
+        {
+            let work = async {
+                match &next {
+                    Some(Tick::Export) => daemon.export().await,
+                    Some(Tick::Rule(name)) => daemon.fire(std::slice::from_ref(name), None).await,
+                    Some(Tick::Poll) => daemon.poll().await,
+                    None => step = daemon.backfill_step().await,
+                }
+            };
+            let mut work = std::pin::pin!(work);
+            let stopped = tokio::select! {
+                _ = &mut work => false,
+                _ = &mut stop => true,
+            };
+            if stopped {
+                tracing::info!(
+                    grace_secs = grace.as_secs(),
+                    "stopping: the run in progress has the grace period to finish"
+                );
+                if tokio::time::timeout(grace, &mut work).await.is_err() {
+                    tracing::warn!(
+                        "stopping: the run in progress was abandoned; what was fetched is kept, and the next start resumes"
+                    );
+                }
+                break;
+            }
+        }
+        // A polling step is not a scheduled run: it does not take a backfill window's turn.
+        last_was_tick = next.as_ref().is_some_and(|t| *t != Tick::Poll);
+        backfill_wait = match step {
+            Step::Worked => Duration::ZERO,
+            Step::Wait(d) => d,
+            // Nothing queued: look again now and then (a `backfill --queue` may add some).
+            Step::Idle => Duration::from_secs(5),
+        };
+    }
+    let _ = scheduler.shutdown().await;
+    let _ = stopped.send(true);
+    if let Some(s) = server {
+        let _ = tokio::time::timeout(Duration::from_secs(5), s).await;
+    }
+    tracing::info!("docpipe daemon stopped");
+    Ok(())
+}

@@ -1,0 +1,316 @@
+//! The daemon's work, one piece at a time: the incremental export (then the trends, computed
+//! once, and the rules without a schedule over the same tables), a scheduled rule, one look at
+//! each agent job being polled, or one window of a queued backfill.
+
+use crate::app::Context;
+use crate::app::after::trends;
+use crate::app::export::{plan_due, plan_range, still_due};
+use crate::app::rules::{Wait, fire_all};
+use crate::export::{Exporter, Plan, Summary, Target, describe_summary};
+use crate::rules::engine::{Engine, Report, firing_line};
+use crate::rules::{Rule, evaluate};
+use crate::trends::Tables;
+use chrono::{DateTime, NaiveDate, Utc};
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+/// What the scheduler asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Tick {
+    /// The incremental export, then the trends and the unscheduled rules.
+    Export,
+    /// One scheduled rule.
+    Rule(String),
+    /// One look at each agent job being polled.
+    Poll,
+}
+
+/// The longest a waiting backfill sleeps before looking at the budget again.
+const BACKFILL_RECHECK: Duration = Duration::from_secs(60);
+
+/// The daemon's state.
+pub(super) struct Daemon {
+    pub(super) ctx: Context,
+    pub(super) exporter: Exporter,
+    pub(super) targets: Vec<Target>,
+    pub(super) rules: Vec<Rule>,
+    pub(super) engine: Option<Engine>,
+    /// Requests the next scheduled export expects, per organization: backfill leaves them free.
+    pub(super) reserve: HashMap<String, u64>,
+    /// Backfill windows tried in this process, per queue entry (each is tried once per start).
+    pub(super) tried: HashMap<i64, HashSet<(String, NaiveDate)>>,
+}
+
+/// What a backfill step did.
+pub(super) enum Step {
+    /// Nothing queued.
+    Idle,
+    /// Worked; call again.
+    Worked,
+    /// The budget has no room beyond the scheduled export's reserve: wait this long.
+    Wait(Duration),
+}
+
+fn gauge_budget(targets: &[Target], now: DateTime<Utc>) {
+    let mut seen = HashSet::new();
+    for t in targets {
+        let scope = t.client.analytics_scope();
+        if seen.insert(scope.clone()) {
+            let limits = t.client.settings().limits;
+            let left = limits
+                .effective(limits.analytics_per_hour)
+                .saturating_sub(t.client.budget().used(&scope, now));
+            metrics::gauge!("docpipe_budget_remaining", "scope" => scope).set(f64::from(left));
+        }
+    }
+}
+
+fn count_run(kind: &'static str, ok: bool) {
+    metrics::counter!("docpipe_runs_total", "kind" => kind, "result" => if ok { "ok" } else { "failed" })
+        .increment(1);
+}
+
+fn count_reports(reports: &[Report]) {
+    for r in reports {
+        if let Report::Fired(f) = r {
+            metrics::counter!("docpipe_rule_firings_total", "rule" => f.rule.clone(), "sent" => f.sent.as_str())
+                .increment(1);
+            if let Some(status) = &f.status {
+                metrics::counter!("docpipe_job_outcomes_total", "rule" => f.rule.clone(), "status" => status.clone())
+                    .increment(1);
+            }
+        }
+    }
+}
+
+impl Daemon {
+    /// The incremental export of every project (one plan), then the trends and the unscheduled
+    /// rules over the same tables.
+    pub(super) async fn export(&mut self) {
+        let plan = match plan_due(&self.ctx, &self.exporter, &self.targets) {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::error!("export: cannot plan: {e}");
+                count_run("export", false);
+                return;
+            }
+        };
+        let summary: Summary = self.exporter.run(&self.targets, &plan).await;
+        // What is still due, and what the next run will need: the plan less what was written
+        // final (no second plan).
+        let mut pending: HashMap<String, u64> = HashMap::new();
+        let mut reserve: HashMap<String, u64> = HashMap::new();
+        for d in still_due(&plan, &summary) {
+            *pending.entry(d.project.clone()).or_default() += 1;
+            let org = plan.org_of.get(&d.project).cloned().unwrap_or_default();
+            *reserve.entry(org).or_default() += d.expected_requests;
+        }
+        self.reserve = reserve;
+        let ok = summary.failed.is_empty();
+        for line in describe_summary(&summary).lines() {
+            if ok {
+                tracing::info!("export: {line}");
+            } else {
+                tracing::warn!("export: {line}");
+            }
+        }
+        let failed: HashSet<&str> = summary.failed.iter().map(|f| f.0.as_str()).collect();
+        for t in &self.targets {
+            metrics::gauge!("docpipe_windows_pending", "project" => t.project.clone())
+                .set(pending.get(&t.project).copied().unwrap_or(0) as f64);
+            if !failed.contains(t.project.as_str()) {
+                metrics::gauge!("docpipe_last_export_success_timestamp_seconds", "project" => t.project.clone())
+                    .set(self.ctx.clock.now().timestamp() as f64);
+            }
+        }
+        gauge_budget(&self.targets, self.ctx.clock.now());
+        count_run("export", ok);
+        let mut tables = None;
+        if self.ctx.settings.trends_after_export {
+            match trends(&self.ctx) {
+                Ok(Some(t)) => {
+                    metrics::counter!("docpipe_trends_computed_total").increment(1);
+                    tracing::info!(files = t.files.len(), "trends written");
+                    tables = Some(t.tables);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::error!("trends: {e}"),
+            }
+        }
+        if self.ctx.settings.rules_after_export {
+            let names: Vec<String> = self
+                .rules
+                .iter()
+                .filter(|r| r.schedule.is_none())
+                .map(|r| r.name.clone())
+                .collect();
+            self.fire(&names, tables.as_ref()).await;
+        }
+    }
+
+    /// Evaluates and fires the named rules over `tables` (computed now when none are given);
+    /// nothing waits for the jobs: [`Daemon::poll`] looks at them.
+    pub(super) async fn fire(&self, names: &[String], tables: Option<&Tables>) {
+        let Some(engine) = &self.engine else {
+            return;
+        };
+        let rules: Vec<Rule> = self
+            .rules
+            .iter()
+            .filter(|r| names.contains(&r.name))
+            .cloned()
+            .collect();
+        if rules.is_empty() {
+            return;
+        }
+        let computed;
+        let tables = match tables {
+            Some(t) => t,
+            None => match crate::app::rules::tables(self.ctx.output()) {
+                Ok((t, _)) => {
+                    computed = t;
+                    &computed
+                }
+                Err(e) => {
+                    tracing::error!("rules: {e}");
+                    count_run("rules", false);
+                    return;
+                }
+            },
+        };
+        let evals = evaluate(&rules, tables);
+        let reports = match fire_all(engine, &rules, evals, Wait::Never).await {
+            Ok(fired) => fired.reports,
+            Err(e) => {
+                tracing::error!("rules: {e}");
+                count_run("rules", false);
+                return;
+            }
+        };
+        for report in &reports {
+            if report.failed() {
+                tracing::warn!("{}", report.line());
+            } else {
+                tracing::info!("{}", report.line());
+            }
+        }
+        count_reports(&reports);
+        count_run("rules", !reports.iter().any(Report::failed));
+    }
+
+    /// One look at each agent job being polled; the jobs that ended are logged and counted,
+    /// and the outcome log rewritten.
+    pub(super) async fn poll(&self) {
+        let Some(engine) = &self.engine else {
+            return;
+        };
+        metrics::counter!("docpipe_poll_steps_total").increment(1);
+        let ended = match engine.poll_step().await {
+            Ok(ended) => ended,
+            Err(e) => {
+                tracing::error!("polling jobs: {e}");
+                return;
+            }
+        };
+        for f in &ended {
+            tracing::info!("{}", firing_line(f));
+            if let Some(status) = &f.status {
+                metrics::counter!("docpipe_job_outcomes_total", "rule" => f.rule.clone(), "status" => status.clone())
+                    .increment(1);
+            }
+        }
+        if !ended.is_empty()
+            && let Err(e) = engine.write_log()
+        {
+            tracing::error!("rules: cannot write the outcome log: {e}");
+        }
+    }
+
+    /// One window of the oldest queued backfill, if the budget has room for it beyond what the
+    /// next scheduled export needs.
+    pub(super) async fn backfill_step(&mut self) -> Step {
+        let state = self.ctx.store();
+        let queued = match state.queued() {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::error!("backfill queue: {e}");
+                return Step::Wait(BACKFILL_RECHECK);
+            }
+        };
+        metrics::gauge!("docpipe_backfills_queued").set(queued.len() as f64);
+        let Some(q) = queued.first().cloned() else {
+            return Step::Idle;
+        };
+        let targets: Vec<Target> = self
+            .targets
+            .iter()
+            .filter(|t| q.projects.is_empty() || q.projects.contains(&t.project))
+            .cloned()
+            .collect();
+        let plan = match plan_range(&self.exporter, &targets, q.from, q.to) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!("backfill {}: cannot plan: {e}", q.id);
+                return Step::Wait(BACKFILL_RECHECK);
+            }
+        };
+        let tried = self.tried.entry(q.id).or_default();
+        let Some(due) = plan
+            .due
+            .iter()
+            .find(|d| !tried.contains(&(d.project.clone(), d.day)))
+            .cloned()
+        else {
+            let left = plan.due.len();
+            if let Err(e) = state.queue_done(q.id, self.ctx.clock.now()) {
+                tracing::error!("backfill queue: {e}");
+            }
+            self.tried.remove(&q.id);
+            count_run("backfill", left == 0);
+            if left == 0 {
+                tracing::info!(id = q.id, from = %q.from, to = %q.to, "backfill done");
+            } else {
+                tracing::warn!(
+                    id = q.id,
+                    left,
+                    "backfill drained; some windows failed or are not final: see the log, and queue it again to retry"
+                );
+            }
+            return Step::Worked;
+        };
+        let Some(target) = targets.iter().find(|t| t.project == due.project) else {
+            return Step::Idle;
+        };
+        let client = &target.client;
+        let org = client.organization().to_string();
+        let limits = client.settings().limits;
+        let limit = u64::from(limits.effective(limits.analytics_per_hour));
+        let now = self.ctx.clock.now();
+        let used = u64::from(client.budget().used(&client.analytics_scope(), now));
+        let reserve = self.reserve.get(&org).copied().unwrap_or(0);
+        if used + reserve + due.expected_requests > limit {
+            tracing::debug!(
+                used,
+                reserve,
+                need = due.expected_requests,
+                "backfill waits for the budget"
+            );
+            return Step::Wait(BACKFILL_RECHECK);
+        }
+        tried.insert((due.project.clone(), due.day));
+        let one = Plan {
+            due: vec![due.clone()],
+            expected_requests: due.expected_requests,
+            ..plan
+        };
+        let summary = self.exporter.run(std::slice::from_ref(target), &one).await;
+        if let Some(w) = summary.windows.first() {
+            tracing::info!(id = q.id, project = %w.project, day = %w.day, rows = w.rows, "backfill window written");
+        }
+        for (p, d, e) in &summary.failed {
+            tracing::warn!(id = q.id, project = %p, day = %d, "backfill window failed: {e}");
+        }
+        gauge_budget(&self.targets, self.ctx.clock.now());
+        Step::Worked
+    }
+}

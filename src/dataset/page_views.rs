@@ -1,0 +1,240 @@
+//! Page views: per project and day, every page's views split into human readers and AI agents
+//! (`page_views`), and the day's site totals (`site_totals`), fetched by an offset walk.
+//! The page decoder (with its fast reader) is `api::views`.
+
+use super::parquet::{WriteError, write_batch};
+use super::{Dataset, Key, Paging, Table, Windowing};
+use crate::api::views::{Counts, PAGE_LIMIT, Rows, ViewRow};
+use crate::layout::{Pending, partition_dir};
+use crate::store::StoredPage;
+use arrow_array::{
+    ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use chrono::{DateTime, NaiveDate, Utc};
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The table of per-page rows.
+pub const PAGE_VIEWS: &str = "page_views";
+/// The table of site totals.
+pub const SITE_TOTALS: &str = "site_totals";
+
+/// The page-view dataset.
+#[derive(Debug, Clone, Copy)]
+pub struct PageViews;
+
+static TABLES: [Table; 2] = [
+    Table {
+        name: PAGE_VIEWS,
+        schema: page_views_schema,
+        partition: &[Key::Project, Key::Date],
+    },
+    Table {
+        name: SITE_TOTALS,
+        schema: site_totals_schema,
+        partition: &[Key::Project, Key::Date],
+    },
+];
+
+impl Dataset for PageViews {
+    fn name(&self) -> &'static str {
+        PAGE_VIEWS
+    }
+    fn endpoint(&self) -> &'static str {
+        "/v1/analytics/{project}/views"
+    }
+    fn paging(&self) -> Paging {
+        Paging::Offset { limit: PAGE_LIMIT }
+    }
+    fn windowing(&self) -> Windowing {
+        Windowing::Daily
+    }
+    fn tables(&self) -> &'static [Table] {
+        &TABLES
+    }
+}
+
+fn micros(t: DateTime<Utc>) -> i64 {
+    t.timestamp_micros()
+}
+
+fn ts_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+}
+
+/// Schema of `page_views`.
+pub fn page_views_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("path", DataType::Utf8, false),
+        Field::new("human", DataType::Int64, false),
+        Field::new("ai", DataType::Int64, false),
+        Field::new("total", DataType::Int64, false),
+        Field::new("fetched_at", ts_type(), false),
+    ]))
+}
+
+/// Schema of `site_totals`.
+pub fn site_totals_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("human", DataType::Int64, false),
+        Field::new("ai", DataType::Int64, false),
+        Field::new("total", DataType::Int64, false),
+        Field::new("rows", DataType::Int64, false),
+        Field::new("fetched_at", ts_type(), false),
+        Field::new("final", DataType::Boolean, false),
+    ]))
+}
+
+/// Writes the `page_views` partition of a window (not yet in place) from its pages' rows, in
+/// order: each column is copied page by page into one Arrow buffer.
+pub fn write_page_views(
+    root: &Path,
+    project: &str,
+    day: NaiveDate,
+    pages: &[&Rows],
+    fetched_at: DateTime<Utc>,
+) -> Result<Pending, WriteError> {
+    let dir = partition_dir(root, PAGE_VIEWS, project, day);
+    let encode = |message: String| WriteError::Encode {
+        path: dir.display().to_string(),
+        message,
+    };
+    let n: usize = pages.iter().map(|p| p.len()).sum();
+    let bytes: usize = pages.iter().map(|p| p.path_bytes().len()).sum();
+    let mut offsets: Vec<i32> = Vec::with_capacity(n + 1);
+    offsets.push(0);
+    let mut values: Vec<u8> = Vec::with_capacity(bytes);
+    let int = |col: fn(&Rows) -> &[i64]| {
+        let mut v = Vec::with_capacity(n);
+        for p in pages {
+            v.extend_from_slice(col(p));
+        }
+        Int64Array::from(v)
+    };
+    for p in pages {
+        let base = i32::try_from(values.len()).map_err(|_| encode("paths over 2 GiB".into()))?;
+        offsets.extend(p.path_ends().iter().map(|&e| base + e as i32));
+        values.extend_from_slice(p.path_bytes().as_bytes());
+    }
+    let paths = StringArray::try_new(
+        arrow_buffer::OffsetBuffer::new(offsets.into()),
+        values.into(),
+        None,
+    )
+    .map_err(|e| encode(e.to_string()))?;
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(paths),
+        Arc::new(int(Rows::human)),
+        Arc::new(int(Rows::ai)),
+        Arc::new(int(Rows::total)),
+        Arc::new(TimestampMicrosecondArray::from(vec![micros(fetched_at); n]).with_timezone("UTC")),
+    ];
+    let batch =
+        RecordBatch::try_new(page_views_schema(), cols).map_err(|e| encode(e.to_string()))?;
+    write_batch(&dir, &batch)
+}
+
+/// Writes the `site_totals` partition of a window (not yet in place).
+pub fn write_site_totals(
+    root: &Path,
+    project: &str,
+    day: NaiveDate,
+    totals: Counts,
+    rows: i64,
+    fetched_at: DateTime<Utc>,
+    is_final: bool,
+) -> Result<Pending, WriteError> {
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from(vec![totals.human])),
+        Arc::new(Int64Array::from(vec![totals.ai])),
+        Arc::new(Int64Array::from(vec![totals.total])),
+        Arc::new(Int64Array::from(vec![rows])),
+        Arc::new(TimestampMicrosecondArray::from(vec![micros(fetched_at)]).with_timezone("UTC")),
+        Arc::new(BooleanArray::from(vec![is_final])),
+    ];
+    let dir = partition_dir(root, SITE_TOTALS, project, day);
+    let batch =
+        RecordBatch::try_new(site_totals_schema(), cols).map_err(|e| WriteError::Encode {
+            path: dir.display().to_string(),
+            message: e.to_string(),
+        })?;
+    write_batch(&dir, &batch)
+}
+
+/// The quality checks of a complete walk: pages contiguous from 0, the same totals on every page,
+/// no path twice, and rows that sum to the totals.
+pub fn check(pages: &[StoredPage]) -> Result<(), String> {
+    for (i, p) in pages.iter().enumerate() {
+        if p.offset != i as u64 * u64::from(PAGE_LIMIT) {
+            return Err(format!("page at offset {} is out of sequence", p.offset));
+        }
+    }
+    if pages.last().is_none_or(|p| p.page.has_more) {
+        return Err("walk incomplete".into());
+    }
+    let totals = pages[0].page.totals;
+    if let Some(p) = pages.iter().find(|p| p.page.totals != totals) {
+        return Err(format!(
+            "totals changed during the walk (offset {}: {} views, offset 0: {})",
+            p.offset, p.page.totals.total, totals.total
+        ));
+    }
+    let rows: usize = pages.iter().map(|p| p.page.views.len()).sum();
+    let mut seen: HashSet<&str, foldhash::fast::RandomState> =
+        HashSet::with_capacity_and_hasher(rows, foldhash::fast::RandomState::default());
+    let mut sum = Counts::default();
+    for r in pages.iter().flat_map(|p| p.page.views.iter()) {
+        if !seen.insert(r.path) {
+            return Err(format!("path {} appears twice", r.path));
+        }
+        sum.human += r.human;
+        sum.ai += r.ai;
+        sum.total += r.total;
+    }
+    if sum != totals {
+        return Err(format!(
+            "rows sum to {} human + {} ai = {}, totals say {} + {} = {}",
+            sum.human, sum.ai, sum.total, totals.human, totals.ai, totals.total
+        ));
+    }
+    Ok(())
+}
+
+/// Reads a `page_views` partition back (for the demo's preview and for tests).
+pub fn read_page_views(file: &Path) -> Result<Vec<ViewRow>, String> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let f = File::open(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(f)
+        .and_then(|b| b.build())
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| e.to_string())?;
+        let col = |i: usize| {
+            batch
+                .column(i)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .cloned()
+                .ok_or("not int64")
+        };
+        let paths = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or("path is not a string")?;
+        let (h, a, t) = (col(1)?, col(2)?, col(3)?);
+        for i in 0..batch.num_rows() {
+            out.push(ViewRow {
+                path: paths.value(i).to_string(),
+                human: h.value(i),
+                ai: a.value(i),
+                total: t.value(i),
+            });
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,82 @@
+//! Writing record batches as Parquet partitions: explicit properties (zstd always), one file per
+//! partition, under a temporary name until [`Pending::commit`] renames it into place.
+
+use crate::layout::{PART, Pending};
+use arrow_array::RecordBatch;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use std::path::Path;
+
+/// Parquet errors.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// File system.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        /// File.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Encoder.
+    #[error("cannot encode {path}: {message}")]
+    Encode {
+        /// File.
+        path: String,
+        /// Cause.
+        message: String,
+    },
+}
+
+impl WriteError {
+    /// Whether the storage failed (no space, read-only, permission) rather than the data.
+    pub fn is_storage(&self) -> bool {
+        matches!(self, WriteError::Io { .. })
+    }
+}
+
+fn props() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
+        .set_created_by(concat!("docpipe ", env!("CARGO_PKG_VERSION")).to_string())
+        // Paths are unique within a partition: a dictionary would only cost hashing.
+        .set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from("path"), false)
+        .build()
+}
+
+/// Writes one batch as `<dir>/part-00000.parquet` under a temporary name (not yet in place).
+pub fn write_batch(dir: &Path, batch: &RecordBatch) -> Result<Pending, WriteError> {
+    let dest = dir.join(PART);
+    let shown = dest.display().to_string();
+    let io = |source| WriteError::Io {
+        path: shown.clone(),
+        source,
+    };
+    let (pending, file) = Pending::create(&dest).map_err(io)?;
+    let enc = |e: parquet::errors::ParquetError| WriteError::Encode {
+        path: shown.clone(),
+        message: e.to_string(),
+    };
+    let written = (|| {
+        let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(props())).map_err(enc)?;
+        writer.write(batch).map_err(enc)?;
+        let file = writer.into_inner().map_err(enc)?;
+        file.sync_all().map_err(io)
+    })();
+    match written {
+        Ok(()) => Ok(pending),
+        Err(e) => {
+            pending.abandon();
+            Err(e)
+        }
+    }
+}
+
+/// Renames a written partition into place.
+pub fn commit(pending: Pending) -> Result<std::path::PathBuf, WriteError> {
+    let path = pending.dest().display().to_string();
+    pending
+        .commit()
+        .map_err(|source| WriteError::Io { path, source })
+}

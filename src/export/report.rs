@@ -1,0 +1,82 @@
+//! The plan and the summary of a run, as text for people.
+
+use super::{Due, Plan, Summary};
+use chrono::NaiveDate;
+use std::collections::BTreeMap;
+
+/// Prints a plan for people.
+pub fn describe_plan(plan: &Plan) -> String {
+    let mut out = String::new();
+    let provisional = plan.due.iter().filter(|d| !d.becomes_final).count();
+    let resumed = plan.due.iter().filter(|d| d.stored_pages > 0).count();
+    out += &format!(
+        "plan: {} windows due ({} provisional, {} resumed), {} skipped as final, about {} analytics requests\n",
+        plan.due.len(),
+        provisional,
+        resumed,
+        plan.skipped_final,
+        plan.expected_requests
+    );
+    let mut by_project: BTreeMap<&str, Vec<&Due>> = BTreeMap::new();
+    for d in &plan.due {
+        by_project.entry(&d.project).or_default().push(d);
+    }
+    for (p, due) in by_project {
+        let first = due.iter().map(|d| d.day).min().unwrap_or_default();
+        let last = due.iter().map(|d| d.day).max().unwrap_or_default();
+        let req: u64 = due.iter().map(|d| d.expected_requests).sum();
+        out += &format!(
+            "  {p}: {} windows {first}..{last}, about {req} requests\n",
+            due.len()
+        );
+    }
+    for (org, (limit, used)) in &plan.budgets {
+        out += &format!("  budget of {org}: {limit} requests/hour, {used} used in the last hour\n");
+    }
+    let eta = plan.eta();
+    if eta.is_zero() {
+        out += "  ETA: within the current hour's budget\n";
+    } else {
+        out += &format!("  ETA: about {} h at the budget\n", eta.as_secs() / 3600);
+    }
+    out
+}
+
+/// Prints a summary for people.
+pub fn describe_summary(s: &Summary) -> String {
+    let finals = s.windows.iter().filter(|w| w.is_final).count();
+    let mut out = format!(
+        "exported {} windows ({} final, {} provisional), {} rows, {} analytics requests; {} windows already final were skipped\n",
+        s.windows.len(),
+        finals,
+        s.windows.len() - finals,
+        s.rows(),
+        s.requests,
+        s.skipped_final
+    );
+    for w in s.windows.iter().filter(|w| w.mismatch.is_some()) {
+        out += &format!(
+            "  mismatch in {} {}: {}\n",
+            w.project,
+            w.day,
+            w.mismatch.as_deref().unwrap_or_default()
+        );
+    }
+    // One line per cause: the windows a rejected key or an unreachable service stopped are
+    // counted with the failure that stopped them.
+    let mut causes: Vec<(&str, Vec<(&str, NaiveDate)>)> = Vec::new();
+    for (p, d, e) in &s.failed {
+        let cause = e.strip_prefix("skipped: ").unwrap_or(e);
+        match causes.iter_mut().find(|(c, _)| *c == cause) {
+            Some((_, windows)) => windows.push((p, *d)),
+            None => causes.push((cause, vec![(p, *d)])),
+        }
+    }
+    for (cause, windows) in causes {
+        match windows.as_slice() {
+            [(p, d)] => out += &format!("  failed {p} {d}: {cause}\n"),
+            _ => out += &format!("  {} windows failed: {cause}\n", windows.len()),
+        }
+    }
+    out
+}

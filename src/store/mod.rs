@@ -1,0 +1,318 @@
+//! Every table of state, in the output folder's SQLite file (`state.sqlite`), opened once per
+//! process: the windows written, the walks in progress (their pages in journal files beside it,
+//! see `journal.rs`), the backfill queue and the rule ledger; and the rate budget's request log
+//! (in the same file, or in `budget_db`, which then holds only the budget's tables).
+
+pub mod budget;
+pub mod journal;
+pub mod ledger;
+mod queue;
+mod walks;
+mod windows;
+
+pub use budget::SqliteBudget;
+pub use journal::StoredPage;
+pub use queue::Queued;
+pub use windows::{WindowState, WrittenWindow};
+
+use chrono::NaiveDate;
+use rusqlite::Connection;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Store errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The output folder cannot be used.
+    #[error("output folder {path}: {message}")]
+    Folder {
+        /// Folder.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// SQLite failed.
+    #[error("state database {path}: {source}")]
+    Db {
+        /// The database file.
+        path: String,
+        /// Cause.
+        source: rusqlite::Error,
+    },
+    /// A walk's journal cannot be read or written.
+    #[error("walk journal {path}: {source}")]
+    Journal {
+        /// The journal file.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A stored page does not decode (the journal was edited or damaged).
+    #[error("walk journal {path}: stored page of {project} {day} at offset {offset} is damaged")]
+    Damaged {
+        /// The database file.
+        path: String,
+        /// Project.
+        project: String,
+        /// Day.
+        day: NaiveDate,
+        /// Offset.
+        offset: u64,
+    },
+}
+
+/// The state database of an output folder.
+pub fn state_path(out: &Path) -> PathBuf {
+    out.join("state.sqlite")
+}
+
+/// How many times this process opened each SQLite file (for the tests and the debug log: one
+/// open per file per process is the rule).
+static OPENS: Mutex<Option<HashMap<PathBuf, u64>>> = Mutex::new(None);
+
+/// How many times this process opened the SQLite file at `path`.
+pub fn opens(path: &Path) -> u64 {
+    let key = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
+    OPENS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&key).copied())
+        .unwrap_or(0)
+}
+
+/// A connection to a SQLite file, shared by every part of the process that uses the file.
+#[derive(Debug)]
+pub struct Db {
+    conn: Mutex<Connection>,
+    path: String,
+}
+
+impl Db {
+    /// Opens (and creates) a database with `schema`, in WAL mode, waiting up to 60 s for other
+    /// processes' locks.
+    pub fn open(path: &Path, schema: &str) -> Result<Self, StoreError> {
+        let err = |source| StoreError::Db {
+            path: path.display().to_string(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(60))
+            .map_err(err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(err)?;
+        conn.execute_batch(schema).map_err(err)?;
+        let key = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
+        let n = {
+            let mut opens = OPENS.lock().unwrap_or_else(|e| e.into_inner());
+            let n = opens.get_or_insert_default().entry(key).or_default();
+            *n += 1;
+            *n
+        };
+        tracing::debug!(path = %path.display(), opens = n, "SQLite file opened");
+        Ok(Self {
+            conn: Mutex::new(conn),
+            path: path.display().to_string(),
+        })
+    }
+
+    /// Adds tables to an open database (`CREATE ... IF NOT EXISTS` statements).
+    pub fn ensure(&self, schema: &str) -> Result<(), StoreError> {
+        self.with_conn(|c| c.execute_batch(schema))
+    }
+
+    /// Runs `f` on the connection, naming the file in its error.
+    pub fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut conn).map_err(|source| StoreError::Db {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS windows (
+    project TEXT NOT NULL,
+    day TEXT NOT NULL,
+    final INTEGER NOT NULL DEFAULT 0,
+    rows INTEGER,
+    human INTEGER,
+    ai INTEGER,
+    total INTEGER,
+    requests INTEGER NOT NULL DEFAULT 0,
+    mismatch TEXT,
+    done_at TEXT,
+    PRIMARY KEY (project, day)
+);
+-- The walk in progress of a window: its journal (see `journal.rs`) must carry this id.
+CREATE TABLE IF NOT EXISTS walks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    project TEXT NOT NULL,
+    day TEXT NOT NULL,
+    UNIQUE (project, day)
+);
+-- Pages were kept here before the journals; a walk left in it is walked again.
+DROP TABLE IF EXISTS pages;
+CREATE TABLE IF NOT EXISTS settings (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS backfill_queue (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    projects TEXT NOT NULL,
+    from_day TEXT NOT NULL,
+    to_day TEXT NOT NULL,
+    queued_at TEXT NOT NULL,
+    done_at TEXT
+);
+";
+
+/// The state of an output folder: one connection, shared by the exporter, the backfill queue,
+/// the rule ledger and (when `budget_db` is this file) the rate budget.
+#[derive(Debug)]
+pub struct Store {
+    db: Arc<Db>,
+    /// The output folder (the journals are in its `.walks/`).
+    out: PathBuf,
+    /// Journals this handle has read or written: their walk id and the end of their last frame.
+    journal_ends: Mutex<HashMap<(String, NaiveDate), JournalEnd>>,
+    /// The journal of the walk being appended to, kept open from one append to the next (one
+    /// at a time: the first pages of many windows do not each hold a file open).
+    appending: Mutex<Option<Appending>>,
+}
+
+#[derive(Debug)]
+struct Appending {
+    key: (String, NaiveDate),
+    file: std::fs::File,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct JournalEnd {
+    id: u64,
+    len: u64,
+}
+
+impl Store {
+    /// Opens (and creates) the state database at `path`; the journals go in `.walks/` beside it.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let db = Arc::new(Db::open(path, SCHEMA)?);
+        ledger::Ledger::on(db.clone())?;
+        Ok(Self {
+            db,
+            out: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            journal_ends: Mutex::default(),
+            appending: Mutex::default(),
+        })
+    }
+
+    /// The connection, for the budget and the ledger to share.
+    pub fn db(&self) -> &Arc<Db> {
+        &self.db
+    }
+
+    /// The rule ledger, on this store's connection.
+    pub fn ledger(&self) -> ledger::Ledger {
+        ledger::Ledger::on_ready(self.db.clone())
+    }
+}
+
+/// An output folder opened for its state: created, its lock taken (when exporting), temporary
+/// files of killed runs swept, and its [`Store`] opened once.
+#[derive(Debug)]
+pub struct Folder {
+    out: PathBuf,
+    store: Store,
+    _lock: Option<std::fs::File>,
+}
+
+impl Folder {
+    /// Opens `out` to export into it: creates it, takes its lock (waiting for another docpipe
+    /// that holds it), removes temporary files killed runs left, opens the store, and refuses a
+    /// folder whose days are another time zone's than `tz`.
+    pub async fn open_locked(out: &Path, tz: &str) -> Result<Self, StoreError> {
+        let fail = |message: String| StoreError::Folder {
+            path: out.display().to_string(),
+            message,
+        };
+        std::fs::create_dir_all(out).map_err(|e| fail(format!("cannot create it: {e}")))?;
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(out.join(".lock"))
+            .map_err(|e| fail(format!("cannot write in it: {e}")))?;
+        let lock = match lock.try_lock() {
+            Ok(()) => lock,
+            Err(std::fs::TryLockError::WouldBlock) => {
+                tracing::info!(output = %out.display(), "another docpipe is exporting to this folder; waiting for it");
+                tokio::task::spawn_blocking(move || lock.lock().map(|()| lock))
+                    .await
+                    .map_err(|e| fail(e.to_string()))?
+                    .map_err(|e| fail(format!("cannot lock it: {e}")))?
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(fail(format!("cannot lock it: {e}")));
+            }
+        };
+        let removed = crate::layout::sweep_leftovers(out);
+        if removed > 0 {
+            tracing::info!(removed, "removed temporary files of an interrupted run");
+        }
+        let store = Store::open(&state_path(out))?;
+        let swept = store.sweep_journals()?;
+        if swept > 0 {
+            tracing::info!(
+                removed = swept,
+                "removed walk journals of an interrupted run"
+            );
+        }
+        let recorded = store.claim_timezone(tz)?;
+        if recorded != tz {
+            return Err(fail(format!(
+                "its days are {recorded} days, not {tz}: set export.timezone = {recorded:?} or use another output folder"
+            )));
+        }
+        Ok(Self {
+            out: out.to_path_buf(),
+            store,
+            _lock: Some(lock),
+        })
+    }
+
+    /// Opens `out` beside a process that may be exporting into it (to read it, queue a backfill
+    /// or fire rules): creates it and opens the store; no lock, no sweep.
+    pub fn open_shared(out: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(out).map_err(|e| StoreError::Folder {
+            path: out.display().to_string(),
+            message: format!("cannot create it: {e}"),
+        })?;
+        Ok(Self {
+            out: out.to_path_buf(),
+            store: Store::open(&state_path(out))?,
+            _lock: None,
+        })
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.out
+    }
+
+    /// Its store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+}
