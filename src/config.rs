@@ -323,11 +323,184 @@ pub struct Settings {
     pub daemon: DaemonSettings,
 }
 
+/// Whether `s` can be an id: letters, digits, `-`, `_` and `.`, but not `.` or `..` (which
+/// would be path segments in the service's URLs).
 fn valid_id(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 128
+        && s != "."
+        && s != ".."
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+impl RawService {
+    fn check(&self, problems: &mut Vec<String>) {
+        let url_ok = (self.base_url.starts_with("http://")
+            || self.base_url.starts_with("https://"))
+            && reqwest::Url::parse(&self.base_url)
+                .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()));
+        if !url_ok {
+            problems.push(format!(
+                "service.base_url {:?} must be an http:// or https:// address with a host",
+                self.base_url
+            ));
+        }
+        if self.brand.is_empty() || !self.brand.chars().all(|c| c.is_ascii_lowercase()) {
+            problems.push(format!(
+                "service.brand {:?} must be lowercase letters",
+                self.brand
+            ));
+        }
+        if !(1..=600).contains(&self.timeout_secs) {
+            problems.push(format!(
+                "service.timeout_secs {} must be between 1 and 600",
+                self.timeout_secs
+            ));
+        }
+        if self.max_retries > 100 {
+            problems.push(format!(
+                "service.max_retries {} must be at most 100",
+                self.max_retries
+            ));
+        }
+        if !(1..=3600).contains(&self.max_backoff_secs) {
+            problems.push(format!(
+                "service.max_backoff_secs {} must be between 1 and 3600",
+                self.max_backoff_secs
+            ));
+        }
+    }
+}
+
+impl RawOrganization {
+    fn check(&self, seen: &mut HashSet<String>, problems: &mut Vec<String>) -> Organization {
+        let at = format!("organization {}", self.id);
+        if !valid_id(&self.id) {
+            problems.push(format!(
+                "organization id {:?} must be letters, digits, '-', '_' or '.'",
+                self.id
+            ));
+        }
+        if !seen.insert(self.id.clone()) {
+            problems.push(format!("{at} is listed twice"));
+        }
+        for (name, v) in [
+            ("analytics_per_hour", self.analytics_per_hour),
+            ("agent_per_hour", self.agent_per_hour),
+            ("assistant_per_hour", self.assistant_per_hour),
+        ] {
+            if v == 0 {
+                problems.push(format!("{at}: {name} must be at least 1"));
+            }
+        }
+        if self.headroom_percent > 90 {
+            problems.push(format!(
+                "{at}: headroom_percent {} must be at most 90",
+                self.headroom_percent
+            ));
+        }
+        if self.assistant_domain.is_some() && self.assistant_key_env.is_none() {
+            problems.push(format!("{at}: assistant_domain needs assistant_key_env"));
+        }
+        Organization {
+            id: self.id.clone(),
+            admin_key_env: self.admin_key_env.clone(),
+            assistant_key_env: self.assistant_key_env.clone(),
+            assistant_domain: self.assistant_domain.clone(),
+            limits: Limits {
+                analytics_per_hour: self.analytics_per_hour,
+                agent_per_hour: self.agent_per_hour,
+                assistant_per_hour: self.assistant_per_hour,
+                headroom_percent: self.headroom_percent,
+            },
+        }
+    }
+}
+
+impl RawProject {
+    fn check(
+        &self,
+        organizations: &[RawOrganization],
+        seen: &mut HashSet<String>,
+        problems: &mut Vec<String>,
+    ) -> Project {
+        if !valid_id(&self.id) {
+            problems.push(format!(
+                "project id {:?} must be letters, digits, '-', '_' or '.'",
+                self.id
+            ));
+        }
+        if !seen.insert(self.id.clone()) {
+            problems.push(format!("project {} is listed twice", self.id));
+        }
+        match organizations.iter().find(|o| o.id == self.organization) {
+            None => problems.push(format!(
+                "project {} names organization {}, which is not configured",
+                self.id, self.organization
+            )),
+            Some(o) if o.admin_key_env.is_none() => problems.push(format!(
+                "project {}: organization {} has no admin_key_env",
+                self.id, o.id
+            )),
+            Some(_) => {}
+        }
+        Project {
+            id: self.id.clone(),
+            organization: self.organization.clone(),
+            start_date: self.start_date,
+        }
+    }
+}
+
+impl RawExport {
+    /// Checks the section; returns the time zone (UTC when it is not one).
+    fn check(&self, problems: &mut Vec<String>) -> chrono_tz::Tz {
+        if self.lookback_days > 366 {
+            problems.push(format!(
+                "export.lookback_days {} must be at most 366",
+                self.lookback_days
+            ));
+        }
+        match self.timezone.parse::<chrono_tz::Tz>() {
+            Ok(tz) => tz,
+            Err(_) => {
+                problems.push(format!(
+                    "export.timezone {:?} is not a time zone name (IANA, such as \"UTC\" or \"Europe/Berlin\")",
+                    self.timezone
+                ));
+                chrono_tz::Tz::UTC
+            }
+        }
+    }
+}
+
+impl RawDaemon {
+    /// Checks the section; returns the health address (none when empty or not one).
+    fn check(&self, problems: &mut Vec<String>) -> Option<std::net::SocketAddr> {
+        if let Err(e) = crate::schedule::parse_schedule(&self.export_schedule) {
+            problems.push(format!("daemon.export_schedule: {e}"));
+        }
+        if self.shutdown_grace_secs > 3600 {
+            problems.push(format!(
+                "daemon.shutdown_grace_secs {} must be at most 3600",
+                self.shutdown_grace_secs
+            ));
+        }
+        if self.listen.is_empty() {
+            return None;
+        }
+        match self.listen.parse::<std::net::SocketAddr>() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                problems.push(format!(
+                    "daemon.listen {:?} must be an address like 127.0.0.1:9464 (or \"\" for none)",
+                    self.listen
+                ));
+                None
+            }
+        }
+    }
 }
 
 impl RawConfig {
@@ -339,153 +512,26 @@ impl RawConfig {
         })
     }
 
-    /// Validates, reporting every problem at once.
+    /// Validates, reporting every problem at once: each section checks itself.
     pub fn validate(self, origin: &str) -> Result<Settings, ConfigError> {
         let mut problems = Vec::new();
         let s = &self.service;
-        if !(s.base_url.starts_with("http://") || s.base_url.starts_with("https://")) {
-            problems.push(format!(
-                "service.base_url {:?} must start with http:// or https://",
-                s.base_url
-            ));
-        }
-        if s.brand.is_empty() || !s.brand.chars().all(|c| c.is_ascii_lowercase()) {
-            problems.push(format!(
-                "service.brand {:?} must be lowercase letters",
-                s.brand
-            ));
-        }
-        if !(1..=600).contains(&s.timeout_secs) {
-            problems.push(format!(
-                "service.timeout_secs {} must be between 1 and 600",
-                s.timeout_secs
-            ));
-        }
-        if s.max_retries > 100 {
-            problems.push(format!(
-                "service.max_retries {} must be at most 100",
-                s.max_retries
-            ));
-        }
-        if !(1..=3600).contains(&s.max_backoff_secs) {
-            problems.push(format!(
-                "service.max_backoff_secs {} must be between 1 and 3600",
-                s.max_backoff_secs
-            ));
-        }
+        s.check(&mut problems);
         let mut orgs = HashSet::new();
-        let mut organizations = Vec::new();
-        for o in &self.organizations {
-            let at = format!("organization {}", o.id);
-            if !valid_id(&o.id) {
-                problems.push(format!(
-                    "organization id {:?} must be letters, digits, '-', '_' or '.'",
-                    o.id
-                ));
-            }
-            if !orgs.insert(o.id.clone()) {
-                problems.push(format!("{at} is listed twice"));
-            }
-            for (name, v) in [
-                ("analytics_per_hour", o.analytics_per_hour),
-                ("agent_per_hour", o.agent_per_hour),
-                ("assistant_per_hour", o.assistant_per_hour),
-            ] {
-                if v == 0 {
-                    problems.push(format!("{at}: {name} must be at least 1"));
-                }
-            }
-            if o.headroom_percent > 90 {
-                problems.push(format!(
-                    "{at}: headroom_percent {} must be at most 90",
-                    o.headroom_percent
-                ));
-            }
-            if o.assistant_domain.is_some() && o.assistant_key_env.is_none() {
-                problems.push(format!("{at}: assistant_domain needs assistant_key_env"));
-            }
-            organizations.push(Organization {
-                id: o.id.clone(),
-                admin_key_env: o.admin_key_env.clone(),
-                assistant_key_env: o.assistant_key_env.clone(),
-                assistant_domain: o.assistant_domain.clone(),
-                limits: Limits {
-                    analytics_per_hour: o.analytics_per_hour,
-                    agent_per_hour: o.agent_per_hour,
-                    assistant_per_hour: o.assistant_per_hour,
-                    headroom_percent: o.headroom_percent,
-                },
-            });
-        }
+        let organizations: Vec<Organization> = self
+            .organizations
+            .iter()
+            .map(|o| o.check(&mut orgs, &mut problems))
+            .collect();
         let mut seen = HashSet::new();
-        let mut projects = Vec::new();
-        for p in &self.projects {
-            if !valid_id(&p.id) {
-                problems.push(format!(
-                    "project id {:?} must be letters, digits, '-', '_' or '.'",
-                    p.id
-                ));
-            }
-            if !seen.insert(p.id.clone()) {
-                problems.push(format!("project {} is listed twice", p.id));
-            }
-            match self.organizations.iter().find(|o| o.id == p.organization) {
-                None => problems.push(format!(
-                    "project {} names organization {}, which is not configured",
-                    p.id, p.organization
-                )),
-                Some(o) if o.admin_key_env.is_none() => problems.push(format!(
-                    "project {}: organization {} has no admin_key_env",
-                    p.id, o.id
-                )),
-                Some(_) => {}
-            }
-            projects.push(Project {
-                id: p.id.clone(),
-                organization: p.organization.clone(),
-                start_date: p.start_date,
-            });
-        }
-        if self.export.lookback_days > 366 {
-            problems.push(format!(
-                "export.lookback_days {} must be at most 366",
-                self.export.lookback_days
-            ));
-        }
-        let timezone = match self.export.timezone.parse::<chrono_tz::Tz>() {
-            Ok(tz) => tz,
-            Err(_) => {
-                problems.push(format!(
-                    "export.timezone {:?} is not a time zone name (IANA, such as \"UTC\" or \"Europe/Berlin\")",
-                    self.export.timezone
-                ));
-                chrono_tz::Tz::UTC
-            }
-        };
+        let projects: Vec<Project> = self
+            .projects
+            .iter()
+            .map(|p| p.check(&self.organizations, &mut seen, &mut problems))
+            .collect();
+        let timezone = self.export.check(&mut problems);
         let d = &self.daemon;
-        if let Err(e) = crate::schedule::parse_schedule(&d.export_schedule) {
-            problems.push(format!("daemon.export_schedule: {e}"));
-        }
-        let listen = if d.listen.is_empty() {
-            None
-        } else {
-            match d.listen.parse::<std::net::SocketAddr>() {
-                Ok(a) => Some(a),
-                Err(_) => {
-                    problems.push(format!(
-                        "daemon.listen {:?} must be an address like 127.0.0.1:9464 (or \"\" for none)",
-                        d.listen
-                    ));
-                    None
-                }
-            }
-        };
-        if d.shutdown_grace_secs > 3600 {
-            problems.push(format!(
-                "daemon.shutdown_grace_secs {} must be at most 3600",
-                d.shutdown_grace_secs
-            ));
-        }
+        let listen = d.check(&mut problems);
         if !problems.is_empty() {
             return Err(ConfigError::Invalid {
                 path: origin.to_string(),

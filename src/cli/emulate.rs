@@ -7,9 +7,6 @@ use crate::error::UserError;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// The demo data file, embedded so the emulator runs from anywhere.
-pub const DEMO_DATA: &str = include_str!("../../sample_data/demo.toml");
-
 /// Fault and limit overrides, on top of the data file's `[faults]` and `[limits]`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct FaultArgs {
@@ -104,7 +101,7 @@ pub fn load_data(
     let text = match path {
         Some(p) => std::fs::read_to_string(p)
             .map_err(|e| UserError::new(format!("cannot read data file {}: {e}", p.display())))?,
-        None => DEMO_DATA.to_string(),
+        None => crate::emulator::DEMO_DATA.to_string(),
     };
     let origin = path.map_or("embedded demo data".to_string(), |p| {
         p.display().to_string()

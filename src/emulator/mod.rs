@@ -3,6 +3,9 @@
 //! It serves page views, agent jobs and the v1 assistant with the service's authentication,
 //! limits and error bodies, plus injectable faults and request counters under `/_emulator/`.
 
+/// The demo's data file (`sample_data/demo.toml`), built into the binary.
+pub const DEMO_DATA: &str = include_str!("../../sample_data/demo.toml");
+
 pub mod analytics;
 pub mod assistant;
 pub mod data;

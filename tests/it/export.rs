@@ -528,7 +528,7 @@ async fn bad_input_gets_one_line_and_exit_code_2_and_writes_nothing() {
 #[test]
 fn demo_data_exports_nothing_it_should_not() {
     // The demo project is large enough that a day spans several pages of 250 rows.
-    let demo = DataFile::parse(docpipe::cli::emulate::DEMO_DATA, "demo").unwrap();
+    let demo = DataFile::parse(docpipe::emulator::DEMO_DATA, "demo").unwrap();
     assert!(demo.projects.iter().any(|p| p.pages >= 600));
 }
 

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The demo data, every fault on.
 fn hostile_demo() -> DataFile {
-    let mut data = DataFile::parse(docpipe::cli::emulate::DEMO_DATA, "demo").unwrap();
+    let mut data = DataFile::parse(docpipe::emulator::DEMO_DATA, "demo").unwrap();
     data.faults.error_rate = 0.2;
     data.faults.burst_429_every = 13;
     data.faults.burst_429_len = 3;
