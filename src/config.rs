@@ -265,6 +265,41 @@ pub struct Organization {
     pub limits: Limits,
 }
 
+/// The earliest day docpipe fetches (the platform's analytics are younger).
+pub const FIRST_DAY: NaiveDate = NaiveDate::from_ymd_opt(2000, 1, 1).expect("a date");
+/// The latest day docpipe accepts.
+pub const LAST_DAY: NaiveDate = NaiveDate::from_ymd_opt(2099, 12, 31).expect("a date");
+/// The longest range one backfill may cover (ten years of days).
+pub const MAX_RANGE_DAYS: i64 = 3653;
+
+/// Checks a day given by the user (`what` names it in the error).
+pub fn check_day(what: &str, day: NaiveDate) -> Result<(), String> {
+    if (FIRST_DAY..=LAST_DAY).contains(&day) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} {day} is out of range: days from {FIRST_DAY} to {LAST_DAY} are accepted"
+        ))
+    }
+}
+
+/// Checks a range of days given by the user: both days in range, in order, at most
+/// [`MAX_RANGE_DAYS`] long.
+pub fn check_range(from: NaiveDate, to: NaiveDate) -> Result<(), String> {
+    check_day("--from", from)?;
+    check_day("--to", to)?;
+    if from > to {
+        return Err(format!("--from {from} is after --to {to}"));
+    }
+    let days = (to - from).num_days() + 1;
+    if days > MAX_RANGE_DAYS {
+        return Err(format!(
+            "--from {from} --to {to} is {days} days; one backfill covers at most {MAX_RANGE_DAYS} (ten years): split it"
+        ));
+    }
+    Ok(())
+}
+
 /// How many days `export` fetches for a project without a `start_date`.
 pub const DEFAULT_DAYS: i64 = 30;
 
@@ -433,6 +468,11 @@ impl RawProject {
         }
         if !seen.insert(self.id.clone()) {
             problems.push(format!("project {} is listed twice", self.id));
+        }
+        if let Some(d) = self.start_date
+            && let Err(e) = check_day(&format!("project {}: start_date", self.id), d)
+        {
+            problems.push(e);
         }
         match organizations.iter().find(|o| o.id == self.organization) {
             None => problems.push(format!(

@@ -19,4 +19,5 @@ pub mod ratelimit;
 pub mod rules; // rule files -> conditions -> prompts -> follow-ups -> outcome log
 pub mod schedule; // cron schedules
 pub mod store; // every table of state (SQLite), the walk journals, the budget's log
+pub mod text; // service text made safe to print
 pub mod trends; // polars aggregation and charts // sliding-window arithmetic

@@ -27,6 +27,15 @@ pub enum KeyError {
         /// The prefix seen (the brand part only, never the secret).
         seen: String,
     },
+    /// The key holds characters no key has (control characters, spaces): it could not be
+    /// sent in a header.
+    #[error(
+        "the key in {source_name} holds a control character or a space: a key is printable text (check how it was pasted)"
+    )]
+    Unprintable {
+        /// Where the key came from.
+        source_name: String,
+    },
 }
 
 /// The visible, non-secret part of a key: its prefix up to the last underscore-separated kind.
@@ -91,6 +100,11 @@ fn checked(
     source_name: &str,
 ) -> Result<(String, String), KeyError> {
     let key = key.trim();
+    if key.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(KeyError::Unprintable {
+            source_name: source_name.to_string(),
+        });
+    }
     let prefix = prefix_of(key, brand);
     if prefix != want || key.len() <= prefix.len() {
         return Err(KeyError::WrongKind {

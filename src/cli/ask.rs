@@ -98,7 +98,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         if args.json {
             writeln!(out, "{}", serde_json::to_string(&event)?)?;
         } else if let Event::Text { text } = &event {
-            write!(out, "{text}")?;
+            write!(out, "{}", crate::text::lines(text))?;
             out.flush()?;
         }
     }
@@ -116,12 +116,18 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         writeln!(out, "\nsources:")?;
         for s in &answer.sources {
             match &s.title {
-                Some(t) => writeln!(out, "  {t}  {}", s.location)?,
-                None => writeln!(out, "  {}", s.location)?,
+                Some(t) => writeln!(
+                    out,
+                    "  {}  {}",
+                    crate::text::one_line(t),
+                    crate::text::one_line(&s.location)
+                )?,
+                None => writeln!(out, "  {}", crate::text::one_line(&s.location))?,
             }
         }
     }
     if let (Some(id), Some(key)) = (thread_id, thread_key) {
+        let (id, key) = (crate::text::one_line(&id), crate::text::one_line(&key));
         writeln!(out, "\nthread: {id}\nthread key: {key}")?;
         writeln!(
             out,

@@ -35,9 +35,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let clock = clock::system();
     let today = settings.today(clock.now());
     let to = args.to.unwrap_or(today);
-    if args.from > to {
-        return Err(UserError::new(format!("--from {} is after --to {to}", args.from)).into());
-    }
+    crate::config::check_range(args.from, to).map_err(UserError::new)?;
     if args.queue {
         for p in &args.projects {
             if !settings.projects.iter().any(|c| &c.id == p) {

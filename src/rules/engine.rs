@@ -12,6 +12,7 @@ use crate::dataset::parquet::{WriteError, commit, write_batch};
 use crate::layout::project_dir;
 use crate::store::StoreError;
 use crate::store::ledger::{Firing, Kind, Ledger, Sent, Skip};
+use crate::text::one_line;
 use arrow_array::{
     ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
@@ -89,10 +90,11 @@ impl Report {
 
 /// `rule R (p): sent follow-up to job J (5 rows) -> completed after 12.0 s, PR <link>`.
 pub fn firing_line(f: &Firing) -> String {
+    // The job id, status, link and error text come from the service: shown escaped.
     let what = match (f.kind, f.job.as_deref()) {
-        (Kind::Create, Some(j)) => format!("new job {j}"),
+        (Kind::Create, Some(j)) => format!("new job {}", one_line(j)),
         (Kind::Create, None) => "a new job".to_string(),
-        (_, j) => format!("follow-up to job {}", j.unwrap_or("?")),
+        (_, j) => format!("follow-up to job {}", one_line(j.unwrap_or("?"))),
     };
     let mut line = format!(
         "rule {} ({}): {} {what} ({} rows, prompt {})",
@@ -110,18 +112,18 @@ pub fn firing_line(f: &Firing) -> String {
         &f.prompt_hash[..12.min(f.prompt_hash.len())]
     );
     if let Some(status) = &f.status {
-        line.push_str(&format!(" -> {status}"));
+        line.push_str(&format!(" -> {}", one_line(status)));
     }
     if let Some(s) = f.seconds_to_done {
         line.push_str(&format!(" after {s:.1} s"));
     }
     match &f.pr_link {
-        Some(pr) => line.push_str(&format!(", PR {pr}")),
+        Some(pr) => line.push_str(&format!(", PR {}", one_line(pr))),
         None if f.status.as_deref() == Some("completed") => line.push_str(", no pull request"),
         None => {}
     }
     if let Some(e) = &f.error {
-        line.push_str(&format!("; {e}"));
+        line.push_str(&format!("; {}", one_line(e)));
     }
     line
 }

@@ -4,6 +4,7 @@
 //! unknown outcomes, polls and writes the outcome log.
 
 pub mod engine;
+pub mod query;
 
 use crate::schedule::parse_schedule;
 use crate::store::ledger::{self, RuleKey};
@@ -21,8 +22,13 @@ pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(24 * 3600);
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// The largest prompt docpipe sends: a query that matches too much must say `LIMIT`.
 pub const MAX_PROMPT_BYTES: usize = 100_000;
-/// The trend tables a query can name.
-pub const TABLES: [&str; 3] = ["daily", "weekly", "pages"];
+/// The longest `cooldown` or `timeout` a rule may set.
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+/// The most rows a rule may ask for before it fires.
+pub const MAX_MIN_ROWS: i64 = 1_000_000;
+/// The template work a prompt may take to render (minijinja's fuel: about one unit per
+/// instruction), so that a loop of loops ends with an error instead of running for minutes.
+pub const TEMPLATE_FUEL: u64 = 5_000_000;
 
 /// What a firing does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,8 +147,15 @@ pub fn one_line(text: &str) -> String {
 fn duration(field: &str, text: Option<&str>, default: Duration) -> Result<Duration, String> {
     match text {
         None => Ok(default),
-        Some(t) => humantime::parse_duration(t.trim())
-            .map_err(|e| format!("{field} {t:?} is not a duration like \"24h\" or \"30m\" ({e})")),
+        Some(t) => {
+            let d = humantime::parse_duration(t.trim()).map_err(|e| {
+                format!("{field} {t:?} is not a duration like \"24h\" or \"30m\" ({e})")
+            })?;
+            if d > MAX_DURATION {
+                return Err(format!("{field} {t:?} is longer than 366 days"));
+            }
+            Ok(d)
+        }
     }
 }
 
@@ -150,6 +163,7 @@ fn duration(field: &str, text: Option<&str>, default: Duration) -> Result<Durati
 pub fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_fuel(Some(TEMPLATE_FUEL));
     env.add_filter("pct", pct);
     env
 }
@@ -212,9 +226,10 @@ impl Rule {
         if raw.when.trim().is_empty() {
             return Err(fail("when: the query is empty".into()));
         }
-        if raw.min_rows < 1 {
+        query::check(&raw.when).map_err(|e| fail(format!("when: {e}")))?;
+        if !(1..=MAX_MIN_ROWS).contains(&raw.min_rows) {
             return Err(fail(format!(
-                "min_rows {} must be at least 1",
+                "min_rows {} must be between 1 and {MAX_MIN_ROWS}",
                 raw.min_rows
             )));
         }

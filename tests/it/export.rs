@@ -441,8 +441,63 @@ async fn bad_input_gets_one_line_and_exit_code_2_and_writes_nothing() {
         ),
     )
     .unwrap();
-    let cases: [(&Path, &[&str], &str); 8] = [
+    // Attacks of an outsider's: a key variable that is not set, a project id that is a dot
+    // segment, a base_url without a host, a key with a control character.
+    let variant = |name: &str, from: &str, to: &str| {
+        let path = dir.path().join(name);
+        let text = config(&live.server.base_url(), &out, "").replace(from, to);
+        assert!(text.contains(to));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let unset = variant("unset.toml", "DOCPIPE_IT_ADMIN_A", "DOCPIPE_IT_NOT_SET");
+    let dots = variant("dots.toml", "id = \"beta\"", "id = \"..\"");
+    let no_host = variant(
+        "nohost.toml",
+        &format!("base_url = \"{}\"", live.server.base_url()),
+        "base_url = \"http://\"",
+    );
+    let control = variant(
+        "control.toml",
+        "DOCPIPE_IT_ADMIN_A",
+        "DOCPIPE_IT_CONTROL_KEY",
+    );
+    let cases: [(&Path, &[&str], &str); 15] = [
         (&daemon, &["run"], "error: invalid config "),
+        (
+            &good,
+            &[
+                "backfill",
+                "--queue",
+                "--from",
+                "2026-03-01",
+                "--to",
+                "+262142-12-31",
+            ],
+            "error: --to +262142-12-31 is out of range: days from 2000-01-01 to 2099-12-31 are accepted",
+        ),
+        (
+            &good,
+            &["backfill", "--from=-5000-01-01", "--to", "2026-03-01"],
+            "error: --from -5000-01-01 is out of range: days from 2000-01-01 to 2099-12-31 are accepted",
+        ),
+        (
+            &good,
+            &["backfill", "--from", "2000-01-01", "--to", "2026-03-01"],
+            "error: --from 2000-01-01 --to 2026-03-01 is 9557 days; one backfill covers at most 3653 (ten years): split it",
+        ),
+        (
+            &unset,
+            &["export"],
+            "error: organization org-a: environment variable DOCPIPE_IT_NOT_SET",
+        ),
+        (&dots, &["export"], "error: invalid config "),
+        (&no_host, &["validate"], "error: invalid config "),
+        (
+            &control,
+            &["export"],
+            "error: organization org-a: the key in DOCPIPE_IT_CONTROL_KEY holds a control character or a space: a key is printable text (check how it was pasted)",
+        ),
         (
             &good,
             &[
@@ -483,7 +538,19 @@ async fn bad_input_gets_one_line_and_exit_code_2_and_writes_nothing() {
         ),
     ];
     for (cfg, args, want) in cases {
-        let run = docpipe(cfg, args, None);
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_docpipe"));
+        let run = cmd
+            .current_dir(dir.path())
+            .arg("--config")
+            .arg(cfg)
+            .args(args)
+            .env("DOCPIPE_IT_ADMIN_A", ADMIN_A)
+            .env("DOCPIPE_IT_ADMIN_B", ADMIN_B)
+            .env("DOCPIPE_IT_CONTROL_KEY", format!("{ADMIN_A}\u{1b}[2J"))
+            .env_remove("DOCPIPE_IT_NOT_SET")
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&run.stderr).to_string();
         assert_eq!(run.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.starts_with(want), "{args:?}: {err}");
@@ -495,6 +562,21 @@ async fn bad_input_gets_one_line_and_exit_code_2_and_writes_nothing() {
     }
     let run = docpipe(&unknown, &["export"], None);
     assert!(String::from_utf8_lossy(&run.stderr).contains("unknown field `colour`"));
+    let run = docpipe(&dots, &["validate"], None);
+    assert!(
+        String::from_utf8_lossy(&run.stderr)
+            .contains("project id \"..\" must be letters, digits, '-', '_' or '.'"),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let run = docpipe(&no_host, &["validate"], None);
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains(
+            "service.base_url \"http://\" must be an http:// or https:// address with a host"
+        ),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let run = docpipe(&daemon, &["run"], None);
     assert!(
         String::from_utf8_lossy(&run.stderr).ends_with(

@@ -703,16 +703,16 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("jobs");
     let ok = "project = \"alpha\"\njob = \"job_ok\"\n";
-    let cases: [(&str, String, &str); 15] = [
+    let cases: [(&str, String, &str); 19] = [
         ("a-unknown-field", format!("name = \"a\"\n{ok}when = \"SELECT path FROM pages\"\nprompt = \"x\"\ncooldwn = \"1h\"\n"),
          "line 6: unknown field `cooldwn`, expected one of `name`, `description`, `project`, `job`, `create`, `when`, `min_rows`, `prompt`, `cooldown`, `wait`, `timeout`, `schedule`"),
         ("b-toml", "name = \"b\"\nproject".to_string(), "line 2: key with no value, expected `=`"),
         ("c-sql", format!("name = \"c\"\n{ok}when = \"SELEC path FROM pages\"\nprompt = \"x\"\n"),
-         "when: sql parser error: Expected: an SQL statement, found: SELEC at Line: 1, Column: 1"),
+         "when: the query does not parse: sql parser error: Expected: an SQL statement, found: SELEC at Line: 1, Column: 1"),
         ("d-column", format!("name = \"d\"\n{ok}when = \"SELECT nope FROM daily\"\nprompt = \"x\"\n"),
          "when: not found: unable to find column \"nope\"; valid columns: [\"project\", \"date\", \"human\", \"ai\", \"total\", \"ai_share\", \"human_7d\", \"ai_7d\", \"total_7d\", \"ai_share_7d\", \"human_28d\", \"ai_28d\", \"total_28d\", \"ai_share_28d\", \"total_week_before\", \"change_vs_week_before\", \"provisional\"]"),
         ("e-table", format!("name = \"e\"\n{ok}when = \"SELECT path FROM pagez\"\nprompt = \"x\"\n"),
-         "when: relation 'pagez' was not found"),
+         "when: table pagez is not a trend table (daily, weekly, pages)"),
         ("f-template", format!("name = \"f\"\n{ok}when = \"SELECT path FROM pages\"\nprompt = \"{{% for r in rows %}}\"\n"),
          "prompt: syntax error: unexpected end of input, expected end of block (in <string>:1)"),
         ("g-undefined", format!("name = \"g\"\n{ok}when = \"SELECT path FROM pages\"\nprompt = \"{{{{ rows[0].pathz }}}}\"\n"),
@@ -729,10 +729,20 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
          "cooldown \"soon\" is not a duration like \"24h\" or \"30m\" (expected number at 0)"),
         ("m-cron", format!("name = \"m\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\nschedule = \"61 * * * *\"\n"),
          "schedule \"61 * * * *\" is not a cron expression of 6 fields, sec min hour day month weekday (Invalid pattern: Pattern must have 6 or 7 fields when seconds are required and years are optional.)"),
-        ("n-duplicate", format!("name = \"c\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\n"),
-         "name \"c\" is already used by"),
+        ("n-duplicate", format!("name = \"d\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\n"),
+         "name \"d\" is already used by"),
         ("o-min-rows", format!("name = \"o\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\nmin_rows = 0\n"),
-         "min_rows 0 must be at least 1"),
+         "min_rows 0 must be between 1 and 1000000"),
+        // What an attacker's rule file tried: read a local file, overflow the cooldown, ask for
+        // a 24 TB allocation, render for minutes.
+        ("p-read-file", format!("name = \"p\"\n{ok}when = \"SELECT * FROM read_csv('/etc/passwd')\"\nprompt = \"x\"\n"),
+         "when: read_csv(...) is a table function; a rule reads only the trend tables (daily, weekly, pages)"),
+        ("q-cooldown", format!("name = \"q\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\ncooldown = \"1000000years\"\n"),
+         "cooldown \"1000000years\" is longer than 366 days"),
+        ("r-min-rows", format!("name = \"r\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\nmin_rows = 1000000000000\n"),
+         "min_rows 1000000000000 must be between 1 and 1000000"),
+        ("s-fuel", format!("name = \"s\"\n{ok}when = \"SELECT 1\"\nprompt = \"{{% for a in range(100000) %}}{{% for b in range(100000) %}}x{{% endfor %}}{{% endfor %}}\"\n"),
+         "prompt: engine ran out of fuel (in <string>:1)"),
     ];
     for (file, body, _) in &cases {
         write_rule(&rules, file, body);
@@ -759,4 +769,31 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
     }
     assert!(live.emu().stats().is_empty());
     assert!(!dir.path().join("out/agent_runs").exists());
+}
+
+#[test]
+fn a_job_id_or_pull_request_link_with_terminal_escapes_is_printed_escaped() {
+    use docpipe::store::ledger::{Firing, Kind};
+    let f = Firing {
+        id: 1,
+        rule: "r".into(),
+        project: "alpha".into(),
+        kind: Kind::Create,
+        job: Some("job_1\u{1b}[2J\rrule ok".into()),
+        fired_at: noon(),
+        prompt_hash: "0123456789abcdef".into(),
+        prompt: "x".into(),
+        rows_matched: 1,
+        sent: Sent::Sent,
+        status: Some("completed\u{1b}[0m".into()),
+        pr_link: Some("https://x/pull/1\n\u{7}".into()),
+        seconds_to_done: None,
+        error: None,
+    };
+    let line = docpipe::rules::engine::firing_line(&f);
+    assert_eq!(
+        line,
+        "rule r (alpha): created new job job_1\\u{1b}[2J\\u{d}rule ok (1 rows, prompt 0123456789ab) -> completed\\u{1b}[0m, PR https://x/pull/1\\u{a}\\u{7}"
+    );
+    assert!(!line.chars().any(char::is_control));
 }
