@@ -56,7 +56,11 @@ pub fn lines(e: &anyhow::Error) -> Vec<String> {
     let mut text = String::new();
     for cause in e.chain() {
         let c = cause.to_string();
-        if text.contains(&c) {
+        // SQLite's errors say "<text>: Error code N: <text>" when their source is printed.
+        let shown = text.contains(&c)
+            || c.rsplit_once(": ")
+                .is_some_and(|(_, tail)| text.ends_with(tail));
+        if shown {
             continue;
         }
         if !text.is_empty() {

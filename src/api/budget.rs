@@ -16,12 +16,20 @@ pub fn window() -> chrono::Duration {
     chrono::Duration::hours(1) + chrono::Duration::seconds(5)
 }
 
+/// Why a budget gave no slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The window is full: one fits after this long.
+    Wait(chrono::Duration),
+    /// The budget's store failed (a full disk, a damaged file): nothing can be sent safely.
+    Broken(String),
+}
+
 /// A store of sent-request times, shared by whoever uses the same scopes.
 pub trait Budget: Send + Sync + std::fmt::Debug {
     /// Records a request in `scope` at `now` if fewer than `limit` were sent in the window;
-    /// otherwise returns how long until one fits.
-    fn try_take(&self, scope: &str, limit: u32, now: DateTime<Utc>)
-    -> Result<(), chrono::Duration>;
+    /// otherwise says how long until one fits, or that the store failed.
+    fn try_take(&self, scope: &str, limit: u32, now: DateTime<Utc>) -> Result<(), Refusal>;
 
     /// Requests counted in `scope`'s window at `now`.
     fn used(&self, scope: &str, now: DateTime<Utc>) -> u32;
@@ -38,12 +46,7 @@ pub struct MemoryBudget {
 }
 
 impl Budget for MemoryBudget {
-    fn try_take(
-        &self,
-        scope: &str,
-        limit: u32,
-        now: DateTime<Utc>,
-    ) -> Result<(), chrono::Duration> {
+    fn try_take(&self, scope: &str, limit: u32, now: DateTime<Utc>) -> Result<(), Refusal> {
         let mut map = self.windows.lock().unwrap_or_else(|e| e.into_inner());
         let w = map
             .entry(scope.to_string())
@@ -51,7 +54,7 @@ impl Budget for MemoryBudget {
         if w.limit() != limit {
             *w = SlidingWindow::new(limit, window());
         }
-        w.try_acquire(now)
+        w.try_acquire(now).map_err(Refusal::Wait)
     }
 
     fn used(&self, scope: &str, now: DateTime<Utc>) -> u32 {
@@ -60,19 +63,21 @@ impl Budget for MemoryBudget {
     }
 }
 
-/// Waits until `scope` has room under `limit`, then takes a slot. Returns the time waited.
+/// Waits until `scope` has room under `limit`, then takes a slot. Returns the time waited, or
+/// the failure of the budget's store (then nothing may be sent).
 pub async fn acquire(
     budget: &dyn Budget,
     clock: &SharedClock,
     scope: &str,
     limit: u32,
     events: &dyn Events,
-) -> Duration {
+) -> Result<Duration, String> {
     let mut waited = Duration::ZERO;
     loop {
         match budget.try_take(scope, limit, clock.now()) {
-            Ok(()) => return waited,
-            Err(wait) => {
+            Ok(()) => return Ok(waited),
+            Err(Refusal::Broken(why)) => return Err(why),
+            Err(Refusal::Wait(wait)) => {
                 let wait = wait
                     .to_std()
                     .unwrap_or(Duration::from_secs(1))

@@ -128,6 +128,10 @@ pub enum ErrorKind {
         /// Until a slot frees.
         wait: Duration,
     },
+    /// The rate budget's store failed: nothing was sent (sending without it could go over the
+    /// service's limits).
+    #[error("rate budget unavailable, nothing sent: {0}")]
+    Budget(String),
     /// The assistant's stream reported an error or could not be parsed.
     #[error("stream: {0}")]
     Stream(String),

@@ -243,15 +243,24 @@ impl Client {
                     *limit,
                     self.events.as_ref(),
                 )
-                .await;
-            } else if let Err(wait) = self.budget.try_take(scope, *limit, self.clock.now()) {
-                return Err(self.fail(
-                    call,
-                    ErrorKind::LimitReached {
-                        limit: *limit,
-                        wait: wait.to_std().unwrap_or_default(),
-                    },
-                ));
+                .await
+                .map_err(|why| self.fail(call, ErrorKind::Budget(why)))?;
+            } else {
+                match self.budget.try_take(scope, *limit, self.clock.now()) {
+                    Ok(()) => {}
+                    Err(budget::Refusal::Wait(wait)) => {
+                        return Err(self.fail(
+                            call,
+                            ErrorKind::LimitReached {
+                                limit: *limit,
+                                wait: wait.to_std().unwrap_or_default(),
+                            },
+                        ));
+                    }
+                    Err(budget::Refusal::Broken(why)) => {
+                        return Err(self.fail(call, ErrorKind::Budget(why)));
+                    }
+                }
             }
         }
         let mut url = self.url(&call.path);

@@ -12,6 +12,10 @@ pub const PAGE_LIMIT: u32 = 250;
 
 /// Longest page path accepted, in bytes.
 pub const MAX_PATH_BYTES: usize = 2048;
+/// The most pages one window's walk may take (half a million rows: far more pages than any
+/// documentation site has), so that a service that says `hasMore` for ever is walked no
+/// further.
+pub const MAX_WALK_PAGES: u64 = 2_000;
 
 /// A count: a non-negative integer that fits in i64; an integral float such as `12.0` is accepted.
 fn count<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
@@ -618,7 +622,8 @@ impl Client {
 
     /// Walks a window from `start_offset` with `limit=250` while `hasMore`, yielding each page.
     /// Ends with an error instead of looping when the service misbehaves: an empty page that
-    /// claims more, a page that repeats the previous one, or more rows than the totals allow.
+    /// claims more, a page seen before in the walk, more rows than the totals allow, or more
+    /// than [`MAX_WALK_PAGES`] pages in one window.
     pub fn walk<'a>(
         &'a self,
         project: &'a str,
@@ -628,15 +633,15 @@ impl Client {
         struct State {
             offset: u64,
             done: bool,
-            /// A hash of the previous page's rows (when it had any): a page that repeats it
-            /// means the service ignores the offset. A hash, not a copy of every row.
-            previous: Option<u64>,
+            /// Hashes of the rows of the pages walked (those with rows): a page seen before
+            /// means the service ignores the offset or cycles. Hashes, not copies of the rows.
+            seen: std::collections::HashMap<u64, u64>,
             zero_rows: u64,
         }
         let init = State {
             offset: start_offset,
             done: false,
-            previous: None,
+            seen: std::collections::HashMap::new(),
             zero_rows: 0,
         };
         futures::stream::try_unfold(init, move |mut st| async move {
@@ -657,10 +662,11 @@ impl Client {
                     st.offset
                 )));
             }
-            let hash = (!page.views.is_empty()).then(|| rows_hash(&page.views));
-            if hash.is_some() && st.previous == hash {
+            if let Some(hash) = (!page.views.is_empty()).then(|| rows_hash(&page.views))
+                && let Some(before) = st.seen.insert(hash, st.offset)
+            {
                 return Err(fail(format!(
-                    "page at offset {} repeats the previous page: the service ignores offset",
+                    "page at offset {} repeats the page at offset {before}: the service ignores offset",
                     st.offset
                 )));
             }
@@ -673,13 +679,18 @@ impl Client {
                     page.totals.total
                 )));
             }
+            if page.has_more && next >= MAX_WALK_PAGES * u64::from(PAGE_LIMIT) {
+                return Err(fail(format!(
+                    "hasMore at offset {next}: a day of more than {MAX_WALK_PAGES} pages ({} rows) is refused",
+                    MAX_WALK_PAGES * u64::from(PAGE_LIMIT)
+                )));
+            }
             let fetched = Fetched {
                 offset: st.offset,
                 page,
             };
             st.done = !fetched.page.has_more;
             st.offset = next;
-            st.previous = hash;
             Ok(Some((fetched, st)))
         })
     }

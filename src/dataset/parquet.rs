@@ -54,9 +54,24 @@ pub fn write_batch(dir: &Path, batch: &RecordBatch) -> Result<Pending, WriteErro
         source,
     };
     let (pending, file) = Pending::create(&dest).map_err(io)?;
-    let enc = |e: parquet::errors::ParquetError| WriteError::Encode {
-        path: shown.clone(),
-        message: e.to_string(),
+    // The encoder reports the file's write errors as its own: they are the storage's.
+    let enc = |e: parquet::errors::ParquetError| match e {
+        parquet::errors::ParquetError::External(inner) => {
+            match inner.downcast::<std::io::Error>() {
+                Ok(source) => WriteError::Io {
+                    path: shown.clone(),
+                    source: *source,
+                },
+                Err(other) => WriteError::Encode {
+                    path: shown.clone(),
+                    message: other.to_string(),
+                },
+            }
+        }
+        e => WriteError::Encode {
+            path: shown.clone(),
+            message: e.to_string(),
+        },
     };
     let written = (|| {
         let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(props())).map_err(enc)?;

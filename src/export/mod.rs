@@ -34,6 +34,18 @@ pub enum ExportError {
     Write(#[from] WriteError),
 }
 
+impl ExportError {
+    /// Whether the storage failed (a full disk, a read-only or unwritable folder, a damaged
+    /// state, the budget's log): not the window's fault, and the same for every window after.
+    pub fn is_storage(&self) -> bool {
+        match self {
+            ExportError::State(e) => !matches!(e, StoreError::Damaged { .. }),
+            ExportError::Write(w) => w.is_storage(),
+            ExportError::Api(a) => matches!(a.kind, crate::api::ErrorKind::Budget(_)),
+        }
+    }
+}
+
 /// One project to export, with the client of its organization.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -99,18 +111,26 @@ impl Plan {
     }
 }
 
-/// Organizations (or projects) whose run stopped, and why.
+/// Organizations (or projects, or the whole run) whose run stopped, and why.
 #[derive(Debug, Default)]
 struct Stops {
     by_scope: HashMap<String, String>,
+    /// A failure of the storage (the output folder, the state, the budget's log): every window
+    /// after it would fail the same way, after spending its requests.
+    all: Option<String>,
 }
 
 impl Stops {
-    /// Whether a window is skipped because its organization or project stopped; records it.
+    /// Whether a window is skipped because the run, its organization or its project stopped;
+    /// records it.
     fn skip(&self, due: &Due, client: &Client, summary: &mut Summary) -> bool {
         let reason = self
-            .by_scope
-            .get(&format!("organization {}", client.organization()))
+            .all
+            .as_ref()
+            .or_else(|| {
+                self.by_scope
+                    .get(&format!("organization {}", client.organization()))
+            })
             .or_else(|| self.by_scope.get(&format!("project {}", due.project)));
         match reason {
             Some(r) => {
@@ -394,6 +414,15 @@ impl Exporter {
     ) {
         metrics::counter!("docpipe_windows_failed_total", "project" => due.project.clone())
             .increment(1);
+        if e.is_storage() {
+            tracing::error!(project = %due.project, day = %due.day, "{e}; the run stops sending");
+            stops.all = Some(e.to_string());
+            summary
+                .failed
+                .push((due.project.clone(), due.day, e.to_string()));
+            self.events.window_failed();
+            return;
+        }
         let scope = match &e {
             ExportError::Api(a) => match a.kind {
                 crate::api::ErrorKind::BadKey | crate::api::ErrorKind::Connect(_) => {

@@ -3,7 +3,7 @@
 //! which then holds only these two tables.
 
 use super::{Db, StoreError};
-use crate::api::budget::{Budget, window};
+use crate::api::budget::{Budget, Refusal, window};
 use crate::ratelimit::wait_for_slot;
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
@@ -96,12 +96,7 @@ fn hand_back(tx: &rusqlite::Transaction, scope: &str, lease: Lease) -> rusqlite:
 }
 
 impl Budget for SqliteBudget {
-    fn try_take(
-        &self,
-        scope: &str,
-        limit: u32,
-        now: DateTime<Utc>,
-    ) -> Result<(), chrono::Duration> {
+    fn try_take(&self, scope: &str, limit: u32, now: DateTime<Utc>) -> Result<(), Refusal> {
         let now_ms = now.timestamp_millis();
         let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
         let old = leases.remove(scope);
@@ -163,12 +158,9 @@ impl Budget for SqliteBudget {
                 }
                 Ok(())
             }
-            Ok(Err(wait)) => Err(wait),
-            Err(e) => {
-                // Without the shared log we cannot know what others sent: wait and try again.
-                tracing::warn!(error = %e, "rate budget unavailable; waiting");
-                Err(chrono::Duration::seconds(5))
-            }
+            Ok(Err(wait)) => Err(Refusal::Wait(wait)),
+            // Without the shared log docpipe cannot know what others sent: it sends nothing.
+            Err(e) => Err(Refusal::Broken(e.to_string())),
         }
     }
 
@@ -232,7 +224,10 @@ mod tests {
         let wait = b
             .try_take("analytics:o", 3, t0 + chrono::Duration::seconds(10))
             .unwrap_err();
-        assert_eq!(wait, window() - chrono::Duration::seconds(10));
+        assert_eq!(
+            wait,
+            Refusal::Wait(window() - chrono::Duration::seconds(10))
+        );
         assert_eq!(a.used("analytics:o", t0 + chrono::Duration::seconds(10)), 3);
         assert!(a.try_take("analytics:other", 3, t0).is_ok());
     }
@@ -282,6 +277,9 @@ mod tests {
         let wait = b
             .try_take("analytics:z", 200, t0 + chrono::Duration::seconds(1))
             .unwrap_err();
-        assert!(wait > chrono::Duration::minutes(59), "{wait}");
+        assert!(
+            matches!(wait, Refusal::Wait(w) if w > chrono::Duration::minutes(59)),
+            "{wait:?}"
+        );
     }
 }

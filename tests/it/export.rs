@@ -911,3 +911,103 @@ fn a_time_zone_that_does_not_exist_is_a_config_error() {
     );
     assert!(!out.exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storage_failure_stops_the_sending_at_once_with_one_line_and_exit_code_1() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let cfg = dir.path().join("c.toml");
+    let start = chrono::Utc::now().date_naive() - chrono::Duration::days(20);
+    std::fs::write(
+        &cfg,
+        config_from(
+            &live.server.base_url(),
+            &out,
+            "trends_after_export = false",
+            start,
+        ),
+    )
+    .unwrap();
+    // Files may not grow past 64 KiB (a full disk, as the process sees it: EFBIG instead of
+    // ENOSPC); the signal that would kill the process is ignored, so writes fail.
+    let run = std::process::Command::new("bash")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 192; exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_docpipe"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("export")
+        .current_dir(dir.path())
+        .env("DOCPIPE_IT_ADMIN_A", ADMIN_A)
+        .env("DOCPIPE_IT_ADMIN_B", ADMIN_B)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stdout}\n{stderr}");
+    // One line for all the windows the failure stopped, and the requests the summary counts
+    // are all the service saw: a few, not one per window of the plan.
+    let failed: Vec<&str> = stdout.lines().filter(|l| l.contains("failed")).collect();
+    assert_eq!(failed.len(), 1, "{stdout}");
+    let (n, cause) = failed[0]
+        .trim()
+        .split_once(" windows failed: ")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        cause.starts_with(&format!(
+            "state database {}",
+            out.join("state.sqlite").display()
+        )),
+        "{cause}"
+    );
+    let exported = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("exported "))
+        .unwrap();
+    let written: usize = exported.split(' ').next().unwrap().parse().unwrap();
+    assert_eq!(written + n.parse::<usize>().unwrap(), 63, "{stdout}");
+    let sent = live.emu().stats().get("views").map_or(0, |s| s.requests);
+    assert!(
+        exported.contains(&format!(", {sent} analytics requests;")),
+        "{exported}: the service saw {sent}"
+    );
+    assert!(
+        sent <= written as u64 + 1,
+        "{sent} requests for {written} windows"
+    );
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.contains("the run stops sending"))
+            .count(),
+        1,
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_state_database_is_a_runtime_failure_not_bad_input() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("state.sqlite"), vec![0x5a; 8192]).unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, config(&live.server.base_url(), &out, "")).unwrap();
+    for args in [&["export"][..], &["status"]] {
+        let run = docpipe(&cfg, args, None);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.lines().collect::<Vec<_>>(),
+            [format!(
+                "error: state database {}: file is not a database",
+                out.join("state.sqlite").display()
+            )],
+            "{args:?}"
+        );
+    }
+    assert_eq!(live.emu().stats().get("views").map_or(0, |s| s.requests), 0);
+}

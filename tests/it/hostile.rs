@@ -25,6 +25,16 @@ async fn views(Path(kind): Path<String>, Query(q): Query<HashMap<String, String>
         "repeat" => {
             json!({"totals": {"human": 900, "ai": 0, "total": 900}, "views": [row(0), row(1)], "hasMore": true})
         }
+        // Pages A, B, A, B, ...: each differs from the one before.
+        "cycle" => {
+            let i = (offset / 250) % 2;
+            json!({"totals": {"human": 900, "ai": 0, "total": 900}, "views": [row(i)], "hasMore": true})
+        }
+        // New rows for ever, under totals that would allow them.
+        "boundless" => {
+            let total = i64::MAX / 2;
+            json!({"totals": {"human": total, "ai": 0, "total": total}, "views": (offset..offset + 250).map(row).collect::<Vec<_>>(), "hasMore": true})
+        }
         // New rows forever, more than the totals allow.
         "endless" => {
             json!({"totals": {"human": 600, "ai": 0, "total": 600}, "views": (offset..offset + 250).map(row).collect::<Vec<_>>(), "hasMore": true})
@@ -95,7 +105,15 @@ async fn a_walk_ends_with_an_error_when_the_service_misbehaves() {
         ),
         (
             "repeat",
-            "page views for project repeat (2026-03-10 to 2026-03-11): paging stopped: page at offset 250 repeats the previous page: the service ignores offset",
+            "page views for project repeat (2026-03-10 to 2026-03-11): paging stopped: page at offset 250 repeats the page at offset 0: the service ignores offset",
+        ),
+        (
+            "cycle",
+            "page views for project cycle (2026-03-10 to 2026-03-11): paging stopped: page at offset 500 repeats the page at offset 0: the service ignores offset",
+        ),
+        (
+            "boundless",
+            "page views for project boundless (2026-03-10 to 2026-03-11): paging stopped: hasMore at offset 500000: a day of more than 2000 pages (500000 rows) is refused",
         ),
         (
             "endless",
