@@ -138,14 +138,23 @@ pub async fn run(
     stop: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let grace = settings.daemon.shutdown_grace;
+    let mut stop = std::pin::pin!(stop);
+    // Starting can wait for the folder's lock (another daemon holds it): a stop signal ends the
+    // wait too.
+    let started = tokio::select! {
+        started = start(settings, clock, metrics) => started?,
+        _ = &mut stop => {
+            tracing::info!("stopped before starting (the output folder's lock was not free)");
+            return Ok(());
+        }
+    };
     let Started {
         mut daemon,
         mut scheduler,
         ticks: mut rx,
         server,
         stopped,
-    } = start(settings, clock, metrics).await?;
-    let mut stop = std::pin::pin!(stop);
+    } = started;
     let mut backfill_wait = Duration::ZERO;
     // Ticks that arrived while work ran, each once: an export that took longer than its
     // schedule's period is followed by one export, not by one per missed tick.

@@ -254,19 +254,23 @@ impl Folder {
             .write(true)
             .open(out.join(".lock"))
             .map_err(|e| fail(format!("cannot write in it: {e}")))?;
-        let lock = match lock.try_lock() {
-            Ok(()) => lock,
-            Err(std::fs::TryLockError::WouldBlock) => {
-                tracing::info!(output = %out.display(), "another docpipe is exporting to this folder; waiting for it");
-                tokio::task::spawn_blocking(move || lock.lock().map(|()| lock))
-                    .await
-                    .map_err(|e| fail(e.to_string()))?
-                    .map_err(|e| fail(format!("cannot lock it: {e}")))?
+        // Tried again every 200 ms rather than waited for in a blocking call: the wait ends
+        // when the future is dropped (a stop signal), not only when the lock comes free.
+        let mut told = false;
+        loop {
+            match lock.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    if !std::mem::replace(&mut told, true) {
+                        tracing::info!(output = %out.display(), "another docpipe is exporting to this folder; waiting for it");
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(fail(format!("cannot lock it: {e}")));
+                }
             }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(fail(format!("cannot lock it: {e}")));
-            }
-        };
+        }
         let removed = crate::layout::sweep_leftovers(out);
         if removed > 0 {
             tracing::info!(removed, "removed temporary files of an interrupted run");

@@ -73,8 +73,9 @@ pub fn scan(out: &Path, table: &str, sel: &Selection) -> Result<LazyFrame, Trend
         },
         ..Default::default()
     };
-    let glob = format!("{}/**/*.parquet", root.display());
-    let mut lf = LazyFrame::scan_parquet(PlRefPath::new(glob), args)?;
+    // The table's folder itself, not a glob built from it: polars walks a folder it is given,
+    // and a user's path with glob characters (`out[1]`) must not match other folders.
+    let mut lf = LazyFrame::scan_parquet(PlRefPath::try_from_path(&root)?, args)?;
     if !sel.projects.is_empty() {
         let any = sel
             .projects

@@ -528,3 +528,61 @@ async fn an_agent_job_of_ten_minutes_delays_no_export_and_its_polling_resumes_af
     assert_eq!(runs.len(), 1);
     assert!(runs[0].contains("status=\"completed\""), "{runs:?}");
 }
+
+/// Sends `signal` to a running daemon.
+fn signal(d: &Daemon, signal: &str) {
+    Command::new("kill")
+        .args([&format!("-{signal}"), &d.child.id().to_string()])
+        .status()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_daemon_waiting_for_the_lock_stops_on_sigterm_and_sighup_is_ignored() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = daemon_config(
+        &live.server.base_url(),
+        dir.path(),
+        today() - chrono::Duration::days(1),
+        DAEMON,
+    );
+    let first = Daemon::start(&cfg);
+    first
+        .wait_until(120, "the first export", async |d| {
+            d.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}")
+                .await
+                >= 1.0
+        })
+        .await;
+    // A hang-up (a closed terminal, `systemctl reload`) does not end the daemon.
+    signal(&first, "HUP");
+    first
+        .wait_until(60, "the SIGHUP line and another export", async |d| {
+            d.count("SIGHUP ignored") == 1
+                && d.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}")
+                    .await
+                    >= 2.0
+        })
+        .await;
+    // The second one waits for the folder's lock, and a SIGTERM ends the wait.
+    let second = Daemon::start(&cfg);
+    second
+        .wait_until(60, "the wait for the lock", async |d| {
+            d.count("another docpipe is exporting to this folder; waiting for it") == 1
+        })
+        .await;
+    let (code, log) = second.terminate();
+    assert_eq!(code, Some(0), "{}", log.join("\n"));
+    assert_eq!(
+        log.iter()
+            .filter(|l| l.contains("stopped before starting"))
+            .count(),
+        1,
+        "{}",
+        log.join("\n")
+    );
+    assert!(!log.iter().any(|l| l.contains("export: exported")));
+    let (code, log) = first.terminate();
+    assert_eq!(code, Some(0), "{}", log.join("\n"));
+}

@@ -237,6 +237,33 @@ async fn a_selection_prunes_projects_and_days() {
 }
 
 #[tokio::test]
+async fn an_output_folder_with_glob_characters_reads_only_its_own_partitions() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir.path().join("out[1]*?");
+    exported(&live, &odd, &[("2026-03-01", "2026-03-02")]).await;
+    // A folder the pattern `out[1]*?` would match, with other days.
+    exported(
+        &live,
+        &dir.path().join("out1ab"),
+        &[("2026-03-05", "2026-03-09")],
+    )
+    .await;
+    let t = compute(&odd, &Selection::default()).unwrap();
+    assert_eq!(t.daily.height(), 3 * 2);
+    let dates = t.daily.column("date").unwrap().date().unwrap().clone();
+    let first = day("2026-03-01")
+        .signed_duration_since(day("1970-01-01"))
+        .num_days() as i32;
+    assert!(
+        (0..6).all(|i| (first..=first + 1).contains(&dates.phys.get(i).unwrap())),
+        "{}",
+        t.daily
+    );
+    assert_eq!(t.pages.column("project").unwrap().n_unique().unwrap(), 3);
+}
+
+#[tokio::test]
 async fn the_page_table_and_its_movers_equal_an_independent_computation() {
     let live = Live::start(small()).await;
     let out = tempfile::tempdir().unwrap();
