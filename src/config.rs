@@ -543,12 +543,44 @@ impl RawDaemon {
     }
 }
 
+/// A TOML error's message with the line it is on and the field it names: `line 5 ([service]
+/// timeout_secs): invalid type: ...`.
+fn locate(text: &str, span: Option<std::ops::Range<usize>>, message: &str) -> String {
+    let Some(span) = span else {
+        return message.to_string();
+    };
+    let start = span.start.min(text.len());
+    let before = &text[..start];
+    let line_no = before.matches('\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or("");
+    let table = before
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|t| format!("{t} "))
+        .unwrap_or_default();
+    let field = line
+        .split_once('=')
+        .map(|(k, _)| k.trim())
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
+    let hint = if message.contains("datetime") || message.contains("date string") {
+        " (write dates in quotes: start_date = \"2026-01-01\")"
+    } else {
+        ""
+    };
+    match field {
+        Some(f) => format!("line {line_no} ({table}{f}): {message}{hint}"),
+        None => format!("line {line_no}: {message}{hint}"),
+    }
+}
+
 impl RawConfig {
     /// Parses TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
         toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: origin.to_string(),
-            message: e.message().trim().to_string(),
+            message: locate(text, e.span(), e.message().trim()),
         })
     }
 
@@ -644,5 +676,47 @@ impl Settings {
     /// An organization by id.
     pub fn organization(&self, id: &str) -> Option<&Organization> {
         self.organizations.iter().find(|o| o.id == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_error(text: &str) -> String {
+        RawConfig::parse(text, "t.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_toml_error_names_its_line_and_field() {
+        let service = "[service]\nbase_url = \"http://x\"\n";
+        assert_eq!(
+            parse_error(&format!("{service}timeout_secs = \"ten\"\n")),
+            "invalid config t.toml: line 3 ([service] timeout_secs): invalid type: string \"ten\", expected u64"
+        );
+        assert_eq!(
+            parse_error(&format!("{service}base_url = \"http://y\"\n")),
+            "invalid config t.toml: line 3 ([service] base_url): duplicate key"
+        );
+        assert_eq!(
+            parse_error(&format!(
+                "{service}[[projects]]\nid = \"p\"\norganization = \"a\"\nstart_date = 2026-01-01\n"
+            )),
+            "invalid config t.toml: line 6 ([[projects]] start_date): invalid type: map, expected a formatted date string (write dates in quotes: start_date = \"2026-01-01\")"
+        );
+    }
+
+    #[test]
+    fn days_and_ranges_a_user_could_mean() {
+        let d = |s: &str| s.parse::<NaiveDate>().unwrap();
+        assert_eq!(check_range(d("2026-01-01"), d("2026-03-01")), Ok(()));
+        assert_eq!(
+            check_range(d("1999-12-31"), d("2026-03-01")),
+            Err("--from 1999-12-31 is out of range: days from 2000-01-01 to 2099-12-31 are accepted".into())
+        );
+        assert_eq!(
+            check_day("project p: start_date", d("2100-01-01")),
+            Err("project p: start_date 2100-01-01 is out of range: days from 2000-01-01 to 2099-12-31 are accepted".into())
+        );
     }
 }

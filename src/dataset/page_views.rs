@@ -5,7 +5,7 @@
 use super::parquet::{WriteError, write_batch};
 use super::{Dataset, Key, Paging, Table, Windowing};
 use crate::api::views::{Counts, PAGE_LIMIT, Rows, ViewRow};
-use crate::layout::{Pending, partition_dir};
+use crate::layout::{PART, Pending, partition_dir};
 use crate::store::StoredPage;
 use arrow_array::{
     ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
@@ -55,6 +55,15 @@ impl Dataset for PageViews {
     fn tables(&self) -> &'static [Table] {
         &TABLES
     }
+}
+
+/// Whether both tables' files of a written window are in place.
+pub fn partitions_exist(root: &Path, project: &str, day: NaiveDate) -> bool {
+    TABLES.iter().all(|t| {
+        partition_dir(root, t.name, project, day)
+            .join(PART)
+            .is_file()
+    })
 }
 
 fn micros(t: DateTime<Utc>) -> i64 {
@@ -190,9 +199,17 @@ pub fn check(pages: &[StoredPage]) -> Result<(), String> {
         if !seen.insert(r.path) {
             return Err(format!("path {} appears twice", r.path));
         }
-        sum.human += r.human;
-        sum.ai += r.ai;
-        sum.total += r.total;
+        let add = |a: i64, b: i64, what: &str| {
+            a.checked_add(b).ok_or_else(|| {
+                format!(
+                    "the rows' {what} views overflow a 64-bit count (at path {})",
+                    r.path
+                )
+            })
+        };
+        sum.human = add(sum.human, r.human, "human")?;
+        sum.ai = add(sum.ai, r.ai, "ai")?;
+        sum.total = add(sum.total, r.total, "total")?;
     }
     if sum != totals {
         return Err(format!(

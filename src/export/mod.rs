@@ -300,7 +300,11 @@ impl Exporter {
             });
             let mut day = to;
             while day >= from {
-                if known.get(&day).is_some_and(|w| w.is_final) {
+                // A final day is skipped while its files are there (a deleted partition is
+                // fetched again: one stat per file).
+                if known.get(&day).is_some_and(|w| w.is_final)
+                    && page_views::partitions_exist(self.output(), &t.project, day)
+                {
                     plan.skipped_final += 1;
                 } else {
                     let (offsets, complete) = self.state().progress(&t.project, day)?;

@@ -101,6 +101,25 @@ async fn a_backfill_equals_the_truth_with_the_minimum_requests_and_a_rerun_sends
             .sum::<u64>(),
         before
     );
+    // A final day whose partition was deleted is fetched again, and only it.
+    std::fs::remove_dir_all(partition_dir(
+        out.path(),
+        PAGE_VIEWS,
+        "beta",
+        day("2026-03-05"),
+    ))
+    .unwrap();
+    let refetched = export(&live, out.path(), open_limits(), "2026-03-01", "2026-03-11").await;
+    assert_eq!(
+        refetched
+            .windows
+            .iter()
+            .map(|w| (w.project.as_str(), w.day, w.is_final))
+            .collect::<Vec<_>>(),
+        [("beta", day("2026-03-05"), true)]
+    );
+    assert_eq!(refetched.skipped_final, 32);
+    assert_equals_truth(&live, out.path(), "2026-03-01", "2026-03-15");
 }
 
 #[tokio::test]
@@ -221,6 +240,16 @@ fn quality_checks_catch_what_a_moving_walk_produces() {
         },
     };
     assert_eq!(check(&[page(0, vec![row("/a", 1)], 1, false)]), Ok(()));
+    // Two rows of 9.2e18 views: the sum is reported as an overflow, not wrapped to "-4".
+    assert_eq!(
+        check(&[page(
+            0,
+            vec![row("/a", i64::MAX - 1), row("/b", i64::MAX - 1)],
+            -4,
+            false
+        )]),
+        Err("the rows' human views overflow a 64-bit count (at path /b)".into())
+    );
     assert_eq!(
         check(&[page(0, vec![row("/a", 1)], 2, false)]),
         Err("rows sum to 1 human + 0 ai = 1, totals say 2 + 0 = 2".into())
