@@ -156,7 +156,22 @@ impl AnswerStream {
             let step = match self.body.next().await {
                 Some(Ok(chunk)) => self.parser.feed(&chunk),
                 Some(Err(e)) => {
-                    return Some(Err(self.fail(format!("connection failed mid-answer: {e}"))));
+                    self.ended = true;
+                    let mut cause: Option<&dyn std::error::Error> = Some(&e);
+                    let mut timed_out = e.is_timeout();
+                    while let Some(c) = cause {
+                        timed_out |= c
+                            .downcast_ref::<std::io::Error>()
+                            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+                            || c.to_string().contains("timed out");
+                        cause = c.source();
+                    }
+                    let what = if timed_out {
+                        "no more of the answer came within the timeout".to_string()
+                    } else {
+                        format!("connection failed mid-answer: {e}")
+                    };
+                    return Some(Err(self.fail(what)));
                 }
                 None => {
                     self.ended = true;
@@ -180,19 +195,17 @@ impl Client {
         let local = |message: String| ApiError {
             operation: Operation::AssistantMessage,
             target: target.clone(),
-            kind: ErrorKind::Invalid { message },
+            kind: ErrorKind::NotSent { message },
         };
         if let Some(p) = &request.current_path
             && p.chars().count() > MAX_CURRENT_PATH
         {
             return Err(local(format!(
-                "currentPath is longer than {MAX_CURRENT_PATH} characters (refused before sending)"
+                "currentPath is longer than {MAX_CURRENT_PATH} characters"
             )));
         }
         if request.thread_id.is_some() != request.thread_key.is_some() {
-            return Err(local(
-                "a thread id and its key go together (refused before sending)".into(),
-            ));
+            return Err(local("a thread id and its key go together".into()));
         }
         let body = serde_json::to_vec(request).map_err(|e| local(e.to_string()))?;
         let call = Call {
@@ -208,6 +221,7 @@ impl Client {
             )),
             admin: false,
             wait_for_budget: true,
+            streams: true,
         };
         let resp = self.send(&call).await?;
         let header = |name: &str| {

@@ -69,6 +69,12 @@ pub enum ErrorKind {
         /// The service's message and details.
         message: String,
     },
+    /// A check made before sending failed: nothing was sent.
+    #[error("not sent: {message}")]
+    NotSent {
+        /// What is wrong.
+        message: String,
+    },
     /// 429.
     #[error("rate limited (429){}", match .retry_after { Some(d) => format!(", retry after {}s", d.as_secs()), None => String::new() })]
     RateLimited {

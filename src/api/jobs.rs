@@ -176,6 +176,7 @@ impl Client {
             // A follow-up waits for no one: when the hour's follow-ups are used up, the caller
             // hears so at once and decides (the rules try again on a later run).
             wait_for_budget: !writes,
+            streams: false,
         }
     }
 
@@ -183,8 +184,8 @@ impl Client {
         ApiError {
             operation: call.operation,
             target: call.target.clone(),
-            kind: ErrorKind::Invalid {
-                message: "prompt must be at least 1 character (refused before sending)".into(),
+            kind: ErrorKind::NotSent {
+                message: "prompt must be at least 1 character".into(),
             },
         }
     }

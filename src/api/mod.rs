@@ -126,6 +126,9 @@ pub(crate) struct Call {
     pub admin: bool,
     /// Wait for room in the budget (true), or fail at once with `LimitReached` (false).
     pub wait_for_budget: bool,
+    /// The answer is a stream read as it comes (the assistant's): the timeout covers the
+    /// headers, and then each wait for more of the body, not the whole answer.
+    pub streams: bool,
 }
 
 impl Client {
@@ -138,8 +141,10 @@ impl Client {
         clock: SharedClock,
         budget: Arc<dyn Budget>,
     ) -> Result<Self, ApiError> {
+        // `timeout` bounds each wait for the body's next bytes; a request that is not a stream
+        // is also bounded as a whole (see `attempt`).
         let http = reqwest::Client::builder()
-            .timeout(settings.timeout)
+            .read_timeout(settings.timeout)
             .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
             .user_agent(concat!("docpipe/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -279,7 +284,19 @@ impl Client {
                 .header("content-type", "application/json")
                 .body(body.clone());
         }
-        let resp = match req.send().await {
+        let timeout = self.settings.timeout;
+        let sent = if call.streams {
+            match tokio::time::timeout(timeout, req.send()).await {
+                Ok(sent) => sent,
+                Err(_) => {
+                    count_request(call.operation, "timeout");
+                    return Err(self.uncertain(call, ErrorKind::Timeout(timeout)));
+                }
+            }
+        } else {
+            req.timeout(timeout).send().await
+        };
+        let resp = match sent {
             Ok(r) => r,
             Err(e) => {
                 let kind = self.transport(&e);

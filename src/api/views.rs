@@ -616,6 +616,7 @@ impl Client {
             )),
             admin: true,
             wait_for_budget: true,
+            streams: false,
         };
         self.send_json(&call, |b| decode_page(b, limit)).await
     }

@@ -86,7 +86,9 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let mut answer = client.ask(&domain, &request).await.map_err(|e| {
         // A bad path, thread id or key is the user's input.
         match e.kind {
-            crate::api::ErrorKind::Invalid { .. } | crate::api::ErrorKind::NotFound { .. } => {
+            crate::api::ErrorKind::Invalid { .. }
+            | crate::api::ErrorKind::NotSent { .. }
+            | crate::api::ErrorKind::NotFound { .. } => {
                 anyhow::Error::new(UserError::from_source(e))
             }
             _ => e.into(),

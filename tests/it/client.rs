@@ -213,10 +213,11 @@ async fn each_error_class_names_the_operation_and_target() {
             message: "Job job_archived is archived".into()
         }
     );
+    // A check made before sending says so, not "400".
     let e = client.follow_up("alpha", "job_ok", "").await.unwrap_err();
-    assert!(
-        e.to_string()
-            .ends_with("prompt must be at least 1 character (refused before sending))")
+    assert_eq!(
+        e.to_string(),
+        "follow-up for job job_ok of project alpha: not sent: prompt must be at least 1 character"
     );
     // Server errors on a read retry, then give up with the last error.
     let live5 = Live::start(faulty(|f| f.faults.error_rate = 1.0)).await;

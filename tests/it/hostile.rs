@@ -45,14 +45,34 @@ async fn views(Path(kind): Path<String>, Query(q): Query<HashMap<String, String>
 }
 
 async fn stream(Path(kind): Path<String>) -> Response {
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", "text/plain; charset=utf-8".parse().unwrap());
+    // An answer that streams for longer than the client's timeout, a part every 300 ms; or one
+    // that stalls for 3 s after its first part.
+    if kind == "slow" || kind == "stall" {
+        let pause = if kind == "slow" { 300 } else { 3000 };
+        let parts = futures::stream::unfold(0u32, move |i| async move {
+            if i == 6 {
+                return None;
+            }
+            if i > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+            }
+            let part = match i {
+                0 => "f:{\"messageId\":\"m\"}\n".to_string(),
+                5 => "d:{\"finishReason\":\"stop\"}\n".to_string(),
+                n => format!("0:\"part {n} \"\n"),
+            };
+            Some((Ok::<_, std::io::Error>(part), i + 1))
+        });
+        return (headers, axum::body::Body::from_stream(parts)).into_response();
+    }
     let body = match kind.as_str() {
         "error" => "f:{\"messageId\":\"m\"}\n0:\"Partial \"\n3:\"model overloaded\"\n",
         _ => {
             "f:{\"messageId\":\"m\"}\n0:\"Hello\"\nd:{\"finishReason\":\"stop\",\"threadId\":\"t-from-finish\"}\n"
         }
     };
-    let mut headers = HeaderMap::new();
-    headers.insert("content-type", "text/plain; charset=utf-8".parse().unwrap());
     (headers, body).into_response()
 }
 
@@ -388,5 +408,60 @@ async fn every_hostile_stream_ends_the_answer_with_its_clear_error() {
         };
         assert_eq!(err, expected[&case].as_str().unwrap(), "{case}");
     }
+    task.abort();
+}
+
+#[tokio::test]
+async fn the_timeout_covers_the_headers_and_each_wait_in_a_stream_not_the_whole_answer() {
+    let (base, task) = serve().await;
+    let mut c = client(&base);
+    {
+        use docpipe::api::*;
+        let mut settings = c.settings().clone();
+        settings.timeout = std::time::Duration::from_secs(1);
+        c = Client::new(
+            settings,
+            "hostile",
+            None,
+            Some(AssistantKey::parse(ASSIST_A, "mint", "t").unwrap()),
+            docpipe::clock::ManualClock::new(noon()),
+            std::sync::Arc::new(docpipe::api::budget::MemoryBudget::default()),
+        )
+        .unwrap();
+    }
+    let req = docpipe::api::assistant::AskRequest {
+        fp: "anonymous".into(),
+        messages: vec![docpipe::api::assistant::Message::user(
+            "m",
+            "q",
+            "2026-03-15T12:00:00Z",
+        )],
+        thread_id: None,
+        thread_key: None,
+        retrieval_page_size: 5,
+        current_path: None,
+    };
+    // 1.2 s of answer under a 1 s timeout: all of it arrives.
+    let mut answer = c.ask("slow", &req).await.unwrap();
+    let mut text = String::new();
+    while let Some(ev) = answer.next().await {
+        if let docpipe::api::stream::Event::Text { text: t } = ev.unwrap() {
+            text.push_str(&t);
+        }
+    }
+    assert_eq!(text, "part 1 part 2 part 3 part 4 ");
+    // A stream that stalls for longer than the timeout ends with an error.
+    let mut answer = c.ask("stall", &req).await.unwrap();
+    let err = loop {
+        match answer.next().await {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => break e,
+            None => panic!("a stalled stream must end with an error"),
+        }
+    };
+    assert_eq!(
+        err.to_string(),
+        "assistant message for domain stall: stream: no more of the answer came within the timeout"
+    );
     task.abort();
 }
