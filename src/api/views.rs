@@ -561,16 +561,23 @@ impl Window {
 }
 
 /// The first instant of `day` in `tz`: midnight, or the end of the gap where a zone skips
-/// midnight when its clocks go forward.
+/// midnight when its clocks go forward (the next day's midnight, where a zone skipped the
+/// whole day: Pacific/Apia's 2011-12-30).
 pub fn local_midnight(day: NaiveDate, tz: Tz) -> chrono::DateTime<Tz> {
     let midnight = day.and_time(chrono::NaiveTime::MIN);
-    // A gap is at most a few hours; a day of steps is a bound that is never reached.
-    (0..96)
+    // A gap is at most a day; two days of steps is a bound that is never reached.
+    (0..192)
         .find_map(|step| {
             let t = midnight + chrono::Duration::minutes(15 * step);
             tz.from_local_datetime(&t).earliest()
         })
         .unwrap_or_else(|| tz.from_utc_datetime(&midnight))
+}
+
+/// Whether `day` exists in `tz` (a zone that moved across the date line skipped one).
+pub fn day_exists(day: NaiveDate, tz: Tz) -> bool {
+    day.succ_opt()
+        .is_some_and(|next| local_midnight(day, tz) < local_midnight(next, tz))
 }
 
 /// A page fetched during a walk.
@@ -700,6 +707,31 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_day_a_zone_skipped_does_not_exist_and_the_day_before_lasts_24_hours() {
+        let apia: Tz = "Pacific/Apia".parse().unwrap();
+        let d = |s: &str| s.parse::<NaiveDate>().unwrap();
+        let w = Window::local_day(d("2011-12-29"), apia);
+        assert_eq!(
+            (w.bound(w.from), w.bound(w.to)),
+            (
+                "2011-12-29T00:00:00-10:00".to_string(),
+                "2011-12-31T00:00:00+14:00".to_string()
+            )
+        );
+        assert_eq!(
+            local_midnight(d("2011-12-30"), apia) - local_midnight(d("2011-12-29"), apia),
+            chrono::Duration::hours(24)
+        );
+        assert!(day_exists(d("2011-12-29"), apia));
+        assert!(!day_exists(d("2011-12-30"), apia));
+        assert!(day_exists(d("2011-12-31"), apia));
+        assert!(day_exists(
+            d("2026-03-29"),
+            "Europe/Berlin".parse().unwrap()
+        ));
+    }
 
     #[test]
     fn control_characters_are_found_from_the_bytes_exactly_as_char_is_control_finds_them() {

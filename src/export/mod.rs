@@ -300,6 +300,14 @@ impl Exporter {
             });
             let mut day = to;
             while day >= from {
+                if !crate::api::views::day_exists(day, self.tz) {
+                    // A day the zone skipped has no window (and no partition).
+                    day = match day.pred_opt() {
+                        Some(d) => d,
+                        None => break,
+                    };
+                    continue;
+                }
                 // A final day is skipped while its files are there (a deleted partition is
                 // fetched again: one stat per file).
                 if known.get(&day).is_some_and(|w| w.is_final)
