@@ -110,6 +110,8 @@ pub struct Client {
     budget: Arc<dyn Budget>,
     dice: Arc<Dice>,
     events: Arc<dyn Events>,
+    /// Requests sent by this client and its clones (every attempt, failed ones too).
+    sent: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// One request, described so that it can be sent again.
@@ -163,7 +165,14 @@ impl Client {
             budget,
             dice: Arc::new(Dice::from_process()),
             events: Arc::new(Quiet),
+            sent: Arc::default(),
         })
+    }
+
+    /// How many requests this client (and its clones) sent: every attempt, the failed ones and
+    /// the retries too (what the service counts against its limits).
+    pub fn requests_sent(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The same client, reporting its waits for the rate budget to `events`.
@@ -285,6 +294,7 @@ impl Client {
                 .body(body.clone());
         }
         let timeout = self.settings.timeout;
+        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let sent = if call.streams {
             match tokio::time::timeout(timeout, req.send()).await {
                 Ok(sent) => sent,
@@ -443,9 +453,19 @@ impl Client {
     {
         let policy = self.settings.retry;
         let clock = self.clock.clone();
+        // A body that arrived whole and does not parse is tried once more (a proxy's page, a
+        // deploy in progress), not as often as a cut one: each try costs the budget a request.
+        let malformed = std::sync::atomic::AtomicU32::new(0);
         f.retry(policy.backoff())
             .sleep(move |d| clock.sleep(d))
-            .when(ApiError::retryable)
+            .when(|e: &ApiError| {
+                if matches!(e.kind, ErrorKind::Malformed(_))
+                    && malformed.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 1
+                {
+                    return false;
+                }
+                e.retryable()
+            })
             .adjust(|e: &ApiError, step| policy.delay(step, e.retry_after(), &self.dice))
             .notify(|e: &ApiError, wait| {
                 tracing::warn!(

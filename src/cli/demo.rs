@@ -138,7 +138,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             if latest.is_final { "" } else { ", provisional" }
         );
         for r in rows.iter().take(3) {
-            println!("      {:<40} {:>6} human {:>6} AI", r.path, r.human, r.ai);
+            let path = crate::text::one_line(&r.path);
+            println!("      {path:<40} {:>6} human {:>6} AI", r.human, r.ai);
         }
     }
     println!();

@@ -104,7 +104,7 @@ mod tests {
         assert_eq!(pv.paging(), Paging::Offset { limit: 250 });
         assert_eq!(
             pv.tables().iter().map(|t| t.name).collect::<Vec<_>>(),
-            ["page_views", "site_totals"]
+            ["page_views", "site_totals", "rejects"]
         );
         assert_eq!((pv.tables()[0].schema)().fields().len(), 5);
     }

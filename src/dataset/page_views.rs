@@ -4,7 +4,7 @@
 
 use super::parquet::{WriteError, write_batch};
 use super::{Dataset, Key, Paging, Table, Windowing};
-use crate::api::views::{Counts, PAGE_LIMIT, Rows, ViewRow};
+use crate::api::views::{Counts, PAGE_LIMIT, Reject, Rows, ViewRow};
 use crate::layout::{PART, Pending, partition_dir};
 use crate::store::StoredPage;
 use arrow_array::{
@@ -21,12 +21,14 @@ use std::sync::Arc;
 pub const PAGE_VIEWS: &str = "page_views";
 /// The table of site totals.
 pub const SITE_TOTALS: &str = "site_totals";
+/// The table of rows set aside (a count docpipe cannot store faithfully), with their JSON.
+pub const REJECTS: &str = "rejects";
 
 /// The page-view dataset.
 #[derive(Debug, Clone, Copy)]
 pub struct PageViews;
 
-static TABLES: [Table; 2] = [
+static TABLES: [Table; 3] = [
     Table {
         name: PAGE_VIEWS,
         schema: page_views_schema,
@@ -35,6 +37,12 @@ static TABLES: [Table; 2] = [
     Table {
         name: SITE_TOTALS,
         schema: site_totals_schema,
+        partition: &[Key::Project, Key::Date],
+    },
+    // Only for the days that had rows set aside.
+    Table {
+        name: REJECTS,
+        schema: rejects_schema,
         partition: &[Key::Project, Key::Date],
     },
 ];
@@ -57,13 +65,98 @@ impl Dataset for PageViews {
     }
 }
 
-/// Whether both tables' files of a written window are in place.
+/// Whether both tables' files of a written window are in place (`rejects` is not always).
 pub fn partitions_exist(root: &Path, project: &str, day: NaiveDate) -> bool {
-    TABLES.iter().all(|t| {
-        partition_dir(root, t.name, project, day)
-            .join(PART)
-            .is_file()
-    })
+    [PAGE_VIEWS, SITE_TOTALS]
+        .iter()
+        .all(|t| partition_dir(root, t, project, day).join(PART).is_file())
+}
+
+/// Schema of `rejects`: the page's offset, the row's JSON, why it was set aside.
+pub fn rejects_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("page_offset", DataType::Int64, false),
+        Field::new("raw", DataType::Utf8, false),
+        Field::new("reason", DataType::Utf8, false),
+        Field::new("fetched_at", ts_type(), false),
+    ]))
+}
+
+/// Writes the `rejects` partition of a window (not yet in place): `(page offset, row)`.
+pub fn write_rejects(
+    root: &Path,
+    project: &str,
+    day: NaiveDate,
+    rejects: &[(u64, &Reject)],
+    fetched_at: DateTime<Utc>,
+) -> Result<Pending, WriteError> {
+    let dir = partition_dir(root, REJECTS, project, day);
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(
+            rejects.iter().map(|(o, _)| *o as i64),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            rejects.iter().map(|(_, r)| r.raw.as_str()),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            rejects.iter().map(|(_, r)| r.reason.as_str()),
+        )),
+        Arc::new(
+            TimestampMicrosecondArray::from(vec![micros(fetched_at); rejects.len()])
+                .with_timezone("UTC"),
+        ),
+    ];
+    let batch = RecordBatch::try_new(rejects_schema(), cols).map_err(|e| WriteError::Encode {
+        path: dir.display().to_string(),
+        message: e.to_string(),
+    })?;
+    write_batch(&dir, &batch)
+}
+
+/// Removes a window's `rejects` partition left by an earlier fetch of the day (the new one had
+/// none).
+pub fn remove_rejects(root: &Path, project: &str, day: NaiveDate) -> Result<(), WriteError> {
+    let dir = partition_dir(root, REJECTS, project, day);
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(WriteError::Io {
+            path: dir.display().to_string(),
+            source: e,
+        }),
+        _ => {
+            // An emptied project folder goes too, and an emptied table folder.
+            if let Some(project_dir) = dir.parent() {
+                let _ = std::fs::remove_dir(project_dir);
+                if let Some(table) = project_dir.parent() {
+                    let _ = std::fs::remove_dir(table);
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The rows of a window's pages with each path once (its first row): a path on two pages (the
+/// service's order moved during the walk) must not count twice in a reader's sums. `None`
+/// when no path repeats.
+pub fn first_of_each_path(pages: &[&Rows]) -> Option<Rows> {
+    let n: usize = pages.iter().map(|p| p.len()).sum();
+    let mut seen: HashSet<&str, foldhash::fast::RandomState> =
+        HashSet::with_capacity_and_hasher(n, foldhash::fast::RandomState::default());
+    if pages
+        .iter()
+        .flat_map(|p| p.iter())
+        .all(|r| seen.insert(r.path))
+    {
+        return None;
+    }
+    seen.clear();
+    let mut out = Rows::with_capacity(n, pages.iter().map(|p| p.path_bytes().len()).sum());
+    for r in pages.iter().flat_map(|p| p.iter()) {
+        if seen.insert(r.path) {
+            out.push(r.path, r.human, r.ai, r.total);
+        }
+    }
+    Some(out)
 }
 
 fn micros(t: DateTime<Utc>) -> i64 {

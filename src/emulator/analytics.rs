@@ -54,8 +54,12 @@ fn parse_query(
             }),
         }
     };
-    let from = instant("dateFrom", start);
+    let mut from = instant("dateFrom", start);
     let to = instant("dateTo", today.succ_opt().unwrap_or(today));
+    // Without a dateFrom, the range starts with the data, or is empty when dateTo is before it.
+    if !q.contains_key("dateFrom") && from > to {
+        from = to;
+    }
     let limit = match q.get("limit").map(|s| s.parse::<i64>()) {
         None => 50,
         Some(Ok(n)) if (1..=250).contains(&n) => n as usize,

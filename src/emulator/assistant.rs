@@ -57,7 +57,9 @@ fn parse(body: &Bytes) -> Result<Ask, ApiError> {
         },
     };
     let thread = match obj.get("threadId") {
+        // An empty id is no thread, as a client that sends `""` for "none" means it.
         None | Some(Value::Null) => None,
+        Some(Value::String(id)) if id.is_empty() => None,
         Some(Value::String(id)) => {
             let key = obj
                 .get("threadKey")

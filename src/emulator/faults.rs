@@ -7,6 +7,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use std::sync::Arc;
 
 /// Classifies a request path: the operation and its project (or domain).
@@ -82,7 +83,8 @@ fn injected_status(emu: &Emulator, f: &super::data::Faults) -> Option<Response> 
     None
 }
 
-/// Keeps the status and headers but only the first half of the body.
+/// Keeps the status and headers (the length of the whole body too) but sends the first half
+/// of the body, then the connection fails: a body cut in transit, as a client sees one.
 async fn cut(resp: Response) -> Response {
     let (mut parts, body) = resp.into_parts();
     let bytes = match axum::body::to_bytes(body, usize::MAX).await {
@@ -92,8 +94,16 @@ async fn cut(resp: Response) -> Response {
     let half = bytes.slice(..bytes.len() / 2);
     parts
         .headers
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(half.len()));
-    Response::from_parts(parts, Body::from(half))
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+    // The failure comes a moment after the first half, which the client has by then.
+    let stream = futures::stream::iter([Ok(half)]).chain(futures::stream::once(async {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "emulator cut the body",
+        ))
+    }));
+    Response::from_parts(parts, Body::from_stream(stream))
 }
 
 /// A response whose body fails at once: the server closes the connection without a complete

@@ -161,6 +161,8 @@ pub struct WindowOutcome {
     pub requests: u64,
     /// A mismatch that persisted after one re-walk.
     pub mismatch: Option<String>,
+    /// Rows set aside in `rejects/` (counts docpipe cannot store faithfully).
+    pub rejected: u64,
 }
 
 /// A run's summary.
@@ -469,15 +471,21 @@ impl Exporter {
         if offsets.first() == Some(&0) {
             return Ok(complete);
         }
-        let page = client
-            .page_views(
-                &due.project,
-                Window::local_day(due.day, self.tz),
-                PAGE_LIMIT,
-                0,
-            )
-            .await?;
-        *sent.entry((due.project.clone(), due.day)).or_default() += 1;
+        let before = client.requests_sent();
+        let window = Window::local_day(due.day, self.tz);
+        let page = client.page_views(&due.project, window, PAGE_LIMIT, 0).await;
+        // Every request sent counts, the failed attempts too: they are what the budget pays.
+        *sent.entry((due.project.clone(), due.day)).or_default() += client.requests_sent() - before;
+        let page = page?;
+        // The same guard as the walk's: an empty first page cannot have more after it.
+        if page.views.is_empty() && page.has_more {
+            return Err(ApiError {
+                operation: crate::api::Operation::PageViews,
+                target: format!("project {} ({} to {})", due.project, window.from, window.to),
+                kind: crate::api::ErrorKind::Paging("empty page at offset 0 says hasMore".into()),
+            }
+            .into());
+        }
         self.state().put_page(&due.project, due.day, 0, &page)?;
         self.crash.hit("page stored");
         Ok(!page.has_more)
@@ -518,6 +526,11 @@ impl Exporter {
                     &outcome.project,
                     &outcome.day.to_string(),
                 );
+                if outcome.rejected > 0 {
+                    metrics::counter!("docpipe_rows_rejected_total", "project" => due.project.clone())
+                        .increment(outcome.rejected);
+                    tracing::warn!(project = %due.project, day = %due.day, rejected = outcome.rejected, "rows set aside in rejects/: counts docpipe cannot store faithfully; the day stays provisional");
+                }
                 if let Some(m) = &outcome.mismatch {
                     tracing::warn!(project = %due.project, day = %due.day, "window written with a persistent mismatch: {m}");
                 } else if self.events.draws() {
@@ -545,20 +558,26 @@ impl Exporter {
             return Ok(pages);
         }
         let start = pages.last().map_or(0, |p| p.offset + u64::from(PAGE_LIMIT));
-        let walk = client.walk(&due.project, Window::local_day(due.day, self.tz), start);
-        futures::pin_mut!(walk);
-        while let Some(fetched) = walk.next().await {
-            let fetched = fetched?;
-            *sent.entry((due.project.clone(), due.day)).or_default() += 1;
-            self.state()
-                .put_page(&due.project, due.day, fetched.offset, &fetched.page)?;
-            self.crash.hit("page stored");
-            pages.push(StoredPage {
-                offset: fetched.offset,
-                page: fetched.page,
-            });
+        let before = client.requests_sent();
+        let walked = async {
+            let walk = client.walk(&due.project, Window::local_day(due.day, self.tz), start);
+            futures::pin_mut!(walk);
+            while let Some(fetched) = walk.next().await {
+                let fetched = fetched?;
+                self.state()
+                    .put_page(&due.project, due.day, fetched.offset, &fetched.page)?;
+                self.crash.hit("page stored");
+                pages.push(StoredPage {
+                    offset: fetched.offset,
+                    page: fetched.page,
+                });
+            }
+            Ok::<_, ExportError>(())
         }
-        Ok(pages)
+        .await;
+        // Every request sent counts, the failed attempts too: they are what the budget pays.
+        *sent.entry((due.project.clone(), due.day)).or_default() += client.requests_sent() - before;
+        walked.map(|()| pages)
     }
 
     fn write(
@@ -569,11 +588,36 @@ impl Exporter {
         mismatch: Option<String>,
     ) -> Result<WindowOutcome, ExportError> {
         let at: DateTime<Utc> = self.clock.now();
-        let rows: Vec<&Rows> = pages.iter().map(|p| &p.page.views).collect();
+        let mut rows: Vec<&Rows> = pages.iter().map(|p| &p.page.views).collect();
+        // A path appears once in the output, whatever the service sent (the check found it,
+        // so only a window with a mismatch can have one twice).
+        let deduplicated = mismatch
+            .as_ref()
+            .and_then(|_| page_views::first_of_each_path(&rows));
+        if let Some(d) = &deduplicated {
+            rows = vec![d];
+        }
+        let rejects: Vec<(u64, &crate::api::views::Reject)> = pages
+            .iter()
+            .flat_map(|p| p.page.rejects.iter().map(|r| (p.offset, r)))
+            .collect();
         let totals = pages.last().map(|p| p.page.totals).unwrap_or_default();
-        let is_final = due.becomes_final && mismatch.is_none();
+        // A day with rows set aside stays provisional: fetched again on the next run.
+        let is_final = due.becomes_final && mismatch.is_none() && rejects.is_empty();
         let n = rows.iter().map(|r| r.len() as i64).sum();
         let out = self.output();
+        let set_aside = if rejects.is_empty() {
+            page_views::remove_rejects(out, &due.project, due.day)?;
+            None
+        } else {
+            Some(page_views::write_rejects(
+                out,
+                &due.project,
+                due.day,
+                &rejects,
+                at,
+            )?)
+        };
         let views = page_views::write_page_views(out, &due.project, due.day, &rows, at)?;
         let site = match page_views::write_site_totals(
             out,
@@ -591,6 +635,9 @@ impl Exporter {
             }
         };
         self.crash.hit("before rename");
+        if let Some(r) = set_aside {
+            pq::commit(r)?;
+        }
         pq::commit(views)?;
         pq::commit(site)?;
         self.crash.hit("before state commit");
@@ -612,6 +659,7 @@ impl Exporter {
             is_final,
             requests,
             mismatch,
+            rejected: rejects.len() as u64,
         })
     }
 }

@@ -54,6 +54,12 @@ pub fn describe_summary(s: &Summary) -> String {
         s.requests,
         s.skipped_final
     );
+    for w in s.windows.iter().filter(|w| w.rejected > 0) {
+        out += &format!(
+            "  rejected in {} {}: {} rows set aside in rejects/ (counts docpipe cannot store faithfully); the day stays provisional\n",
+            w.project, w.day, w.rejected
+        );
+    }
     for w in s.windows.iter().filter(|w| w.mismatch.is_some()) {
         out += &format!(
             "  mismatch in {} {}: {}\n",

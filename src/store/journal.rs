@@ -6,11 +6,13 @@
 //!
 //! Layout: `DPJ1`, the walk's id (u64 LE), then one frame per page: payload length (u32 LE),
 //! CRC-32 of the payload (u32 LE), payload. A payload is the offset (u64), `hasMore` (u8), the
-//! totals (3 x i64) and the rows (see [`encode_rows`]). A frame cut by
-//! a kill fails its length or CRC: the journal ends before it, and the next append overwrites it.
+//! totals (3 x i64), the rows' length (u32) and the rows (see [`encode_rows`]), then the rows set
+//! aside: their number (u32), and per row its JSON and reason, each a length (u32) and UTF-8.
+//! A frame cut by a kill fails its length or CRC: the journal ends before it, and the next
+//! append overwrites it. A journal of an older layout (`DPJ1`) belongs to no walk: walked again.
 
 use crate::api::views::Rows;
-use crate::api::views::{Counts, ViewsPage};
+use crate::api::views::{Counts, Reject, ViewsPage};
 
 /// A page kept until its window is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,10 +53,10 @@ pub fn decode_rows(mut b: &[u8]) -> Option<Rows> {
     Some(out)
 }
 
-const MAGIC: &[u8; 4] = b"DPJ1";
+const MAGIC: &[u8; 4] = b"DPJ2";
 /// Bytes before the first frame.
 pub const HEADER: usize = 12;
-const FIXED: usize = 8 + 1 + 24;
+const FIXED: usize = 8 + 1 + 24 + 4;
 
 /// The start of a journal for walk `id`.
 pub fn header(id: u64) -> [u8; HEADER] {
@@ -73,7 +75,15 @@ pub fn frame(offset: u64, page: &ViewsPage) -> Vec<u8> {
     for v in [page.totals.human, page.totals.ai, page.totals.total] {
         payload.extend_from_slice(&v.to_le_bytes());
     }
+    payload.extend_from_slice(&(rows.len() as u32).to_le_bytes());
     payload.extend_from_slice(&rows);
+    payload.extend_from_slice(&(page.rejects.len() as u32).to_le_bytes());
+    for r in &page.rejects {
+        for text in [&r.raw, &r.reason] {
+            payload.extend_from_slice(&(text.len() as u32).to_le_bytes());
+            payload.extend_from_slice(text.as_bytes());
+        }
+    }
     let mut out = Vec::with_capacity(8 + payload.len());
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
@@ -134,12 +144,31 @@ pub fn page(payload: &[u8]) -> Option<StoredPage> {
         ai: int(17),
         total: int(25),
     };
-    let views = decode_rows(&payload[FIXED..])?;
+    let rows_len = u32::from_le_bytes(payload[33..37].try_into().ok()?) as usize;
+    let views = decode_rows(payload.get(FIXED..FIXED + rows_len)?)?;
+    let mut rest = payload.get(FIXED + rows_len..)?;
+    let mut take = |n: usize| -> Option<&[u8]> {
+        let (head, tail) = (rest.get(..n)?, rest.get(n..)?);
+        rest = tail;
+        Some(head)
+    };
+    let count = u32::from_le_bytes(take(4)?.try_into().ok()?);
+    let mut rejects = Vec::new();
+    for _ in 0..count {
+        let mut text = || -> Option<String> {
+            let n = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
+            String::from_utf8(take(n)?.to_vec()).ok()
+        };
+        let raw = text()?;
+        let reason = text()?;
+        rejects.push(Reject { raw, reason });
+    }
     Some(StoredPage {
         offset,
         page: ViewsPage {
             totals,
             views,
+            rejects,
             has_more,
         },
     })
@@ -165,6 +194,14 @@ mod tests {
                     total: i as i64 + 1,
                 })
                 .collect(),
+            rejects: if n == 2 {
+                vec![Reject {
+                    raw: r#"{"path":"/x","human":-1}"#.into(),
+                    reason: "count -1 is negative".into(),
+                }]
+            } else {
+                Vec::new()
+            },
             has_more,
         }
     }
@@ -209,6 +246,7 @@ mod tests {
             .collect();
         assert_eq!(pages[0].page, page(3, true));
         assert_eq!((pages[1].offset, pages[1].page.has_more), (250, false));
+        assert_eq!(pages[1].page, page(2, false), "the rows set aside too");
         // Every cut inside the second frame leaves the first.
         for cut in one as usize..bytes.len() {
             let r = read(&bytes[..cut]);

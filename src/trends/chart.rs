@@ -21,11 +21,12 @@ pub struct Series {
     pub human: Vec<f64>,
     /// AI views.
     pub ai: Vec<f64>,
-    /// 7-day average of human views.
-    pub human_avg: Vec<f64>,
-    /// 7-day average of AI views.
-    pub ai_avg: Vec<f64>,
-    /// 7-day AI share in percent (None without views).
+    /// 7-day average of human views (None where fewer than 7 days of the window were
+    /// exported: an average of fewer days would read as a dip or a jump).
+    pub human_avg: Vec<Option<f64>>,
+    /// 7-day average of AI views (None likewise).
+    pub ai_avg: Vec<Option<f64>>,
+    /// 7-day AI share in percent (None without views, or without the 7 days).
     pub share: Vec<Option<f64>>,
     /// Provisional days.
     pub provisional: Vec<bool>,
@@ -71,20 +72,22 @@ pub fn series(daily: &DataFrame) -> Result<Vec<(String, Series)>, TrendsError> {
             continue;
         };
         let day = epoch + chrono::Duration::days(i64::from(d));
-        // The average over the days of the window that exist (7 once a week is exported).
-        let span = s
+        // Drawn only where the 7 days of the window were all exported.
+        let whole = s
             .days
             .iter()
             .rev()
             .take_while(|x| (day - **x).num_days() < 7)
-            .count() as f64
-            + 1.0;
+            .count()
+            + 1
+            == 7;
+        let week = |v: Option<f64>| v.filter(|_| whole);
         s.days.push(day);
         s.human.push(human.get(i).unwrap_or(0.0));
         s.ai.push(ai.get(i).unwrap_or(0.0));
-        s.human_avg.push(h7.get(i).unwrap_or(0.0) / span);
-        s.ai_avg.push(a7.get(i).unwrap_or(0.0) / span);
-        s.share.push(share.get(i).map(|v| v * 100.0));
+        s.human_avg.push(week(h7.get(i)).map(|v| v / 7.0));
+        s.ai_avg.push(week(a7.get(i)).map(|v| v / 7.0));
+        s.share.push(week(share.get(i)).map(|v| v * 100.0));
         s.provisional.push(provisional.get(i).unwrap_or(false));
     }
     Ok(out)
@@ -162,18 +165,25 @@ where
                 )
             });
     }
-    let points = |v: &[f64]| {
+    let points = |v: Vec<Option<f64>>| {
         s.days
             .iter()
             .copied()
-            .zip(v.iter().copied())
+            .zip(v)
+            .filter_map(|(d, v)| Some((d, v?)))
             .collect::<Vec<_>>()
     };
+    let daily = |v: &[f64]| v.iter().map(|x| Some(*x)).collect::<Vec<_>>();
     for (values, color, width, label) in [
-        (&s.human, human.mix(0.35), 1, "human, daily"),
-        (&s.ai, ai.mix(0.35), 1, "AI, daily"),
-        (&s.human_avg, human.mix(1.0), 3, "human, 7-day average"),
-        (&s.ai_avg, ai.mix(1.0), 3, "AI, 7-day average"),
+        (daily(&s.human), human.mix(0.35), 1, "human, daily"),
+        (daily(&s.ai), ai.mix(0.35), 1, "AI, daily"),
+        (
+            s.human_avg.clone(),
+            human.mix(1.0),
+            3,
+            "human, 7-day average",
+        ),
+        (s.ai_avg.clone(), ai.mix(1.0), 3, "AI, 7-day average"),
     ] {
         let style = color.stroke_width(width);
         chart

@@ -672,7 +672,7 @@ pub fn describe(summaries: &[ProjectSummary]) -> String {
             let (before, now) = (m.before * 100.0, m.now * 100.0);
             out += &format!(
                 "      AI share rising: {} {before:.1}% -> {now:.1}%\n",
-                m.path
+                crate::text::one_line(&m.path)
             );
         }
     }

@@ -141,6 +141,12 @@ async fn faults_and_late_events_still_give_the_truth() {
     let s = export(&live, out.path(), open_limits(), "2026-03-05", "2026-03-15").await;
     assert!(s.failed.is_empty(), "{:?}", s.failed);
     assert!(s.windows.iter().all(|w| w.mismatch.is_none()));
+    // The summary counts every request sent, the failed attempts too: what the service saw.
+    assert_eq!(s.requests, live.emu().stats()["views"].requests);
+    assert_eq!(
+        s.windows.iter().map(|w| w.requests).sum::<u64>(),
+        s.requests
+    );
     assert_equals_truth(&live, out.path(), "2026-03-05", "2026-03-15");
     let stats = live.emu().stats();
     assert!(
@@ -236,6 +242,7 @@ fn quality_checks_catch_what_a_moving_walk_produces() {
                 total,
             },
             views: views.into_iter().collect(),
+            rejects: Vec::new(),
             has_more: more,
         },
     };

@@ -13,7 +13,15 @@ use futures::TryStreamExt;
 use serde_json::json;
 use std::collections::HashMap;
 
+/// Requests for `garbled` (one test asks for it).
+static GARBLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 async fn views(Path(kind): Path<String>, Query(q): Query<HashMap<String, String>>) -> Response {
+    if kind == "garbled" {
+        GARBLED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // A whole body (its length right) that is not the page: a proxy's answer.
+        return ([("content-type", "application/json")], "{\"totals\": nope}").into_response();
+    }
     let offset: u64 = q.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
     let row = |i: u64| json!({"path": format!("/p{i}"), "human": 1, "ai": 0, "total": 1});
     let body = match kind.as_str() {
@@ -34,6 +42,16 @@ async fn views(Path(kind): Path<String>, Query(q): Query<HashMap<String, String>
         "boundless" => {
             let total = i64::MAX / 2;
             json!({"totals": {"human": total, "ai": 0, "total": total}, "views": (offset..offset + 250).map(row).collect::<Vec<_>>(), "hasMore": true})
+        }
+        // The order moved between two pages: the last row of the first is the first of the
+        // second.
+        "shifted" => {
+            let rows: Vec<_> = if offset == 0 {
+                (0..250).map(row).collect()
+            } else {
+                (249..261).map(row).collect()
+            };
+            json!({"totals": {"human": 261, "ai": 0, "total": 261}, "views": rows, "hasMore": offset == 0})
         }
         // New rows forever, more than the totals allow.
         "endless" => {
@@ -316,7 +334,8 @@ async fn every_hostile_page_gets_its_clear_error_and_nothing_is_written() {
             continue;
         }
         if let Some(mismatch) = want.strip_prefix("mismatch: ") {
-            // Decodes, but fails the window's check: written, not final, reported.
+            // Decodes, but fails the window's check: written, not final, reported; and no
+            // path twice in what is written.
             assert!(summary.failed.is_empty(), "{case}: {:?}", summary.failed);
             assert_eq!(
                 summary.windows[0].mismatch.as_deref(),
@@ -324,6 +343,39 @@ async fn every_hostile_page_gets_its_clear_error_and_nothing_is_written() {
                 "{case}"
             );
             assert!(!summary.windows[0].is_final);
+            let file = out.join(format!(
+                "page_views/project={case}/date=2026-03-10/part-00000.parquet"
+            ));
+            let rows = docpipe::dataset::page_views::read_page_views(&file).unwrap();
+            let mut paths: Vec<&str> = rows.iter().map(|r| r.path.as_str()).collect();
+            let n = paths.len();
+            paths.sort();
+            paths.dedup();
+            assert_eq!(paths.len(), n, "{case}: a path written twice");
+            continue;
+        }
+        if let Some(reason) = want.strip_prefix("rejected: ") {
+            // The row is set aside with its JSON and the reason; the rest of the day is
+            // written, and the day stays provisional.
+            assert!(summary.failed.is_empty(), "{case}: {:?}", summary.failed);
+            let w = &summary.windows[0];
+            assert_eq!((w.rejected, w.is_final), (1, false), "{case}");
+            let file = out.join(format!(
+                "rejects/project={case}/date=2026-03-10/part-00000.parquet"
+            ));
+            let rows = parquet_rows(&file);
+            assert_eq!(rows.len(), 1, "{case}");
+            assert!(
+                rows[0].contains(&format!("reason=\"{reason}\"")),
+                "{case}: {rows:?}"
+            );
+            assert_eq!(written.len(), 3, "{case}: {written:?}");
+            assert!(
+                docpipe::export::describe_summary(&summary).contains(&format!(
+                    "  rejected in {case} 2026-03-10: 1 rows set aside in rejects/ (counts docpipe cannot store faithfully); the day stays provisional\n"
+                )),
+                "{case}"
+            );
             continue;
         }
         assert_eq!(summary.failed.len(), 1, "{case}");
@@ -463,5 +515,73 @@ async fn the_timeout_covers_the_headers_and_each_wait_in_a_stream_not_the_whole_
         err.to_string(),
         "assistant message for domain stall: stream: no more of the answer came within the timeout"
     );
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_path_on_two_pages_is_written_once_and_the_day_stays_provisional() {
+    let (base, task) = serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let exporter =
+        docpipe::export::Exporter::open(&out, docpipe::clock::ManualClock::new(noon()), 3)
+            .await
+            .unwrap();
+    let targets = vec![docpipe::export::Target {
+        project: "shifted".into(),
+        client: client(&base),
+        start: None,
+    }];
+    let d = day("2026-03-01");
+    let plan = exporter.plan(&targets, d, d).unwrap();
+    assert!(plan.due[0].becomes_final);
+    let summary = exporter.run(&targets, &plan).await;
+    assert!(summary.failed.is_empty(), "{:?}", summary.failed);
+    let w = &summary.windows[0];
+    assert_eq!(
+        (w.rows, w.is_final, w.mismatch.as_deref()),
+        (261, false, Some("path /p249 appears twice"))
+    );
+    let file = out.join("page_views/project=shifted/date=2026-03-01/part-00000.parquet");
+    let rows = docpipe::dataset::page_views::read_page_views(&file).unwrap();
+    assert_eq!(rows.len(), 261);
+    assert_eq!(rows.iter().map(|r| r.total).sum::<i64>(), 261);
+    let text = docpipe::export::describe_summary(&summary);
+    assert!(
+        text.contains("  mismatch in shifted 2026-03-01: path /p249 appears twice\n"),
+        "{text}"
+    );
+    // Not final: the next run fetches it again.
+    let again = exporter.plan(&targets, d, d).unwrap();
+    assert_eq!(again.due.len(), 1);
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_whole_body_that_does_not_parse_is_tried_once_more_not_eight_times() {
+    let (base, task) = serve().await;
+    let mut c = client(&base);
+    {
+        use docpipe::api::*;
+        let mut settings = c.settings().clone();
+        settings.retry.max_retries = 8;
+        c = Client::new(
+            settings,
+            "hostile",
+            Some(AdminKey::parse(ADMIN_A, "mint", "t").unwrap()),
+            None,
+            docpipe::clock::ManualClock::new(noon()),
+            std::sync::Arc::new(docpipe::api::budget::MemoryBudget::default()),
+        )
+        .unwrap();
+    }
+    let e = c
+        .page_views("garbled", Window::day(day("2026-03-10")), 250, 0)
+        .await
+        .unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::Malformed(_)), "{e}");
+    assert_eq!(GARBLED.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // And the client counted both: what the budget pays.
+    assert_eq!(c.requests_sent(), 2);
     task.abort();
 }

@@ -402,11 +402,21 @@ async fn a_chart_per_project_is_written_as_png_and_svg() {
     ] {
         assert!(svg.contains(text), "{text}");
     }
-    // The series behind the chart: 15 days of alpha, the 7-day average over the days present.
+    // The series behind the chart: 15 days of alpha; the 7-day averages only from the 7th day
+    // (an average of fewer days is not drawn).
     let series = docpipe::trends::chart::series(&tables.daily).unwrap();
     let (_, alpha) = series.iter().find(|(p, _)| p == "alpha").unwrap();
     assert_eq!(alpha.days.len(), 15);
     let last7: f64 = alpha.human[8..].iter().sum::<f64>() / 7.0;
-    assert!((alpha.human_avg[14] - last7).abs() < 1e-9);
+    assert!((alpha.human_avg[14].unwrap() - last7).abs() < 1e-9);
+    assert_eq!(
+        alpha
+            .human_avg
+            .iter()
+            .map(Option::is_some)
+            .collect::<Vec<_>>(),
+        [[false; 6].as_slice(), &[true; 9]].concat()
+    );
+    assert_eq!(alpha.share.iter().take(6).flatten().count(), 0);
     assert_eq!(alpha.provisional.iter().filter(|p| **p).count(), 4);
 }
