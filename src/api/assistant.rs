@@ -81,6 +81,8 @@ pub struct AnswerStream {
     /// `X-Thread-Key` (sent when a thread is created).
     pub thread_key: Option<String>,
     body: futures::stream::BoxStream<'static, reqwest::Result<Bytes>>,
+    /// The longest wait for more of the answer.
+    idle: std::time::Duration,
     parser: Parser,
     queue: VecDeque<Event>,
     ended: bool,
@@ -153,25 +155,20 @@ impl AnswerStream {
             if self.ended {
                 return None;
             }
-            let step = match self.body.next().await {
+            let next = match tokio::time::timeout(self.idle, self.body.next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    self.ended = true;
+                    return Some(Err(
+                        self.fail("no more of the answer came within the timeout".into())
+                    ));
+                }
+            };
+            let step = match next {
                 Some(Ok(chunk)) => self.parser.feed(&chunk),
                 Some(Err(e)) => {
                     self.ended = true;
-                    let mut cause: Option<&dyn std::error::Error> = Some(&e);
-                    let mut timed_out = e.is_timeout();
-                    while let Some(c) = cause {
-                        timed_out |= c
-                            .downcast_ref::<std::io::Error>()
-                            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
-                            || c.to_string().contains("timed out");
-                        cause = c.source();
-                    }
-                    let what = if timed_out {
-                        "no more of the answer came within the timeout".to_string()
-                    } else {
-                        format!("connection failed mid-answer: {e}")
-                    };
-                    return Some(Err(self.fail(what)));
+                    return Some(Err(self.fail(format!("connection failed mid-answer: {e}"))));
                 }
                 None => {
                     self.ended = true;
@@ -234,6 +231,7 @@ impl Client {
             thread_id: header("x-thread-id"),
             thread_key: header("x-thread-key"),
             body: resp.bytes_stream().boxed(),
+            idle: self.settings().timeout,
             parser: Parser::new(),
             queue: VecDeque::new(),
             ended: false,

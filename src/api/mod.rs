@@ -143,10 +143,9 @@ impl Client {
         clock: SharedClock,
         budget: Arc<dyn Budget>,
     ) -> Result<Self, ApiError> {
-        // `timeout` bounds each wait for the body's next bytes; a request that is not a stream
-        // is also bounded as a whole (see `attempt`).
+        // `timeout` bounds a request that is not a stream as a whole, and a stream's headers and
+        // each wait for more of it (see `attempt` and the assistant's stream).
         let http = reqwest::Client::builder()
-            .read_timeout(settings.timeout)
             .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
             .user_agent(concat!("docpipe/", env!("CARGO_PKG_VERSION")))
             .build()

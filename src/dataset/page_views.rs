@@ -287,23 +287,48 @@ pub fn check(pages: &[StoredPage]) -> Result<(), String> {
     let rows: usize = pages.iter().map(|p| p.page.views.len()).sum();
     let mut seen: HashSet<&str, foldhash::fast::RandomState> =
         HashSet::with_capacity_and_hasher(rows, foldhash::fast::RandomState::default());
-    let mut sum = Counts::default();
     for r in pages.iter().flat_map(|p| p.page.views.iter()) {
         if !seen.insert(r.path) {
             return Err(format!("path {} appears twice", r.path));
         }
-        let add = |a: i64, b: i64, what: &str| {
-            a.checked_add(b).ok_or_else(|| {
-                format!(
-                    "the rows' {what} views overflow a 64-bit count (at path {})",
-                    r.path
-                )
-            })
-        };
-        sum.human = add(sum.human, r.human, "human")?;
-        sum.ai = add(sum.ai, r.ai, "ai")?;
-        sum.total = add(sum.total, r.total, "total")?;
     }
+    // Summed in 128 bits (no row count overflows them), column by column; a sum past 64 bits
+    // is reported with the row that took it there.
+    let column = |col: fn(&Rows) -> &[i64]| -> i128 {
+        pages
+            .iter()
+            .map(|p| {
+                col(&p.page.views)
+                    .iter()
+                    .map(|&v| i128::from(v))
+                    .sum::<i128>()
+            })
+            .sum()
+    };
+    let wide = [column(Rows::human), column(Rows::ai), column(Rows::total)];
+    if let Some(i) = wide.iter().position(|&w| i64::try_from(w).is_err()) {
+        let (what, col): (&str, fn(&Rows) -> &[i64]) = match i {
+            0 => ("human", Rows::human),
+            1 => ("ai", Rows::ai),
+            _ => ("total", Rows::total),
+        };
+        let mut sum = 0i64;
+        for p in pages {
+            for (j, &v) in col(&p.page.views).iter().enumerate() {
+                sum = sum.checked_add(v).ok_or_else(|| {
+                    format!(
+                        "the rows' {what} views overflow a 64-bit count (at path {})",
+                        p.page.views.path(j)
+                    )
+                })?;
+            }
+        }
+    }
+    let sum = Counts {
+        human: wide[0] as i64,
+        ai: wide[1] as i64,
+        total: wide[2] as i64,
+    };
     if sum != totals {
         return Err(format!(
             "rows sum to {} human + {} ai = {}, totals say {} + {} = {}",

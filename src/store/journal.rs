@@ -69,7 +69,12 @@ pub fn header(id: u64) -> [u8; HEADER] {
 /// One page as a frame.
 pub fn frame(offset: u64, page: &ViewsPage) -> Vec<u8> {
     let rows = encode_rows(&page.views);
-    let mut payload = Vec::with_capacity(FIXED + rows.len());
+    let set_aside: usize = page
+        .rejects
+        .iter()
+        .map(|r| 8 + r.raw.len() + r.reason.len())
+        .sum();
+    let mut payload = Vec::with_capacity(FIXED + rows.len() + 4 + set_aside);
     payload.extend_from_slice(&offset.to_le_bytes());
     payload.push(u8::from(page.has_more));
     for v in [page.totals.human, page.totals.ai, page.totals.total] {
