@@ -312,15 +312,7 @@ async fn every_hostile_page_gets_its_clear_error_and_nothing_is_written() {
     for case in cases {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
-        let exporter =
-            docpipe::export::Exporter::open(&out, docpipe::clock::ManualClock::new(noon()), 3)
-                .await
-                .unwrap();
-        let targets = vec![docpipe::export::Target {
-            project: case.clone(),
-            client: client(&base),
-            start: None,
-        }];
+        let (exporter, targets) = one_project(&base, &out, &case).await;
         let plan = exporter.plan(&targets, d, d).unwrap();
         let summary = exporter.run(&targets, &plan).await;
         let want = expected[&case].as_str().unwrap();
@@ -385,20 +377,31 @@ async fn every_hostile_page_gets_its_clear_error_and_nothing_is_written() {
     task.abort();
 }
 
+/// An exporter of `out` (UTC days, on noon of 2026-03-15) and the one project `project` on the
+/// hostile server at `base`.
+async fn one_project(
+    base: &str,
+    out: &std::path::Path,
+    project: &str,
+) -> (docpipe::export::Exporter, Vec<docpipe::export::Target>) {
+    let exporter =
+        docpipe::export::Exporter::open(out, docpipe::clock::ManualClock::new(noon()), 3)
+            .await
+            .unwrap();
+    let targets = vec![docpipe::export::Target {
+        project: project.into(),
+        client: client(base),
+        start: None,
+    }];
+    (exporter, targets)
+}
+
 #[tokio::test]
 async fn paths_are_data_never_file_names() {
     let (base, task) = serve_corpus().await;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let exporter =
-        docpipe::export::Exporter::open(&out, docpipe::clock::ManualClock::new(noon()), 3)
-            .await
-            .unwrap();
-    let targets = vec![docpipe::export::Target {
-        project: "dot-dot-paths-are-data".into(),
-        client: client(&base),
-        start: None,
-    }];
+    let (exporter, targets) = one_project(&base, &out, "dot-dot-paths-are-data").await;
     let d = day("2026-03-10");
     let plan = exporter.plan(&targets, d, d).unwrap();
     assert!(exporter.run(&targets, &plan).await.failed.is_empty());
@@ -523,15 +526,7 @@ async fn a_path_on_two_pages_is_written_once_and_the_day_stays_provisional() {
     let (base, task) = serve().await;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let exporter =
-        docpipe::export::Exporter::open(&out, docpipe::clock::ManualClock::new(noon()), 3)
-            .await
-            .unwrap();
-    let targets = vec![docpipe::export::Target {
-        project: "shifted".into(),
-        client: client(&base),
-        start: None,
-    }];
+    let (exporter, targets) = one_project(&base, &out, "shifted").await;
     let d = day("2026-03-01");
     let plan = exporter.plan(&targets, d, d).unwrap();
     assert!(plan.due[0].becomes_final);
