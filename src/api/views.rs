@@ -661,12 +661,20 @@ impl Client {
             wait_for_budget: true,
             streams: false,
         };
-        self.send_json(&call, |b| decode_page(b, limit)).await
+        let page = self.send_json(&call, |b| decode_page(b, limit)).await?;
+        // Nothing can follow a page without rows: whatever the offset, the first one included.
+        if page.views.is_empty() && page.has_more {
+            return Err(self.fail(
+                &call,
+                ErrorKind::Paging(format!("empty page at offset {offset} says hasMore")),
+            ));
+        }
+        Ok(page)
     }
 
     /// Walks a window from `start_offset` with `limit=250` while `hasMore`, yielding each page.
     /// Ends with an error instead of looping when the service misbehaves: an empty page that
-    /// claims more, a page seen before in the walk, more rows than the totals allow, or more
+    /// claims more (refused by `page_views`), a page seen before in the walk, more rows than the totals allow, or more
     /// than [`MAX_WALK_PAGES`] pages in one window.
     pub fn walk<'a>(
         &'a self,
@@ -700,12 +708,6 @@ impl Client {
                 target: format!("project {project} ({} to {})", window.from, window.to),
                 kind: ErrorKind::Paging(detail),
             };
-            if page.views.is_empty() && page.has_more {
-                return Err(fail(format!(
-                    "empty page at offset {} says hasMore",
-                    st.offset
-                )));
-            }
             if let Some(hash) = (!page.views.is_empty()).then(|| rows_hash(&page.views))
                 && let Some(before) = st.seen.insert(hash, st.offset)
             {

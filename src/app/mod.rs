@@ -11,7 +11,7 @@ pub mod rules;
 use crate::api::budget::Budget;
 use crate::api::{AdminKey, AssistantKey, Client, ClientSettings};
 use crate::clock::SharedClock;
-use crate::config::{Organization, Settings};
+use crate::config::{Organization, Project, Settings};
 use crate::error::UserError;
 use crate::events::{Events, Quiet};
 use crate::export::{Exporter, Target};
@@ -93,24 +93,10 @@ impl Context {
                 .iter()
                 .map(|p| p.organization.as_str())
                 .collect(),
-            Keys::Of(projects) => {
-                let mut orgs = Vec::new();
-                for p in projects {
-                    let project =
-                        settings
-                            .projects
-                            .iter()
-                            .find(|c| &c.id == p)
-                            .ok_or_else(|| {
-                                UserError::new(format!(
-                                    "project {p} is not configured in {}",
-                                    settings.origin
-                                ))
-                            })?;
-                    orgs.push(project.organization.as_str());
-                }
-                orgs
-            }
+            Keys::Of(projects) => projects
+                .iter()
+                .map(|p| Ok(configured(&settings, p)?.organization.as_str()))
+                .collect::<Result<_, UserError>>()?,
         };
         let mut admin_keys: BTreeMap<String, AdminKey> = match keys {
             Keys::Given(given) => given,
@@ -195,23 +181,12 @@ impl Context {
         &self.budget
     }
 
-    /// The client of a project's organization.
-    pub fn client_of(&self, project: &str) -> Option<&Client> {
-        let p = self.settings.projects.iter().find(|p| p.id == project)?;
-        self.clients.get(&p.organization)
-    }
-
     /// The selected projects (all when `selected` is empty) with their clients and first days.
     pub fn targets(&self, selected: &[String]) -> Result<Vec<Target>, UserError> {
         let today = self.settings.today(self.clock.now());
         let mut out = Vec::new();
         for p in selected {
-            if !self.settings.projects.iter().any(|c| &c.id == p) {
-                return Err(UserError::new(format!(
-                    "project {p} is not configured in {}",
-                    self.settings.origin
-                )));
-            }
+            configured(&self.settings, p)?;
         }
         for p in self
             .settings
@@ -259,6 +234,20 @@ impl Context {
         )?
         .with_clients(clients))
     }
+}
+
+/// The configured project `id`; one that is not configured is the user's error.
+pub fn configured<'a>(settings: &'a Settings, id: &str) -> Result<&'a Project, UserError> {
+    settings
+        .projects
+        .iter()
+        .find(|p| p.id == id)
+        .ok_or_else(|| {
+            UserError::new(format!(
+                "project {id} is not configured in {}",
+                settings.origin
+            ))
+        })
 }
 
 /// A folder that cannot be used is the user's to fix; a database that fails is not.

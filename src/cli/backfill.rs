@@ -38,13 +38,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     crate::config::check_range(args.from, to).map_err(UserError::new)?;
     if args.queue {
         for p in &args.projects {
-            if !settings.projects.iter().any(|c| &c.id == p) {
-                return Err(UserError::new(format!(
-                    "project {p} is not configured in {}",
-                    settings.origin
-                ))
-                .into());
-            }
+            crate::app::configured(settings, p)?;
         }
         let ctx =
             Context::open(settings.clone(), clock.clone(), Access::Shared, Keys::None).await?;

@@ -11,7 +11,6 @@ use crate::config::{RawConfig, Settings};
 use crate::dataset::page_views::{PAGE_VIEWS, read_page_views};
 use crate::emulator::data::DataFile;
 use crate::emulator::{Emulator, Server};
-use crate::error::UserError;
 use crate::layout::{PART, partition_dir};
 use crate::rules::engine::AGENT_RUNS;
 use crate::store::state_path;
@@ -143,8 +142,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     println!();
-    let computed = trends(&ctx)?
-        .ok_or_else(|| UserError::new(format!("no exported data in {}", ctx.output().display())))?;
+    let computed = trends(&ctx)?.ok_or_else(|| super::export::no_data(&ctx))?;
     super::trends::print(&computed.tables, &computed.files, &[])?;
     println!("\nrules (the example rules of jobs/, built into the binary):");
     let files: Vec<(String, String)> = DEMO_RULES

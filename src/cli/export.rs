@@ -81,12 +81,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     // the projects of this run.
     let computed = if settings.trends_after_export {
         println!();
-        let t = trends(&ctx)?.ok_or_else(|| {
-            crate::error::UserError::new(format!(
-                "no exported data in {}: run `docpipe export` or `docpipe backfill` first",
-                ctx.output().display()
-            ))
-        })?;
+        let t = trends(&ctx)?.ok_or_else(|| no_data(&ctx))?;
         super::trends::print(&t.tables, &t.files, &args.projects)?;
         Some(t)
     } else {
@@ -103,4 +98,11 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         super::rules::outcome(&fired.reports)?;
     }
     outcome(&summary)
+}
+
+/// Trends were asked for and nothing was exported: the user's to fix.
+pub fn no_data(ctx: &Context) -> crate::error::UserError {
+    crate::error::UserError::from_source(crate::trends::TrendsError::NoData(
+        ctx.output().display().to_string(),
+    ))
 }

@@ -7,7 +7,7 @@ use crate::app::after::trends;
 use crate::app::export::{plan_due, plan_range, still_due};
 use crate::app::rules::{Wait, fire_all};
 use crate::export::{Exporter, Plan, Summary, Target, describe_summary};
-use crate::rules::engine::{Engine, Report, firing_line};
+use crate::rules::engine::{Engine, Report, firing_line, polls};
 use crate::rules::{Rule, evaluate};
 use crate::trends::Tables;
 use chrono::{DateTime, NaiveDate, Utc};
@@ -70,12 +70,16 @@ fn count_run(kind: &'static str, ok: bool) {
         .increment(1);
 }
 
-fn count_reports(reports: &[Report]) {
-    for r in reports {
+/// Counts the firings, and the outcomes of the jobs not left to polling (those are counted when
+/// polling ends).
+fn count_reports(rules: &[Rule], reports: &[Report]) {
+    for (rule, r) in rules.iter().zip(reports) {
         if let Report::Fired(f) = r {
             metrics::counter!("docpipe_rule_firings_total", "rule" => f.rule.clone(), "sent" => f.sent.as_str())
                 .increment(1);
-            if let Some(status) = &f.status {
+            if let Some(status) = &f.status
+                && !polls(rule, f)
+            {
                 metrics::counter!("docpipe_job_outcomes_total", "rule" => f.rule.clone(), "status" => status.clone())
                     .increment(1);
             }
@@ -194,7 +198,7 @@ impl Daemon {
                 tracing::info!("{}", report.line());
             }
         }
-        count_reports(&reports);
+        count_reports(&rules, &reports);
         count_run("rules", !reports.iter().any(Report::failed));
     }
 

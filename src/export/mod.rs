@@ -34,6 +34,17 @@ pub enum ExportError {
     Write(#[from] WriteError),
 }
 
+/// Adds to a window's requests those `client` sent since it had sent `before`: every request
+/// counts, the failed attempts too (they are what the budget pays).
+fn count_sent(
+    sent: &mut HashMap<(String, NaiveDate), u64>,
+    due: &Due,
+    client: &Client,
+    before: u64,
+) {
+    *sent.entry((due.project.clone(), due.day)).or_default() += client.requests_sent() - before;
+}
+
 impl ExportError {
     /// Whether the storage failed (a full disk, a read-only or unwritable folder, a damaged
     /// state, the budget's log): not the window's fault, and the same for every window after.
@@ -472,20 +483,16 @@ impl Exporter {
             return Ok(complete);
         }
         let before = client.requests_sent();
-        let window = Window::local_day(due.day, self.tz);
-        let page = client.page_views(&due.project, window, PAGE_LIMIT, 0).await;
-        // Every request sent counts, the failed attempts too: they are what the budget pays.
-        *sent.entry((due.project.clone(), due.day)).or_default() += client.requests_sent() - before;
+        let page = client
+            .page_views(
+                &due.project,
+                Window::local_day(due.day, self.tz),
+                PAGE_LIMIT,
+                0,
+            )
+            .await;
+        count_sent(sent, due, client, before);
         let page = page?;
-        // The same guard as the walk's: an empty first page cannot have more after it.
-        if page.views.is_empty() && page.has_more {
-            return Err(ApiError {
-                operation: crate::api::Operation::PageViews,
-                target: format!("project {} ({} to {})", due.project, window.from, window.to),
-                kind: crate::api::ErrorKind::Paging("empty page at offset 0 says hasMore".into()),
-            }
-            .into());
-        }
         self.state().put_page(&due.project, due.day, 0, &page)?;
         self.crash.hit("page stored");
         Ok(!page.has_more)
@@ -575,8 +582,7 @@ impl Exporter {
             Ok::<_, ExportError>(())
         }
         .await;
-        // Every request sent counts, the failed attempts too: they are what the budget pays.
-        *sent.entry((due.project.clone(), due.day)).or_default() += client.requests_sent() - before;
+        count_sent(sent, due, client, before);
         walked.map(|()| pages)
     }
 

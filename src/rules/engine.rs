@@ -312,7 +312,7 @@ impl Engine {
         }
         self.ledger.update(&firing, self.clock.now())?;
         tracing::debug!(rule = %rule.name, sent = firing.sent.as_str(), job = ?firing.job, "rule fired");
-        if rule.wait && firing.job.is_some() && matches!(firing.sent, Sent::Sent | Sent::Unknown) {
+        if polls(rule, &firing) {
             if inline {
                 self.poll(client, rule, &mut firing).await;
                 self.ledger.update(&firing, self.clock.now())?;
@@ -344,39 +344,27 @@ impl Engine {
             };
             let result = client.get_job(&f.project, &job).await;
             let now = self.clock.now();
-            let done = match result {
-                Ok(current) if current.is_terminal() => {
-                    self.ended(&mut f, &current);
-                    true
-                }
-                Ok(current) => {
+            let outcome = match result {
+                Ok(current) if !current.is_terminal() && now < until => {
                     f.status = Some(current.status_str().to_string());
-                    if now >= until {
-                        let timeout = ApiError {
-                            operation: Operation::GetJob,
-                            target: format!("job {job} of project {}", f.project),
-                            kind: ErrorKind::WaitTimeout {
-                                status: current.status_str().to_string(),
-                                waited: (until - f.fired_at).to_std().unwrap_or_default(),
-                            },
-                        };
-                        note(
-                            &mut f,
-                            format!("gave up polling after the rule's timeout: {timeout}"),
-                        );
-                    }
-                    now >= until
+                    self.ledger.update(&f, now)?;
+                    continue;
                 }
-                Err(e) => {
-                    note(&mut f, format!("polling: {e}"));
-                    true
-                }
+                // Past the rule's timeout: as `Client::wait_job` ends a wait.
+                Ok(current) if !current.is_terminal() => Err(ApiError {
+                    operation: Operation::GetJob,
+                    target: format!("job {job} of project {}", f.project),
+                    kind: ErrorKind::WaitTimeout {
+                        status: current.status_str().to_string(),
+                        waited: (until - f.fired_at).to_std().unwrap_or_default(),
+                    },
+                }),
+                other => other,
             };
+            self.record(&mut f, outcome);
             self.ledger.update(&f, now)?;
-            if done {
-                self.ledger.poll_until(f.id, None)?;
-                ended.push(f);
-            }
+            self.ledger.poll_until(f.id, None)?;
+            ended.push(f);
         }
         Ok(ended)
     }
@@ -469,7 +457,14 @@ impl Engine {
             timeout: rule.timeout,
             ..self.polling
         };
-        match client.wait_job(&rule.project, &job, polling).await {
+        let outcome = client.wait_job(&rule.project, &job, polling).await;
+        self.record(f, outcome);
+    }
+
+    /// Records how polling a firing's job ended: the job ended, the rule's timeout passed, or
+    /// the job could not be read.
+    fn record(&self, f: &mut Firing, outcome: Result<Job, ApiError>) {
+        match outcome {
             Ok(done) => self.ended(f, &done),
             Err(e) => {
                 if let ErrorKind::WaitTimeout { status, .. } = &e.kind {
@@ -502,6 +497,12 @@ impl Engine {
         let firings = self.ledger.all()?;
         write_log(&self.out, &firings)
     }
+}
+
+/// Whether a firing's job is polled after it is sent: the rule waits, and a job may have the
+/// prompt (its outcome then comes from polling, not from the send).
+pub fn polls(rule: &Rule, f: &Firing) -> bool {
+    rule.wait && f.job.is_some() && matches!(f.sent, Sent::Sent | Sent::Unknown)
 }
 
 /// Adds a note to a firing's error text.

@@ -67,20 +67,9 @@ pub fn state_path(out: &Path) -> PathBuf {
     out.join("state.sqlite")
 }
 
-/// How many times this process opened each SQLite file (for the tests and the debug log: one
-/// open per file per process is the rule).
+/// How many times this process opened each SQLite file, for the debug log (one open per file
+/// per process is the rule: a test reads it there).
 static OPENS: Mutex<Option<HashMap<PathBuf, u64>>> = Mutex::new(None);
-
-/// How many times this process opened the SQLite file at `path`.
-pub fn opens(path: &Path) -> u64 {
-    let key = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
-    OPENS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|m| m.get(&key).copied())
-        .unwrap_or(0)
-}
 
 /// A connection to a SQLite file, shared by every part of the process that uses the file.
 #[derive(Debug)]

@@ -7,6 +7,7 @@
 pub mod chart;
 
 use crate::dataset::page_views::{PAGE_VIEWS, SITE_TOTALS};
+use crate::layout::Pending;
 use chrono::NaiveDate;
 use polars::prelude::*;
 use std::path::{Path, PathBuf};
@@ -477,22 +478,22 @@ fn write(df: &mut DataFrame, path: &Path) -> Result<(), TrendsError> {
         path: path.display().to_string(),
         source,
     };
-    let tmp = path.with_file_name(format!(
-        ".tmp-{}-{}",
-        std::process::id(),
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default()
-    ));
-    let file = std::fs::File::create(&tmp).map_err(io)?;
-    if path.extension().is_some_and(|e| e == "csv") {
-        CsvWriter::new(file).include_header(true).finish(df)?;
+    let (pending, file) = Pending::create(path).map_err(io)?;
+    let written = if path.extension().is_some_and(|e| e == "csv") {
+        CsvWriter::new(file).include_header(true).finish(df)
     } else {
         ParquetWriter::new(file)
             .with_compression(ParquetCompression::Zstd(None))
-            .finish(df)?;
+            .finish(df)
+            .map(|_| ())
+    };
+    match written {
+        Ok(()) => pending.commit().map(|_| ()).map_err(io),
+        Err(e) => {
+            pending.abandon();
+            Err(e.into())
+        }
     }
-    std::fs::rename(&tmp, path).map_err(io)
 }
 
 /// Writes `trends/{daily,weekly,pages}.{parquet,csv}` and the charts; returns the files.

@@ -596,23 +596,24 @@ async fn bad_input_gets_one_line_and_exit_code_2_and_writes_nothing() {
             "{err}"
         );
     }
-    let run = docpipe(&unknown, &["export"], None);
-    assert!(String::from_utf8_lossy(&run.stderr).contains("unknown field `colour`"));
-    let run = docpipe(&dots, &["validate"], None);
-    assert!(
-        String::from_utf8_lossy(&run.stderr)
-            .contains("project id \"..\" must be letters, digits, '-', '_' or '.'"),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let run = docpipe(&no_host, &["validate"], None);
-    assert!(
-        String::from_utf8_lossy(&run.stderr).contains(
-            "service.base_url \"http://\" must be an http:// or https:// address with a host"
+    // What the invalid configs name.
+    for (cfg, args, names) in [
+        (&unknown, "export", "unknown field `colour`"),
+        (
+            &dots,
+            "validate",
+            "project id \"..\" must be letters, digits, '-', '_' or '.'",
         ),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+        (
+            &no_host,
+            "validate",
+            "service.base_url \"http://\" must be an http:// or https:// address with a host",
+        ),
+    ] {
+        let run = docpipe(cfg, &[args], None);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(stderr.contains(names), "{stderr}");
+    }
     let run = docpipe(&daemon, &["run"], None);
     assert!(
         String::from_utf8_lossy(&run.stderr).ends_with(

@@ -107,8 +107,16 @@ async fn serve() -> (String, tokio::task::JoinHandle<()>) {
 }
 
 fn client(base: &str) -> docpipe::api::Client {
+    client_with(base, |_| {})
+}
+
+/// A client of both keys for the hostile server at `base`, with `adjust` applied to its settings.
+fn client_with(
+    base: &str,
+    adjust: impl FnOnce(&mut docpipe::api::ClientSettings),
+) -> docpipe::api::Client {
     use docpipe::api::*;
-    let settings = ClientSettings {
+    let mut settings = ClientSettings {
         base_url: base.to_string(),
         timeout: std::time::Duration::from_secs(10),
         retry: RetryPolicy {
@@ -120,6 +128,7 @@ fn client(base: &str) -> docpipe::api::Client {
             ..open_limits()
         },
     };
+    adjust(&mut settings);
     Client::new(
         settings,
         "hostile",
@@ -174,18 +183,7 @@ async fn a_walk_ends_with_an_error_when_the_service_misbehaves() {
 async fn an_error_part_ends_the_answer_and_a_finish_part_can_carry_the_thread() {
     let (base, task) = serve().await;
     let c = client(&base);
-    let req = docpipe::api::assistant::AskRequest {
-        fp: "anonymous".into(),
-        messages: vec![docpipe::api::assistant::Message::user(
-            "m",
-            "q",
-            "2026-03-15T12:00:00Z",
-        )],
-        thread_id: None,
-        thread_key: None,
-        retrieval_page_size: 5,
-        current_path: None,
-    };
+    let req = question();
     let mut answer = c.ask("error", &req).await.unwrap();
     let mut events = Vec::new();
     let err = loop {
@@ -440,18 +438,7 @@ async fn every_hostile_stream_ends_the_answer_with_its_clear_error() {
     let mut cases: Vec<String> = corpus("stream").into_iter().map(|(n, _)| n).collect();
     cases.push("hundred-megabyte-line".into());
     assert_eq!(cases.len(), expected.len());
-    let req = docpipe::api::assistant::AskRequest {
-        fp: "anonymous".into(),
-        messages: vec![docpipe::api::assistant::Message::user(
-            "m",
-            "q",
-            "2026-03-15T12:00:00Z",
-        )],
-        thread_id: None,
-        thread_key: None,
-        retrieval_page_size: 5,
-        current_path: None,
-    };
+    let req = question();
     for case in cases {
         let mut answer = c.ask(&case, &req).await.unwrap();
         let err = loop {
@@ -469,33 +456,8 @@ async fn every_hostile_stream_ends_the_answer_with_its_clear_error() {
 #[tokio::test]
 async fn the_timeout_covers_the_headers_and_each_wait_in_a_stream_not_the_whole_answer() {
     let (base, task) = serve().await;
-    let mut c = client(&base);
-    {
-        use docpipe::api::*;
-        let mut settings = c.settings().clone();
-        settings.timeout = std::time::Duration::from_secs(1);
-        c = Client::new(
-            settings,
-            "hostile",
-            None,
-            Some(AssistantKey::parse(ASSIST_A, "mint", "t").unwrap()),
-            docpipe::clock::ManualClock::new(noon()),
-            std::sync::Arc::new(docpipe::api::budget::MemoryBudget::default()),
-        )
-        .unwrap();
-    }
-    let req = docpipe::api::assistant::AskRequest {
-        fp: "anonymous".into(),
-        messages: vec![docpipe::api::assistant::Message::user(
-            "m",
-            "q",
-            "2026-03-15T12:00:00Z",
-        )],
-        thread_id: None,
-        thread_key: None,
-        retrieval_page_size: 5,
-        current_path: None,
-    };
+    let c = client_with(&base, |s| s.timeout = std::time::Duration::from_secs(1));
+    let req = question();
     // 1.2 s of answer under a 1 s timeout: all of it arrives.
     let mut answer = c.ask("slow", &req).await.unwrap();
     let mut text = String::new();
@@ -555,21 +517,7 @@ async fn a_path_on_two_pages_is_written_once_and_the_day_stays_provisional() {
 #[tokio::test]
 async fn a_whole_body_that_does_not_parse_is_tried_once_more_not_eight_times() {
     let (base, task) = serve().await;
-    let mut c = client(&base);
-    {
-        use docpipe::api::*;
-        let mut settings = c.settings().clone();
-        settings.retry.max_retries = 8;
-        c = Client::new(
-            settings,
-            "hostile",
-            Some(AdminKey::parse(ADMIN_A, "mint", "t").unwrap()),
-            None,
-            docpipe::clock::ManualClock::new(noon()),
-            std::sync::Arc::new(docpipe::api::budget::MemoryBudget::default()),
-        )
-        .unwrap();
-    }
+    let c = client_with(&base, |s| s.retry.max_retries = 8);
     let e = c
         .page_views("garbled", Window::day(day("2026-03-10")), 250, 0)
         .await
@@ -579,4 +527,20 @@ async fn a_whole_body_that_does_not_parse_is_tried_once_more_not_eight_times() {
     // And the client counted both: what the budget pays.
     assert_eq!(c.requests_sent(), 2);
     task.abort();
+}
+
+/// The question the stream tests ask.
+fn question() -> docpipe::api::assistant::AskRequest {
+    docpipe::api::assistant::AskRequest {
+        fp: "anonymous".into(),
+        messages: vec![docpipe::api::assistant::Message::user(
+            "m",
+            "q",
+            "2026-03-15T12:00:00Z",
+        )],
+        thread_id: None,
+        thread_key: None,
+        retrieval_page_size: 5,
+        current_path: None,
+    }
 }
