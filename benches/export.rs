@@ -203,6 +203,24 @@ analytics_per_hour = 100000000
         });
         std::fs::remove_dir_all(&out).unwrap();
     }
+    // A cursor-paged dataset beside it: searches (100 terms a page, a walk a day) and the
+    // assistant's turns (1000 a page, one span over all the days), through the generic walk.
+    let mut cursor_rounds: Vec<CursorRound> = Vec::new();
+    for round in 0..ROUNDS {
+        for dataset in ["searches", "assistant"] {
+            let out = dir.path().join(format!("cursor-{round}-{dataset}"));
+            let (summary, cpu, requests) = rt.block_on(export_dataset(&addr, &out, today, dataset));
+            assert!(summary.failed.is_empty(), "{:?}", summary.failed);
+            let rows = summary.record_rows() as f64;
+            let bare = rt.block_on(transport_cursor(&addr, today, dataset));
+            assert_eq!(
+                bare.0 as f64, rows,
+                "{dataset}: the bare walk read as many rows"
+            );
+            cursor_rounds.push((dataset, rows, requests, cpu, bare.1));
+            std::fs::remove_dir_all(&out).unwrap();
+        }
+    }
     let _ = emulator.kill();
     let _ = emulator.wait();
     let first = &rounds[0];
@@ -266,8 +284,122 @@ analytics_per_hour = 100000000
         first.parquet_bytes as f64 / rows
     )
     .unwrap();
+    for dataset in ["searches", "assistant"] {
+        let rs: Vec<&CursorRound> = cursor_rounds.iter().filter(|r| r.0 == dataset).collect();
+        let stat = |f: &dyn Fn(&CursorRound) -> f64| {
+            let mut v: Vec<f64> = rs.iter().map(|r| f(r)).collect();
+            v.sort_by(f64::total_cmp);
+            format!("{:.3} [{:.3}-{:.3}]", v[v.len() / 2], v[0], v[v.len() - 1])
+        };
+        writeln!(
+            o,
+            "cursor-paged {dataset}: {} rows, {} requests; docpipe CPU {} us per row, bare reqwest {} us per row, docpipe's own work {} us per row",
+            rs[0].1,
+            rs[0].2,
+            stat(&|r| r.3.total() * 1e6 / r.1),
+            stat(&|r| r.4.total() * 1e6 / r.1),
+            stat(&|r| (r.3.total() - r.4.total()) * 1e6 / r.1),
+        )
+        .unwrap();
+    }
     writeln!(o, "  peak resident memory {:.1} MiB", peak_rss_mib()).unwrap();
 }
+
+/// The client of the bench's organization, limits off.
+fn bench_client(addr: &str, out: &std::path::Path) -> Client {
+    let clock = clock::system();
+    let budget: Arc<dyn Budget> = Arc::new(SqliteBudget::open(&state_path(out)).unwrap());
+    let settings = ClientSettings {
+        base_url: format!("http://{addr}"),
+        timeout: Duration::from_secs(120),
+        retry: RetryPolicy::default(),
+        limits: Limits {
+            analytics_per_hour: 100_000_000,
+            headroom_percent: 0,
+            ..Limits::default()
+        },
+    };
+    let key = AdminKey::parse("mint_bench_admin", "mint", "bench").unwrap();
+    Client::new(settings, "bench", Some(key), None, clock, budget).unwrap()
+}
+
+/// A backfill of one generic dataset over the last `DAYS` days: its summary, CPU and requests.
+async fn export_dataset(
+    addr: &str,
+    out: &std::path::Path,
+    today: chrono::NaiveDate,
+    dataset: &'static str,
+) -> (docpipe::export::Summary, Cpu, u64) {
+    let exporter = Exporter::open(out, clock::system(), 3).await.unwrap();
+    let client = bench_client(addr, out);
+    let targets = vec![Target {
+        project: "big".into(),
+        client,
+        start: None,
+        datasets: vec![dataset],
+    }];
+    let plan = exporter
+        .plan(&targets, today - chrono::Duration::days(DAYS - 1), today)
+        .unwrap();
+    let c0 = Cpu::now();
+    let summary = exporter.run(&targets, &plan).await;
+    let requests = summary.requests;
+    (summary, Cpu::now().since(c0), requests)
+}
+
+/// The same walks with a bare reqwest client: each body read and parsed as JSON, nothing
+/// checked, stored or written.
+async fn transport_cursor(addr: &str, today: chrono::NaiveDate, dataset: &str) -> (u64, Cpu) {
+    let http = reqwest::Client::new();
+    let from = today - chrono::Duration::days(DAYS - 1);
+    let end = today.succ_opt().unwrap();
+    let windows: Vec<(chrono::NaiveDate, chrono::NaiveDate)> = if dataset == "assistant" {
+        vec![(from, end)]
+    } else {
+        (0..DAYS)
+            .map(|i| from + chrono::Duration::days(i))
+            .map(|d| (d, d.succ_opt().unwrap()))
+            .collect()
+    };
+    let (field, limit) = if dataset == "assistant" {
+        ("conversations", 1000)
+    } else {
+        ("searches", 100)
+    };
+    let start = Cpu::now();
+    let mut rows = 0u64;
+    for (a, b) in windows {
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut url = format!(
+                "http://{addr}/v1/analytics/big/{dataset}?dateFrom={a}&dateTo={b}&limit={limit}"
+            );
+            if let Some(c) = &cursor {
+                url += &format!("&cursor={c}");
+            }
+            let body = http
+                .get(url)
+                .bearer_auth("mint_bench_admin")
+                .send()
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            rows += v[field].as_array().unwrap().len() as u64;
+            match v["nextCursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => break,
+            }
+        }
+    }
+    (rows, Cpu::now().since(start))
+}
+
+/// One round of a cursor-paged dataset: its name, rows, requests, docpipe's CPU, the bare
+/// transport's.
+type CursorRound = (&'static str, f64, u64, Cpu, Cpu);
 
 /// One round's figures.
 struct Round {
@@ -288,25 +420,13 @@ async fn export_once(
     out: &std::path::Path,
     today: chrono::NaiveDate,
 ) -> (docpipe::export::Summary, Duration, Cpu) {
-    let clock = clock::system();
-    let exporter = Exporter::open(out, clock.clone(), 3).await.unwrap();
-    let budget: Arc<dyn Budget> = Arc::new(SqliteBudget::open(&state_path(out)).unwrap());
-    let settings = ClientSettings {
-        base_url: format!("http://{addr}"),
-        timeout: Duration::from_secs(60),
-        retry: RetryPolicy::default(),
-        limits: Limits {
-            analytics_per_hour: 100_000_000,
-            headroom_percent: 0,
-            ..Limits::default()
-        },
-    };
-    let key = AdminKey::parse("mint_bench_admin", "mint", "bench").unwrap();
-    let client = Client::new(settings, "bench", Some(key), None, clock.clone(), budget).unwrap();
+    let exporter = Exporter::open(out, clock::system(), 3).await.unwrap();
+    let client = bench_client(addr, out);
     let targets = vec![Target {
         project: "big".into(),
         client,
         start: None,
+        datasets: vec!["page_views"],
     }];
     let plan = exporter
         .plan(&targets, today - chrono::Duration::days(DAYS - 1), today)

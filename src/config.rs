@@ -206,6 +206,8 @@ pub struct RawProject {
     pub organization: String,
     /// First day `docpipe export` fetches when nothing was exported yet (default: 30 days ago).
     pub start_date: Option<NaiveDate>,
+    /// The datasets it exports (default: every one but `threads`).
+    pub datasets: Option<Vec<String>>,
 }
 
 /// `[export]`.
@@ -224,6 +226,27 @@ pub struct RawExport {
     /// The time zone whose days the windows are (an IANA name such as `Europe/Berlin`).
     #[serde(default = "default_timezone")]
     pub timezone: String,
+    /// Days of feedback fetched again on every run (statuses change later, with no
+    /// modification time).
+    #[serde(default = "default_feedback_recheck")]
+    pub feedback_recheck_days: u32,
+    /// Days of assistant turns fetched again before the last day fetched (late turns, and
+    /// categories filled in later).
+    #[serde(default = "default_assistant_overlap")]
+    pub assistant_overlap_days: u32,
+    /// The most assistant threads fetched per project and run (one request each).
+    #[serde(default = "default_threads_per_run")]
+    pub threads_per_run: u32,
+}
+
+const fn default_feedback_recheck() -> u32 {
+    14
+}
+const fn default_assistant_overlap() -> u32 {
+    1
+}
+const fn default_threads_per_run() -> u32 {
+    20
 }
 
 fn default_output() -> PathBuf {
@@ -246,6 +269,9 @@ impl Default for RawExport {
             lookback_days: default_lookback(),
             trends_after_export: default_trends(),
             timezone: default_timezone(),
+            feedback_recheck_days: default_feedback_recheck(),
+            assistant_overlap_days: default_assistant_overlap(),
+            threads_per_run: default_threads_per_run(),
         }
     }
 }
@@ -312,6 +338,15 @@ pub struct Project {
     pub organization: String,
     /// First day to export when nothing was exported yet.
     pub start_date: Option<NaiveDate>,
+    /// The datasets it exports, in export order.
+    pub datasets: Vec<&'static str>,
+}
+
+impl Project {
+    /// Whether it exports `dataset`.
+    pub fn exports(&self, dataset: &str) -> bool {
+        self.datasets.contains(&dataset)
+    }
 }
 
 impl Project {
@@ -346,6 +381,12 @@ pub struct Settings {
     pub budget_db: PathBuf,
     /// Lateness allowance in days.
     pub lookback_days: u32,
+    /// Days of feedback fetched again on every run.
+    pub feedback_recheck_days: u32,
+    /// Days of assistant turns fetched again before the last one fetched.
+    pub assistant_overlap_days: u32,
+    /// The most assistant threads fetched per project and run.
+    pub threads_per_run: u32,
     /// The time zone of the day windows.
     pub timezone: chrono_tz::Tz,
     /// Run trends after `export`.
@@ -485,10 +526,42 @@ impl RawProject {
             )),
             Some(_) => {}
         }
+        let datasets = match &self.datasets {
+            None => crate::dataset::default_names(),
+            Some(names) => {
+                let mut seen = HashSet::new();
+                for n in names {
+                    if crate::dataset::by_name(n).is_none() {
+                        let known: Vec<&str> =
+                            crate::dataset::ALL.iter().map(|d| d.name()).collect();
+                        problems.push(format!(
+                            "project {}: unknown dataset {n:?} (known: {})",
+                            self.id,
+                            known.join(", ")
+                        ));
+                    } else if !seen.insert(n.as_str()) {
+                        problems.push(format!("project {}: dataset {n} is listed twice", self.id));
+                    }
+                }
+                if names.is_empty() {
+                    problems.push(format!(
+                        "project {}: datasets is empty; list at least one, or leave it out for the default",
+                        self.id
+                    ));
+                }
+                // In export order, whatever the file's.
+                crate::dataset::ALL
+                    .iter()
+                    .map(|d| d.name())
+                    .filter(|n| names.iter().any(|m| m == n))
+                    .collect()
+            }
+        };
         Project {
             id: self.id.clone(),
             organization: self.organization.clone(),
             start_date: self.start_date,
+            datasets,
         }
     }
 }
@@ -496,6 +569,15 @@ impl RawProject {
 impl RawExport {
     /// Checks the section; returns the time zone (UTC when it is not one).
     fn check(&self, problems: &mut Vec<String>) -> chrono_tz::Tz {
+        for (name, v, max) in [
+            ("feedback_recheck_days", self.feedback_recheck_days, 366),
+            ("assistant_overlap_days", self.assistant_overlap_days, 366),
+            ("threads_per_run", self.threads_per_run, 1000),
+        ] {
+            if v > max {
+                problems.push(format!("export.{name} {v} must be at most {max}"));
+            }
+        }
         if self.lookback_days > 366 {
             problems.push(format!(
                 "export.lookback_days {} must be at most 366",
@@ -628,6 +710,9 @@ impl RawConfig {
                 .clone()
                 .unwrap_or_else(|| crate::store::state_path(&self.export.output_dir)),
             lookback_days: self.export.lookback_days,
+            feedback_recheck_days: self.export.feedback_recheck_days,
+            assistant_overlap_days: self.export.assistant_overlap_days,
+            threads_per_run: self.export.threads_per_run,
             timezone,
             trends_after_export: self.export.trends_after_export,
             rules_dir: self.rules.dir.clone(),

@@ -15,6 +15,8 @@ pub enum Operation {
     FollowUp,
     /// POST assistant message.
     AssistantMessage,
+    /// GET of another analytics dataset (its name).
+    Analytics(&'static str),
 }
 
 impl Operation {
@@ -26,6 +28,7 @@ impl Operation {
             Operation::GetJob => "get job",
             Operation::FollowUp => "follow-up",
             Operation::AssistantMessage => "assistant message",
+            Operation::Analytics(name) => name,
         }
     }
 

@@ -1,5 +1,6 @@
 //! The typed client of the service: one file per operation, plus keys, errors, retry and budget.
 
+pub mod analytics;
 pub mod assistant;
 pub mod budget;
 pub mod error;

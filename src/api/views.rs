@@ -1,10 +1,9 @@
 //! Page views: one page, and the offset walk over a window while `hasMore`.
 
-use super::{ApiError, Call, Client, ErrorKind, Operation, escape};
+use super::{ApiError, Client, ErrorKind, Operation, escape};
 use chrono::{NaiveDate, TimeZone};
 use chrono_tz::Tz;
 use futures::Stream;
-use reqwest::Method;
 use serde::{Deserialize, Deserializer, de};
 
 /// Rows per page docpipe asks for (the service's maximum).
@@ -267,15 +266,21 @@ fn row_count(row: &serde_json::Value, name: &str) -> Result<i64, String> {
     let Some(n) = v.as_number() else {
         return Err(format!("{name} {v} is not a number"));
     };
+    integral(n, "count")
+}
+
+/// A JSON number as a count: a non-negative integer in i64 (an integral float such as `12.0`
+/// too, up to 2^53); `what` names it in the error.
+pub fn integral(n: &serde_json::Number, what: &str) -> Result<i64, String> {
     if let Some(i) = n.as_i64() {
         return if i < 0 {
-            Err(format!("count {i} is negative"))
+            Err(format!("{what} {i} is negative"))
         } else {
             Ok(i)
         };
     }
     if let Some(u) = n.as_u64() {
-        return Err(format!("count {u} is too large"));
+        return Err(format!("{what} {u} is too large"));
     }
     match n.as_f64() {
         Some(f)
@@ -285,7 +290,7 @@ fn row_count(row: &serde_json::Value, name: &str) -> Result<i64, String> {
         {
             Ok(f as i64)
         }
-        _ => Err(format!("count {n} is not a non-negative integer")),
+        _ => Err(format!("{what} {n} is not a non-negative integer")),
     }
 }
 
@@ -640,27 +645,17 @@ impl Client {
         limit: u32,
         offset: u64,
     ) -> Result<ViewsPage, ApiError> {
-        let limits = self.settings().limits;
-        let call = Call {
-            operation: Operation::PageViews,
-            target: format!("project {project} ({} to {})", window.from, window.to),
-            method: Method::GET,
-            path: format!("/v1/analytics/{}/views", escape(project)),
-            query: vec![
+        let call = self.analytics_call(
+            Operation::PageViews,
+            format!("project {project} ({} to {})", window.from, window.to),
+            format!("/v1/analytics/{}/views", escape(project)),
+            vec![
                 ("dateFrom", window.bound(window.from)),
                 ("dateTo", window.bound(window.to)),
                 ("limit", limit.to_string()),
                 ("offset", offset.to_string()),
             ],
-            body: None,
-            budget: Some((
-                self.analytics_scope(),
-                limits.effective(limits.analytics_per_hour),
-            )),
-            admin: true,
-            wait_for_budget: true,
-            streams: false,
-        };
+        );
         let page = self.send_json(&call, |b| decode_page(b, limit)).await?;
         // Nothing can follow a page without rows: whatever the offset, the first one included.
         if page.views.is_empty() && page.has_more {

@@ -201,6 +201,7 @@ impl Context {
                 project: p.id.clone(),
                 client: client.clone(),
                 start: Some(p.first_day(today)),
+                datasets: p.datasets.clone(),
             });
         }
         Ok(out)
@@ -214,6 +215,11 @@ impl Context {
             self.settings.lookback_days,
             self.settings.timezone,
         )
+        .with_records(crate::export::RecordSettings {
+            feedback_recheck_days: self.settings.feedback_recheck_days,
+            assistant_overlap_days: self.settings.assistant_overlap_days,
+            threads_per_run: self.settings.threads_per_run,
+        })
         .with_events(self.events.clone())
     }
 

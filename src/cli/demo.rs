@@ -169,19 +169,34 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await?;
     super::rules::print_fired(&fired);
-    let served = server
-        .emulator
-        .stats()
-        .get("views")
-        .map_or(0, |s| s.requests);
-    println!("\nthe emulator served {served} page-view requests");
-    println!("output: {}", out.display());
+    let stats = server.emulator.stats();
+    println!("\noutput: {}", out.display());
     println!(
-        "  {}/page_views/project=<id>/date=<YYYY-MM-DD>/{PART}",
-        out.display()
+        "  table                 files     rows  requests  (the emulator's count of its dataset's requests)"
     );
+    for d in crate::dataset::ALL.iter().filter(|d| d.by_default()) {
+        let op = match d.name() {
+            "page_views" => "views",
+            "assistant" => "conversations",
+            other => other,
+        };
+        let served = stats.get(op).map_or(0, |s| s.requests);
+        for (i, t) in d.tables().iter().enumerate() {
+            let (files, rows) =
+                crate::dataset::parquet::count_rows(&out.join(t.name)).unwrap_or_default();
+            if files == 0 && i > 0 {
+                continue;
+            }
+            let requests = if i == 0 {
+                served.to_string()
+            } else {
+                String::new()
+            };
+            println!("  {:<20} {files:>6} {rows:>8} {requests:>9}", t.name);
+        }
+    }
     println!(
-        "  {}/site_totals/project=<id>/date=<YYYY-MM-DD>/{PART}",
+        "  tables are under {}/<table>/project=<id>/date=<YYYY-MM-DD>/{PART}",
         out.display()
     );
     println!(
@@ -195,6 +210,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     println!("query it, e.g. with DuckDB:");
     println!(
         "  SELECT project, date, sum(human) AS human, sum(ai) AS ai FROM read_parquet('{}/page_views/**/*.parquet', hive_partitioning = true) GROUP BY ALL ORDER BY ALL;",
+        out.display()
+    );
+    println!(
+        "  SELECT project, date, count(*) FILTER (resolution_status = 'unanswered') AS unanswered, count(*) AS turns FROM read_parquet('{}/assistant_turns/**/*.parquet', hive_partitioning = true) GROUP BY ALL ORDER BY ALL;",
         out.display()
     );
     server.stop().await;

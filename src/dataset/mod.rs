@@ -5,8 +5,10 @@
 //! A new dataset is a new file here with a [`Dataset`] descriptor added to [`ALL`], plus its
 //! page decoder and batch builder (see `page_views.rs` for the shape).
 
+pub mod analytics;
 pub mod page_views;
 pub mod parquet;
+pub mod shape;
 
 use arrow_schema::SchemaRef;
 
@@ -18,15 +20,33 @@ pub enum Paging {
         /// The largest page the service serves.
         limit: u32,
     },
-    /// A cursor from each page passed back in the next request.
+    /// `cursor` and `limit` query parameters, `nextCursor` in each page (null at the end).
     Cursor {
-        /// The query parameter that carries it.
-        param: &'static str,
-        /// The field of the page that holds the next one.
-        next_field: &'static str,
+        /// The largest page the service serves.
+        limit: u32,
+        /// Whether pages also say `hasMore`.
+        has_more: bool,
+    },
+    /// One page of at most `limit` rows: `hasMore` says there were more, but nothing fetches
+    /// them.
+    Capped {
+        /// The largest page the service serves.
+        limit: u32,
     },
     /// One response holds everything.
     Single,
+}
+
+impl Paging {
+    /// The `limit` docpipe sends (the service's largest), if the operation takes one.
+    pub fn limit(self) -> Option<u32> {
+        match self {
+            Paging::Offset { limit } | Paging::Cursor { limit, .. } | Paging::Capped { limit } => {
+                Some(limit)
+            }
+            Paging::Single => None,
+        }
+    }
 }
 
 /// How a dataset's data is cut into windows to fetch.
@@ -35,10 +55,15 @@ pub enum Windowing {
     /// One window per project and day (in the export's time zone); a day is re-fetched until
     /// it is past the lateness allowance, then final.
     Daily,
-    /// New records since the last one fetched.
-    Incremental,
-    /// The whole state, replaced on each fetch.
-    Snapshot,
+    /// Records by the day of one of their instants: one walk per run over the days from the
+    /// last fetched one, less `recheck_days` (records change or arrive late), to today; the
+    /// days walked are replaced.
+    Span {
+        /// Days fetched again on every run, unless the config says otherwise.
+        recheck_days: u32,
+    },
+    /// One request per record, on demand (assistant threads).
+    OnDemand,
 }
 
 /// A partition key of a table, in path order.
@@ -73,14 +98,45 @@ pub trait Dataset: Send + Sync {
     fn windowing(&self) -> Windowing;
     /// The tables it writes.
     fn tables(&self) -> &'static [Table];
+    /// Whether a project exports it when the config does not list its datasets.
+    fn by_default(&self) -> bool {
+        true
+    }
+    /// Its descriptor for the generic walk (every dataset but page views, which has its own
+    /// fast decoder and journal).
+    fn shape(&self) -> Option<&'static shape::Shape> {
+        None
+    }
 }
 
-/// Every dataset docpipe exports.
-pub static ALL: &[&dyn Dataset] = &[&page_views::PageViews];
+/// Every dataset docpipe exports, in export order.
+pub static ALL: &[&dyn Dataset] = &[
+    &page_views::PageViews,
+    &analytics::VISITORS,
+    &analytics::SEARCHES,
+    &analytics::FEEDBACK,
+    &analytics::FEEDBACK_BY_PAGE,
+    &analytics::ASSISTANT,
+    &analytics::CALLER_STATS,
+    &analytics::THREADS,
+];
 
 /// A dataset by its name.
 pub fn by_name(name: &str) -> Option<&'static dyn Dataset> {
     ALL.iter().copied().find(|d| d.name() == name)
+}
+
+/// A generic dataset's descriptor by its name.
+pub fn shape_by_name(name: &str) -> Option<&'static shape::Shape> {
+    analytics::SHAPES.iter().copied().find(|s| s.name == name)
+}
+
+/// The names of the datasets exported when the config does not say.
+pub fn default_names() -> Vec<&'static str> {
+    ALL.iter()
+        .filter(|d| d.by_default())
+        .map(|d| d.name())
+        .collect()
 }
 
 #[cfg(test)]
@@ -90,6 +146,7 @@ mod tests {
     #[test]
     fn every_dataset_has_a_unique_name_and_table_names() {
         let mut names: Vec<&str> = ALL.iter().map(|d| d.name()).collect();
+        names.sort();
         let mut tables: Vec<&str> = ALL
             .iter()
             .flat_map(|d| d.tables().iter().map(|t| t.name))
@@ -107,5 +164,34 @@ mod tests {
             ["page_views", "site_totals", "rejects"]
         );
         assert_eq!((pv.tables()[0].schema)().fields().len(), 5);
+        assert_eq!(
+            default_names(),
+            [
+                "page_views",
+                "visitors",
+                "searches",
+                "feedback",
+                "feedback_by_page",
+                "assistant",
+                "caller_stats"
+            ]
+        );
+        let turns = (by_name("assistant").unwrap().tables()[0].schema)();
+        let names: Vec<&str> = turns.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "id",
+                "timestamp",
+                "query",
+                "response",
+                "response_type",
+                "sources",
+                "resolution_status",
+                "query_category",
+                "page_url",
+                "fetched_at"
+            ]
+        );
     }
 }

@@ -95,3 +95,30 @@ pub fn commit(pending: Pending) -> Result<std::path::PathBuf, WriteError> {
         .commit()
         .map_err(|source| WriteError::Io { path, source })
 }
+
+/// The files and rows of a table (every `part-*.parquet` under `dir`, from their footers).
+pub fn count_rows(dir: &Path) -> std::io::Result<(u64, i64)> {
+    let (mut files, mut rows) = (0, 0);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = match std::fs::read_dir(&d) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().and_then(|n| n.to_str()) == Some(PART) {
+                let f = std::fs::File::open(&path)?;
+                let reader = parquet::file::reader::SerializedFileReader::new(f)
+                    .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
+                use parquet::file::reader::FileReader;
+                rows += reader.metadata().file_metadata().num_rows();
+                files += 1;
+            }
+        }
+    }
+    Ok((files, rows))
+}

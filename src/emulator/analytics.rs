@@ -29,19 +29,22 @@ fn parse_instant(s: &str) -> Option<NaiveDateTime> {
 
 /// Validated query parameters.
 #[derive(Debug)]
-struct ViewsQuery {
+pub struct ViewsQuery {
     from: NaiveDateTime,
     to: NaiveDateTime,
-    limit: usize,
-    offset: usize,
+    /// `limit`.
+    pub limit: usize,
+    /// `offset`.
+    pub offset: usize,
 }
 
-fn parse_query(
+/// The `dateFrom`..`dateTo` range of a query, as UTC instants (problems added to `problems`).
+pub fn parse_range(
     q: &HashMap<String, String>,
     start: NaiveDate,
     today: NaiveDate,
-) -> Result<ViewsQuery, Vec<String>> {
-    let mut problems = Vec::new();
+    problems: &mut Vec<String>,
+) -> (NaiveDateTime, NaiveDateTime) {
     let mut instant = |name: &str, default: NaiveDate| {
         let default = midnight(default);
         match q.get(name) {
@@ -60,11 +63,25 @@ fn parse_query(
     if !q.contains_key("dateFrom") && from > to {
         from = to;
     }
+    if problems.is_empty() && from > to {
+        problems.push("dateFrom must not be after dateTo".to_string());
+    }
+    (from, to)
+}
+
+/// The parameters of an offset-paged operation (page views, visitors).
+pub fn parse_query(
+    q: &HashMap<String, String>,
+    start: NaiveDate,
+    today: NaiveDate,
+) -> Result<ViewsQuery, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut limit_problems = Vec::new();
     let limit = match q.get("limit").map(|s| s.parse::<i64>()) {
         None => 50,
         Some(Ok(n)) if (1..=250).contains(&n) => n as usize,
         Some(_) => {
-            problems.push("limit must be an integer between 1 and 250".to_string());
+            limit_problems.push("limit must be an integer between 1 and 250".to_string());
             50
         }
     };
@@ -72,13 +89,12 @@ fn parse_query(
         None => 0,
         Some(Ok(n)) if n >= 0 => n as usize,
         Some(_) => {
-            problems.push("offset must be an integer of at least 0".to_string());
+            limit_problems.push("offset must be an integer of at least 0".to_string());
             0
         }
     };
-    if problems.is_empty() && from > to {
-        problems.push("dateFrom must not be after dateTo".to_string());
-    }
+    let (from, to) = parse_range(q, start, today, &mut problems);
+    problems.extend(limit_problems);
     if problems.is_empty() {
         Ok(ViewsQuery {
             from,
@@ -139,7 +155,7 @@ pub async fn views(
     )
 }
 
-fn not_found() -> super::ApiError {
+pub fn not_found() -> super::ApiError {
     super::error(axum::http::StatusCode::NOT_FOUND, "Project not found")
 }
 

@@ -275,13 +275,27 @@ pub struct Faults {
     #[serde(default)]
     pub row_order: RowOrder,
     /// Operations the request faults (latency, 5xx, 429 bursts, cut bodies, drops) hit:
-    /// `views`, `job_create`, `job_get`, `job_message`, `assistant`; all when empty.
+    /// `views`, `job_create`, `job_get`, `job_message`, `assistant`, `visitors`, `searches`,
+    /// `feedback`, `feedback_by_page`, `conversations`, `thread`, `caller_stats`; all when empty.
     #[serde(default)]
     pub ops: Vec<String>,
 }
 
 /// The operation names `faults.ops` accepts.
-pub const FAULT_OPS: [&str; 5] = ["views", "job_create", "job_get", "job_message", "assistant"];
+pub const FAULT_OPS: [&str; 12] = [
+    "views",
+    "job_create",
+    "job_get",
+    "job_message",
+    "assistant",
+    "visitors",
+    "searches",
+    "feedback",
+    "feedback_by_page",
+    "conversations",
+    "thread",
+    "caller_stats",
+];
 
 const fn default_late_every() -> u64 {
     600

@@ -14,7 +14,20 @@ use std::sync::Arc;
 pub fn classify(method: &Method, path: &str) -> Option<(Op, String)> {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (method, parts.as_slice()) {
-        (&Method::GET, ["v1", "analytics", p, "views"]) => Some((Op::Views, p.to_string())),
+        (&Method::GET, ["v1", "analytics", p, rest @ ..]) => {
+            let op = match rest {
+                ["views"] => Op::Views,
+                ["visitors"] => Op::Visitors,
+                ["searches"] => Op::Searches,
+                ["feedback"] => Op::Feedback,
+                ["feedback", "by-page"] => Op::FeedbackByPage,
+                ["assistant"] => Op::Conversations,
+                ["assistant", "threads", _] => Op::Thread,
+                ["assistant", "caller-stats"] => Op::CallerStats,
+                _ => return None,
+            };
+            Some((op, p.to_string()))
+        }
         (&Method::POST, ["v2", "agent", p, "job"]) => Some((Op::JobCreate, p.to_string())),
         (&Method::GET, ["v2", "agent", p, "job", _]) => Some((Op::JobGet, p.to_string())),
         (&Method::POST, ["v2", "agent", p, "job", _, "message"]) => {

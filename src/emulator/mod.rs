@@ -9,9 +9,11 @@ pub const DEMO_DATA: &str = include_str!("../../sample_data/demo.toml");
 pub mod analytics;
 pub mod assistant;
 pub mod data;
+pub mod datasets;
 pub mod faults;
 pub mod generate;
 pub mod jobs;
+pub mod records;
 
 use crate::clock::SharedClock;
 use crate::ratelimit::SlidingWindow;
@@ -42,6 +44,20 @@ pub enum Op {
     JobMessage,
     /// POST assistant message.
     Assistant,
+    /// GET unique visitors.
+    Visitors,
+    /// GET searches.
+    Searches,
+    /// GET feedback.
+    Feedback,
+    /// GET feedback by page.
+    FeedbackByPage,
+    /// GET assistant conversations.
+    Conversations,
+    /// GET an assistant thread.
+    Thread,
+    /// GET assistant caller stats.
+    CallerStats,
 }
 
 impl Op {
@@ -53,6 +69,13 @@ impl Op {
             Op::JobGet => "job_get",
             Op::JobMessage => "job_message",
             Op::Assistant => "assistant",
+            Op::Visitors => "visitors",
+            Op::Searches => "searches",
+            Op::Feedback => "feedback",
+            Op::FeedbackByPage => "feedback_by_page",
+            Op::Conversations => "conversations",
+            Op::Thread => "thread",
+            Op::CallerStats => "caller_stats",
         }
     }
 }
@@ -410,6 +433,25 @@ impl Emulator {
 pub fn router(emulator: Arc<Emulator>) -> Router {
     let service = Router::new()
         .route("/v1/analytics/{project}/views", get(analytics::views))
+        .route("/v1/analytics/{project}/visitors", get(datasets::visitors))
+        .route("/v1/analytics/{project}/searches", get(datasets::searches))
+        .route("/v1/analytics/{project}/feedback", get(datasets::feedback))
+        .route(
+            "/v1/analytics/{project}/feedback/by-page",
+            get(datasets::feedback_by_page),
+        )
+        .route(
+            "/v1/analytics/{project}/assistant",
+            get(datasets::conversations),
+        )
+        .route(
+            "/v1/analytics/{project}/assistant/threads/{thread}",
+            get(datasets::thread),
+        )
+        .route(
+            "/v1/analytics/{project}/assistant/caller-stats",
+            get(datasets::caller_stats),
+        )
         .route("/v2/agent/{project}/job", post(jobs::create))
         .route("/v2/agent/{project}/job/{id}", get(jobs::get_job))
         .route("/v2/agent/{project}/job/{id}/message", post(jobs::message))
@@ -424,6 +466,7 @@ pub fn router(emulator: Arc<Emulator>) -> Router {
     Router::new()
         .route("/_emulator/stats", get(stats))
         .route("/_emulator/truth/{project}", get(analytics::truth))
+        .route("/_emulator/truth/{project}/{dataset}", get(datasets::truth))
         .route("/_emulator/late", post(late))
         .merge(service)
         .fallback(|| async { error(StatusCode::NOT_FOUND, "Not found").into_response() })

@@ -1,7 +1,9 @@
 //! The export: date windows and request plan -> offset walk -> Parquet partitions -> state.
 
+mod records;
 mod report;
 
+pub use records::{RecordDue, RecordOutcome, RecordSettings};
 pub use report::{describe_plan, describe_summary};
 
 use crate::api::views::{Counts, PAGE_LIMIT, Rows, Window};
@@ -67,6 +69,26 @@ pub struct Target {
     /// The first day to export for it (its `start_date`, or the default 30 days); `None`: the
     /// `from` of the plan (a backfill's range).
     pub start: Option<NaiveDate>,
+    /// The datasets it exports (names of `dataset::ALL`).
+    pub datasets: Vec<&'static str>,
+}
+
+impl Target {
+    /// A project exporting page views only (tools and tests; the commands take the config's
+    /// datasets).
+    pub fn page_views(project: &str, client: Client, start: Option<NaiveDate>) -> Self {
+        Self {
+            project: project.to_string(),
+            client,
+            start,
+            datasets: vec![crate::dataset::page_views::PAGE_VIEWS],
+        }
+    }
+
+    fn exports_page_views(&self) -> bool {
+        self.datasets
+            .contains(&crate::dataset::page_views::PAGE_VIEWS)
+    }
 }
 
 /// A window that needs fetching.
@@ -87,8 +109,10 @@ pub struct Due {
 /// The work of a run, known before sending anything.
 #[derive(Debug, Clone, Default)]
 pub struct Plan {
-    /// Windows due, most recent first.
+    /// Page-view windows due, most recent first.
     pub due: Vec<Due>,
+    /// The other datasets' windows due, most recent first.
+    pub records: Vec<RecordDue>,
     /// Windows skipped because they are final.
     pub skipped_final: u64,
     /// Requests expected in all.
@@ -103,9 +127,14 @@ impl Plan {
     /// Expected time to send the planned requests within the budgets.
     pub fn eta(&self) -> Duration {
         let mut per_org: HashMap<&str, u64> = HashMap::new();
-        for d in &self.due {
-            let org = self.org_of.get(&d.project).map_or("", String::as_str);
-            *per_org.entry(org).or_default() += d.expected_requests;
+        let windows = self.due.iter().map(|d| (&d.project, d.expected_requests));
+        let records = self
+            .records
+            .iter()
+            .map(|d| (&d.walk.project, d.expected_requests));
+        for (project, n) in windows.chain(records) {
+            let org = self.org_of.get(project).map_or("", String::as_str);
+            *per_org.entry(org).or_default() += n;
         }
         let mut worst = Duration::ZERO;
         for (org, need) in per_org {
@@ -132,18 +161,21 @@ struct Stops {
 }
 
 impl Stops {
-    /// Whether a window is skipped because the run, its organization or its project stopped;
-    /// records it.
-    fn skip(&self, due: &Due, client: &Client, summary: &mut Summary) -> bool {
-        let reason = self
-            .all
+    /// Why the run, the organization or the project stopped, if it did.
+    fn reason(&self, project: &str, client: &Client) -> Option<&String> {
+        self.all
             .as_ref()
             .or_else(|| {
                 self.by_scope
                     .get(&format!("organization {}", client.organization()))
             })
-            .or_else(|| self.by_scope.get(&format!("project {}", due.project)));
-        match reason {
+            .or_else(|| self.by_scope.get(&format!("project {project}")))
+    }
+
+    /// Whether a window is skipped because the run, its organization or its project stopped;
+    /// records it.
+    fn skip(&self, due: &Due, client: &Client, summary: &mut Summary) -> bool {
+        match self.reason(&due.project, client) {
             Some(r) => {
                 summary
                     .failed
@@ -179,8 +211,10 @@ pub struct WindowOutcome {
 /// A run's summary.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
-    /// Windows written.
+    /// Page-view windows written.
     pub windows: Vec<WindowOutcome>,
+    /// The other datasets' windows written.
+    pub records: Vec<RecordOutcome>,
     /// Windows skipped as final.
     pub skipped_final: u64,
     /// Analytics requests sent.
@@ -190,9 +224,14 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// Rows written in all.
+    /// Page-view rows written.
     pub fn rows(&self) -> i64 {
         self.windows.iter().map(|w| w.rows).sum()
+    }
+
+    /// The other datasets' rows written.
+    pub fn record_rows(&self) -> i64 {
+        self.records.iter().map(|w| w.rows).sum()
     }
 }
 
@@ -234,6 +273,7 @@ pub struct Exporter {
     tz: Tz,
     crash: CrashPoints,
     events: Arc<dyn Events>,
+    records: RecordSettings,
 }
 
 impl Exporter {
@@ -247,7 +287,14 @@ impl Exporter {
             tz,
             crash: CrashPoints::from_env(),
             events: Arc::new(Quiet),
+            records: RecordSettings::default(),
         }
+    }
+
+    /// Re-fetches the span datasets and fetches threads as `records` says.
+    pub fn with_records(mut self, records: RecordSettings) -> Self {
+        self.records = records;
+        self
     }
 
     /// Opens an output folder with UTC days (for tools and tests; the commands open it through
@@ -305,7 +352,23 @@ impl Exporter {
     ) -> Result<Plan, ExportError> {
         let mut plan = Plan::default();
         let to = to.min(self.today());
+        let (records, skipped) = self.plan_records(targets, from, to)?;
+        plan.records = records;
+        plan.skipped_final += skipped;
         for t in targets {
+            let org = t.client.organization().to_string();
+            let limits = t.client.settings().limits;
+            let used = t
+                .client
+                .budget()
+                .used(&t.client.analytics_scope(), self.clock.now());
+            plan.budgets.insert(
+                org.clone(),
+                (limits.effective(limits.analytics_per_hour), used),
+            );
+            plan.org_of.insert(t.project.clone(), org);
+        }
+        for t in targets.iter().filter(|t| t.exports_page_views()) {
             let from = t.start.unwrap_or(from);
             let known = self.state().windows(&t.project)?;
             let per_window = self.state().recent_rows(&t.project)?.map_or(1, |rows| {
@@ -348,22 +411,16 @@ impl Exporter {
                     None => break,
                 }
             }
-            let org = t.client.organization().to_string();
-            let limits = t.client.settings().limits;
-            let used = t
-                .client
-                .budget()
-                .used(&t.client.analytics_scope(), self.clock.now());
-            plan.budgets.insert(
-                org.clone(),
-                (limits.effective(limits.analytics_per_hour), used),
-            );
-            plan.org_of.insert(t.project.clone(), org);
         }
         // Most recent first, projects interleaved.
         plan.due
             .sort_by(|a, b| b.day.cmp(&a.day).then(a.project.cmp(&b.project)));
-        plan.expected_requests = plan.due.iter().map(|d| d.expected_requests).sum();
+        plan.expected_requests = plan.due.iter().map(|d| d.expected_requests).sum::<u64>()
+            + plan
+                .records
+                .iter()
+                .map(|d| d.expected_requests)
+                .sum::<u64>();
         tracing::debug!(
             windows = plan.due.len(),
             requests = plan.expected_requests,
@@ -384,7 +441,8 @@ impl Exporter {
             skipped_final: plan.skipped_final,
             ..Summary::default()
         };
-        self.events.planned(plan.due.len() as u64);
+        self.events
+            .planned((plan.due.len() + plan.records.len()) as u64);
         let mut sent: HashMap<(String, NaiveDate), u64> = HashMap::new();
         let mut open: Vec<&Due> = Vec::new();
         let mut stops = Stops::default();
@@ -420,6 +478,8 @@ impl Exporter {
             }
         }
         summary.requests = sent.values().sum();
+        self.run_records(targets, &plan.records, &clients, &mut stops, &mut summary)
+            .await;
         for t in targets {
             t.client.budget().release();
         }
@@ -437,6 +497,34 @@ impl Exporter {
         summary: &mut Summary,
         stops: &mut Stops,
     ) {
+        self.failed_scope(&due.project, due.day, client, "", e, summary, stops);
+    }
+
+    /// Records a failed window of any dataset (`label` names it in the summary, empty for a
+    /// page-view window); see [`Exporter::failed`].
+    #[allow(clippy::too_many_arguments)]
+    fn failed_scope(
+        &self,
+        project: &str,
+        day: NaiveDate,
+        client: &Client,
+        label: &str,
+        e: ExportError,
+        summary: &mut Summary,
+        stops: &mut Stops,
+    ) {
+        let due = Due {
+            project: project.to_string(),
+            day,
+            becomes_final: false,
+            stored_pages: 0,
+            expected_requests: 0,
+        };
+        let shown = if label.is_empty() {
+            e.to_string()
+        } else {
+            format!("{label}: {e}")
+        };
         metrics::counter!("docpipe_windows_failed_total", "project" => due.project.clone())
             .increment(1);
         if e.is_storage() {
@@ -444,7 +532,7 @@ impl Exporter {
             stops.all = Some(e.to_string());
             summary
                 .failed
-                .push((due.project.clone(), due.day, e.to_string()));
+                .push((due.project.clone(), due.day, shown.clone()));
             self.events.window_failed();
             return;
         }
@@ -463,11 +551,11 @@ impl Exporter {
                 tracing::error!(project = %due.project, day = %due.day, "{e}; the rest of this run for {scope} is skipped");
                 stops.by_scope.insert(scope, e.to_string());
             }
-            None => tracing::error!(project = %due.project, day = %due.day, "window failed: {e}"),
+            None => {
+                tracing::error!(project = %due.project, day = %due.day, "window failed: {shown}")
+            }
         }
-        summary
-            .failed
-            .push((due.project.clone(), due.day, e.to_string()));
+        summary.failed.push((due.project.clone(), due.day, shown));
         self.events.window_failed();
     }
 

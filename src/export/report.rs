@@ -8,12 +8,15 @@ use std::collections::BTreeMap;
 pub fn describe_plan(plan: &Plan) -> String {
     let mut out = String::new();
     let provisional = plan.due.iter().filter(|d| !d.becomes_final).count();
+    let records_resumed = plan.records.iter().filter(|d| d.stored_pages > 0).count();
     let resumed = plan.due.iter().filter(|d| d.stored_pages > 0).count();
     out += &format!(
-        "plan: {} windows due ({} provisional, {} resumed), {} skipped as final, about {} analytics requests\n",
+        "plan: {} page-view windows due ({} provisional, {} resumed), {} windows of other datasets ({} resumed), {} skipped as final, about {} analytics requests\n",
         plan.due.len(),
         provisional,
         resumed,
+        plan.records.len(),
+        records_resumed,
         plan.skipped_final,
         plan.expected_requests
     );
@@ -29,6 +32,15 @@ pub fn describe_plan(plan: &Plan) -> String {
             "  {p}: {} windows {first}..{last}, about {req} requests\n",
             due.len()
         );
+    }
+    let mut by_dataset: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
+    for d in &plan.records {
+        let e = by_dataset.entry(d.dataset).or_default();
+        e.0 += 1;
+        e.1 += d.expected_requests;
+    }
+    for (name, (windows, req)) in by_dataset {
+        out += &format!("  {name}: {windows} windows, about {req} requests\n");
     }
     for (org, (limit, used)) in &plan.budgets {
         out += &format!("  budget of {org}: {limit} requests/hour, {used} used in the last hour\n");
@@ -46,7 +58,7 @@ pub fn describe_plan(plan: &Plan) -> String {
 pub fn describe_summary(s: &Summary) -> String {
     let finals = s.windows.iter().filter(|w| w.is_final).count();
     let mut out = format!(
-        "exported {} windows ({} final, {} provisional), {} rows, {} analytics requests; {} windows already final were skipped\n",
+        "exported {} page-view windows ({} final, {} provisional), {} rows, {} analytics requests in all; {} windows already final were skipped\n",
         s.windows.len(),
         finals,
         s.windows.len() - finals,
@@ -54,6 +66,22 @@ pub fn describe_summary(s: &Summary) -> String {
         s.requests,
         s.skipped_final
     );
+    let mut by_dataset: BTreeMap<&str, (usize, i64, u64, usize)> = BTreeMap::new();
+    for r in &s.records {
+        let e = by_dataset.entry(r.dataset).or_default();
+        e.0 += 1;
+        e.1 += r.rows;
+        e.2 += r.requests;
+        e.3 += usize::from(r.cut_off);
+    }
+    for (name, (windows, rows, requests, cut)) in by_dataset {
+        let cut = if cut > 0 {
+            format!(", {cut} days cut off at the 100 rows the service serves")
+        } else {
+            String::new()
+        };
+        out += &format!("  {name}: {windows} windows, {rows} rows, {requests} requests{cut}\n");
+    }
     for w in s.windows.iter().filter(|w| w.rejected > 0) {
         out += &format!(
             "  rejected in {} {}: {} rows set aside in rejects/ (counts docpipe cannot store faithfully); the day stays provisional\n",

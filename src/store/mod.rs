@@ -7,12 +7,14 @@ pub mod budget;
 pub mod journal;
 pub mod ledger;
 mod queue;
+mod records;
 mod walks;
 mod windows;
 
 pub use budget::SqliteBudget;
 pub use journal::StoredPage;
 pub use queue::Queued;
+pub use records::{RecordWalk, RecordsWritten};
 pub use windows::{WindowState, WrittenWindow};
 
 use chrono::NaiveDate;
@@ -198,6 +200,7 @@ impl Store {
     /// Opens (and creates) the state database at `path`; the journals go in `.walks/` beside it.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let db = Arc::new(Db::open(path, SCHEMA)?);
+        db.ensure(records::SCHEMA)?;
         ledger::Ledger::on(db.clone())?;
         Ok(Self {
             db,

@@ -114,6 +114,17 @@ impl Live {
         Self { server, clock }
     }
 
+    /// An emulator whose clock stays at noon while the clients' moves (with their retries'
+    /// waits): what it serves does not change during a test.
+    pub async fn start_frozen(data: DataFile) -> Self {
+        let clock = docpipe::clock::ManualClock::new(noon());
+        let emu = Emulator::new(data, docpipe::clock::ManualClock::new(noon()));
+        let server = docpipe::emulator::Server::start(emu, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        Self { server, clock }
+    }
+
     pub fn emu(&self) -> &Arc<Emulator> {
         &self.server.emulator
     }
@@ -239,22 +250,35 @@ pub fn targets(live: &Live, limits: docpipe::api::Limits) -> Vec<docpipe::export
             project: "alpha".into(),
             client: a.clone(),
             start: None,
+            datasets: vec!["page_views"],
         },
         docpipe::export::Target {
             project: "beta".into(),
             client: a,
             start: None,
+            datasets: vec!["page_views"],
         },
         docpipe::export::Target {
             project: "gamma".into(),
             client: b,
             start: None,
+            datasets: vec!["page_views"],
         },
     ]
 }
 
-/// A config for the test projects on `base_url`, writing to `out`; `extra` is appended.
+/// A config for the test projects (page views only) on `base_url`, writing to `out`; `extra`
+/// is appended.
 pub fn config(base_url: &str, out: &std::path::Path, extra: &str) -> String {
+    config_of(base_url, out, extra, r#"datasets = ["page_views"]"#)
+}
+
+/// A config for the test projects exporting the default datasets.
+pub fn config_all(base_url: &str, out: &std::path::Path, extra: &str) -> String {
+    config_of(base_url, out, extra, "")
+}
+
+fn config_of(base_url: &str, out: &std::path::Path, extra: &str, datasets: &str) -> String {
     format!(
         r#"
 [service]
@@ -271,12 +295,15 @@ analytics_per_hour = 100000
 [[projects]]
 id = "alpha"
 organization = "org-a"
+{datasets}
 [[projects]]
 id = "beta"
 organization = "org-a"
+{datasets}
 [[projects]]
 id = "gamma"
 organization = "org-b"
+{datasets}
 [export]
 output_dir = "{}"
 {extra}

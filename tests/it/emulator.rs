@@ -901,7 +901,7 @@ ops = ["views", "job_delete"]
         "invalid data file x.toml: admin key in organization o must start with mint_ (not mint_dsc_ or mint_us_); \
 project p names unknown organization missing; project p has pages = 0: must be between 1 and 1000000; \
 faults.error_rate = 2: must be between 0 and 1; \
-faults.ops: unknown operation \"job_delete\" (known: views, job_create, job_get, job_message, assistant)"
+faults.ops: unknown operation \"job_delete\" (known: views, job_create, job_get, job_message, assistant, visitors, searches, feedback, feedback_by_page, conversations, thread, caller_stats)"
     );
     let err = DataFile::parse("start_date = \"2026-01-01\"\nbogus = 1\n", "y.toml")
         .unwrap_err()

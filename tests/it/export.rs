@@ -217,7 +217,7 @@ async fn the_plan_is_known_before_sending_and_a_dry_run_sends_nothing() {
     assert_eq!(plan.expected_requests, 15 * 3 + 15 + 15);
     assert_eq!(plan.budgets["org-a"], (10, 0));
     let text = docpipe::export::describe_plan(&plan);
-    assert!(text.starts_with("plan: 45 windows due (12 provisional, 0 resumed), 0 skipped as final, about 75 analytics requests\n"), "{text}");
+    assert!(text.starts_with("plan: 45 page-view windows due (12 provisional, 0 resumed), 0 windows of other datasets (0 resumed), 0 skipped as final, about 75 analytics requests\n"), "{text}");
     // org-a needs 60 requests at 10 an hour: 10 now, 50 in the next five hours.
     assert!(text.contains("ETA: about 5 h at the budget"), "{text}");
 }
@@ -396,7 +396,7 @@ async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_on
     // And a rerun of the finished range sends nothing.
     let before = live.emu().stats()["views"].requests;
     let rerun = docpipe(&cfg, &range, None);
-    assert!(String::from_utf8_lossy(&rerun.stdout).contains("exported 0 windows"));
+    assert!(String::from_utf8_lossy(&rerun.stdout).contains("exported 0 page-view windows"));
     assert_eq!(live.emu().stats()["views"].requests, before);
 }
 
@@ -639,7 +639,7 @@ async fn bad_input_gets_one_line_and_exit_code_2_and_writes_nothing() {
     );
     assert!(run.status.success());
     let text = String::from_utf8_lossy(&run.stdout).to_string();
-    assert!(text.starts_with("plan: 30 windows due (0 provisional, 0 resumed), 0 skipped as final, about 30 analytics requests\n"), "{text}");
+    assert!(text.starts_with("plan: 30 page-view windows due (0 provisional, 0 resumed), 0 windows of other datasets (0 resumed), 0 skipped as final, about 30 analytics requests\n"), "{text}");
     assert!(text.ends_with("dry run: nothing sent\n"));
     assert_eq!(live.emu().stats().get("views").map_or(0, |s| s.requests), 0);
 }
@@ -678,7 +678,7 @@ async fn export_plans_each_project_from_its_start_date_or_the_last_30_days() {
     assert_eq!(
         plans,
         [
-            "plan: 66 windows due (12 provisional, 0 resumed), 0 skipped as final, about 66 analytics requests"
+            "plan: 66 page-view windows due (12 provisional, 0 resumed), 0 windows of other datasets (0 resumed), 0 skipped as final, about 66 analytics requests"
         ],
         "one plan for every project, each from its own first day: {text}"
     );
@@ -1002,12 +1002,13 @@ async fn a_storage_failure_stops_the_sending_at_once_with_one_line_and_exit_code
     let exported = stdout
         .lines()
         .find_map(|l| l.strip_prefix("exported "))
+        .map(|l| l.replace(" page-view windows", " windows"))
         .unwrap();
     let written: usize = exported.split(' ').next().unwrap().parse().unwrap();
     assert_eq!(written + n.parse::<usize>().unwrap(), 63, "{stdout}");
     let sent = live.emu().stats().get("views").map_or(0, |s| s.requests);
     assert!(
-        exported.contains(&format!(", {sent} analytics requests;")),
+        exported.contains(&format!(", {sent} analytics requests in all;")),
         "{exported}: the service saw {sent}"
     );
     assert!(

@@ -2,15 +2,15 @@
 //! ends each with a clear error instead of looping or hanging.
 
 use crate::common::*;
-use axum::Router;
 use axum::extract::{Path, Query};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Json, Router};
 use docpipe::api::ErrorKind;
 use docpipe::api::views::Window;
 use futures::TryStreamExt;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::collections::HashMap;
 
 /// Requests for `garbled` (one test asks for it).
@@ -390,6 +390,7 @@ async fn one_project(
         project: project.into(),
         client: client(base),
         start: None,
+        datasets: vec!["page_views"],
     }];
     (exporter, targets)
 }
@@ -543,4 +544,164 @@ fn question() -> docpipe::api::assistant::AskRequest {
         retrieval_page_size: 5,
         current_path: None,
     }
+}
+
+/// The hostile pages of the datasets beside page views: the project id names the case.
+async fn records_case(
+    Path((case, _rest)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let cursor = q.get("cursor").cloned();
+    let search = |term: &str| json!({"searchQuery": term, "hits": 1, "ctr": 0.5, "topClickedPage": null, "lastSearchedAt": "2026-03-10T10:00:00Z"});
+    let fb = |id: &str, comment: &str| json!({"id": id, "path": "/a", "comment": comment, "createdAt": "2026-03-10T10:00:00Z", "source": "agent", "status": "pending"});
+    let turn = |ts: Value, query: Value| json!({"id": "01HN8QZXYZ1234567890ABCDEF", "timestamp": ts, "query": query, "response": "r", "sources": [], "resolutionStatus": "answered", "queryCategory": null, "pageUrl": null});
+    let body = match case.as_str() {
+        "cursor-loop" => {
+            let term = format!("term {}", cursor.as_deref().unwrap_or("start"));
+            json!({"searches": [search(&term)], "totalSearches": 1, "nextCursor": "A"})
+        }
+        "repeated-id" => match cursor {
+            None => json!({"feedback": [fb("fb_1", "first")], "nextCursor": "c2", "hasMore": true}),
+            Some(_) => {
+                json!({"feedback": [fb("fb_2", "new"), fb("fb_1", "again")], "nextCursor": null, "hasMore": false})
+            }
+        },
+        "wrong-type" => {
+            json!({"conversations": [turn(json!(5), json!("q"))], "nextCursor": null, "hasMore": false})
+        }
+        "huge-string" => {
+            json!({"conversations": [turn(json!("2026-03-10T10:00:00Z"), json!("x".repeat(300 << 10)))], "nextCursor": null, "hasMore": false})
+        }
+        "no-next-cursor" => json!({"searches": [search("a")], "totalSearches": 1}),
+        "more-no-cursor" => {
+            json!({"feedback": [fb("fb_1", "x")], "nextCursor": null, "hasMore": true})
+        }
+        "empty-more" => {
+            json!({"totals": {"human": 1, "ai": 0, "total": 1}, "visitors": [], "hasMore": true})
+        }
+        "negative" => json!({"web": -3, "api": 0, "other": 0, "total": 0}),
+        "outside" => {
+            json!({"conversations": [turn(json!("2026-03-12T10:00:00Z"), json!("q"))], "nextCursor": null, "hasMore": false})
+        }
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    Json(body).into_response()
+}
+
+#[tokio::test]
+async fn every_hostile_page_of_the_other_datasets_gets_its_clear_error_and_nothing_is_written() {
+    let app = Router::new().route("/v1/analytics/{case}/{*rest}", get(records_case));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let w = "2026-03-10 to 2026-03-11";
+    let cases = [
+        (
+            "cursor-loop",
+            "searches",
+            format!(
+                "searches for project cursor-loop ({w}): paging stopped: cursor A repeats after page 2: the service's paging loops"
+            ),
+        ),
+        (
+            "repeated-id",
+            "feedback",
+            format!(
+                "feedback for project repeated-id ({w}): paging stopped: id \"fb_1\" appears twice, twice in a row"
+            ),
+        ),
+        (
+            "wrong-type",
+            "assistant",
+            format!(
+                "assistant for project wrong-type ({w}): malformed response: conversations[0].timestamp is a number, not a string"
+            ),
+        ),
+        (
+            "huge-string",
+            "assistant",
+            format!(
+                "assistant for project huge-string ({w}): malformed response: conversations[0].query is 307200 bytes, more than 256 KiB"
+            ),
+        ),
+        (
+            "no-next-cursor",
+            "searches",
+            format!(
+                "searches for project no-next-cursor ({w}): malformed response: searches body has no field `nextCursor`"
+            ),
+        ),
+        (
+            "more-no-cursor",
+            "feedback",
+            format!(
+                "feedback for project more-no-cursor ({w}): paging stopped: hasMore is true but nextCursor is null"
+            ),
+        ),
+        (
+            "empty-more",
+            "visitors",
+            format!(
+                "visitors for project empty-more ({w}): paging stopped: empty page at offset 0 says hasMore"
+            ),
+        ),
+        (
+            "negative",
+            "caller_stats",
+            format!(
+                "caller_stats for project negative ({w}): malformed response: body.web -3 is negative"
+            ),
+        ),
+        (
+            "outside",
+            "assistant",
+            format!(
+                "assistant for project outside ({w}): paging stopped: id \"01HN8QZXYZ1234567890ABCDEF\", timestamp 2026-03-12T10:00:00+00:00 is dated 2026-03-12, outside the days asked for"
+            ),
+        ),
+    ];
+    for (case, dataset, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let exporter = docpipe::export::Exporter::open(
+            dir.path(),
+            docpipe::clock::ManualClock::new(noon()),
+            3,
+        )
+        .await
+        .unwrap();
+        let targets = vec![docpipe::export::Target {
+            project: case.into(),
+            client: client(&base),
+            start: None,
+            datasets: vec![dataset],
+        }];
+        let plan = exporter
+            .plan(&targets, day("2026-03-10"), day("2026-03-10"))
+            .unwrap();
+        let summary = exporter.run(&targets, &plan).await;
+        assert_eq!(
+            summary.failed,
+            [(
+                case.to_string(),
+                day("2026-03-10"),
+                format!("{dataset} 2026-03-10..2026-03-11: {want}")
+            )],
+            "{case}"
+        );
+        assert!(summary.records.is_empty(), "{case}");
+        let written: Vec<_> = files_below(dir.path())
+            .into_iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "parquet"))
+            .collect();
+        assert!(written.is_empty(), "{case}: {written:?}");
+        let conn = rusqlite::Connection::open(dir.path().join("state.sqlite")).unwrap();
+        let pages: i64 = conn
+            .query_row("SELECT count(*) FROM record_pages", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(
+            pages, 0,
+            "{case}: a walk led astray is dropped, so the next run starts afresh"
+        );
+    }
+    task.abort();
 }

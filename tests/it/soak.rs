@@ -70,6 +70,7 @@ fn demo_targets(live: &Live) -> Vec<docpipe::export::Target> {
                 project: p.to_string(),
                 client: client.clone(),
                 start: None,
+                datasets: vec!["page_views"],
             });
         }
     }

@@ -1,0 +1,96 @@
+//! The analytics operations beside page views: one GET, its budget and retries, decoded by the
+//! caller's function (the datasets' descriptors decode; this layer knows no dataset).
+
+use super::views::Window;
+use super::{ApiError, Call, Client, ErrorKind, Operation, escape};
+use reqwest::Method;
+
+/// Where a request of a walk starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum At {
+    /// No paging parameter (a single response, or the first page of a cursor walk).
+    Start,
+    /// `offset=N`.
+    Offset(u64),
+    /// `cursor=C`.
+    Cursor(String),
+}
+
+impl Client {
+    /// GETs one page of the analytics operation `name` at `path_template` (`{project}` and
+    /// `{thread}` filled, escaped), for `window` when given, with `limit` when given; decodes the
+    /// body with `decode`, which also gets the body's bytes to keep.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn analytics_page<T>(
+        &self,
+        name: &'static str,
+        path_template: &str,
+        project: &str,
+        thread: Option<&str>,
+        window: Option<Window>,
+        limit: Option<u32>,
+        at: &At,
+        decode: impl Fn(&[u8]) -> Result<T, String>,
+    ) -> Result<T, ApiError> {
+        let mut path = path_template.replace("{project}", &escape(project));
+        if let Some(t) = thread {
+            path = path.replace("{thread}", &escape(t));
+        }
+        let mut query = Vec::new();
+        let target = match (window, thread) {
+            (_, Some(t)) => format!("project {project}, thread {t}"),
+            (Some(w), None) => {
+                query.push(("dateFrom", w.bound(w.from)));
+                query.push(("dateTo", w.bound(w.to)));
+                format!("project {project} ({} to {})", w.from, w.to)
+            }
+            (None, None) => format!("project {project}"),
+        };
+        if let Some(l) = limit {
+            query.push(("limit", l.to_string()));
+        }
+        match at {
+            At::Start => {}
+            At::Offset(o) => query.push(("offset", o.to_string())),
+            At::Cursor(c) => query.push(("cursor", c.clone())),
+        }
+        let call = self.analytics_call(Operation::Analytics(name), target, path, query);
+        self.send_json(&call, decode).await
+    }
+
+    /// An analytics GET: admin key, counted against the organization's analytics budget
+    /// (waiting for room in it).
+    pub(crate) fn analytics_call(
+        &self,
+        operation: Operation,
+        target: String,
+        path: String,
+        query: Vec<(&'static str, String)>,
+    ) -> Call {
+        let limits = self.settings().limits;
+        Call {
+            operation,
+            target,
+            method: Method::GET,
+            path,
+            query,
+            body: None,
+            budget: Some((
+                self.analytics_scope(),
+                limits.effective(limits.analytics_per_hour),
+            )),
+            admin: true,
+            wait_for_budget: true,
+            streams: false,
+        }
+    }
+
+    /// The error of a walk the service led astray (a cursor that loops, a row twice...).
+    pub fn paging_error(name: &'static str, target: String, detail: String) -> ApiError {
+        ApiError {
+            operation: Operation::Analytics(name),
+            target,
+            kind: ErrorKind::Paging(detail),
+        }
+    }
+}

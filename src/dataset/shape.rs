@@ -1,0 +1,712 @@
+//! The datasets other than page views, described as data: the array a page holds, each
+//! column's JSON field, type and nullability, the key, the day totals, the paging. One decoder
+//! turns any of their pages into rows of [`Cell`]s (refusing a wrong type, a huge string or a
+//! row past the limit), and one builder turns rows into a record batch of the table's schema.
+
+use super::{Dataset, Key, Paging, Table, Windowing};
+use arrow_array::builder::{
+    BooleanBuilder, Float64Builder, Int64Builder, ListBuilder, StringBuilder, StructBuilder,
+    TimestampMicrosecondBuilder,
+};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+use chrono::{DateTime, NaiveDate, Utc};
+use chrono_tz::Tz;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The longest string a field may hold (a response of the assistant is a few kilobytes).
+pub const MAX_TEXT_BYTES: usize = 256 << 10;
+/// The longest cursor docpipe sends back.
+pub const MAX_CURSOR_BYTES: usize = 1024;
+/// The most sources one assistant turn may cite.
+pub const MAX_SOURCES: usize = 1000;
+
+/// A column's type: how its JSON value reads and what Arrow type it is written as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A string (`Utf8`).
+    Text,
+    /// One of a set of strings (`Utf8`).
+    Choice(&'static [&'static str]),
+    /// A non-negative integer count (`Int64`); an integral float such as `12.0` reads too.
+    Count,
+    /// A finite non-negative number (`Float64`): a ratio.
+    Ratio,
+    /// `true` or `false` (`Boolean`).
+    Flag,
+    /// An RFC 3339 instant (`Timestamp(µs, UTC)`).
+    Time,
+    /// A list of `{title, url}` objects (`List<Struct<title, url>>`).
+    Sources,
+}
+
+/// Whether a column's field may be null or absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Present and not null.
+    Required,
+    /// Present, possibly null.
+    Nullable,
+    /// Possibly absent or null (a field of only some shapes): null then.
+    Optional,
+    /// Possibly absent: this value then (the service's documented default).
+    Default(&'static str),
+}
+
+/// One column: the snake_case name in the table, the field in the JSON.
+#[derive(Debug, Clone, Copy)]
+pub struct Column {
+    /// Name in the table.
+    pub name: &'static str,
+    /// Field in the service's JSON.
+    pub field: &'static str,
+    /// Type.
+    pub kind: Kind,
+    /// Nullability.
+    pub need: Need,
+}
+
+/// Shorthand for the descriptors.
+pub const fn col(name: &'static str, field: &'static str, kind: Kind, need: Need) -> Column {
+    Column {
+        name,
+        field,
+        kind,
+        need,
+    }
+}
+
+/// One value of a row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    /// Null.
+    Null,
+    /// A string.
+    Text(String),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+    /// An instant, in microseconds since the epoch.
+    Time(i64),
+    /// `(title, url)` pairs.
+    Sources(Vec<(String, String)>),
+}
+
+impl Cell {
+    /// The text, if it is one.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Cell::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The integer, if it is one.
+    pub fn int(&self) -> Option<i64> {
+        match self {
+            Cell::Int(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The instant, if it is one.
+    pub fn time(&self) -> Option<DateTime<Utc>> {
+        match self {
+            Cell::Time(us) => DateTime::from_timestamp_micros(*us),
+            _ => None,
+        }
+    }
+
+    /// The value as a key part (for duplicates and merges).
+    fn key_part(&self, out: &mut String) {
+        match self {
+            Cell::Null => out.push('\u{0}'),
+            Cell::Text(s) => out.push_str(s),
+            Cell::Int(v) | Cell::Time(v) => out.push_str(&v.to_string()),
+            Cell::Float(v) => out.push_str(&v.to_string()),
+            Cell::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Cell::Sources(_) => out.push('*'),
+        }
+    }
+}
+
+/// A row to write with its flags (see [`Shape::flags`]).
+pub type FlaggedRow<'a> = (&'a [Cell], &'a [bool]);
+
+/// A check of a whole decoded row.
+pub type RowCheck = fn(&[Cell]) -> Result<(), String>;
+
+/// Where a page's rows are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowsAt {
+    /// An array field of the body.
+    Array(&'static str),
+    /// The body itself is the one row.
+    Body,
+}
+
+/// The day totals a page carries beside its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TotalsAt {
+    /// None.
+    None,
+    /// An object field holding these columns.
+    Object(&'static str),
+    /// Top-level fields of the body.
+    Fields,
+}
+
+/// A dataset read through the generic walk.
+#[derive(Debug)]
+pub struct Shape {
+    /// Name in the config and the state.
+    pub name: &'static str,
+    /// The service's path, with `{project}` for the project id (and `{thread}`).
+    pub endpoint: &'static str,
+    /// How its pages follow each other.
+    pub paging: Paging,
+    /// How its windows are cut.
+    pub windowing: Windowing,
+    /// Where the rows are.
+    pub rows: RowsAt,
+    /// The row columns (`fetched_at` is added).
+    pub columns: &'static [Column],
+    /// The row key's columns: unique within a window, and what a merge replaces on.
+    pub key: &'static [&'static str],
+    /// The day totals.
+    pub totals_at: TotalsAt,
+    /// The totals' columns.
+    pub totals: &'static [Column],
+    /// `(row column, totals column)`: the rows of a complete window sum to the total.
+    pub sums: &'static [(&'static str, &'static str)],
+    /// The row table.
+    pub table: &'static str,
+    /// The totals table (`None`: no totals).
+    pub totals_table: Option<&'static str>,
+    /// For a span dataset: the instant column that gives a row's day (its partition).
+    pub day_of: Option<&'static str>,
+    /// For a span dataset: the table of rows whose instant is null (merged on the key).
+    pub undated_table: Option<&'static str>,
+    /// A check of a whole row beyond its columns' types (fields that depend on another's value).
+    pub check_row: Option<RowCheck>,
+    /// The tables, for [`Dataset::tables`].
+    pub tables: &'static [Table],
+    /// Boolean columns the rows carry beyond the service's fields, set by the exporter
+    /// (`cut_off` on `feedback_by_page`: the service had more rows for the day than it lets
+    /// anyone fetch).
+    pub flags: &'static [&'static str],
+    /// Whether it is exported when the config does not list datasets.
+    pub by_default: bool,
+}
+
+impl Dataset for Shape {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn endpoint(&self) -> &'static str {
+        self.endpoint
+    }
+    fn paging(&self) -> Paging {
+        self.paging
+    }
+    fn windowing(&self) -> Windowing {
+        self.windowing
+    }
+    fn tables(&self) -> &'static [Table] {
+        self.tables
+    }
+    fn by_default(&self) -> bool {
+        self.by_default
+    }
+    fn shape(&self) -> Option<&'static Shape> {
+        super::shape_by_name(self.name)
+    }
+}
+
+/// A table of a shape's descriptor (its schema comes from the shape by name).
+pub const fn table(
+    name: &'static str,
+    schema: fn() -> SchemaRef,
+    partition: &'static [Key],
+) -> Table {
+    Table {
+        name,
+        schema,
+        partition,
+    }
+}
+
+/// One decoded page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// Its rows, cells in column order.
+    pub rows: Vec<Vec<Cell>>,
+    /// Its day totals, cells in the totals' column order (empty without totals).
+    pub totals: Vec<Cell>,
+    /// `hasMore`, when the page has one.
+    pub has_more: Option<bool>,
+    /// `nextCursor`, for cursor paging (`None`: null).
+    pub next_cursor: Option<String>,
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn text(v: &Value, what: &str) -> Result<String, String> {
+    match v {
+        Value::String(s) if s.len() > MAX_TEXT_BYTES => Err(format!(
+            "{what} is {} bytes, more than {} KiB",
+            s.len(),
+            MAX_TEXT_BYTES >> 10
+        )),
+        Value::String(s) => Ok(s.clone()),
+        other => Err(format!("{what} is {}, not a string", type_name(other))),
+    }
+}
+
+/// A count: a non-negative integer in i64 (an integral float such as `12.0` too).
+pub fn count(v: &Value, what: &str) -> Result<i64, String> {
+    match v.as_number() {
+        Some(n) => crate::api::views::integral(n, what),
+        None => Err(format!("{what} is {}, not a number", type_name(v))),
+    }
+}
+
+fn cell(c: &Column, v: &Value, what: &str) -> Result<Cell, String> {
+    Ok(match c.kind {
+        Kind::Text => Cell::Text(text(v, what)?),
+        Kind::Choice(allowed) => {
+            let s = text(v, what)?;
+            if !allowed.contains(&s.as_str()) {
+                return Err(format!("{what} {s:?} is not one of {}", allowed.join(", ")));
+            }
+            Cell::Text(s)
+        }
+        Kind::Count => Cell::Int(count(v, what)?),
+        Kind::Ratio => match v.as_f64() {
+            Some(f) if f.is_finite() && f >= 0.0 => Cell::Float(f),
+            _ => return Err(format!("{what} {v} is not a non-negative number")),
+        },
+        Kind::Flag => match v {
+            Value::Bool(b) => Cell::Bool(*b),
+            other => return Err(format!("{what} is {}, not a boolean", type_name(other))),
+        },
+        Kind::Time => {
+            let s = text(v, what)?;
+            let t = DateTime::parse_from_rfc3339(&s)
+                .map_err(|_| format!("{what} {s:?} is not an RFC 3339 instant"))?;
+            Cell::Time(t.with_timezone(&Utc).timestamp_micros())
+        }
+        Kind::Sources => {
+            let Value::Array(items) = v else {
+                return Err(format!("{what} is {}, not an array", type_name(v)));
+            };
+            if items.len() > MAX_SOURCES {
+                return Err(format!(
+                    "{what} has {} items, more than {MAX_SOURCES}",
+                    items.len()
+                ));
+            }
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let field = |name: &str| match item.get(name) {
+                    Some(v) => text(v, &format!("{what}[{i}].{name}")),
+                    None => Err(format!("{what}[{i}] has no field `{name}`")),
+                };
+                out.push((field("title")?, field("url")?));
+            }
+            Cell::Sources(out)
+        }
+    })
+}
+
+/// The cells of an object's columns.
+fn cells(obj: &Value, columns: &[Column], what: &str) -> Result<Vec<Cell>, String> {
+    let Value::Object(map) = obj else {
+        return Err(format!("{what} is {}, not an object", type_name(obj)));
+    };
+    let mut out = Vec::with_capacity(columns.len() + 1);
+    for c in columns {
+        let name = format!("{what}.{}", c.field);
+        let v = match (map.get(c.field), c.need) {
+            (None, Need::Required | Need::Nullable) => {
+                return Err(format!("{what} has no field `{}`", c.field));
+            }
+            (None | Some(Value::Null), Need::Optional) => Cell::Null,
+            (None, Need::Default(d)) => Cell::Text(d.to_string()),
+            (Some(Value::Null), Need::Nullable) => Cell::Null,
+            (Some(Value::Null), Need::Required | Need::Default(_)) => {
+                return Err(format!("{name} is null"));
+            }
+            (Some(v), _) => cell(c, v, &name)?,
+        };
+        out.push(v);
+    }
+    Ok(out)
+}
+
+impl Shape {
+    /// A column's index by name.
+    pub fn index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
+    fn totals_index(&self, name: &str) -> Option<usize> {
+        self.totals.iter().position(|c| c.name == name)
+    }
+
+    /// The key of a row (its key columns' values joined).
+    pub fn key_of(&self, row: &[Cell]) -> String {
+        let mut out = String::new();
+        for (i, k) in self.key.iter().enumerate() {
+            if i > 0 {
+                out.push('\u{1f}');
+            }
+            if let Some(j) = self.index(k) {
+                row[j].key_part(&mut out);
+            }
+        }
+        out
+    }
+
+    /// The key as a reader would name it: `searchQuery "auth"`.
+    pub fn show_key(&self, row: &[Cell]) -> String {
+        self.key
+            .iter()
+            .filter_map(|k| self.index(k).map(|j| (k, &row[j])))
+            .map(|(k, c)| match c {
+                Cell::Text(s) => format!("{k} {s:?}"),
+                Cell::Time(_) => format!(
+                    "{k} {}",
+                    c.time().map(|t| t.to_rfc3339()).unwrap_or_default()
+                ),
+                other => format!("{k} {other:?}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The day of a span dataset's row in `tz` (`None`: its instant is null).
+    pub fn day_of(&self, row: &[Cell], tz: Tz) -> Option<NaiveDate> {
+        let i = self.index(self.day_of?)?;
+        row[i].time().map(|t| t.with_timezone(&tz).date_naive())
+    }
+
+    /// Decodes and checks a page: every column of every row typed as its descriptor says, no
+    /// more rows than asked for, the paging fields present.
+    pub fn decode(&self, body: &[u8], limit: Option<u32>) -> Result<Page, String> {
+        let what = self.name;
+        let v: Value = serde_json::from_slice(body).map_err(|e| format!("{what} body: {e}"))?;
+        if !v.is_object() {
+            return Err(format!("{what} body is {}, not an object", type_name(&v)));
+        }
+        let rows = match self.rows {
+            RowsAt::Body => vec![cells(&v, self.columns, "body")?],
+            RowsAt::Array(field) => {
+                let items = match v.get(field) {
+                    Some(Value::Array(items)) => items,
+                    Some(other) => {
+                        return Err(format!("{field} is {}, not an array", type_name(other)));
+                    }
+                    None => return Err(format!("{what} body has no field `{field}`")),
+                };
+                if let Some(limit) = limit
+                    && items.len() > limit as usize
+                {
+                    return Err(format!(
+                        "{} rows in a page, more than the limit {limit}",
+                        items.len()
+                    ));
+                }
+                let mut rows = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    let row = cells(item, self.columns, &format!("{field}[{i}]"))?;
+                    if let Some(check) = self.check_row {
+                        check(&row).map_err(|e| format!("{field}[{i}]: {e}"))?;
+                    }
+                    rows.push(row);
+                }
+                rows
+            }
+        };
+        let totals = match self.totals_at {
+            TotalsAt::None => Vec::new(),
+            TotalsAt::Fields => cells(&v, self.totals, "body")?,
+            TotalsAt::Object(field) => match v.get(field) {
+                Some(t) => cells(t, self.totals, field)?,
+                None => return Err(format!("{what} body has no field `{field}`")),
+            },
+        };
+        let has_more = match (self.paging, v.get("hasMore")) {
+            (
+                Paging::Cursor {
+                    has_more: false, ..
+                }
+                | Paging::Single,
+                _,
+            ) => None,
+            (_, Some(Value::Bool(b))) => Some(*b),
+            (_, Some(other)) => {
+                return Err(format!("hasMore is {}, not a boolean", type_name(other)));
+            }
+            (_, None) => return Err(format!("{what} body has no field `hasMore`")),
+        };
+        let next_cursor = match self.paging {
+            Paging::Cursor { .. } => match v.get("nextCursor") {
+                None => return Err(format!("{what} body has no field `nextCursor`")),
+                Some(Value::Null) => None,
+                Some(Value::String(s)) if s.is_empty() => {
+                    return Err("nextCursor is an empty string".into());
+                }
+                Some(Value::String(s)) if s.len() > MAX_CURSOR_BYTES => {
+                    return Err(format!(
+                        "nextCursor is {} bytes, more than {MAX_CURSOR_BYTES}",
+                        s.len()
+                    ));
+                }
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(other) => {
+                    return Err(format!("nextCursor is {}, not a string", type_name(other)));
+                }
+            },
+            _ => None,
+        };
+        Ok(Page {
+            rows,
+            totals,
+            has_more,
+            next_cursor,
+        })
+    }
+
+    /// The checks of a complete window's rows: each key once, each sum equal to its total.
+    pub fn check(&self, rows: &[&[Cell]], totals: &[Cell]) -> Result<(), String> {
+        let mut seen = std::collections::HashSet::with_capacity(rows.len());
+        for r in rows {
+            if !seen.insert(self.key_of(r)) {
+                return Err(format!("{} appears twice", self.show_key(r)));
+            }
+        }
+        for (row_col, total_col) in self.sums {
+            let (Some(i), Some(j)) = (self.index(row_col), self.totals_index(total_col)) else {
+                continue;
+            };
+            let sum: i128 = rows.iter().filter_map(|r| r[i].int()).map(i128::from).sum();
+            let total = totals.get(j).and_then(Cell::int).map(i128::from);
+            if total.is_some_and(|t| t != sum) {
+                return Err(format!(
+                    "{row_col} of the rows sum to {sum}, but {total_col} is {}",
+                    total.unwrap_or_default()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Schema of the row table: the columns, then `fetched_at` (and the extra flags).
+    pub fn schema(&self) -> SchemaRef {
+        let mut fields: Vec<Field> = self.columns.iter().map(field).collect();
+        fields.extend(
+            self.flags
+                .iter()
+                .map(|f| Field::new(*f, DataType::Boolean, false)),
+        );
+        fields.push(Field::new("fetched_at", ts_type(), false));
+        Arc::new(Schema::new(fields))
+    }
+
+    /// Schema of the totals table.
+    pub fn totals_schema(&self) -> SchemaRef {
+        let mut fields: Vec<Field> = self.totals.iter().map(field).collect();
+        fields.push(Field::new("rows", DataType::Int64, false));
+        fields.push(Field::new("fetched_at", ts_type(), false));
+        fields.push(Field::new("final", DataType::Boolean, false));
+        Arc::new(Schema::new(fields))
+    }
+
+    /// The row table's batch of `rows`, each with its flags (see [`Shape::flags`]).
+    pub fn batch(
+        &self,
+        rows: &[FlaggedRow<'_>],
+        fetched_at: DateTime<Utc>,
+    ) -> Result<RecordBatch, String> {
+        let schema = self.schema();
+        let mut cols: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        for (i, c) in self.columns.iter().enumerate() {
+            cols.push(column(c, rows.iter().map(|(r, _)| &r[i]))?);
+        }
+        for j in 0..self.flags.len() {
+            let mut b = BooleanBuilder::with_capacity(rows.len());
+            for (_, flags) in rows {
+                b.append_value(flags.get(j).copied().unwrap_or(false));
+            }
+            cols.push(Arc::new(b.finish()));
+        }
+        cols.push(times(rows.len(), fetched_at));
+        RecordBatch::try_new(schema, cols).map_err(|e| e.to_string())
+    }
+
+    /// The totals table's one-row batch.
+    pub fn totals_batch(
+        &self,
+        totals: &[Cell],
+        rows: i64,
+        fetched_at: DateTime<Utc>,
+        is_final: bool,
+    ) -> Result<RecordBatch, String> {
+        let mut cols: Vec<ArrayRef> = Vec::with_capacity(self.totals.len() + 3);
+        for (i, c) in self.totals.iter().enumerate() {
+            cols.push(column(c, std::iter::once(&totals[i]))?);
+        }
+        let mut n = Int64Builder::new();
+        n.append_value(rows);
+        cols.push(Arc::new(n.finish()));
+        cols.push(times(1, fetched_at));
+        let mut f = BooleanBuilder::new();
+        f.append_value(is_final);
+        cols.push(Arc::new(f.finish()));
+        RecordBatch::try_new(self.totals_schema(), cols).map_err(|e| e.to_string())
+    }
+}
+
+/// `Timestamp(µs, UTC)`.
+pub fn ts_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+}
+
+fn source_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("title", DataType::Utf8, false),
+        Field::new("url", DataType::Utf8, false),
+    ])
+}
+
+fn field(c: &Column) -> Field {
+    let ty = match c.kind {
+        Kind::Text | Kind::Choice(_) => DataType::Utf8,
+        Kind::Count => DataType::Int64,
+        Kind::Ratio => DataType::Float64,
+        Kind::Flag => DataType::Boolean,
+        Kind::Time => ts_type(),
+        Kind::Sources => DataType::List(Arc::new(Field::new(
+            "item",
+            DataType::Struct(source_fields()),
+            true,
+        ))),
+    };
+    let nullable = !matches!(c.need, Need::Required | Need::Default(_));
+    Field::new(c.name, ty, nullable)
+}
+
+fn times(n: usize, at: DateTime<Utc>) -> ArrayRef {
+    let mut b = TimestampMicrosecondBuilder::with_capacity(n).with_timezone("UTC");
+    for _ in 0..n {
+        b.append_value(at.timestamp_micros());
+    }
+    Arc::new(b.finish())
+}
+
+fn column<'a>(
+    c: &Column,
+    cells: impl ExactSizeIterator<Item = &'a Cell>,
+) -> Result<ArrayRef, String> {
+    let n = cells.len();
+    let wrong = |v: &Cell| format!("column {}: {v:?} does not fit its type", c.name);
+    Ok(match c.kind {
+        Kind::Text | Kind::Choice(_) => {
+            let mut b = StringBuilder::with_capacity(n, n * 16);
+            for v in cells {
+                match v {
+                    Cell::Text(s) => b.append_value(s),
+                    Cell::Null => b.append_null(),
+                    other => return Err(wrong(other)),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        Kind::Count => {
+            let mut b = Int64Builder::with_capacity(n);
+            for v in cells {
+                match v {
+                    Cell::Int(i) => b.append_value(*i),
+                    Cell::Null => b.append_null(),
+                    other => return Err(wrong(other)),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        Kind::Ratio => {
+            let mut b = Float64Builder::with_capacity(n);
+            for v in cells {
+                match v {
+                    Cell::Float(f) => b.append_value(*f),
+                    Cell::Null => b.append_null(),
+                    other => return Err(wrong(other)),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        Kind::Flag => {
+            let mut b = BooleanBuilder::with_capacity(n);
+            for v in cells {
+                match v {
+                    Cell::Bool(x) => b.append_value(*x),
+                    Cell::Null => b.append_null(),
+                    other => return Err(wrong(other)),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        Kind::Time => {
+            let mut b = TimestampMicrosecondBuilder::with_capacity(n).with_timezone("UTC");
+            for v in cells {
+                match v {
+                    Cell::Time(t) => b.append_value(*t),
+                    Cell::Null => b.append_null(),
+                    other => return Err(wrong(other)),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        Kind::Sources => {
+            let s = StructBuilder::from_fields(source_fields(), 0);
+            let mut b = ListBuilder::new(s).with_field(Arc::new(Field::new(
+                "item",
+                DataType::Struct(source_fields()),
+                true,
+            )));
+            for v in cells {
+                match v {
+                    Cell::Sources(items) => {
+                        let sb = b.values();
+                        for (title, url) in items {
+                            sb.field_builder::<StringBuilder>(0)
+                                .ok_or("sources: no title builder")?
+                                .append_value(title);
+                            sb.field_builder::<StringBuilder>(1)
+                                .ok_or("sources: no url builder")?
+                                .append_value(url);
+                            sb.append(true);
+                        }
+                        b.append(true);
+                    }
+                    Cell::Null => b.append(false),
+                    other => return Err(wrong(other)),
+                }
+            }
+            Arc::new(b.finish())
+        }
+    })
+}

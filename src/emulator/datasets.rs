@@ -1,0 +1,599 @@
+//! The analytics operations beside page views, with the OpenAPI file's parameters, limits,
+//! validation errors, paging and shapes: visitors (offset), searches (cursor, no `hasMore`),
+//! feedback (cursor), feedback by page (`hasMore` and no way to page), assistant conversations
+//! (ULID cursor), threads, caller stats. And `/_emulator/truth/{project}/{dataset}`: the whole
+//! truth of a range, unpaged, for tests.
+//!
+//! A range covers the UTC days whose midnight falls in it (aggregates) or the instants in it
+//! (feedback, turns). Choices where the OpenAPI file is silent: feedback by page counts
+//! contextual entries' `helpful` as thumbs up/down and every entry in `total`; the conversation
+//! `id` is the thread's ULID, repeated by each turn; caller stats' `total` is web + api + other.
+
+use super::analytics::{not_found, parse_query, parse_range};
+use super::data::KeyKind;
+use super::generate::midnight;
+use super::records::{self, Feedback, Search, Thread, parse_ulid, ulid};
+use super::{Emulator, Limit, Reply, invalid};
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+type Q = Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>;
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// A `limit` typed `number` in the OpenAPI file: an integral number within `1..=max`.
+fn number_limit(
+    q: &HashMap<String, String>,
+    max: u64,
+    default: u64,
+    problems: &mut Vec<String>,
+) -> usize {
+    match q.get("limit").map(|s| s.parse::<f64>()) {
+        None => default as usize,
+        Some(Ok(n)) if n.fract() == 0.0 && n >= 1.0 && n <= max as f64 => n as usize,
+        Some(_) => {
+            problems.push(format!("limit must be a number between 1 and {max}"));
+            default as usize
+        }
+    }
+}
+
+/// The UTC days whose data a range holds: those whose midnight is in it.
+fn days_of(from: NaiveDateTime, to: NaiveDateTime) -> Vec<NaiveDate> {
+    let mut out = Vec::new();
+    let mut d = from.date();
+    if midnight(d) < from {
+        d = d.succ_opt().unwrap_or(d);
+    }
+    while midnight(d) < to && out.len() < 4000 {
+        out.push(d);
+        d = match d.succ_opt() {
+            Some(n) => n,
+            None => break,
+        };
+    }
+    out
+}
+
+/// The UTC days an instant range touches.
+fn days_touched(from: NaiveDateTime, to: NaiveDateTime) -> Vec<NaiveDate> {
+    let mut out = Vec::new();
+    let mut d = from.date();
+    while midnight(d) < to && out.len() < 4000 {
+        out.push(d);
+        d = match d.succ_opt() {
+            Some(n) => n,
+            None => break,
+        };
+    }
+    out
+}
+
+/// A request's common part: key, budget, query, project.
+struct Req {
+    project: String,
+    q: HashMap<String, String>,
+    from: NaiveDateTime,
+    to: NaiveDateTime,
+    problems: Vec<String>,
+}
+
+fn begin(
+    emu: &Emulator,
+    project: String,
+    headers: &HeaderMap,
+    query: Q,
+) -> Result<Req, super::ApiError> {
+    let org = emu.authorize(headers, &[KeyKind::Admin, KeyKind::ReadOnlyAdmin])?;
+    emu.take(Limit::Analytics, &org)?;
+    let Ok(Query(q)) = query else {
+        return Err(invalid(&["query string is not valid".to_string()]));
+    };
+    let mut problems = Vec::new();
+    let (from, to) = parse_range(&q, emu.data().start_date, emu.today(), &mut problems);
+    emu.owned_project(&org, &project)?;
+    Ok(Req {
+        project,
+        q,
+        from,
+        to,
+        problems,
+    })
+}
+
+fn finish(r: &Req) -> Result<(), super::ApiError> {
+    if r.problems.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(&r.problems))
+    }
+}
+
+/// A signature of what a cursor was made for, so that one of another range is refused.
+fn signature(r: &Req, what: &str) -> u64 {
+    let mut keys: Vec<(&String, &String)> =
+        r.q.iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "cursor" | "limit"))
+            .collect();
+    keys.sort();
+    let text = format!("{what}|{}|{keys:?}", r.project);
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    }) & 0xFFFF_FFFF_FFFF
+}
+
+/// An opaque cursor: the next offset and the signature.
+fn make_cursor(r: &Req, what: &str, offset: usize, as_ulid: bool) -> String {
+    let sig = signature(r, what);
+    if as_ulid {
+        ulid(sig, offset as u128)
+    } else {
+        format!("{what}{offset:x}.{sig:x}")
+    }
+}
+
+/// The offset of a cursor, or the problem.
+fn read_cursor(r: &Req, what: &str, as_ulid: bool) -> Result<usize, String> {
+    let Some(c) = r.q.get("cursor") else {
+        return Ok(0);
+    };
+    let sig = signature(r, what);
+    let parsed = if as_ulid {
+        match parse_ulid(c) {
+            None => return Err("cursor must be a ULID".into()),
+            Some(v) => ((v >> 80) as u64 == sig).then_some((v & ((1u128 << 80) - 1)) as usize),
+        }
+    } else {
+        c.strip_prefix(what)
+            .and_then(|rest| rest.split_once('.'))
+            .and_then(|(o, s)| {
+                Some((
+                    usize::from_str_radix(o, 16).ok()?,
+                    u64::from_str_radix(s, 16).ok()?,
+                ))
+            })
+            .and_then(|(o, s)| (s == sig).then_some(o))
+    };
+    parsed.ok_or_else(|| "cursor is not valid for this query".to_string())
+}
+
+/// The `limit` (within `1..=max`) and the cursor's offset of a cursor-paged request, checked
+/// with the rest of its parameters.
+fn cursor_params(
+    r: &mut Req,
+    what: &str,
+    as_ulid: bool,
+    max: u64,
+    default: u64,
+) -> Result<(usize, usize), super::ApiError> {
+    let limit = number_limit(&r.q, max, default, &mut r.problems);
+    let offset = read_cursor(r, what, as_ulid).unwrap_or_else(|p| {
+        r.problems.push(p);
+        0
+    });
+    finish(r)?;
+    Ok((limit, offset))
+}
+
+/// One page of `all` as JSON and the cursor of the next (null at the end).
+fn cursor_page<T: Clone>(
+    r: &Req,
+    what: &str,
+    as_ulid: bool,
+    all: &[T],
+    (limit, offset): (usize, usize),
+    to_json: fn(&T) -> Value,
+) -> (Vec<Value>, Option<String>) {
+    let (rows, more) = page(all, offset, limit);
+    let next = more.then(|| make_cursor(r, what, offset + limit, as_ulid));
+    (rows.iter().map(to_json).collect(), next)
+}
+
+fn page<T: Clone>(all: &[T], offset: usize, limit: usize) -> (&[T], bool) {
+    let start = offset.min(all.len());
+    let end = offset.saturating_add(limit).min(all.len());
+    (&all[start..end], end < all.len())
+}
+
+fn project_of<'a>(emu: &'a Emulator, project: &str) -> Option<(&'a [String], f64, u64)> {
+    let g = emu.generator(project)?;
+    let p = emu.data().projects.iter().find(|p| p.id == project)?;
+    Some((g.paths(), p.daily_views, emu.data().seed))
+}
+
+// ---- visitors ----
+
+/// Visitors of a range: per page and site-wide; a range of several days counts people who came
+/// back once (not the days' sum).
+pub fn visitors_truth(
+    emu: &Emulator,
+    project: &str,
+    from: NaiveDateTime,
+    to: NaiveDateTime,
+) -> Option<(Vec<Value>, Value)> {
+    let (_, _, seed) = project_of(emu, project)?;
+    let days = days_of(from, to);
+    let mut per: HashMap<String, [u64; 6]> = HashMap::new();
+    let mut site = [0u64; 6];
+    for d in &days {
+        let views = emu.truth(project, *d, d.succ_opt()?)?;
+        let (rows, (h, a, t)) = records::day_visitors(seed, project, *d, &views);
+        for (path, hv, av, tv) in rows {
+            let e = per.entry(path).or_default();
+            for (i, v) in [hv, av, tv].into_iter().enumerate() {
+                e[i] += v;
+                e[i + 3] = e[i + 3].max(v);
+            }
+        }
+        for (i, v) in [h, a, t].into_iter().enumerate() {
+            site[i] += v;
+            site[i + 3] = site[i + 3].max(v);
+        }
+    }
+    let n = days.len() as u64;
+    let mut rows: Vec<(String, u64, u64, u64)> = per
+        .into_iter()
+        .map(|(p, e)| {
+            let (h, a) = (
+                records::over_days(e[0], e[3], n),
+                records::over_days(e[1], e[4], n),
+            );
+            let t = records::over_days(e[2], e[5], n).min(h + a);
+            (p, h, a, t)
+        })
+        .collect();
+    rows.sort_by(|x, y| y.3.cmp(&x.3).then_with(|| x.0.cmp(&y.0)));
+    let (h, a) = (
+        records::over_days(site[0], site[3], n),
+        records::over_days(site[1], site[4], n),
+    );
+    let t = records::over_days(site[2], site[5], n).min(h + a);
+    let rows = rows.into_iter().map(|(path, human, ai, total)| json!({"path": path, "human": human, "ai": ai, "total": total})).collect();
+    Some((rows, json!({"human": h, "ai": a, "total": t})))
+}
+
+/// `GET /v1/analytics/{projectId}/visitors`.
+pub async fn visitors(
+    State(emu): State<Arc<Emulator>>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+    query: Q,
+) -> Reply {
+    let r = begin(&emu, project, &headers, query)?;
+    // The same parameters as page views, checked the same way.
+    let q = parse_query(&r.q, emu.data().start_date, emu.today()).map_err(|p| invalid(&p))?;
+    let (offset, limit) = (q.offset, q.limit);
+    let (rows, totals) = visitors_truth(&emu, &r.project, r.from, r.to).ok_or_else(not_found)?;
+    let (rows, has_more) = page(&rows, offset, limit);
+    Ok(Json(json!({"totals": totals, "visitors": rows, "hasMore": has_more})).into_response())
+}
+
+// ---- searches ----
+
+fn searches_truth(
+    emu: &Emulator,
+    project: &str,
+    from: NaiveDateTime,
+    to: NaiveDateTime,
+) -> Option<Vec<Search>> {
+    let (paths, views, seed) = project_of(emu, project)?;
+    let now = emu.now();
+    let days = days_of(from, to)
+        .into_iter()
+        .map(|d| records::day_searches(seed, project, d, paths, views, now))
+        .collect();
+    Some(records::merge_searches(days))
+}
+
+fn search_json(s: &Search) -> Value {
+    json!({"searchQuery": s.query, "hits": s.hits, "ctr": s.ctr, "topClickedPage": s.top, "lastSearchedAt": ts(s.last)})
+}
+
+/// `GET /v1/analytics/{projectId}/searches`.
+pub async fn searches(
+    State(emu): State<Arc<Emulator>>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+    query: Q,
+) -> Reply {
+    let mut r = begin(&emu, project, &headers, query)?;
+    let at = cursor_params(&mut r, "s", false, 100, 50)?;
+    let all = searches_truth(&emu, &r.project, r.from, r.to).ok_or_else(not_found)?;
+    let total: u64 = all.iter().map(|s| s.hits).sum();
+    let (rows, next) = cursor_page(&r, "s", false, &all, at, search_json);
+    Ok(Json(json!({"searches": rows, "totalSearches": total, "nextCursor": next})).into_response())
+}
+
+// ---- feedback ----
+
+const SOURCES: [&str; 4] = ["code_snippet", "contextual", "agent", "thumbs_only"];
+const STATUSES: [&str; 4] = ["pending", "in_progress", "resolved", "dismissed"];
+
+/// Feedback made in the range (newest first), filtered by source and statuses.
+fn feedback_truth(
+    emu: &Emulator,
+    project: &str,
+    from: NaiveDateTime,
+    to: NaiveDateTime,
+    source: Option<&str>,
+    statuses: Option<&[String]>,
+) -> Option<Vec<Feedback>> {
+    let (paths, views, seed) = project_of(emu, project)?;
+    let now = emu.now();
+    let (from, to) = (from.and_utc(), to.and_utc());
+    let mut out: Vec<Feedback> = days_touched(from.naive_utc(), to.naive_utc())
+        .into_iter()
+        .flat_map(|d| records::day_feedback(seed, project, d, paths, views, now))
+        .filter(|f| f.made >= from && f.made < to)
+        .filter(|f| source.is_none_or(|s| f.source == s))
+        .filter(|f| statuses.is_none_or(|st| st.iter().any(|s| s == f.status)))
+        .collect();
+    out.sort_by(|a, b| b.made.cmp(&a.made).then_with(|| a.id.cmp(&b.id)));
+    Some(out)
+}
+
+fn feedback_json(f: &Feedback) -> Value {
+    let mut v = json!({
+        "id": f.id, "path": f.path, "comment": f.comment,
+        "createdAt": f.dated.then(|| ts(f.made)), "source": f.source, "status": f.status,
+    });
+    match f.source {
+        "contextual" => {
+            v["helpful"] = json!(f.helpful);
+            v["contact"] = json!(f.contact);
+        }
+        "code_snippet" => {
+            if let Some((code, filename, lang)) = &f.code {
+                v["code"] = json!(code);
+                v["filename"] = json!(filename);
+                v["lang"] = json!(lang);
+            }
+        }
+        _ => {}
+    }
+    v
+}
+
+/// The `source` and `status` filters, checked.
+fn filters(r: &mut Req) -> (Option<String>, Option<Vec<String>>) {
+    let source = r.q.get("source").cloned();
+    if let Some(s) = &source
+        && !SOURCES.contains(&s.as_str())
+    {
+        r.problems
+            .push(format!("source must be one of {}", SOURCES.join(", ")));
+    }
+    let statuses: Option<Vec<String>> =
+        r.q.get("status")
+            .map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
+    if let Some(st) = &statuses
+        && let Some(bad) = st.iter().find(|s| !STATUSES.contains(&s.as_str()))
+    {
+        r.problems.push(format!(
+            "status {bad:?} must be one of {}",
+            STATUSES.join(", ")
+        ));
+    }
+    (source, statuses)
+}
+
+/// `GET /v1/analytics/{projectId}/feedback`.
+pub async fn feedback(
+    State(emu): State<Arc<Emulator>>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+    query: Q,
+) -> Reply {
+    let mut r = begin(&emu, project, &headers, query)?;
+    let (source, statuses) = filters(&mut r);
+    let at = cursor_params(&mut r, "f", false, 100, 50)?;
+    let all = feedback_truth(
+        &emu,
+        &r.project,
+        r.from,
+        r.to,
+        source.as_deref(),
+        statuses.as_deref(),
+    )
+    .ok_or_else(not_found)?;
+    let (rows, next) = cursor_page(&r, "f", false, &all, at, feedback_json);
+    let more = next.is_some();
+    Ok(Json(json!({"feedback": rows, "nextCursor": next, "hasMore": more})).into_response())
+}
+
+fn by_page_truth(all: &[Feedback]) -> Vec<Value> {
+    let mut per: HashMap<&str, [u64; 4]> = HashMap::new();
+    for f in all {
+        let e = per.entry(&f.path).or_default();
+        match f.source {
+            "contextual" if f.helpful => e[0] += 1,
+            "contextual" => e[1] += 1,
+            "code_snippet" => e[2] += 1,
+            _ => {}
+        }
+        e[3] += 1;
+    }
+    let mut rows: Vec<(&str, [u64; 4])> = per.into_iter().collect();
+    rows.sort_by(|a, b| b.1[3].cmp(&a.1[3]).then_with(|| a.0.cmp(b.0)));
+    rows.into_iter()
+        .map(|(p, c)| json!({"path": p, "thumbsUp": c[0], "thumbsDown": c[1], "code": c[2], "total": c[3]}))
+        .collect()
+}
+
+/// `GET /v1/analytics/{projectId}/feedback/by-page`.
+pub async fn feedback_by_page(
+    State(emu): State<Arc<Emulator>>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+    query: Q,
+) -> Reply {
+    let mut r = begin(&emu, project, &headers, query)?;
+    let limit = number_limit(&r.q, 100, 10, &mut r.problems);
+    let (source, statuses) = filters(&mut r);
+    finish(&r)?;
+    let all = feedback_truth(
+        &emu,
+        &r.project,
+        r.from,
+        r.to,
+        source.as_deref(),
+        statuses.as_deref(),
+    )
+    .ok_or_else(not_found)?;
+    let rows = by_page_truth(&all);
+    let (rows, more) = page(&rows, 0, limit);
+    Ok(Json(json!({"feedback": rows, "hasMore": more})).into_response())
+}
+
+// ---- assistant ----
+
+/// Threads with a turn in the range, and the turns in it (newest first), as of now.
+fn turns_truth(
+    emu: &Emulator,
+    project: &str,
+    from: NaiveDateTime,
+    to: NaiveDateTime,
+) -> Option<Vec<records::Turn>> {
+    let (paths, views, seed) = project_of(emu, project)?;
+    let now = emu.now();
+    let (from, to) = (from.and_utc(), to.and_utc());
+    // A thread's turns may run past midnight: the day before is looked at too.
+    let start = from.date_naive().pred_opt()?;
+    let mut turns: Vec<records::Turn> = days_touched(midnight(start), to.naive_utc())
+        .into_iter()
+        .flat_map(|d| records::day_threads(seed, project, d, paths, views, now))
+        .flat_map(|t| t.turns)
+        .filter(|t| t.at >= from && t.at < to && t.at <= now)
+        .collect();
+    turns.sort_by(|a, b| b.at.cmp(&a.at).then_with(|| a.id.cmp(&b.id)));
+    Some(turns)
+}
+
+fn turn_json(t: &records::Turn) -> Value {
+    let mut v = json!({
+        "id": t.id, "timestamp": ts(t.at), "query": t.query, "response": t.response,
+        "sources": t.sources.iter().map(|(title, url)| json!({"title": title, "url": url})).collect::<Vec<_>>(),
+        "resolutionStatus": if t.answered { "answered" } else { "unanswered" },
+        "queryCategory": t.category, "pageUrl": t.page_url,
+    });
+    if let Some(rt) = t.response_type {
+        v["responseType"] = json!(rt);
+    }
+    v
+}
+
+/// `GET /v1/analytics/{projectId}/assistant`.
+pub async fn conversations(
+    State(emu): State<Arc<Emulator>>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+    query: Q,
+) -> Reply {
+    let mut r = begin(&emu, project, &headers, query)?;
+    let at = cursor_params(&mut r, "a", true, 1000, 100)?;
+    let all = turns_truth(&emu, &r.project, r.from, r.to).ok_or_else(not_found)?;
+    let (rows, next) = cursor_page(&r, "a", true, &all, at, turn_json);
+    let more = next.is_some();
+    Ok(Json(json!({"conversations": rows, "nextCursor": next, "hasMore": more})).into_response())
+}
+
+/// A thread by its ULID, as of now.
+fn find_thread(emu: &Emulator, project: &str, id: &str) -> Option<Thread> {
+    let v = parse_ulid(id)?;
+    let ms = (v >> 80) as i64;
+    let created = DateTime::from_timestamp_millis(ms)?;
+    let (paths, views, seed) = project_of(emu, project)?;
+    let now = emu.now();
+    if created > now {
+        return None;
+    }
+    let mut t = records::day_threads(seed, project, created.date_naive(), paths, views, now)
+        .into_iter()
+        .find(|t| t.id == id)?;
+    t.turns.retain(|x| x.at <= now);
+    Some(t)
+}
+
+fn thread_json(t: &Thread) -> Value {
+    let mut messages = Vec::new();
+    for (i, turn) in t.turns.iter().enumerate() {
+        let ms = turn.at.timestamp_millis() as u64;
+        let answered_at = turn.at + chrono::Duration::seconds(4);
+        messages.push(json!({"id": ulid(ms, (i as u128) << 1), "role": "user", "content": turn.query, "createdAt": ts(turn.at)}));
+        messages.push(json!({"id": ulid(ms + 4000, ((i as u128) << 1) | 1), "role": "assistant", "content": turn.response, "createdAt": ts(answered_at)}));
+    }
+    json!({"threadId": t.id, "createdAt": ts(t.created), "messages": messages})
+}
+
+/// `GET /v1/analytics/{projectId}/assistant/threads/{threadId}`.
+pub async fn thread(
+    State(emu): State<Arc<Emulator>>,
+    Path((project, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Reply {
+    let org = emu.authorize(&headers, &[KeyKind::Admin, KeyKind::ReadOnlyAdmin])?;
+    emu.take(Limit::Analytics, &org)?;
+    emu.owned_project(&org, &project)?;
+    if parse_ulid(&id).is_none() {
+        return Err(super::error(StatusCode::BAD_REQUEST, "Invalid thread ID"));
+    }
+    let t = find_thread(&emu, &project, &id)
+        .ok_or_else(|| super::error(StatusCode::NOT_FOUND, "Thread not found"))?;
+    Ok(Json(thread_json(&t)).into_response())
+}
+
+fn caller_truth(turns: &[records::Turn]) -> Value {
+    let count = |c: &str| turns.iter().filter(|t| t.caller == c).count();
+    let (web, api, other) = (count("web"), count("api"), count("other"));
+    json!({"web": web, "api": api, "other": other, "total": web + api + other})
+}
+
+/// `GET /v1/analytics/{projectId}/assistant/caller-stats`.
+pub async fn caller_stats(
+    State(emu): State<Arc<Emulator>>,
+    Path(project): Path<String>,
+    headers: HeaderMap,
+    query: Q,
+) -> Reply {
+    let r = begin(&emu, project, &headers, query)?;
+    finish(&r)?;
+    let turns = turns_truth(&emu, &r.project, r.from, r.to).ok_or_else(not_found)?;
+    Ok(Json(caller_truth(&turns)).into_response())
+}
+
+/// `GET /_emulator/truth/{project}/{dataset}?dateFrom&dateTo[&thread]`: a dataset's whole truth
+/// for a range, unpaged, no key, no budget (tests compare exports with it).
+pub async fn truth(
+    State(emu): State<Arc<Emulator>>,
+    Path((project, dataset)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Reply {
+    let mut problems = Vec::new();
+    let (from, to) = parse_range(&q, emu.data().start_date, emu.today(), &mut problems);
+    if !problems.is_empty() {
+        return Err(invalid(&problems));
+    }
+    let p = project.as_str();
+    let body = match dataset.as_str() {
+        "visitors" => visitors_truth(&emu, p, from, to).map(|(rows, totals)| json!({"totals": totals, "visitors": rows, "hasMore": false})),
+        "searches" => searches_truth(&emu, p, from, to).map(|all| {
+            let total: u64 = all.iter().map(|s| s.hits).sum();
+            json!({"searches": all.iter().map(search_json).collect::<Vec<_>>(), "totalSearches": total, "nextCursor": null})
+        }),
+        "feedback" => feedback_truth(&emu, p, from, to, None, None).map(|all| json!({"feedback": all.iter().map(feedback_json).collect::<Vec<_>>(), "nextCursor": null, "hasMore": false})),
+        "feedback_by_page" => feedback_truth(&emu, p, from, to, None, None).map(|all| json!({"feedback": by_page_truth(&all), "hasMore": false})),
+        "assistant" => turns_truth(&emu, p, from, to).map(|all| json!({"conversations": all.iter().map(turn_json).collect::<Vec<_>>(), "nextCursor": null, "hasMore": false})),
+        "caller_stats" => turns_truth(&emu, p, from, to).map(|all| caller_truth(&all)),
+        "threads" => q.get("thread").and_then(|id| find_thread(&emu, p, id)).map(|t| thread_json(&t)),
+        _ => None,
+    };
+    body.map(|b| Json(b).into_response()).ok_or_else(not_found)
+}

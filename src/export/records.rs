@@ -1,0 +1,899 @@
+//! The generic walk of every dataset but page views: plan its windows (a day, or a span of
+//! days), walk them by offset, cursor or a single request with the guards page views have
+//! (a cursor that repeats, an empty page that says there is more, a page twice, a row twice),
+//! keep each page in the state so that a killed run resumes at the next one, check, write the
+//! partitions atomically and record them. Assistant threads are fetched after the turns.
+
+use super::{CrashPoints, ExportError, Exporter, Stops, Summary, Target};
+use crate::api::Client;
+use crate::api::analytics::At;
+use crate::api::views::{MAX_WALK_PAGES, Window};
+use crate::dataset::analytics::{ASSISTANT, THREAD_MESSAGES, THREADS};
+use crate::dataset::parquet::{self as pq, WriteError};
+use crate::dataset::shape::{Cell, FlaggedRow, Page, Shape};
+use crate::dataset::{Paging, Windowing};
+use crate::layout::{PART, Pending, partition_dir, project_dir};
+use crate::store::{RecordWalk, RecordsWritten};
+use arrow_array::{Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use chrono::{DateTime, NaiveDate, Utc};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// How the span datasets re-fetch and how many threads a run fetches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordSettings {
+    /// Feedback days fetched again on every run.
+    pub feedback_recheck_days: u32,
+    /// Assistant days fetched again before the last one fetched.
+    pub assistant_overlap_days: u32,
+    /// Threads fetched per project and run.
+    pub threads_per_run: u32,
+}
+
+impl Default for RecordSettings {
+    fn default() -> Self {
+        Self {
+            feedback_recheck_days: 14,
+            assistant_overlap_days: 1,
+            threads_per_run: 20,
+        }
+    }
+}
+
+impl RecordSettings {
+    fn recheck(&self, shape: &Shape) -> u32 {
+        match (shape.name, shape.windowing) {
+            ("feedback", _) => self.feedback_recheck_days,
+            ("assistant", _) => self.assistant_overlap_days,
+            (_, Windowing::Span { recheck_days }) => recheck_days,
+            _ => 0,
+        }
+    }
+}
+
+/// A window of a generic dataset that needs fetching.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordDue {
+    /// The dataset.
+    pub dataset: &'static str,
+    /// The window (its days `from..to`).
+    pub walk: RecordWalk,
+    /// Whether its days are final once written (a daily window past the lateness allowance).
+    pub becomes_final: bool,
+    /// Pages stored from an interrupted walk.
+    pub stored_pages: u64,
+    /// Requests it is expected to need.
+    pub expected_requests: u64,
+}
+
+impl RecordDue {
+    fn shape(&self) -> &'static Shape {
+        crate::dataset::shape_by_name(self.dataset).unwrap_or(&ASSISTANT)
+    }
+}
+
+/// What happened to one window of a generic dataset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordOutcome {
+    /// Dataset.
+    pub dataset: &'static str,
+    /// Project.
+    pub project: String,
+    /// First day.
+    pub from: NaiveDate,
+    /// The day after the last.
+    pub to: NaiveDate,
+    /// Rows written.
+    pub rows: i64,
+    /// Requests sent for it.
+    pub requests: u64,
+    /// For `feedback_by_page`: the service had more rows than it lets anyone fetch.
+    pub cut_off: bool,
+    /// Final.
+    pub is_final: bool,
+}
+
+/// The folder of a table's partition for `day` (`None`: the per-project one).
+fn dir_of(root: &Path, table: &str, project: &str, day: Option<NaiveDate>) -> PathBuf {
+    match day {
+        Some(d) => partition_dir(root, table, project, d),
+        None => project_dir(root, table, project),
+    }
+}
+
+fn encode_error(dir: &Path, message: String) -> WriteError {
+    WriteError::Encode {
+        path: dir.display().to_string(),
+        message,
+    }
+}
+
+/// Removes a partition (a day that has no rows any more).
+fn remove_partition(dir: &Path) -> Result<(), WriteError> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(WriteError::Io {
+            path: dir.display().to_string(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The batches of a written partition, if there is one.
+fn read_partition(dir: &Path) -> Result<Option<RecordBatch>, WriteError> {
+    let file = dir.join(PART);
+    let f = match std::fs::File::open(&file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(WriteError::Io {
+                path: file.display().to_string(),
+                source: e,
+            });
+        }
+    };
+    let bad = |e: String| encode_error(dir, format!("cannot read the partition to merge: {e}"));
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+        .and_then(|b| b.build())
+        .map_err(|e| bad(e.to_string()))?;
+    let schema = arrow_array::RecordBatchReader::schema(&reader);
+    let batches: Vec<RecordBatch> = reader
+        .collect::<Result<_, _>>()
+        .map_err(|e| bad(e.to_string()))?;
+    arrow_select::concat::concat_batches(&schema, &batches)
+        .map(Some)
+        .map_err(|e| bad(e.to_string()))
+}
+
+/// The keys of a written batch's rows, as [`Shape::key_of`] makes them (text and instant keys).
+fn batch_keys(shape: &Shape, batch: &RecordBatch) -> Vec<String> {
+    let mut keys = vec![String::new(); batch.num_rows()];
+    for (n, k) in shape.key.iter().enumerate() {
+        let Some(col) = batch.column_by_name(k) else {
+            continue;
+        };
+        for (i, key) in keys.iter_mut().enumerate() {
+            if n > 0 {
+                key.push('\u{1f}');
+            }
+            if col.is_null(i) {
+                key.push('\u{0}');
+            } else if let Some(s) = col.as_any().downcast_ref::<StringArray>() {
+                key.push_str(s.value(i));
+            } else if let Some(t) = col.as_any().downcast_ref::<TimestampMicrosecondArray>() {
+                key.push_str(&t.value(i).to_string());
+            }
+        }
+    }
+    keys
+}
+
+/// `existing` with the rows whose key is in `new` left out, then `new`: a merge on the key.
+fn merge(
+    shape: &Shape,
+    existing: RecordBatch,
+    new: RecordBatch,
+    dir: &Path,
+) -> Result<RecordBatch, WriteError> {
+    let replaced: HashSet<String> = batch_keys(shape, &new).into_iter().collect();
+    let keep: arrow_array::BooleanArray = batch_keys(shape, &existing)
+        .iter()
+        .map(|k| Some(!replaced.contains(k)))
+        .collect();
+    let bad = |e: arrow_schema::ArrowError| encode_error(dir, e.to_string());
+    let kept = arrow_select::filter::filter_record_batch(&existing, &keep).map_err(bad)?;
+    if kept.schema() != new.schema() {
+        return Err(encode_error(
+            dir,
+            "the partition to merge into has another schema; move it away and export again".into(),
+        ));
+    }
+    arrow_select::concat::concat_batches(&new.schema(), &[kept, new]).map_err(bad)
+}
+
+/// The partitions a window writes, not yet in place; committed together.
+#[derive(Default)]
+struct Writes {
+    pending: Vec<Pending>,
+    removals: Vec<PathBuf>,
+}
+
+impl Writes {
+    fn add(&mut self, dir: &Path, batch: &RecordBatch) -> Result<(), WriteError> {
+        self.pending.push(pq::write_batch(dir, batch)?);
+        Ok(())
+    }
+
+    fn abandon(self) {
+        for p in self.pending {
+            p.abandon();
+        }
+    }
+
+    fn commit(self, crash: &CrashPoints) -> Result<(), WriteError> {
+        crash.hit("before rename");
+        for p in self.pending {
+            pq::commit(p)?;
+        }
+        for d in self.removals {
+            remove_partition(&d)?;
+        }
+        Ok(())
+    }
+}
+
+/// A decoded page and where the next one starts.
+struct Walked {
+    pages: Vec<Page>,
+}
+
+impl Walked {
+    /// Where the next request starts, `None` when the walk is complete; an error when the
+    /// pages so far lead nowhere (the guards).
+    fn next(&self, shape: &Shape) -> Result<Option<At>, String> {
+        let Some(last) = self.pages.last() else {
+            return Ok(Some(match shape.paging {
+                Paging::Offset { .. } => At::Offset(0),
+                _ => At::Start,
+            }));
+        };
+        let n = self.pages.len() as u64;
+        match shape.paging {
+            Paging::Single | Paging::Capped { .. } => Ok(None),
+            Paging::Offset { limit } => {
+                if last.has_more != Some(true) {
+                    return Ok(None);
+                }
+                if last.rows.is_empty() {
+                    return Err(format!(
+                        "empty page at offset {} says hasMore",
+                        (n - 1) * u64::from(limit)
+                    ));
+                }
+                if n >= MAX_WALK_PAGES {
+                    return Err(format!(
+                        "hasMore after {n} pages: a window of more than {MAX_WALK_PAGES} pages is refused"
+                    ));
+                }
+                Ok(Some(At::Offset(n * u64::from(limit))))
+            }
+            Paging::Cursor { .. } => {
+                let cursor = match (&last.next_cursor, last.has_more) {
+                    (None, Some(true)) => {
+                        return Err("hasMore is true but nextCursor is null".into());
+                    }
+                    (None, _) | (Some(_), Some(false)) => return Ok(None),
+                    (Some(c), _) => c,
+                };
+                if last.rows.is_empty() {
+                    return Err(format!("empty page {n} gives a next cursor"));
+                }
+                if self.pages[..self.pages.len() - 1]
+                    .iter()
+                    .any(|p| p.next_cursor.as_ref() == Some(cursor))
+                {
+                    return Err(format!(
+                        "cursor {} repeats after page {n}: the service's paging loops",
+                        crate::text::one_line(cursor)
+                    ));
+                }
+                if n >= MAX_WALK_PAGES {
+                    return Err(format!(
+                        "a next cursor after {n} pages: a window of more than {MAX_WALK_PAGES} pages is refused"
+                    ));
+                }
+                Ok(Some(At::Cursor(cursor.clone())))
+            }
+        }
+    }
+
+    /// The checks of a complete walk: the same totals on every page, each key once, sums.
+    fn check(&self, shape: &Shape) -> Result<(), String> {
+        let totals = self
+            .pages
+            .first()
+            .map(|p| p.totals.as_slice())
+            .unwrap_or(&[]);
+        if let Some((i, _)) = self
+            .pages
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.totals != totals)
+        {
+            return Err(format!(
+                "the day totals changed during the walk (page {})",
+                i + 1
+            ));
+        }
+        let rows: Vec<&[Cell]> = self
+            .pages
+            .iter()
+            .flat_map(|p| p.rows.iter().map(Vec::as_slice))
+            .collect();
+        shape.check(&rows, totals)
+    }
+}
+
+impl Exporter {
+    /// The windows of the generic datasets due for `targets` over `from..=to`.
+    pub(super) fn plan_records(
+        &self,
+        targets: &[Target],
+        from: NaiveDate,
+        to: NaiveDate,
+    ) -> Result<(Vec<RecordDue>, u64), ExportError> {
+        let mut due = Vec::new();
+        let mut skipped = 0;
+        let to = to.min(self.today());
+        for t in targets {
+            let from = t.start.unwrap_or(from);
+            for name in &t.datasets {
+                let Some(shape) = crate::dataset::shape_by_name(name) else {
+                    continue;
+                };
+                let in_progress = self.state().record_walk(shape.name, &t.project)?;
+                let stored = |w: &RecordWalk| -> Result<u64, ExportError> {
+                    Ok(if in_progress.as_ref() == Some(w) {
+                        self.state().record_pages(w)?.len() as u64
+                    } else {
+                        0
+                    })
+                };
+                match shape.windowing {
+                    Windowing::OnDemand => {}
+                    Windowing::Daily => {
+                        let known = self.state().record_days(shape.name, &t.project)?;
+                        let mut day = to;
+                        while day >= from {
+                            let exists = partition_dir(self.output(), shape.table, &t.project, day)
+                                .join(PART)
+                                .is_file();
+                            if known.get(&day) == Some(&true) && exists {
+                                skipped += 1;
+                            } else if crate::api::views::day_exists(day, self.tz) {
+                                let walk = RecordWalk {
+                                    dataset: shape.name,
+                                    project: t.project.clone(),
+                                    from: day,
+                                    to: day.succ_opt().unwrap_or(day),
+                                };
+                                due.push(RecordDue {
+                                    dataset: shape.name,
+                                    stored_pages: stored(&walk)?,
+                                    walk,
+                                    becomes_final: self.is_settled(day),
+                                    expected_requests: 1,
+                                });
+                            }
+                            match day.pred_opt() {
+                                Some(d) => day = d,
+                                None => break,
+                            }
+                        }
+                    }
+                    Windowing::Span { .. } => {
+                        let end = to.succ_opt().unwrap_or(to);
+                        let walk = match &in_progress {
+                            Some(w) => w.clone(),
+                            None => {
+                                let recheck = i64::from(self.records.recheck(shape));
+                                let through = self.state().span_through(shape.name, &t.project)?;
+                                let start = match (t.start, through) {
+                                    // A backfill's range is walked whole.
+                                    (None, _) | (_, None) => from,
+                                    (Some(_), Some(th)) => {
+                                        (th.min(end) - chrono::Duration::days(recheck)).max(from)
+                                    }
+                                };
+                                RecordWalk {
+                                    dataset: shape.name,
+                                    project: t.project.clone(),
+                                    from: start.min(to),
+                                    to: end,
+                                }
+                            }
+                        };
+                        due.push(RecordDue {
+                            dataset: shape.name,
+                            stored_pages: stored(&walk)?,
+                            walk,
+                            becomes_final: false,
+                            expected_requests: 1,
+                        });
+                    }
+                }
+            }
+        }
+        due.sort_by(|a, b| {
+            b.walk
+                .from
+                .cmp(&a.walk.from)
+                .then(a.walk.project.cmp(&b.walk.project))
+        });
+        Ok((due, skipped))
+    }
+
+    /// Carries out the generic datasets' windows of a plan, then the threads of the
+    /// unanswered turns just fetched.
+    pub(super) async fn run_records(
+        &self,
+        targets: &[Target],
+        due: &[RecordDue],
+        clients: &HashMap<&str, &Client>,
+        stops: &mut Stops,
+        summary: &mut Summary,
+    ) {
+        let mut unanswered: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let wanted_threads: HashSet<&str> = targets
+            .iter()
+            .filter(|t| t.datasets.contains(&THREADS.name))
+            .map(|t| t.project.as_str())
+            .collect();
+        for d in due {
+            let Some(client) = clients.get(d.walk.project.as_str()) else {
+                continue;
+            };
+            if let Some(reason) = stops.reason(&d.walk.project, client) {
+                summary.failed.push((
+                    d.walk.project.clone(),
+                    d.walk.from,
+                    format!("{}: skipped: {reason}", d.dataset),
+                ));
+                self.events.window_failed();
+                continue;
+            }
+            let before = client.requests_sent();
+            let result = self.record_window(client, d, before).await;
+            let requests = client.requests_sent() - before;
+            summary.requests += requests;
+            match result {
+                Ok((outcome, rows)) => {
+                    if d.dataset == ASSISTANT.name
+                        && wanted_threads.contains(d.walk.project.as_str())
+                    {
+                        let status = ASSISTANT.index("resolution_status").unwrap_or(0);
+                        let id = ASSISTANT.index("id").unwrap_or(0);
+                        let list = unanswered.entry(d.walk.project.clone()).or_default();
+                        for r in rows {
+                            if r[status].text() == Some("unanswered")
+                                && let Some(t) = r[id].text()
+                                && !list.iter().any(|x| x == t)
+                            {
+                                list.push(t.to_string());
+                            }
+                        }
+                    }
+                    self.events.window_written(
+                        summary.rows() + summary.record_rows() + outcome.rows,
+                        summary.requests,
+                        &outcome.project,
+                        &format!("{} {}", outcome.dataset, outcome.from),
+                    );
+                    if outcome.cut_off {
+                        tracing::debug!(project = %outcome.project, day = %outcome.from, "feedback_by_page: the service has more rows than the 100 it lets anyone fetch; the day's rows are marked cut_off");
+                    }
+                    tracing::debug!(dataset = outcome.dataset, project = %outcome.project, from = %outcome.from, to = %outcome.to, rows = outcome.rows, requests, "window written");
+                    summary.records.push(outcome);
+                }
+                Err(e) => {
+                    let label = format!("{} {}..{}", d.dataset, d.walk.from, d.walk.to);
+                    self.failed_scope(
+                        &d.walk.project,
+                        d.walk.from,
+                        client,
+                        &label,
+                        e,
+                        summary,
+                        stops,
+                    );
+                }
+            }
+        }
+        for (project, threads) in unanswered {
+            let Some(client) = clients.get(project.as_str()) else {
+                continue;
+            };
+            if stops.reason(&project, client).is_some() {
+                continue;
+            }
+            let before = client.requests_sent();
+            let result = self.fetch_threads(client, &project, &threads).await;
+            summary.requests += client.requests_sent() - before;
+            match result {
+                Ok(outcome) => summary.records.push(outcome),
+                Err(e) => {
+                    let today = self.today();
+                    self.failed_scope(&project, today, client, "threads", e, summary, stops);
+                }
+            }
+        }
+    }
+
+    /// Walks (or resumes), checks, writes and records one window; the rows it wrote too. A
+    /// window whose data is refused loses its stored pages, so that the next run fetches it
+    /// afresh rather than resume into the same refusal.
+    async fn record_window(
+        &self,
+        client: &Client,
+        d: &RecordDue,
+        before: u64,
+    ) -> Result<(RecordOutcome, Vec<Vec<Cell>>), ExportError> {
+        let result = self.record_window_once(client, d, before).await;
+        if let Err(e) = &result
+            && !e.is_storage()
+        {
+            self.state().drop_record_pages(&d.walk)?;
+        }
+        result
+    }
+
+    async fn record_window_once(
+        &self,
+        client: &Client,
+        d: &RecordDue,
+        before: u64,
+    ) -> Result<(RecordOutcome, Vec<Vec<Cell>>), ExportError> {
+        let shape = d.shape();
+        let mut walked = self.walk_records(client, shape, &d.walk).await?;
+        if let Err(m) = walked.check(shape) {
+            tracing::warn!(dataset = shape.name, project = %d.walk.project, from = %d.walk.from, "{m}; walking the window again");
+            self.state().drop_record_pages(&d.walk)?;
+            walked = self.walk_records(client, shape, &d.walk).await?;
+            walked.check(shape).map_err(|m| {
+                ExportError::Api(Client::paging_error(
+                    shape.name,
+                    target(&d.walk),
+                    format!("{m}, twice in a row"),
+                ))
+            })?;
+        }
+        let at = self.clock.now();
+        let cut_off = matches!(shape.paging, Paging::Capped { .. })
+            && walked.pages.last().and_then(|p| p.has_more) == Some(true);
+        // A day cut off is as complete as the service lets it be: final by its age alone.
+        let is_final = d.becomes_final;
+        let totals = walked
+            .pages
+            .last()
+            .map(|p| p.totals.clone())
+            .unwrap_or_default();
+        let rows: Vec<Vec<Cell>> = walked.pages.into_iter().flat_map(|p| p.rows).collect();
+        let days = match shape.windowing {
+            Windowing::Span { .. } => self.write_span(shape, &d.walk, &rows, at)?,
+            _ => {
+                self.write_day(shape, &d.walk, &rows, &totals, cut_off, is_final, at)?;
+                vec![(d.walk.from, rows.len() as i64)]
+            }
+        };
+        self.crash.hit("before state commit");
+        let requests = client.requests_sent() - before;
+        self.state().finish_records(&RecordsWritten {
+            walk: &d.walk,
+            days: &days,
+            is_final,
+            requests,
+            span: matches!(shape.windowing, Windowing::Span { .. }),
+            at,
+        })?;
+        Ok((
+            RecordOutcome {
+                dataset: shape.name,
+                project: d.walk.project.clone(),
+                from: d.walk.from,
+                to: d.walk.to,
+                rows: rows.len() as i64,
+                requests,
+                cut_off,
+                is_final,
+            },
+            rows,
+        ))
+    }
+
+    /// The pages of a walk: those stored by an interrupted run, then the rest, each stored as
+    /// it comes.
+    async fn walk_records(
+        &self,
+        client: &Client,
+        shape: &'static Shape,
+        w: &RecordWalk,
+    ) -> Result<Walked, ExportError> {
+        let limit = shape.paging.limit();
+        let mut walked = Walked { pages: Vec::new() };
+        for body in self.state().record_pages(w)? {
+            match shape.decode(&body, limit) {
+                Ok(p) => walked.pages.push(p),
+                Err(_) => {
+                    // Stored by another version of docpipe: walked again.
+                    self.state().drop_record_pages(w)?;
+                    walked.pages.clear();
+                    break;
+                }
+            }
+        }
+        let window = Window {
+            from: w.from,
+            to: w.to,
+            tz: self.tz,
+        };
+        let mut seen_pages: HashSet<u64> =
+            walked.pages.iter().map(|p| page_hash(shape, p)).collect();
+        loop {
+            let at = match walked.next(shape) {
+                Ok(Some(at)) => at,
+                Ok(None) => return Ok(walked),
+                Err(detail) => {
+                    self.state().drop_record_pages(w)?;
+                    return Err(Client::paging_error(shape.name, target(w), detail).into());
+                }
+            };
+            let (page, body) = client
+                .analytics_page(
+                    shape.name,
+                    shape.endpoint,
+                    &w.project,
+                    None,
+                    Some(window),
+                    limit,
+                    &at,
+                    |b| shape.decode(b, limit).map(|p| (p, b.to_vec())),
+                )
+                .await?;
+            if !page.rows.is_empty() && !seen_pages.insert(page_hash(shape, &page)) {
+                self.state().drop_record_pages(w)?;
+                return Err(Client::paging_error(
+                    shape.name,
+                    target(w),
+                    format!(
+                        "page {} repeats an earlier page: the service ignores the paging",
+                        walked.pages.len() + 1
+                    ),
+                )
+                .into());
+            }
+            self.state()
+                .put_record_page(w, walked.pages.len() as u64, &body)?;
+            self.crash.hit("page stored");
+            walked.pages.push(page);
+        }
+    }
+
+    /// Writes a daily window: its row partition (empty too: the day was fetched) and its
+    /// totals partition.
+    #[allow(clippy::too_many_arguments)]
+    fn write_day(
+        &self,
+        shape: &Shape,
+        w: &RecordWalk,
+        rows: &[Vec<Cell>],
+        totals: &[Cell],
+        cut_off: bool,
+        is_final: bool,
+        at: DateTime<Utc>,
+    ) -> Result<(), ExportError> {
+        let out = self.output();
+        let dir = partition_dir(out, shape.table, &w.project, w.from);
+        let flags = vec![cut_off; shape.flags.len()];
+        let refs: Vec<FlaggedRow<'_>> = rows
+            .iter()
+            .map(|r| (r.as_slice(), flags.as_slice()))
+            .collect();
+        let batch = shape.batch(&refs, at).map_err(|e| encode_error(&dir, e))?;
+        let mut writes = Writes::default();
+        let result = (|| {
+            writes.add(&dir, &batch)?;
+            if let Some(table) = shape.totals_table {
+                let tdir = partition_dir(out, table, &w.project, w.from);
+                let t = shape
+                    .totals_batch(totals, rows.len() as i64, at, is_final)
+                    .map_err(|e| encode_error(&tdir, e))?;
+                writes.add(&tdir, &t)?;
+            }
+            Ok::<_, WriteError>(())
+        })();
+        match result {
+            Ok(()) => writes.commit(&self.crash).map_err(Into::into),
+            Err(e) => {
+                writes.abandon();
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Writes a span: every day of it replaced by its rows (a day without rows loses its
+    /// partition), rows without a day merged on the key into the undated table. A row dated
+    /// outside the span is refused (the service answered for other days).
+    fn write_span(
+        &self,
+        shape: &Shape,
+        w: &RecordWalk,
+        rows: &[Vec<Cell>],
+        at: DateTime<Utc>,
+    ) -> Result<Vec<(NaiveDate, i64)>, ExportError> {
+        let mut by_day: BTreeMap<Option<NaiveDate>, Vec<FlaggedRow<'_>>> = BTreeMap::new();
+        for r in rows {
+            let day = shape.day_of(r, self.tz);
+            if let Some(d) = day
+                && !(w.from..w.to).contains(&d)
+            {
+                return Err(Client::paging_error(
+                    shape.name,
+                    target(w),
+                    format!(
+                        "{} is dated {d}, outside the days asked for",
+                        shape.show_key(r)
+                    ),
+                )
+                .into());
+            }
+            if day.is_none() && shape.undated_table.is_none() {
+                return Err(Client::paging_error(
+                    shape.name,
+                    target(w),
+                    format!("{} has no date", shape.show_key(r)),
+                )
+                .into());
+            }
+            by_day.entry(day).or_default().push((r.as_slice(), &[]));
+        }
+        let out = self.output();
+        let mut writes = Writes::default();
+        let mut days = Vec::new();
+        let result = (|| {
+            let mut d = w.from;
+            while d < w.to {
+                let dir = partition_dir(out, shape.table, &w.project, d);
+                match by_day.get(&Some(d)) {
+                    Some(rows) => {
+                        let batch = shape.batch(rows, at).map_err(|e| encode_error(&dir, e))?;
+                        writes.add(&dir, &batch)?;
+                        days.push((d, rows.len() as i64));
+                    }
+                    None => {
+                        writes.removals.push(dir);
+                        days.push((d, 0));
+                    }
+                }
+                match d.succ_opt() {
+                    Some(n) => d = n,
+                    None => break,
+                }
+            }
+            if let (Some(rows), Some(table)) = (by_day.get(&None), shape.undated_table) {
+                let dir = dir_of(out, table, &w.project, None);
+                let new = shape.batch(rows, at).map_err(|e| encode_error(&dir, e))?;
+                let merged = match read_partition(&dir)? {
+                    Some(old) => merge(shape, old, new, &dir)?,
+                    None => new,
+                };
+                writes.add(&dir, &merged)?;
+            }
+            Ok::<_, WriteError>(())
+        })();
+        match result {
+            Ok(()) => {
+                writes.commit(&self.crash)?;
+                Ok(days)
+            }
+            Err(e) => {
+                writes.abandon();
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Fetches the threads of `candidates` not fetched yet, up to the cap, and merges their
+    /// messages into `assistant_messages` (partitioned by the day each thread began).
+    async fn fetch_threads(
+        &self,
+        client: &Client,
+        project: &str,
+        candidates: &[String],
+    ) -> Result<RecordOutcome, ExportError> {
+        let done = self.state().threads_fetched(project)?;
+        let cap = self.records.threads_per_run as usize;
+        let mut rows_written = 0;
+        let today = self.today();
+        let mut fetched = 0;
+        for thread in candidates.iter().filter(|t| !done.contains(*t)).take(cap) {
+            let page = client
+                .analytics_page(
+                    THREADS.name,
+                    THREADS.endpoint,
+                    project,
+                    Some(thread),
+                    None,
+                    None,
+                    &At::Start,
+                    |b| THREADS.decode(b, None),
+                )
+                .await;
+            let page = match page {
+                Ok(p) => p,
+                Err(e) if matches!(e.kind, crate::api::ErrorKind::NotFound { .. }) => {
+                    tracing::warn!(project, thread = %thread, "thread not found; not asked for again");
+                    self.state()
+                        .thread_fetched(project, thread, 0, self.clock.now())?;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            fetched += 1;
+            if page.totals[0].text() != Some(thread.as_str()) {
+                return Err(Client::paging_error(
+                    THREADS.name,
+                    format!("project {project}, thread {thread}"),
+                    format!("the answer is thread {:?}", page.totals[0]),
+                )
+                .into());
+            }
+            let rows: Vec<Vec<Cell>> = page
+                .rows
+                .iter()
+                .map(|m| {
+                    let mut r = page.totals.clone();
+                    r.extend(m.iter().cloned());
+                    r
+                })
+                .collect();
+            let keys: HashSet<String> = rows.iter().map(|r| THREAD_MESSAGES.key_of(r)).collect();
+            if keys.len() != rows.len() {
+                return Err(Client::paging_error(
+                    THREADS.name,
+                    format!("project {project}, thread {thread}"),
+                    "a message id appears twice".into(),
+                )
+                .into());
+            }
+            let at = self.clock.now();
+            let day = THREAD_MESSAGES.day_of(&rows.first().cloned().unwrap_or_default(), self.tz);
+            let day = day
+                .or_else(|| {
+                    page.totals[1]
+                        .time()
+                        .map(|t| t.with_timezone(&self.tz).date_naive())
+                })
+                .unwrap_or(today);
+            let dir = partition_dir(self.output(), THREAD_MESSAGES.table, project, day);
+            let refs: Vec<FlaggedRow<'_>> = rows.iter().map(|r| (r.as_slice(), &[][..])).collect();
+            let new = THREAD_MESSAGES
+                .batch(&refs, at)
+                .map_err(|e| encode_error(&dir, e))?;
+            let merged = match read_partition(&dir)? {
+                Some(old) => merge(&THREAD_MESSAGES, old, new, &dir)?,
+                None => new,
+            };
+            let mut writes = Writes::default();
+            writes.add(&dir, &merged)?;
+            writes.commit(&self.crash)?;
+            self.state()
+                .thread_fetched(project, thread, rows.len() as i64, at)?;
+            rows_written += rows.len() as i64;
+        }
+        Ok(RecordOutcome {
+            dataset: THREADS.name,
+            project: project.to_string(),
+            from: today,
+            to: today.succ_opt().unwrap_or(today),
+            rows: rows_written,
+            requests: fetched,
+            cut_off: false,
+            is_final: false,
+        })
+    }
+}
+
+fn target(w: &RecordWalk) -> String {
+    format!("project {} ({} to {})", w.project, w.from, w.to)
+}
+
+/// A page's identity for the guard against a service that ignores the paging: its rows' keys.
+fn page_hash(shape: &Shape, p: &Page) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = foldhash::quality::FixedState::with_seed(0x6473_6574).build_hasher();
+    for r in &p.rows {
+        h.write(shape.key_of(r).as_bytes());
+        h.write_u8(0x1e);
+    }
+    h.finish()
+}

@@ -1,0 +1,937 @@
+//! Every analytics dataset beside page views: the emulator's answers against the OpenAPI file,
+//! exports against the emulator's truth with faults on, resume after kills, real readers, and
+//! hostile pages.
+
+use crate::common::*;
+use chrono::NaiveDate;
+use docpipe::dataset::shape::{Need, Shape};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+// ---- the OpenAPI file's schemas, checked by a small validator of the keywords it uses ----
+
+fn openapi() -> Value {
+    let text = std::fs::read_to_string(root().join("tests/data/analytics.openapi.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn resolve<'a>(doc: &'a Value, s: &'a Value) -> &'a Value {
+    match s.get("$ref").and_then(Value::as_str) {
+        Some(r) => {
+            let name = r.rsplit('/').next().unwrap();
+            resolve(doc, &doc["components"]["schemas"][name])
+        }
+        None => s,
+    }
+}
+
+fn type_ok(t: &str, v: &Value) -> bool {
+    match t {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string(),
+        "number" => v.is_number(),
+        "integer" => v.as_i64().is_some() || v.as_u64().is_some(),
+        "boolean" => v.is_boolean(),
+        "null" => v.is_null(),
+        _ => false,
+    }
+}
+
+/// The problems of `v` against schema `s` (empty: valid).
+fn validate(doc: &Value, s: &Value, v: &Value, at: &str, out: &mut Vec<String>) {
+    let s = resolve(doc, s);
+    if let Some(any) = s.get("anyOf").and_then(Value::as_array) {
+        let ok = any.iter().any(|alt| {
+            let mut p = Vec::new();
+            validate(doc, alt, v, at, &mut p);
+            p.is_empty()
+        });
+        if !ok {
+            out.push(format!("{at}: matches no alternative of anyOf"));
+        }
+        return;
+    }
+    match s.get("type") {
+        Some(Value::String(t)) if !type_ok(t, v) => out.push(format!("{at}: {v} is not {t}")),
+        Some(Value::Array(ts)) if !ts.iter().any(|t| type_ok(t.as_str().unwrap(), v)) => {
+            out.push(format!("{at}: {v} is none of {ts:?}"))
+        }
+        _ => {}
+    }
+    if let Some(e) = s.get("enum").and_then(Value::as_array)
+        && !v.is_null()
+        && !e.contains(v)
+    {
+        out.push(format!("{at}: {v} is not in {e:?}"));
+    }
+    if let (Some(min), Some(n)) = (s.get("minimum").and_then(Value::as_f64), v.as_f64())
+        && n < min
+    {
+        out.push(format!("{at}: {n} < {min}"));
+    }
+    if let Some(obj) = v.as_object() {
+        for r in s
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if !obj.contains_key(r.as_str().unwrap()) {
+                out.push(format!("{at}: missing {r}"));
+            }
+        }
+        if let Some(props) = s.get("properties").and_then(Value::as_object) {
+            for (k, sub) in props {
+                if let Some(x) = obj.get(k) {
+                    validate(doc, sub, x, &format!("{at}.{k}"), out);
+                }
+            }
+        }
+    }
+    if let (Some(items), Some(arr)) = (s.get("items"), v.as_array()) {
+        for (i, x) in arr.iter().enumerate() {
+            validate(doc, items, x, &format!("{at}[{i}]"), out);
+        }
+    }
+}
+
+fn response_schema<'a>(doc: &'a Value, path: &str, status: &str) -> &'a Value {
+    &doc["paths"][path]["get"]["responses"][status]["content"]["application/json"]["schema"]
+}
+
+#[tokio::test]
+async fn every_emulated_analytics_answer_validates_against_the_openapi_files_schemas() {
+    let doc = openapi();
+    let (app, _emu) = app(small());
+    let p = "/v1/analytics/{projectId}";
+    let mut checked = 0;
+    let mut check = |path: &str, status: &str, body: &Value| {
+        let mut problems = Vec::new();
+        validate(
+            &doc,
+            response_schema(&doc, path, status),
+            body,
+            "body",
+            &mut problems,
+        );
+        assert!(problems.is_empty(), "{path} {status}: {problems:?}\n{body}");
+        checked += 1;
+    };
+    let ranges = [
+        ("2026-03-10", "2026-03-11"),
+        ("2026-03-01", "2026-03-16"),
+        ("2026-03-15", "2026-03-16"),
+    ];
+    for (from, to) in ranges {
+        let q = format!("dateFrom={from}&dateTo={to}");
+        for (op, limit) in [
+            ("visitors", 250),
+            ("searches", 100),
+            ("feedback", 100),
+            ("feedback/by-page", 100),
+            ("assistant", 1000),
+            ("assistant/caller-stats", 0),
+        ] {
+            let mut uri = format!("/v1/analytics/alpha/{op}?{q}");
+            if limit > 0 {
+                uri += &format!("&limit={limit}");
+            }
+            let r = get(&app, &uri, Some(ADMIN_A)).await;
+            assert_eq!(r.status.as_u16(), 200, "{uri}: {}", r.text());
+            let body = r.json();
+            check(&format!("{p}/{op}"), "200", &body);
+            // The next page, when there is one, validates too.
+            if let Some(c) = body.get("nextCursor").and_then(Value::as_str) {
+                let r = get(&app, &format!("{uri}&cursor={c}"), Some(ADMIN_A)).await;
+                assert_eq!(r.status.as_u16(), 200, "{}", r.text());
+                check(&format!("{p}/{op}"), "200", &r.json());
+            }
+            if op == "assistant" {
+                let first = body["conversations"][0]["id"].as_str().unwrap().to_string();
+                let r = get(
+                    &app,
+                    &format!("/v1/analytics/alpha/assistant/threads/{first}"),
+                    Some(ADMIN_A),
+                )
+                .await;
+                assert_eq!(r.status.as_u16(), 200, "{}", r.text());
+                check(
+                    &format!("{p}/assistant/threads/{{threadId}}"),
+                    "200",
+                    &r.json(),
+                );
+            }
+        }
+    }
+    // The errors the file documents, in its error shape.
+    for (uri, op, status, message) in [
+        (
+            "/v1/analytics/alpha/searches?limit=101",
+            "searches",
+            "400",
+            "limit must be a number between 1 and 100",
+        ),
+        (
+            "/v1/analytics/alpha/searches?cursor=bogus",
+            "searches",
+            "400",
+            "cursor is not valid for this query",
+        ),
+        (
+            "/v1/analytics/alpha/feedback?status=open",
+            "feedback",
+            "400",
+            "status \"open\" must be one of pending, in_progress, resolved, dismissed",
+        ),
+        (
+            "/v1/analytics/alpha/feedback/by-page?source=email",
+            "feedback/by-page",
+            "400",
+            "source must be one of code_snippet, contextual, agent, thumbs_only",
+        ),
+        (
+            "/v1/analytics/alpha/assistant?cursor=not-a-ulid",
+            "assistant",
+            "400",
+            "cursor must be a ULID",
+        ),
+        (
+            "/v1/analytics/alpha/assistant?limit=1001",
+            "assistant",
+            "400",
+            "limit must be a number between 1 and 1000",
+        ),
+        (
+            "/v1/analytics/alpha/visitors?limit=2.5",
+            "visitors",
+            "400",
+            "limit must be an integer between 1 and 250",
+        ),
+        (
+            "/v1/analytics/alpha/assistant/caller-stats?dateFrom=soon",
+            "assistant/caller-stats",
+            "400",
+            "dateFrom must be a date in ISO 8601 or YYYY-MM-DD format",
+        ),
+    ] {
+        let r = get(&app, uri, Some(ADMIN_A)).await;
+        assert_eq!(r.status.as_u16().to_string(), status, "{uri}");
+        let body = r.json();
+        check(&format!("{p}/{op}"), status, &body);
+        assert_eq!(body["details"][0]["message"], message, "{uri}");
+    }
+    let r = get(
+        &app,
+        "/v1/analytics/alpha/assistant/threads/nope",
+        Some(ADMIN_A),
+    )
+    .await;
+    assert_eq!(
+        (r.status.as_u16(), r.json()["error"].clone()),
+        (400, json!("Invalid thread ID"))
+    );
+    let r = get(
+        &app,
+        "/v1/analytics/alpha/assistant/threads/01ARZ3NDEKTSV4RRFFQ69G5FAV",
+        Some(ADMIN_A),
+    )
+    .await;
+    assert_eq!(
+        (r.status.as_u16(), r.json()["error"].clone()),
+        (404, json!("Thread not found"))
+    );
+    check(
+        &format!("{p}/assistant/threads/{{threadId}}"),
+        "404",
+        &r.json(),
+    );
+    // 18 first pages, 4 next pages, 3 threads, 8 errors, one 404.
+    assert_eq!(checked, 18 + 4 + 3 + 8 + 1);
+}
+
+#[tokio::test]
+async fn the_emulators_datasets_hang_together() {
+    let (app, _emu) = app(small());
+    let day = "dateFrom=2026-03-10&dateTo=2026-03-11";
+    let truth = |d: &str| format!("/_emulator/truth/alpha/{d}?{day}");
+    // Caller stats count the day's turns; the turns' share unanswered is about one in six.
+    let turns = get(&app, &truth("assistant"), None).await.json();
+    let turns = turns["conversations"].as_array().unwrap().clone();
+    let callers = get(&app, &truth("caller_stats"), None).await.json();
+    assert_eq!(callers["total"].as_u64().unwrap() as usize, turns.len());
+    assert_eq!(
+        callers["total"],
+        json!(
+            callers["web"].as_u64().unwrap()
+                + callers["api"].as_u64().unwrap()
+                + callers["other"].as_u64().unwrap()
+        )
+    );
+    let unanswered = turns
+        .iter()
+        .filter(|t| t["resolutionStatus"] == "unanswered")
+        .count();
+    assert!(
+        (turns.len() / 10..turns.len() / 4).contains(&unanswered),
+        "{unanswered} of {}",
+        turns.len()
+    );
+    // Searches: the hits sum to the day's total; every top clicked page is a page of the site.
+    let views = get(&app, &format!("/_emulator/truth/alpha?{day}"), None)
+        .await
+        .json();
+    let paths: std::collections::HashSet<&str> = views["views"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["path"].as_str().unwrap())
+        .collect();
+    let searches = get(&app, &truth("searches"), None).await.json();
+    let hits: u64 = searches["searches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["hits"].as_u64().unwrap())
+        .sum();
+    assert_eq!(json!(hits), searches["totalSearches"]);
+    for s in searches["searches"].as_array().unwrap() {
+        if let Some(p) = s["topClickedPage"].as_str() {
+            assert!(paths.contains(p) || p.starts_with('/'), "{p}");
+        }
+    }
+    // Feedback by page counts the feedback entries of the day.
+    let feedback = get(&app, &truth("feedback"), None).await.json();
+    let by_page = get(&app, &truth("feedback_by_page"), None).await.json();
+    let total: u64 = by_page["feedback"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["total"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        total as usize,
+        feedback["feedback"].as_array().unwrap().len()
+    );
+    // Visitors are fewer than views, and a week's are fewer than the sum of its days'.
+    let visitors = get(&app, &truth("visitors"), None).await.json();
+    assert!(
+        visitors["totals"]["total"].as_u64().unwrap() < views["totals"]["total"].as_u64().unwrap()
+    );
+    let mut days_sum = 0;
+    for d in 9..16 {
+        let q = format!(
+            "/_emulator/truth/alpha/visitors?dateFrom=2026-03-{d:02}&dateTo=2026-03-{:02}",
+            d + 1
+        );
+        days_sum += get(&app, &q, None).await.json()["totals"]["human"]
+            .as_u64()
+            .unwrap();
+    }
+    let week = get(
+        &app,
+        "/_emulator/truth/alpha/visitors?dateFrom=2026-03-09&dateTo=2026-03-16",
+        None,
+    )
+    .await
+    .json();
+    assert!(week["totals"]["human"].as_u64().unwrap() < days_sum);
+}
+
+// ---- exports against the truth ----
+
+/// A Parquet file's rows as JSON objects keyed by column name (`fetched_at` left out).
+fn parquet_json(file: &std::path::Path) -> Vec<serde_json::Map<String, Value>> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
+    fn conv(f: &Field) -> Value {
+        match f {
+            Field::Null => Value::Null,
+            Field::Bool(b) => json!(b),
+            Field::Long(v) => json!(v),
+            Field::Double(v) => json!(v),
+            Field::Str(s) => json!(s),
+            Field::TimestampMicros(us) => json!(
+                chrono::DateTime::from_timestamp_micros(*us)
+                    .unwrap()
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            ),
+            Field::ListInternal(l) => Value::Array(l.elements().iter().map(conv).collect()),
+            Field::Group(g) => Value::Object(
+                g.get_column_iter()
+                    .map(|(k, v)| (k.clone(), conv(v)))
+                    .collect(),
+            ),
+            other => json!(other.to_string()),
+        }
+    }
+    let reader = SerializedFileReader::new(std::fs::File::open(file).unwrap()).unwrap();
+    reader
+        .get_row_iter(None)
+        .unwrap()
+        .map(|row| {
+            row.unwrap()
+                .get_column_iter()
+                .filter(|(n, _)| n.as_str() != "fetched_at")
+                .map(|(n, v)| (n.clone(), conv(v)))
+                .collect()
+        })
+        .collect()
+}
+
+/// An exported row in the service's JSON names, as canonical text.
+fn as_service(shape: &Shape, row: &serde_json::Map<String, Value>) -> String {
+    let mut out = serde_json::Map::new();
+    for c in shape.columns {
+        out.insert(
+            c.field.to_string(),
+            row.get(c.name).cloned().unwrap_or(Value::Null),
+        );
+    }
+    Value::Object(out).to_string()
+}
+
+/// A row of the truth, with the columns' defaults where the service leaves a field out.
+fn truth_row(shape: &Shape, row: &Value) -> String {
+    let mut out = serde_json::Map::new();
+    for c in shape.columns {
+        let v = match (row.get(c.field), c.need) {
+            (Some(v), _) => v.clone(),
+            (None, Need::Default(d)) => json!(d),
+            (None, _) => Value::Null,
+        };
+        out.insert(c.field.to_string(), v);
+    }
+    Value::Object(out).to_string()
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+fn rows_of(
+    out: &std::path::Path,
+    table: &str,
+    project: &str,
+) -> BTreeMap<NaiveDate, Vec<serde_json::Map<String, Value>>> {
+    let mut by = BTreeMap::new();
+    let dir = out.join(table).join(format!("project={project}"));
+    for f in files_below(&dir) {
+        let Some(d) = f
+            .parent()
+            .and_then(|p| p.to_str())
+            .and_then(|p| p.strip_prefix("date="))
+        else {
+            continue;
+        };
+        by.insert(d.parse().unwrap(), parquet_json(&dir.join(&f)));
+    }
+    by
+}
+
+async fn truth_of(live: &Live, dataset: &str, from: NaiveDate, to: NaiveDate) -> Value {
+    let url = format!(
+        "{}/_emulator/truth/alpha/{dataset}?dateFrom={from}&dateTo={to}",
+        live.server.base_url()
+    );
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
+const ALL_BUT_VIEWS: [&str; 6] = [
+    "visitors",
+    "searches",
+    "feedback",
+    "feedback_by_page",
+    "assistant",
+    "caller_stats",
+];
+
+/// Checks every exported table of alpha over `from..=to` against the emulator's truth.
+async fn assert_equals_truth(
+    live: &Live,
+    out: &std::path::Path,
+    from: NaiveDate,
+    to: NaiveDate,
+) -> BTreeMap<&'static str, usize> {
+    use docpipe::dataset::analytics::*;
+    let mut counts = BTreeMap::new();
+    let end = to.succ_opt().unwrap();
+    // Daily datasets: each day's rows and totals.
+    for shape in [&VISITORS, &SEARCHES, &FEEDBACK_BY_PAGE, &CALLER_STATS] {
+        let exported = rows_of(out, shape.table, "alpha");
+        let totals = shape.totals_table.map(|t| rows_of(out, t, "alpha"));
+        let mut d = from;
+        while d <= to {
+            let truth = truth_of(live, shape.name, d, d.succ_opt().unwrap()).await;
+            let want: Vec<String> = match shape.rows {
+                docpipe::dataset::shape::RowsAt::Body => vec![truth_row(shape, &truth)],
+                docpipe::dataset::shape::RowsAt::Array(f) => {
+                    let all: Vec<Value> = truth[f].as_array().unwrap().clone();
+                    // The service serves the first 100 rows of feedback by page.
+                    let n = if shape.name == "feedback_by_page" {
+                        all.len().min(100)
+                    } else {
+                        all.len()
+                    };
+                    all[..n].iter().map(|r| truth_row(shape, r)).collect()
+                }
+            };
+            let got: Vec<String> = exported
+                .get(&d)
+                .unwrap_or_else(|| panic!("{} {d} not written", shape.name))
+                .iter()
+                .map(|r| as_service(shape, r))
+                .collect();
+            assert_eq!(sorted(got), sorted(want.clone()), "{} {d}", shape.name);
+            *counts.entry(shape.name).or_default() += want.len();
+            if shape.name == "feedback_by_page" {
+                let cut = truth["feedback"].as_array().unwrap().len() > 100;
+                assert!(
+                    exported[&d].iter().all(|r| r["cut_off"] == json!(cut)),
+                    "{d}"
+                );
+            }
+            if let Some(t) = &totals {
+                let row = &t[&d][0];
+                for c in shape.totals {
+                    let v = match shape.totals_at {
+                        docpipe::dataset::shape::TotalsAt::Object(f) => truth[f][c.field].clone(),
+                        _ => truth[c.field].clone(),
+                    };
+                    assert_eq!(row[c.name], v, "{} totals {d}", shape.name);
+                }
+                assert_eq!(row["rows"], json!(want.len()), "{d}");
+            }
+            d = d.succ_opt().unwrap();
+        }
+    }
+    // Span datasets: every row of the range once, in the partition of its day (or undated).
+    for shape in [&FEEDBACK, &ASSISTANT] {
+        let truth = truth_of(live, shape.name, from, end).await;
+        let field = match shape.rows {
+            docpipe::dataset::shape::RowsAt::Array(f) => f,
+            _ => unreachable!(),
+        };
+        let want: Vec<String> = truth[field]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| truth_row(shape, r))
+            .collect();
+        let mut got = Vec::new();
+        for (d, rows) in rows_of(out, shape.table, "alpha") {
+            assert!((from..=to).contains(&d), "{} partition {d}", shape.name);
+            for r in &rows {
+                let at = r[shape.day_of.unwrap()].as_str().unwrap();
+                assert_eq!(
+                    &at[..10],
+                    d.to_string(),
+                    "{} row in the wrong partition",
+                    shape.name
+                );
+                got.push(as_service(shape, r));
+            }
+        }
+        if let Some(t) = shape.undated_table {
+            let f = out.join(t).join("project=alpha").join("part-00000.parquet");
+            if f.exists() {
+                let undated = parquet_json(&f);
+                assert!(!undated.is_empty());
+                got.extend(undated.iter().map(|r| as_service(shape, r)));
+            }
+        }
+        let n = got.len();
+        assert_eq!(sorted(got), sorted(want), "{}", shape.name);
+        counts.insert(shape.name, n);
+    }
+    counts
+}
+
+fn all_datasets(live: &Live) -> Vec<docpipe::export::Target> {
+    let mut t = targets(live, open_limits());
+    t.truncate(1);
+    t[0].datasets = std::iter::once("page_views").chain(ALL_BUT_VIEWS).collect();
+    t
+}
+
+#[tokio::test]
+async fn every_dataset_exported_with_faults_on_equals_the_emulators_truth() {
+    let mut data = small();
+    data.limits.analytics_per_hour = 100_000;
+    data.faults = docpipe::emulator::data::Faults {
+        seed: 11,
+        error_rate: 0.08,
+        cut_body_rate: 0.05,
+        burst_429_every: 40,
+        burst_429_len: 2,
+        burst_retry_after_secs: 1,
+        ..Default::default()
+    };
+    // The retries' waits move the client's clock, not the service's: the truth stays the
+    // truth the export saw (today's searches grow, feedback statuses move on with time).
+    let live = Live::start_frozen(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let exporter = docpipe::export::Exporter::open(&out, live.clock.clone(), 3)
+        .await
+        .unwrap();
+    let targets = all_datasets(&live);
+    let (from, to) = (day("2026-03-01"), day("2026-03-15"));
+    let plan = exporter.plan(&targets, from, to).unwrap();
+    // 15 days of each daily dataset, one span each for feedback and the assistant.
+    assert_eq!((plan.due.len(), plan.records.len()), (15, 4 * 15 + 2));
+    let summary = exporter.run(&targets, &plan).await;
+    assert!(summary.failed.is_empty(), "{:?}", summary.failed);
+    let counts = assert_equals_truth(&live, &out, from, to).await;
+    // Every dataset has rows, and the summary counts exactly what was written.
+    assert!(counts.values().all(|&n| n > 0), "{counts:?}");
+    assert_eq!(
+        summary.record_rows() as usize,
+        counts.values().sum::<usize>()
+    );
+    let stats = live.emu().stats();
+    assert!(
+        stats["searches"].by_status.keys().any(|s| *s >= 500),
+        "faults hit searches: {:?}",
+        stats["searches"].by_status
+    );
+    // A second run fetches the provisional days and the spans again, and changes nothing.
+    let before = dataset(&out)
+        .into_iter()
+        .map(|(f, _)| f)
+        .collect::<Vec<_>>();
+    let plan = exporter.plan(&targets, from, to).unwrap();
+    let summary = exporter.run(&targets, &plan).await;
+    assert!(summary.failed.is_empty());
+    assert_eq!(
+        dataset(&out)
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect::<Vec<_>>(),
+        before
+    );
+    assert_equals_truth(&live, &out, from, to).await;
+}
+
+#[tokio::test]
+async fn feedback_status_changes_and_late_turns_land_through_the_recheck_and_the_overlap() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let exporter = docpipe::export::Exporter::open(&out, live.clock.clone(), 3)
+        .await
+        .unwrap();
+    let mut targets = all_datasets(&live);
+    targets[0].datasets = vec!["feedback", "assistant"];
+    targets[0].start = Some(day("2026-03-01"));
+    let today = day("2026-03-15");
+    let plan = exporter.plan(&targets, today, today).unwrap();
+    let spans = |plan: &docpipe::export::Plan| {
+        plan.records
+            .iter()
+            .map(|d| (d.dataset, d.walk.from, d.walk.to))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        spans(&plan),
+        [
+            ("feedback", day("2026-03-01"), day("2026-03-16")),
+            ("assistant", day("2026-03-01"), day("2026-03-16"))
+        ]
+    );
+    assert!(exporter.run(&targets, &plan).await.failed.is_empty());
+    // A day and a half later: statuses moved on, today's turns went on, yesterday's got categories.
+    live.clock
+        .advance(std::time::Duration::from_secs(36 * 3600));
+    let today = day("2026-03-17");
+    let plan = exporter.plan(&targets, today, today).unwrap();
+    // Feedback goes back 14 days from the last day fetched, the assistant 1.
+    assert_eq!(
+        spans(&plan),
+        [
+            ("assistant", day("2026-03-15"), day("2026-03-18")),
+            ("feedback", day("2026-03-02"), day("2026-03-18"))
+        ]
+    );
+    assert!(exporter.run(&targets, &plan).await.failed.is_empty());
+    // Over everything fetched, the tables are the truth as it stands now: no duplicates, and
+    // the changed statuses and categories are the new ones.
+    let feedback = truth_of(&live, "feedback", day("2026-03-02"), day("2026-03-18")).await;
+    let mut got = Vec::new();
+    for (d, rows) in rows_of(&out, "feedback", "alpha") {
+        if d >= day("2026-03-02") {
+            got.extend(
+                rows.iter()
+                    .map(|r| as_service(&docpipe::dataset::analytics::FEEDBACK, r)),
+            );
+        }
+    }
+    let want: Vec<String> = feedback["feedback"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| !r["createdAt"].is_null())
+        .map(|r| truth_row(&docpipe::dataset::analytics::FEEDBACK, r))
+        .collect();
+    assert_eq!(sorted(got), sorted(want));
+    let turns = truth_of(&live, "assistant", day("2026-03-15"), day("2026-03-18")).await;
+    let want = turns["conversations"].as_array().unwrap();
+    let got: usize = rows_of(&out, "assistant_turns", "alpha")
+        .range(day("2026-03-15")..)
+        .map(|(_, r)| r.len())
+        .sum();
+    assert_eq!(got, want.len());
+    let categorized = rows_of(&out, "assistant_turns", "alpha")[&day("2026-03-15")]
+        .iter()
+        .filter(|r| !r["query_category"].is_null())
+        .count();
+    assert_eq!(
+        categorized,
+        rows_of(&out, "assistant_turns", "alpha")[&day("2026-03-15")].len()
+    );
+}
+
+#[tokio::test]
+async fn threads_of_unanswered_turns_are_fetched_within_the_cap_and_never_twice() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let exporter = docpipe::export::Exporter::open(&out, live.clock.clone(), 3)
+        .await
+        .unwrap()
+        .with_records(docpipe::export::RecordSettings {
+            threads_per_run: 5,
+            ..Default::default()
+        });
+    let mut targets = all_datasets(&live);
+    targets[0].datasets = vec!["assistant", "threads"];
+    let (from, to) = (day("2026-03-10"), day("2026-03-12"));
+    let plan = exporter.plan(&targets, from, to).unwrap();
+    let summary = exporter.run(&targets, &plan).await;
+    assert!(summary.failed.is_empty(), "{:?}", summary.failed);
+    let threads: Vec<_> = summary
+        .records
+        .iter()
+        .filter(|r| r.dataset == "threads")
+        .collect();
+    assert_eq!(threads.len(), 1);
+    assert_eq!(threads[0].requests, 5);
+    assert_eq!(
+        live.emu().requests(docpipe::emulator::Op::Thread, "alpha"),
+        5
+    );
+    // Each fetched thread's messages are the truth's, in the partition of the day it began.
+    let mut ids = std::collections::BTreeSet::new();
+    let mut messages = 0;
+    for (d, rows) in rows_of(&out, "assistant_messages", "alpha") {
+        for r in &rows {
+            assert_eq!(
+                &r["thread_created_at"].as_str().unwrap()[..10],
+                d.to_string()
+            );
+            ids.insert(r["thread_id"].as_str().unwrap().to_string());
+        }
+        messages += rows.len();
+    }
+    assert_eq!(ids.len(), 5);
+    let mut want = 0;
+    for id in &ids {
+        let url = format!(
+            "{}/_emulator/truth/alpha/threads?thread={id}",
+            live.server.base_url()
+        );
+        let t: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+        want += t["messages"].as_array().unwrap().len();
+        // Only threads with an unanswered turn.
+        let turns = truth_of(&live, "assistant", day("2026-03-09"), day("2026-03-13")).await;
+        assert!(
+            turns["conversations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["id"] == json!(id) && c["resolutionStatus"] == "unanswered")
+        );
+    }
+    assert_eq!(messages, want);
+    assert_eq!(threads[0].rows as usize, want);
+    // The next run takes the next five, not the same.
+    let plan = exporter.plan(&targets, from, to).unwrap();
+    exporter.run(&targets, &plan).await;
+    assert_eq!(
+        live.emu().requests(docpipe::emulator::Op::Thread, "alpha"),
+        10
+    );
+    let after: std::collections::BTreeSet<String> = rows_of(&out, "assistant_messages", "alpha")
+        .values()
+        .flatten()
+        .map(|r| r["thread_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(after.len(), 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_at_random_moments_a_backfill_of_every_dataset_resumes_to_the_same_result() {
+    let mut data = small();
+    data.limits.analytics_per_hour = 100_000;
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ref_out, out) = (dir.path().join("ref"), dir.path().join("crashy"));
+    let (ref_cfg, cfg) = (dir.path().join("ref.toml"), dir.path().join("crashy.toml"));
+    std::fs::write(&ref_cfg, config_all(&live.server.base_url(), &ref_out, "")).unwrap();
+    std::fs::write(&cfg, config_all(&live.server.base_url(), &out, "")).unwrap();
+    let range = ["backfill", "--from", "2026-03-08", "--to", "2026-03-10"];
+    let reference = docpipe(&ref_cfg, &range, None);
+    assert!(
+        reference.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reference.stderr)
+    );
+    // Crash points counted from the start of each run (a window done is skipped by the next):
+    // they fall among page-view journals, the other datasets' stored pages, renames and state
+    // commits.
+    let mut crashed = 0;
+    for n in [57, 12, 31, 9, 25, 14, 40, 7, 20, 5, 33, 11] {
+        let run = docpipe(&cfg, &range, Some(n));
+        if run.status.success() {
+            break;
+        }
+        let err = String::from_utf8_lossy(&run.stderr).to_string();
+        assert!(err.contains(&format!("crash point {n}:")), "{err}");
+        crashed += 1;
+    }
+    assert!(crashed >= 6, "only {crashed} runs were killed");
+    let last = docpipe(&cfg, &range, None);
+    assert!(
+        last.status.success(),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+    let got = dataset(&out);
+    let tables: std::collections::BTreeSet<String> = got
+        .iter()
+        .map(|(f, _)| f.iter().next().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        tables.into_iter().collect::<Vec<_>>(),
+        [
+            "assistant_callers",
+            "assistant_turns",
+            "feedback",
+            "feedback_by_page",
+            "feedback_undated",
+            "page_views",
+            "search_totals",
+            "searches",
+            "site_totals",
+            "site_visitors",
+            "visitors"
+        ]
+    );
+    assert_eq!(got, dataset(&ref_out));
+    assert!(
+        files_below(&out)
+            .iter()
+            .all(|f| !f.to_string_lossy().contains(".tmp-"))
+    );
+    let conn = rusqlite::Connection::open(out.join("state.sqlite")).unwrap();
+    let pages: i64 = conn
+        .query_row("SELECT count(*) FROM record_pages", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(pages, 0, "no walk is left in progress");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duckdb_polars_and_pandas_read_every_table_with_its_types() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let exporter = docpipe::export::Exporter::open(&out, live.clock.clone(), 3)
+        .await
+        .unwrap();
+    let mut targets = all_datasets(&live);
+    targets[0].datasets.push("threads");
+    let plan = exporter
+        .plan(&targets, day("2026-03-12"), day("2026-03-14"))
+        .unwrap();
+    assert!(exporter.run(&targets, &plan).await.failed.is_empty());
+    let tables = [
+        "page_views",
+        "site_totals",
+        "visitors",
+        "site_visitors",
+        "searches",
+        "search_totals",
+        "feedback",
+        "feedback_undated",
+        "feedback_by_page",
+        "assistant_turns",
+        "assistant_callers",
+        "assistant_messages",
+    ];
+    let mut want = String::new();
+    for t in tables {
+        let (_, rows) = docpipe::dataset::parquet::count_rows(&out.join(t)).unwrap();
+        assert!(rows > 0, "{t}");
+        want += &format!("{t} {rows} {rows} {rows}\n");
+    }
+    want += "types VARCHAR TIMESTAMP WITH TIME ZONE STRUCT(title VARCHAR, url VARCHAR)[] BIGINT DOUBLE BOOLEAN DATE\n";
+    want += "polars String Datetime(time_unit='us', time_zone='UTC') List(Struct({'title': String, 'url': String})) Int64 Float64 Boolean Date\n";
+    want += "pandas str datetime64[us, UTC] object int64 float64 bool\n";
+    let script = format!(
+        r#"
+import duckdb, polars as pl, pandas as pd
+root = {root:?}
+for t in {tables:?}:
+    glob = f"{{root}}/{{t}}/**/*.parquet"
+    d = duckdb.sql(f"SELECT count(*) FROM read_parquet('{{glob}}', hive_partitioning = true)").fetchall()[0][0]
+    p = pl.scan_parquet(glob, hive_partitioning=True).select(pl.len()).collect().item()
+    n = len(pd.read_parquet(f"{{root}}/{{t}}"))
+    print(t, d, p, n)
+def duck(t):
+    return {{r[0]: r[1] for r in duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{{root}}/{{t}}/**/*.parquet', hive_partitioning = true)").fetchall()}}
+turns, searches, fb = duck("assistant_turns"), duck("searches"), duck("feedback")
+print("types", turns["query"], turns["timestamp"], turns["sources"], searches["hits"], searches["ctr"], fb["helpful"], turns["date"])
+def pol(t):
+    return pl.scan_parquet(f"{{root}}/{{t}}/**/*.parquet", hive_partitioning=True).collect_schema()
+turns, searches, fb = pol("assistant_turns"), pol("searches"), pol("feedback")
+print("polars", turns["query"], repr(turns["timestamp"]), turns["sources"], searches["hits"], searches["ctr"], fb["helpful"], turns["date"])
+turns, searches = pd.read_parquet(f"{{root}}/assistant_turns"), pd.read_parquet(f"{{root}}/searches")
+print("pandas", turns["query"].dtype, turns["timestamp"].dtype, turns["sources"].dtype, searches["hits"].dtype, searches["ctr"].dtype, pd.read_parquet(f"{{root}}/site_totals")["final"].dtype)
+"#,
+        root = out.display().to_string(),
+        tables = tables,
+    );
+    let run = std::process::Command::new(python())
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .expect("python runs");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(String::from_utf8(run.stdout).unwrap(), want);
+}
+
+#[test]
+fn a_config_naming_an_unknown_dataset_or_a_span_too_long_is_refused_with_every_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    let text = config_all("http://127.0.0.1:9", &dir.path().join("out"), "feedback_recheck_days = 400\nthreads_per_run = 5000")
+        .replacen("organization = \"org-a\"\n", "organization = \"org-a\"\ndatasets = [\"page_views\", \"pageviews\", \"visitors\", \"visitors\"]\n", 1)
+        .replacen("id = \"gamma\"\norganization = \"org-b\"\n", "id = \"gamma\"\norganization = \"org-b\"\ndatasets = []\n", 1);
+    std::fs::write(&cfg, text).unwrap();
+    let run = docpipe(&cfg, &["export", "--dry-run"], None);
+    let err = String::from_utf8_lossy(&run.stderr).to_string();
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "error: invalid config {}: project alpha: unknown dataset \"pageviews\" (known: page_views, visitors, searches, feedback, feedback_by_page, assistant, caller_stats, threads); project alpha: dataset visitors is listed twice; project gamma: datasets is empty; list at least one, or leave it out for the default; export.feedback_recheck_days 400 must be at most 366; export.threads_per_run 5000 must be at most 1000",
+            cfg.display()
+        )
+    );
+    assert!(!dir.path().join("out").exists());
+}
