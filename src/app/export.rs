@@ -2,7 +2,7 @@
 //! and what a run leaves due.
 
 use super::Context;
-use crate::export::{Due, ExportError, Exporter, Plan, Summary, Target};
+use crate::export::{Due, ExportError, Exporter, Plan, RecordDue, Summary, Target};
 use chrono::NaiveDate;
 
 /// The plan of the incremental run: each target from its first day to today.
@@ -42,6 +42,22 @@ pub fn still_due<'a>(plan: &'a Plan, summary: &Summary) -> Vec<&'a Due> {
                 .windows
                 .iter()
                 .any(|w| w.is_final && w.project == d.project && w.day == d.day)
+        })
+        .collect()
+}
+
+/// The other datasets' windows of `plan` still due after its run, as [`still_due`] (a span is
+/// always due again).
+pub fn records_still_due<'a>(plan: &'a Plan, summary: &Summary) -> Vec<&'a RecordDue> {
+    plan.records
+        .iter()
+        .filter(|d| {
+            !summary.records.iter().any(|w| {
+                w.is_final
+                    && w.dataset == d.dataset
+                    && w.project == d.walk.project
+                    && w.from == d.walk.from
+            })
         })
         .collect()
 }

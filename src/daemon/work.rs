@@ -4,8 +4,9 @@
 
 use crate::app::Context;
 use crate::app::after::trends;
-use crate::app::export::{plan_due, plan_range, still_due};
+use crate::app::export::{plan_due, plan_range, records_still_due, still_due};
 use crate::app::rules::{Wait, fire_all};
+use crate::dataset::page_views::PAGE_VIEWS;
 use crate::export::{Exporter, Plan, Summary, Target, describe_summary};
 use crate::rules::engine::{Engine, Report, firing_line, polls};
 use crate::rules::{Rule, evaluate};
@@ -37,8 +38,9 @@ pub(super) struct Daemon {
     pub(super) engine: Option<Engine>,
     /// Requests the next scheduled export expects, per organization: backfill leaves them free.
     pub(super) reserve: HashMap<String, u64>,
-    /// Backfill windows tried in this process, per queue entry (each is tried once per start).
-    pub(super) tried: HashMap<i64, HashSet<(String, NaiveDate)>>,
+    /// Backfill windows tried in this process, per queue entry (each is tried once per start):
+    /// (dataset, project, first day).
+    pub(super) tried: HashMap<i64, HashSet<(&'static str, String, NaiveDate)>>,
 }
 
 /// What a backfill step did.
@@ -104,10 +106,16 @@ impl Daemon {
         // final (no second plan).
         let mut pending: HashMap<String, u64> = HashMap::new();
         let mut reserve: HashMap<String, u64> = HashMap::new();
-        for d in still_due(&plan, &summary) {
-            *pending.entry(d.project.clone()).or_default() += 1;
-            let org = plan.org_of.get(&d.project).cloned().unwrap_or_default();
-            *reserve.entry(org).or_default() += d.expected_requests;
+        let windows = still_due(&plan, &summary)
+            .into_iter()
+            .map(|d| (&d.project, d.expected_requests));
+        let records = records_still_due(&plan, &summary)
+            .into_iter()
+            .map(|d| (&d.walk.project, d.expected_requests));
+        for (project, expected) in windows.chain(records) {
+            *pending.entry(project.clone()).or_default() += 1;
+            let org = plan.org_of.get(project).cloned().unwrap_or_default();
+            *reserve.entry(org).or_default() += expected;
         }
         self.reserve = reserve;
         let ok = summary.failed.is_empty();
@@ -259,30 +267,45 @@ impl Daemon {
             }
         };
         let tried = self.tried.entry(q.id).or_default();
-        let Some(due) = plan
+        // The page-view windows first, then the other datasets', one window a step.
+        let next_view = plan
             .due
             .iter()
-            .find(|d| !tried.contains(&(d.project.clone(), d.day)))
-            .cloned()
-        else {
-            let left = plan.due.len();
-            if let Err(e) = state.queue_done(q.id, self.ctx.clock.now()) {
-                tracing::error!("backfill queue: {e}");
+            .find(|d| !tried.contains(&(PAGE_VIEWS, d.project.clone(), d.day)))
+            .cloned();
+        let next_record = plan
+            .records
+            .iter()
+            .find(|d| !tried.contains(&(d.dataset, d.walk.project.clone(), d.walk.from)))
+            .cloned();
+        let (dataset, project, day, expected) = match (&next_view, &next_record) {
+            (Some(d), _) => (PAGE_VIEWS, d.project.clone(), d.day, d.expected_requests),
+            (None, Some(r)) => (
+                r.dataset,
+                r.walk.project.clone(),
+                r.walk.from,
+                r.expected_requests,
+            ),
+            (None, None) => {
+                let left = plan.due.len() + plan.records.len();
+                if let Err(e) = state.queue_done(q.id, self.ctx.clock.now()) {
+                    tracing::error!("backfill queue: {e}");
+                }
+                self.tried.remove(&q.id);
+                count_run("backfill", left == 0);
+                if left == 0 {
+                    tracing::info!(id = q.id, from = %q.from, to = %q.to, "backfill done");
+                } else {
+                    tracing::warn!(
+                        id = q.id,
+                        left,
+                        "backfill drained; some windows failed or are not final: see the log, and queue it again to retry"
+                    );
+                }
+                return Step::Worked;
             }
-            self.tried.remove(&q.id);
-            count_run("backfill", left == 0);
-            if left == 0 {
-                tracing::info!(id = q.id, from = %q.from, to = %q.to, "backfill done");
-            } else {
-                tracing::warn!(
-                    id = q.id,
-                    left,
-                    "backfill drained; some windows failed or are not final: see the log, and queue it again to retry"
-                );
-            }
-            return Step::Worked;
         };
-        let Some(target) = targets.iter().find(|t| t.project == due.project) else {
+        let Some(target) = targets.iter().find(|t| t.project == project) else {
             return Step::Idle;
         };
         let client = &target.client;
@@ -292,24 +315,32 @@ impl Daemon {
         let now = self.ctx.clock.now();
         let used = u64::from(client.budget().used(&client.analytics_scope(), now));
         let reserve = self.reserve.get(&org).copied().unwrap_or(0);
-        if used + reserve + due.expected_requests > limit {
+        if used + reserve + expected > limit {
             tracing::debug!(
                 used,
                 reserve,
-                need = due.expected_requests,
+                need = expected,
                 "backfill waits for the budget"
             );
             return Step::Wait(BACKFILL_RECHECK);
         }
-        tried.insert((due.project.clone(), due.day));
+        tried.insert((dataset, project.clone(), day));
         let one = Plan {
-            due: vec![due.clone()],
-            expected_requests: due.expected_requests,
+            due: next_view.into_iter().collect(),
+            records: if dataset == PAGE_VIEWS {
+                Vec::new()
+            } else {
+                next_record.into_iter().collect()
+            },
+            expected_requests: expected,
             ..plan
         };
         let summary = self.exporter.run(std::slice::from_ref(target), &one).await;
         if let Some(w) = summary.windows.first() {
             tracing::info!(id = q.id, project = %w.project, day = %w.day, rows = w.rows, "backfill window written");
+        }
+        if let Some(w) = summary.records.first() {
+            tracing::info!(id = q.id, dataset = w.dataset, project = %w.project, from = %w.from, rows = w.rows, "backfill window written");
         }
         for (p, d, e) in &summary.failed {
             tracing::warn!(id = q.id, project = %p, day = %d, "backfill window failed: {e}");

@@ -130,39 +130,99 @@ fn signature(r: &Req, what: &str) -> u64 {
     }) & 0xFFFF_FFFF_FFFF
 }
 
-/// An opaque cursor: the next offset and the signature.
-fn make_cursor(r: &Req, what: &str, offset: usize, as_ulid: bool) -> String {
-    let sig = signature(r, what);
-    if as_ulid {
-        ulid(sig, offset as u128)
-    } else {
-        format!("{what}{offset:x}.{sig:x}")
-    }
+/// An opaque offset cursor (searches: an aggregate has no stable key order to resume after):
+/// the next offset and the signature of the query.
+fn make_cursor(r: &Req, what: &str, offset: usize) -> String {
+    format!("{what}{offset:x}.{:x}", signature(r, what))
 }
 
-/// The offset of a cursor, or the problem.
-fn read_cursor(r: &Req, what: &str, as_ulid: bool) -> Result<usize, String> {
+/// The offset of an offset cursor, or the problem.
+fn read_cursor(r: &Req, what: &str) -> Result<usize, String> {
     let Some(c) = r.q.get("cursor") else {
         return Ok(0);
     };
     let sig = signature(r, what);
-    let parsed = if as_ulid {
-        match parse_ulid(c) {
-            None => return Err("cursor must be a ULID".into()),
-            Some(v) => ((v >> 80) as u64 == sig).then_some((v & ((1u128 << 80) - 1)) as usize),
-        }
-    } else {
-        c.strip_prefix(what)
-            .and_then(|rest| rest.split_once('.'))
-            .and_then(|(o, s)| {
-                Some((
-                    usize::from_str_radix(o, 16).ok()?,
-                    u64::from_str_radix(s, 16).ok()?,
-                ))
-            })
-            .and_then(|(o, s)| (s == sig).then_some(o))
-    };
-    parsed.ok_or_else(|| "cursor is not valid for this query".to_string())
+    c.strip_prefix(what)
+        .and_then(|rest| rest.split_once('.'))
+        .and_then(|(o, s)| {
+            Some((
+                usize::from_str_radix(o, 16).ok()?,
+                u64::from_str_radix(s, 16).ok()?,
+            ))
+        })
+        .and_then(|(o, s)| (s == sig).then_some(o))
+        .ok_or_else(|| "cursor is not valid for this query".to_string())
+}
+
+/// A record's place in a keyset walk: its instant (ms) and its id.
+type Place<'a> = (i64, &'a str);
+
+fn hash80(id: &str) -> u128 {
+    let h = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    (u128::from(h) << 16) | u128::from(h >> 48)
+}
+
+/// A keyset cursor (feedback, conversations): a ULID of the last row's instant and a hash of its
+/// id. The next page starts after that row wherever it now stands, so that rows arriving during
+/// a walk (newest first) neither repeat nor push others out of it.
+fn keyset_cursor((ms, id): Place<'_>) -> String {
+    ulid(ms.max(0) as u64, hash80(id))
+}
+
+/// Where the page after a keyset cursor starts in `all` (newest first).
+fn keyset_offset<T>(cursor: &str, all: &[T], place: fn(&T) -> Place<'_>) -> Option<usize> {
+    let v = parse_ulid(cursor)?;
+    let (ms, h) = ((v >> 80) as i64, v & ((1u128 << 80) - 1));
+    let found = all.iter().position(|t| {
+        let (m, id) = place(t);
+        m == ms && hash80(id) & ((1u128 << 80) - 1) == h
+    });
+    Some(match found {
+        Some(i) => i + 1,
+        // The row is gone: what is older than it.
+        None => all
+            .iter()
+            .position(|t| place(t).0 < ms)
+            .unwrap_or(all.len()),
+    })
+}
+
+/// The `limit` of a keyset-paged request and its cursor, checked with the rest of its
+/// parameters (`bad` is the message for a cursor that is not one).
+fn keyset_params(
+    r: &mut Req,
+    max: u64,
+    default: u64,
+    bad: &str,
+) -> Result<(usize, Option<String>), super::ApiError> {
+    let limit = number_limit(&r.q, max, default, &mut r.problems);
+    let cursor = r.q.get("cursor").cloned();
+    if cursor.as_deref().is_some_and(|c| parse_ulid(c).is_none()) {
+        r.problems.push(bad.to_string());
+    }
+    finish(r)?;
+    Ok((limit, cursor))
+}
+
+/// One page of `all` after `cursor` as JSON, and the cursor of the next (null at the end).
+fn keyset_page<T>(
+    all: &[T],
+    (limit, cursor): (usize, Option<String>),
+    place: fn(&T) -> Place<'_>,
+    to_json: fn(&T) -> Value,
+) -> (Vec<Value>, Option<String>) {
+    let offset = cursor
+        .and_then(|c| keyset_offset(&c, all, place))
+        .unwrap_or(0);
+    let start = offset.min(all.len());
+    let end = offset.saturating_add(limit).min(all.len());
+    let rows = &all[start..end];
+    let next = (end < all.len())
+        .then(|| rows.last().map(|t| keyset_cursor(place(t))))
+        .flatten();
+    (rows.iter().map(to_json).collect(), next)
 }
 
 /// The `limit` (within `1..=max`) and the cursor's offset of a cursor-paged request, checked
@@ -170,12 +230,11 @@ fn read_cursor(r: &Req, what: &str, as_ulid: bool) -> Result<usize, String> {
 fn cursor_params(
     r: &mut Req,
     what: &str,
-    as_ulid: bool,
     max: u64,
     default: u64,
 ) -> Result<(usize, usize), super::ApiError> {
     let limit = number_limit(&r.q, max, default, &mut r.problems);
-    let offset = read_cursor(r, what, as_ulid).unwrap_or_else(|p| {
+    let offset = read_cursor(r, what).unwrap_or_else(|p| {
         r.problems.push(p);
         0
     });
@@ -187,13 +246,12 @@ fn cursor_params(
 fn cursor_page<T: Clone>(
     r: &Req,
     what: &str,
-    as_ulid: bool,
     all: &[T],
     (limit, offset): (usize, usize),
     to_json: fn(&T) -> Value,
 ) -> (Vec<Value>, Option<String>) {
     let (rows, more) = page(all, offset, limit);
-    let next = more.then(|| make_cursor(r, what, offset + limit, as_ulid));
+    let next = more.then(|| make_cursor(r, what, offset + limit));
     (rows.iter().map(to_json).collect(), next)
 }
 
@@ -305,10 +363,10 @@ pub async fn searches(
     query: Q,
 ) -> Reply {
     let mut r = begin(&emu, project, &headers, query)?;
-    let at = cursor_params(&mut r, "s", false, 100, 50)?;
+    let at = cursor_params(&mut r, "s", 100, 50)?;
     let all = searches_truth(&emu, &r.project, r.from, r.to).ok_or_else(not_found)?;
     let total: u64 = all.iter().map(|s| s.hits).sum();
-    let (rows, next) = cursor_page(&r, "s", false, &all, at, search_json);
+    let (rows, next) = cursor_page(&r, "s", &all, at, search_json);
     Ok(Json(json!({"searches": rows, "totalSearches": total, "nextCursor": next})).into_response())
 }
 
@@ -394,7 +452,7 @@ pub async fn feedback(
 ) -> Reply {
     let mut r = begin(&emu, project, &headers, query)?;
     let (source, statuses) = filters(&mut r);
-    let at = cursor_params(&mut r, "f", false, 100, 50)?;
+    let at = keyset_params(&mut r, 100, 50, "cursor is not valid for this query")?;
     let all = feedback_truth(
         &emu,
         &r.project,
@@ -404,7 +462,12 @@ pub async fn feedback(
         statuses.as_deref(),
     )
     .ok_or_else(not_found)?;
-    let (rows, next) = cursor_page(&r, "f", false, &all, at, feedback_json);
+    let (rows, next) = keyset_page(
+        &all,
+        at,
+        |f| (f.made.timestamp_millis(), &f.id),
+        feedback_json,
+    );
     let more = next.is_some();
     Ok(Json(json!({"feedback": rows, "nextCursor": next, "hasMore": more})).into_response())
 }
@@ -498,9 +561,9 @@ pub async fn conversations(
     query: Q,
 ) -> Reply {
     let mut r = begin(&emu, project, &headers, query)?;
-    let at = cursor_params(&mut r, "a", true, 1000, 100)?;
+    let at = keyset_params(&mut r, 1000, 100, "cursor must be a ULID")?;
     let all = turns_truth(&emu, &r.project, r.from, r.to).ok_or_else(not_found)?;
-    let (rows, next) = cursor_page(&r, "a", true, &all, at, turn_json);
+    let (rows, next) = keyset_page(&all, at, |t| (t.at.timestamp_millis(), &t.id), turn_json);
     let more = next.is_some();
     Ok(Json(json!({"conversations": rows, "nextCursor": next, "hasMore": more})).into_response())
 }

@@ -287,6 +287,33 @@ impl Walked {
         }
     }
 
+    /// Drops rows that repeat an earlier row exactly (same key, same values): a page boundary
+    /// that moved during the walk sends some twice, and one copy is the truth. Returns how many.
+    /// A key twice with other values is left for [`Walked::check`] to refuse.
+    fn drop_exact_repeats(&mut self, shape: &Shape) -> usize {
+        let mut seen: HashMap<String, (usize, usize)> = HashMap::new();
+        let mut repeats: Vec<(usize, usize)> = Vec::new();
+        for (p, page) in self.pages.iter().enumerate() {
+            for (i, row) in page.rows.iter().enumerate() {
+                match seen.entry(shape.key_of(row)) {
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert((p, i));
+                    }
+                    std::collections::hash_map::Entry::Occupied(o) => {
+                        let (fp, fi) = *o.get();
+                        if self.pages[fp].rows[fi] == *row {
+                            repeats.push((p, i));
+                        }
+                    }
+                }
+            }
+        }
+        for &(p, i) in repeats.iter().rev() {
+            self.pages[p].rows.remove(i);
+        }
+        repeats.len()
+    }
+
     /// The checks of a complete walk: the same totals on every page, each key once, sums.
     fn check(&self, shape: &Shape) -> Result<(), String> {
         let totals = self
@@ -535,10 +562,15 @@ impl Exporter {
     ) -> Result<(RecordOutcome, Vec<Vec<Cell>>), ExportError> {
         let shape = d.shape();
         let mut walked = self.walk_records(client, shape, &d.walk).await?;
+        let repeats = walked.drop_exact_repeats(shape);
+        if repeats > 0 {
+            tracing::debug!(dataset = shape.name, project = %d.walk.project, repeats, "rows sent twice, written once");
+        }
         if let Err(m) = walked.check(shape) {
             tracing::warn!(dataset = shape.name, project = %d.walk.project, from = %d.walk.from, "{m}; walking the window again");
             self.state().drop_record_pages(&d.walk)?;
             walked = self.walk_records(client, shape, &d.walk).await?;
+            walked.drop_exact_repeats(shape);
             walked.check(shape).map_err(|m| {
                 ExportError::Api(Client::paging_error(
                     shape.name,
