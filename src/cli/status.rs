@@ -96,11 +96,62 @@ pub async fn describe(
                 p.id
             ),
         };
+        for name in p.datasets.iter().filter(|d| **d != "page_views") {
+            let Some(shape) = crate::dataset::shape_by_name(name) else {
+                continue;
+            };
+            let due: Vec<_> = view
+                .due
+                .records
+                .iter()
+                .filter(|d| d.dataset == *name && d.walk.project == p.id)
+                .collect();
+            let written = state.record_days(name, &p.id)?;
+            let mut known: Vec<NaiveDate> = written.keys().copied().collect();
+            known.sort();
+            let line = match shape.windowing {
+                crate::dataset::Windowing::Daily => {
+                    let provisional = written.values().filter(|f| !**f).count();
+                    match (known.first(), known.last()) {
+                        (Some(a), Some(b)) => format!(
+                            "{} days ({a}..{b}), {provisional} provisional; `export` would fetch {} days",
+                            known.len(),
+                            due.len()
+                        ),
+                        _ => format!("nothing exported; `export` would fetch {} days", due.len()),
+                    }
+                }
+                crate::dataset::Windowing::Span { .. } => {
+                    let walks = due
+                        .iter()
+                        .map(|d| {
+                            format!(
+                                "{}..{}",
+                                d.walk.from,
+                                d.walk.to.pred_opt().unwrap_or(d.walk.to)
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    match state.span_through(name, &p.id)? {
+                        Some(t) => format!(
+                            "fetched through {}; `export` would walk {walks}",
+                            t.pred_opt().unwrap_or(t)
+                        ),
+                        None => format!("nothing exported; `export` would walk {walks}"),
+                    }
+                }
+                crate::dataset::Windowing::OnDemand => {
+                    format!("{} threads fetched", state.threads_fetched(&p.id)?.len())
+                }
+            };
+            let _ = writeln!(out, "  {name}: {line}");
+        }
     }
     let _ = writeln!(
         out,
         "export now: {} windows, about {} requests, ETA {}",
-        view.due.due.len(),
+        view.due.due.len() + view.due.records.len(),
         view.due.expected_requests,
         eta(&view.due)
     );

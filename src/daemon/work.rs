@@ -287,7 +287,9 @@ impl Daemon {
                 r.expected_requests,
             ),
             (None, None) => {
-                let left = plan.due.len() + plan.records.len();
+                // A span is due on every plan (its recent days are fetched again): walked once
+                // here, it is done; a day window left is one that is not final yet.
+                let left = plan.due.len() + plan.records.iter().filter(|r| !r.is_span()).count();
                 if let Err(e) = state.queue_done(q.id, self.ctx.clock.now()) {
                     tracing::error!("backfill queue: {e}");
                 }

@@ -264,14 +264,36 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-fn text(v: &Value, what: &str) -> Result<String, String> {
+/// Where a value is, for an error: `conversations[3].query`. Built only when an error names it.
+#[derive(Clone, Copy)]
+struct Place<'a> {
+    base: &'a str,
+    index: Option<usize>,
+    field: Option<&'a str>,
+}
+
+impl std::fmt::Display for Place<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.base)?;
+        if let Some(i) = self.index {
+            write!(f, "[{i}]")?;
+        }
+        if let Some(field) = self.field {
+            write!(f, ".{field}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The string of `v`, moved out of it (the page's JSON is not kept).
+fn text(v: &mut Value, what: impl std::fmt::Display) -> Result<String, String> {
     match v {
         Value::String(s) if s.len() > MAX_TEXT_BYTES => Err(format!(
             "{what} is {} bytes, more than {} KiB",
             s.len(),
             MAX_TEXT_BYTES >> 10
         )),
-        Value::String(s) => Ok(s.clone()),
+        Value::String(s) => Ok(std::mem::take(s)),
         other => Err(format!("{what} is {}, not a string", type_name(other))),
     }
 }
@@ -284,7 +306,7 @@ pub fn count(v: &Value, what: &str) -> Result<i64, String> {
     }
 }
 
-fn cell(c: &Column, v: &Value, what: &str) -> Result<Cell, String> {
+fn cell(c: &Column, v: &mut Value, what: Place<'_>) -> Result<Cell, String> {
     Ok(match c.kind {
         Kind::Text => Cell::Text(text(v, what)?),
         Kind::Choice(allowed) => {
@@ -294,7 +316,7 @@ fn cell(c: &Column, v: &Value, what: &str) -> Result<Cell, String> {
             }
             Cell::Text(s)
         }
-        Kind::Count => Cell::Int(count(v, what)?),
+        Kind::Count => Cell::Int(count(v, &what.to_string())?),
         Kind::Ratio => match v.as_f64() {
             Some(f) if f.is_finite() && f >= 0.0 => Cell::Float(f),
             _ => return Err(format!("{what} {v} is not a non-negative number")),
@@ -304,8 +326,10 @@ fn cell(c: &Column, v: &Value, what: &str) -> Result<Cell, String> {
             other => return Err(format!("{what} is {}, not a boolean", type_name(other))),
         },
         Kind::Time => {
-            let s = text(v, what)?;
-            let t = DateTime::parse_from_rfc3339(&s)
+            let Value::String(s) = &*v else {
+                return Err(format!("{what} is {}, not a string", type_name(v)));
+            };
+            let t = DateTime::parse_from_rfc3339(s)
                 .map_err(|_| format!("{what} {s:?} is not an RFC 3339 instant"))?;
             Cell::Time(t.with_timezone(&Utc).timestamp_micros())
         }
@@ -320,29 +344,33 @@ fn cell(c: &Column, v: &Value, what: &str) -> Result<Cell, String> {
                 ));
             }
             let mut out = Vec::with_capacity(items.len());
-            for (i, item) in items.iter().enumerate() {
-                let field = |name: &str| match item.get(name) {
-                    Some(v) => text(v, &format!("{what}[{i}].{name}")),
+            for (i, item) in items.iter_mut().enumerate() {
+                let mut field = |name: &str| match item.get_mut(name) {
+                    Some(v) => text(v, format_args!("{what}[{i}].{name}")),
                     None => Err(format!("{what}[{i}] has no field `{name}`")),
                 };
-                out.push((field("title")?, field("url")?));
+                let title = field("title")?;
+                out.push((title, field("url")?));
             }
             Cell::Sources(out)
         }
     })
 }
 
-/// The cells of an object's columns.
-fn cells(obj: &Value, columns: &[Column], what: &str) -> Result<Vec<Cell>, String> {
+/// The cells of an object's columns, its strings moved out of it.
+fn cells(obj: &mut Value, columns: &[Column], at: Place<'_>) -> Result<Vec<Cell>, String> {
     let Value::Object(map) = obj else {
-        return Err(format!("{what} is {}, not an object", type_name(obj)));
+        return Err(format!("{at} is {}, not an object", type_name(obj)));
     };
     let mut out = Vec::with_capacity(columns.len() + 1);
     for c in columns {
-        let name = format!("{what}.{}", c.field);
-        let v = match (map.get(c.field), c.need) {
+        let name = Place {
+            field: Some(c.field),
+            ..at
+        };
+        let v = match (map.get_mut(c.field), c.need) {
             (None, Need::Required | Need::Nullable) => {
-                return Err(format!("{what} has no field `{}`", c.field));
+                return Err(format!("{at} has no field `{}`", c.field));
             }
             (None | Some(Value::Null), Need::Optional) => Cell::Null,
             (None, Need::Default(d)) => Cell::Text(d.to_string()),
@@ -350,11 +378,19 @@ fn cells(obj: &Value, columns: &[Column], what: &str) -> Result<Vec<Cell>, Strin
             (Some(Value::Null), Need::Required | Need::Default(_)) => {
                 return Err(format!("{name} is null"));
             }
-            (Some(v), _) => cell(c, v, &name)?,
+            (Some(v), _) => cell(c, v, name)?,
         };
         out.push(v);
     }
     Ok(out)
+}
+
+fn place(base: &str) -> Place<'_> {
+    Place {
+        base,
+        index: None,
+        field: None,
+    }
 }
 
 impl Shape {
@@ -408,14 +444,14 @@ impl Shape {
     /// more rows than asked for, the paging fields present.
     pub fn decode(&self, body: &[u8], limit: Option<u32>) -> Result<Page, String> {
         let what = self.name;
-        let v: Value = serde_json::from_slice(body).map_err(|e| format!("{what} body: {e}"))?;
+        let mut v: Value = serde_json::from_slice(body).map_err(|e| format!("{what} body: {e}"))?;
         if !v.is_object() {
             return Err(format!("{what} body is {}, not an object", type_name(&v)));
         }
         let rows = match self.rows {
-            RowsAt::Body => vec![cells(&v, self.columns, "body")?],
+            RowsAt::Body => vec![cells(&mut v, self.columns, place("body"))?],
             RowsAt::Array(field) => {
-                let items = match v.get(field) {
+                let items = match v.get_mut(field) {
                     Some(Value::Array(items)) => items,
                     Some(other) => {
                         return Err(format!("{field} is {}, not an array", type_name(other)));
@@ -431,8 +467,12 @@ impl Shape {
                     ));
                 }
                 let mut rows = Vec::with_capacity(items.len());
-                for (i, item) in items.iter().enumerate() {
-                    let row = cells(item, self.columns, &format!("{field}[{i}]"))?;
+                for (i, item) in items.iter_mut().enumerate() {
+                    let at = Place {
+                        index: Some(i),
+                        ..place(field)
+                    };
+                    let row = cells(item, self.columns, at)?;
                     if let Some(check) = self.check_row {
                         check(&row).map_err(|e| format!("{field}[{i}]: {e}"))?;
                     }
@@ -443,9 +483,9 @@ impl Shape {
         };
         let totals = match self.totals_at {
             TotalsAt::None => Vec::new(),
-            TotalsAt::Fields => cells(&v, self.totals, "body")?,
-            TotalsAt::Object(field) => match v.get(field) {
-                Some(t) => cells(t, self.totals, field)?,
+            TotalsAt::Fields => cells(&mut v, self.totals, place("body"))?,
+            TotalsAt::Object(field) => match v.get_mut(field) {
+                Some(t) => cells(t, self.totals, place(field))?,
                 None => return Err(format!("{what} body has no field `{field}`")),
             },
         };

@@ -67,6 +67,11 @@ pub struct RecordDue {
 }
 
 impl RecordDue {
+    /// Whether it is a span (walked again on every run) rather than a day.
+    pub fn is_span(&self) -> bool {
+        matches!(self.shape().windowing, Windowing::Span { .. })
+    }
+
     fn shape(&self) -> &'static Shape {
         crate::dataset::shape_by_name(self.dataset).unwrap_or(&ASSISTANT)
     }

@@ -586,3 +586,74 @@ async fn a_second_daemon_waiting_for_the_lock_stops_on_sigterm_and_sighup_is_ign
     let (code, log) = first.terminate();
     assert_eq!(code, Some(0), "{}", log.join("\n"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_backfill_of_every_dataset_drains_one_window_a_step_to_what_the_cli_writes() {
+    let mut data = small();
+    data.limits.analytics_per_hour = 100_000;
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let all = |text: String| {
+        text.replace("datasets = [\"page_views\"]\n", "").replace(
+            "analytics_per_hour = 100\nheadroom_percent = 0",
+            "analytics_per_hour = 100000\nheadroom_percent = 0",
+        )
+    };
+    // Exports every 20 s, so that the steps of the backfill run in between.
+    let cfg = daemon_config(
+        &live.server.base_url(),
+        dir.path(),
+        today(),
+        &DAEMON.replace("*/2", "*/20"),
+    );
+    std::fs::write(&cfg, all(std::fs::read_to_string(&cfg).unwrap())).unwrap();
+    let range = ["--from", "2026-03-09", "--to", "2026-03-10"];
+    let queued = docpipe(&cfg, &[&["backfill", "--queue"][..], &range].concat(), None);
+    assert_eq!(queued.status.code(), Some(0));
+    let d = Daemon::start(&cfg);
+    d.wait_until(120, "the backfill", async |d| {
+        d.metric("docpipe_runs_total{kind=\"backfill\",result=\"ok\"}")
+            .await
+            >= 1.0
+    })
+    .await;
+    let (_, lines) = d.terminate();
+    // Each step took one window: 6 page-view windows, 4 daily datasets x 6, 2 spans x 3.
+    let steps = lines
+        .iter()
+        .filter(|l| l.contains("backfill window written"))
+        .count();
+    assert_eq!(steps, 6 + 4 * 6 + 2 * 3, "{lines:#?}");
+    // The same files as the command line's backfill of the range.
+    let ref_dir = dir.path().join("ref");
+    std::fs::create_dir_all(&ref_dir).unwrap();
+    let ref_cfg = ref_dir.join("c.toml");
+    std::fs::write(
+        &ref_cfg,
+        config_all(&live.server.base_url(), &ref_dir.join("out"), ""),
+    )
+    .unwrap();
+    let run = docpipe(&ref_cfg, &[&["backfill"][..], &range].concat(), None);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let of_range = |out: &Path| -> Vec<_> {
+        dataset(out)
+            .into_iter()
+            .filter(|(f, _)| {
+                let f = f.to_string_lossy();
+                f.contains("date=2026-03-") || f.contains("feedback_undated")
+            })
+            .collect()
+    };
+    let got = of_range(&dir.path().join("out"));
+    // 8 daily tables and the 2 span tables, for 3 projects and 2 days (and any undated feedback).
+    assert!(
+        got.len() >= 10 * 3 * 2,
+        "{:?}",
+        got.iter().map(|g| &g.0).collect::<Vec<_>>()
+    );
+    assert_eq!(got, of_range(&ref_dir.join("out")));
+}
