@@ -839,6 +839,35 @@ async fn killed_at_random_moments_a_backfill_of_every_dataset_resumes_to_the_sam
         .query_row("SELECT count(*) FROM record_pages", [], |r| r.get(0))
         .unwrap();
     assert_eq!(pages, 0, "no walk is left in progress");
+    // `status` has a line for each of a project's datasets.
+    let today = chrono::Utc::now().date_naive();
+    let start = today - chrono::Duration::days(29);
+    let status = docpipe(&cfg, &["status"], None);
+    let text = String::from_utf8_lossy(&status.stdout).to_string();
+    if chrono::Utc::now().date_naive() != today {
+        return; // the day changed during the run
+    }
+    let alpha: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("project alpha:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    let daily = "2 days (2026-03-08..2026-03-10), 0 provisional; `export` would fetch 30 days";
+    assert_eq!(
+        alpha,
+        [
+            format!("  visitors: {}", daily.replace("2 days", "3 days")),
+            format!("  searches: {}", daily.replace("2 days", "3 days")),
+            format!("  feedback: fetched through 2026-03-10; `export` would walk {start}..{today}"),
+            format!("  feedback_by_page: {}", daily.replace("2 days", "3 days")),
+            format!(
+                "  assistant: fetched through 2026-03-10; `export` would walk {start}..{today}"
+            ),
+            format!("  caller_stats: {}", daily.replace("2 days", "3 days")),
+        ],
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
