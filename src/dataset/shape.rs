@@ -362,13 +362,23 @@ fn cells(obj: &mut Value, columns: &[Column], at: Place<'_>) -> Result<Vec<Cell>
     let Value::Object(map) = obj else {
         return Err(format!("{at} is {}, not an object", type_name(obj)));
     };
+    let mut slots: Vec<Option<Value>> = columns.iter().map(|c| map.remove(c.field)).collect();
+    cells_of(&mut slots, columns, at)
+}
+
+/// The cells of a row whose columns' values are in `slots` (`None`: the field is absent).
+fn cells_of(
+    slots: &mut [Option<Value>],
+    columns: &[Column],
+    at: Place<'_>,
+) -> Result<Vec<Cell>, String> {
     let mut out = Vec::with_capacity(columns.len() + 1);
-    for c in columns {
+    for (c, slot) in columns.iter().zip(slots.iter_mut()) {
         let name = Place {
             field: Some(c.field),
             ..at
         };
-        let v = match (map.get_mut(c.field), c.need) {
+        let v = match (slot.as_mut(), c.need) {
             (None, Need::Required | Need::Nullable) => {
                 return Err(format!("{at} has no field `{}`", c.field));
             }
@@ -383,6 +393,215 @@ fn cells(obj: &mut Value, columns: &[Column], at: Place<'_>) -> Result<Vec<Cell>
         out.push(v);
     }
     Ok(out)
+}
+
+/// The rows array of a page, read element by element straight into each row's column slots
+/// (no map per row: the fields a descriptor does not name are skipped unread), checked as
+/// [`cells_of`] checks them. The first problem is kept and the rest of the array only skipped;
+/// the array's JSON errors stay serde's.
+mod stream {
+    use super::{Cell, Column, Place, Shape, cells_of};
+    use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use serde_json::Value;
+    use std::fmt;
+
+    #[derive(Clone, Copy)]
+    pub struct RowsSeed<'a> {
+        pub shape: &'a Shape,
+        pub field: &'a str,
+        pub limit: Option<u32>,
+    }
+
+    impl<'de> DeserializeSeed<'de> for RowsSeed<'_> {
+        type Value = Result<Vec<Vec<Cell>>, String>;
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    macro_rules! not_an {
+        ($name:ident, $ty:ty, $what:expr, $target:expr) => {
+            fn $name<E: de::Error>(self, _: $ty) -> Result<Self::Value, E> {
+                Ok(Err(format!("{} is {}, not {}", self.at(), $what, $target)))
+            }
+        };
+    }
+
+    impl RowsSeed<'_> {
+        fn at(&self) -> String {
+            self.field.to_string()
+        }
+    }
+
+    impl<'de> Visitor<'de> for RowsSeed<'_> {
+        type Value = Result<Vec<Vec<Cell>>, String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an array of rows")
+        }
+        not_an!(visit_bool, bool, "a boolean", "an array");
+        not_an!(visit_i64, i64, "a number", "an array");
+        not_an!(visit_u64, u64, "a number", "an array");
+        not_an!(visit_f64, f64, "a number", "an array");
+        not_an!(visit_str, &str, "a string", "an array");
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Err(format!("{} is null, not an array", self.at())))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+            while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(Err(format!("{} is an object, not an array", self.at())))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let columns = self.shape.columns;
+            let mut rows = Vec::with_capacity(seq.size_hint().unwrap_or(64));
+            let mut problem: Option<String> = None;
+            let mut len = 0;
+            loop {
+                if problem.is_some() {
+                    if seq.next_element::<IgnoredAny>()?.is_none() {
+                        break;
+                    }
+                    len += 1;
+                    continue;
+                }
+                let at = Place {
+                    base: self.field,
+                    index: Some(len),
+                    field: None,
+                };
+                let Some(row) = seq.next_element_seed(RowSeed { columns, at })? else {
+                    break;
+                };
+                len += 1;
+                let checked = row.and_then(|r| match self.shape.check_row {
+                    Some(check) => check(&r).map(|()| r).map_err(|e| format!("{at}: {e}")),
+                    None => Ok(r),
+                });
+                match checked {
+                    Ok(r) => rows.push(r),
+                    Err(e) => problem = Some(e),
+                }
+            }
+            if let Some(limit) = self.limit
+                && len > limit as usize
+            {
+                return Ok(Err(format!(
+                    "{len} rows in a page, more than the limit {limit}"
+                )));
+            }
+            Ok(problem.map_or(Ok(rows), Err))
+        }
+    }
+
+    /// One row: its columns' values in slots, the rest skipped.
+    struct RowSeed<'a> {
+        columns: &'a [Column],
+        at: Place<'a>,
+    }
+
+    impl<'de> DeserializeSeed<'de> for RowSeed<'_> {
+        type Value = Result<Vec<Cell>, String>;
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl RowSeed<'_> {
+        fn at(&self) -> String {
+            self.at.to_string()
+        }
+    }
+
+    impl<'de> Visitor<'de> for RowSeed<'_> {
+        type Value = Result<Vec<Cell>, String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a row object")
+        }
+        not_an!(visit_bool, bool, "a boolean", "an object");
+        not_an!(visit_i64, i64, "a number", "an object");
+        not_an!(visit_u64, u64, "a number", "an object");
+        not_an!(visit_f64, f64, "a number", "an object");
+        not_an!(visit_str, &str, "a string", "an object");
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Err(format!("{} is null, not an object", self.at())))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(Err(format!("{} is an array, not an object", self.at())))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+            let mut slots: Vec<Option<Value>> = vec![None; self.columns.len()];
+            while let Some(key) = m.next_key::<std::borrow::Cow<'de, str>>()? {
+                match self.columns.iter().position(|c| c.field == key.as_ref()) {
+                    // A field given twice: the last one, as a JSON object read whole keeps.
+                    Some(i) => slots[i] = Some(m.next_value::<Value>()?),
+                    None => {
+                        m.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(cells_of(&mut slots, self.columns, self.at))
+        }
+    }
+
+    /// The page's body: the rows array streamed, the other fields as values.
+    pub struct BodySeed<'a> {
+        pub rows: RowsSeed<'a>,
+    }
+
+    /// What a body gave.
+    pub struct Body {
+        pub rows: Option<Result<Vec<Vec<Cell>>, String>>,
+        pub rest: serde_json::Map<String, Value>,
+    }
+
+    impl<'de> DeserializeSeed<'de> for BodySeed<'_> {
+        type Value = Result<Body, String>;
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for BodySeed<'_> {
+        type Value = Result<Body, String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a page object")
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(Err("a boolean".into()))
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(Err("a number".into()))
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(Err("a number".into()))
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(Err("a number".into()))
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(Err("a string".into()))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Err("null".into()))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(Err("an array".into()))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+            let mut rows = None;
+            let mut rest = serde_json::Map::new();
+            while let Some(key) = m.next_key::<String>()? {
+                if key == self.rows.field {
+                    rows = Some(m.next_value_seed(self.rows)?);
+                } else {
+                    let v = m.next_value::<Value>()?;
+                    rest.insert(key, v);
+                }
+            }
+            Ok(Ok(Body { rows, rest }))
+        }
+    }
 }
 
 fn place(base: &str) -> Place<'_> {
@@ -444,41 +663,36 @@ impl Shape {
     /// more rows than asked for, the paging fields present.
     pub fn decode(&self, body: &[u8], limit: Option<u32>) -> Result<Page, String> {
         let what = self.name;
-        let mut v: Value = serde_json::from_slice(body).map_err(|e| format!("{what} body: {e}"))?;
-        if !v.is_object() {
-            return Err(format!("{what} body is {}, not an object", type_name(&v)));
-        }
-        let rows = match self.rows {
-            RowsAt::Body => vec![cells(&mut v, self.columns, place("body"))?],
+        let (rows, mut v) = match self.rows {
+            RowsAt::Body => {
+                let mut v: Value =
+                    serde_json::from_slice(body).map_err(|e| format!("{what} body: {e}"))?;
+                if !v.is_object() {
+                    return Err(format!("{what} body is {}, not an object", type_name(&v)));
+                }
+                (vec![cells(&mut v, self.columns, place("body"))?], v)
+            }
             RowsAt::Array(field) => {
-                let items = match v.get_mut(field) {
-                    Some(Value::Array(items)) => items,
-                    Some(other) => {
-                        return Err(format!("{field} is {}, not an array", type_name(other)));
-                    }
-                    None => return Err(format!("{what} body has no field `{field}`")),
+                use serde::de::DeserializeSeed;
+                let seed = stream::BodySeed {
+                    rows: stream::RowsSeed {
+                        shape: self,
+                        field,
+                        limit,
+                    },
                 };
-                if let Some(limit) = limit
-                    && items.len() > limit as usize
-                {
-                    return Err(format!(
-                        "{} rows in a page, more than the limit {limit}",
-                        items.len()
-                    ));
-                }
-                let mut rows = Vec::with_capacity(items.len());
-                for (i, item) in items.iter_mut().enumerate() {
-                    let at = Place {
-                        index: Some(i),
-                        ..place(field)
-                    };
-                    let row = cells(item, self.columns, at)?;
-                    if let Some(check) = self.check_row {
-                        check(&row).map_err(|e| format!("{field}[{i}]: {e}"))?;
-                    }
-                    rows.push(row);
-                }
-                rows
+                let mut de = serde_json::Deserializer::from_slice(body);
+                let parsed = seed
+                    .deserialize(&mut de)
+                    .and_then(|b| de.end().map(|()| b))
+                    .map_err(|e| format!("{what} body: {e}"))?;
+                let parsed =
+                    parsed.map_err(|kind| format!("{what} body is {kind}, not an object"))?;
+                let rows = match parsed.rows {
+                    None => return Err(format!("{what} body has no field `{field}`")),
+                    Some(r) => r?,
+                };
+                (rows, Value::Object(parsed.rest))
             }
         };
         let totals = match self.totals_at {
@@ -749,4 +963,96 @@ fn column<'a>(
             Arc::new(b.finish())
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::analytics::{ASSISTANT, FEEDBACK};
+
+    /// The rows as the whole-tree reader gives them (`serde_json::Value`, then [`cells`]).
+    fn tree_rows(shape: &Shape, body: &str, field: &str) -> Result<Vec<Vec<Cell>>, String> {
+        let mut v: Value = serde_json::from_str(body).unwrap();
+        let items = v[field].as_array_mut().unwrap();
+        let mut out = Vec::new();
+        for (i, item) in items.iter_mut().enumerate() {
+            let at = Place {
+                index: Some(i),
+                ..place(field)
+            };
+            let row = cells(item, shape.columns, at)?;
+            if let Some(check) = shape.check_row {
+                check(&row).map_err(|e| format!("{at}: {e}"))?;
+            }
+            out.push(row);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn the_streamed_rows_are_the_rows_of_the_whole_tree_and_fail_alike() {
+        let turn = |extra: &str| {
+            format!(
+                r#"{{"id":"t1","timestamp":"2026-03-10T10:00:00.123Z","query":"caf\u00e9 \"q\"","response":"r","sources":[{{"title":"A","url":"/a","x":1}}],"resolutionStatus":"answered","queryCategory":null,"pageUrl":null{extra}}}"#
+            )
+        };
+        let cases = [
+            (turn(""), true),
+            (
+                turn(r#","responseType":"clarifying_question","unknown":{"deep":[1,2]}"#),
+                true,
+            ),
+            (turn(r#","query":"last one wins""#), true),
+            (turn(r#","timestamp":5"#), false),
+            (turn(r#","resolutionStatus":"maybe""#), false),
+            ("7".to_string(), false),
+            ("null".to_string(), false),
+            (r#"[1]"#.to_string(), false),
+        ];
+        for (row, ok) in cases {
+            let body = format!(
+                r#"{{"hasMore":false,"conversations":[{row},{}],"nextCursor":null}}"#,
+                turn("")
+            );
+            let streamed = ASSISTANT.decode(body.as_bytes(), Some(10)).map(|p| p.rows);
+            assert_eq!(
+                streamed,
+                tree_rows(&ASSISTANT, &body, "conversations"),
+                "{row}"
+            );
+            assert_eq!(streamed.is_ok(), ok, "{row}: {streamed:?}");
+        }
+        // A source's own check, and the limit.
+        let fb = r#"{"feedback":[{"id":"f","path":"/p","comment":null,"createdAt":null,"source":"contextual","status":"pending"}],"nextCursor":null,"hasMore":false}"#;
+        assert_eq!(
+            FEEDBACK.decode(fb.as_bytes(), Some(10)).unwrap_err(),
+            "feedback[0]: a contextual entry has no `helpful`"
+        );
+        assert_eq!(
+            tree_rows(&FEEDBACK, fb, "feedback").unwrap_err(),
+            "feedback[0]: a contextual entry has no `helpful`"
+        );
+        let two = format!(
+            r#"{{"conversations":[{},{}],"nextCursor":null,"hasMore":false}}"#,
+            turn(""),
+            turn("")
+        );
+        assert_eq!(
+            ASSISTANT.decode(two.as_bytes(), Some(1)).unwrap_err(),
+            "2 rows in a page, more than the limit 1"
+        );
+        assert_eq!(
+            ASSISTANT
+                .decode(
+                    br#"{"conversations":{},"nextCursor":null,"hasMore":false}"#,
+                    Some(1)
+                )
+                .unwrap_err(),
+            "conversations is an object, not an array"
+        );
+        assert_eq!(
+            ASSISTANT.decode(b"[]", Some(1)).unwrap_err(),
+            "assistant body is an array, not an object"
+        );
+    }
 }
