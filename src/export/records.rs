@@ -364,6 +364,11 @@ impl Exporter {
                     continue;
                 };
                 let in_progress = self.state().record_walk(shape.name, &t.project)?;
+                // What its latest windows took at most (retries included), at least one request.
+                let per_window = self
+                    .state()
+                    .recent_requests(shape.name, &t.project)?
+                    .map_or(1, |n| n.max(1) as u64);
                 let stored = |w: &RecordWalk| -> Result<u64, ExportError> {
                     Ok(if in_progress.as_ref() == Some(w) {
                         self.state().record_pages(w)?.len() as u64
@@ -394,7 +399,7 @@ impl Exporter {
                                     stored_pages: stored(&walk)?,
                                     walk,
                                     becomes_final: self.is_settled(day),
-                                    expected_requests: 1,
+                                    expected_requests: per_window,
                                 });
                             }
                             match day.pred_opt() {
@@ -430,7 +435,7 @@ impl Exporter {
                             stored_pages: stored(&walk)?,
                             walk,
                             becomes_final: false,
-                            expected_requests: 1,
+                            expected_requests: per_window,
                         });
                     }
                 }

@@ -203,6 +203,17 @@ impl Store {
         })
     }
 
+    /// The most requests one of the latest 7 windows of a dataset and project took (for
+    /// estimates: today's window is young and small), if any.
+    pub fn recent_requests(&self, dataset: &str, project: &str) -> Result<Option<i64>, StoreError> {
+        self.db.with_conn(|c| {
+            c.prepare_cached(
+                "SELECT max(requests) FROM (SELECT requests FROM record_windows WHERE dataset = ?1 AND project = ?2 ORDER BY day DESC LIMIT 7)",
+            )?
+            .query_row(params![dataset, project], |r| r.get::<_, Option<i64>>(0))
+        })
+    }
+
     /// The day after the last one a span dataset's walk reached, if any.
     pub fn span_through(
         &self,

@@ -602,6 +602,22 @@ async fn every_dataset_exported_with_faults_on_equals_the_emulators_truth() {
         .map(|(f, _)| f)
         .collect::<Vec<_>>();
     let plan = exporter.plan(&targets, from, to).unwrap();
+    // Its plan expects what the most of the latest 7 windows of each dataset took.
+    let conn = rusqlite::Connection::open(out.join("state.sqlite")).unwrap();
+    let took = conn
+        .query_row(
+            "SELECT max(requests) FROM (SELECT requests FROM record_windows WHERE dataset = 'searches' AND project = 'alpha' ORDER BY day DESC LIMIT 7)",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap() as u64;
+    assert!(took >= 2, "a day of alpha's searches spans pages: {took}");
+    let searches = plan
+        .records
+        .iter()
+        .find(|d| d.dataset == "searches")
+        .unwrap();
+    assert_eq!(searches.expected_requests, took);
     let summary = exporter.run(&targets, &plan).await;
     assert!(summary.failed.is_empty());
     assert_eq!(
