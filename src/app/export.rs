@@ -54,7 +54,7 @@ pub fn records_still_due<'a>(plan: &'a Plan, summary: &Summary) -> Vec<&'a Recor
         .filter(|d| {
             !summary.records.iter().any(|w| {
                 w.is_final
-                    && w.dataset == d.dataset
+                    && w.dataset == d.dataset()
                     && w.project == d.walk.project
                     && w.from == d.walk.from
             })

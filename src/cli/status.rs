@@ -104,7 +104,7 @@ pub async fn describe(
                 .due
                 .records
                 .iter()
-                .filter(|d| d.dataset == *name && d.walk.project == p.id)
+                .filter(|d| d.dataset() == *name && d.walk.project == p.id)
                 .collect();
             let written = state.record_days(name, &p.id)?;
             let mut known: Vec<NaiveDate> = written.keys().copied().collect();

@@ -276,12 +276,12 @@ impl Daemon {
         let next_record = plan
             .records
             .iter()
-            .find(|d| !tried.contains(&(d.dataset, d.walk.project.clone(), d.walk.from)))
+            .find(|d| !tried.contains(&(d.dataset(), d.walk.project.clone(), d.walk.from)))
             .cloned();
         let (dataset, project, day, expected) = match (&next_view, &next_record) {
             (Some(d), _) => (PAGE_VIEWS, d.project.clone(), d.day, d.expected_requests),
             (None, Some(r)) => (
-                r.dataset,
+                r.dataset(),
                 r.walk.project.clone(),
                 r.walk.from,
                 r.expected_requests,

@@ -117,22 +117,15 @@ pub fn write_rejects(
 /// none).
 pub fn remove_rejects(root: &Path, project: &str, day: NaiveDate) -> Result<(), WriteError> {
     let dir = partition_dir(root, REJECTS, project, day);
-    match std::fs::remove_dir_all(&dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(WriteError::Io {
-            path: dir.display().to_string(),
-            source: e,
-        }),
-        _ => {
-            // An emptied project folder goes too, and an emptied table folder.
-            if let Some(project_dir) = dir.parent() {
-                let _ = std::fs::remove_dir(project_dir);
-                if let Some(table) = project_dir.parent() {
-                    let _ = std::fs::remove_dir(table);
-                }
-            }
-            Ok(())
+    super::parquet::remove_partition(&dir)?;
+    // An emptied project folder goes too, and an emptied table folder.
+    if let Some(project_dir) = dir.parent() {
+        let _ = std::fs::remove_dir(project_dir);
+        if let Some(table) = project_dir.parent() {
+            let _ = std::fs::remove_dir(table);
         }
     }
+    Ok(())
 }
 
 /// The rows of a window's pages with each path once (its first row): a path on two pages (the

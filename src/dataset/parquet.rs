@@ -88,6 +88,17 @@ pub fn write_batch(dir: &Path, batch: &RecordBatch) -> Result<Pending, WriteErro
     }
 }
 
+/// Removes a partition (a day that has no rows any more); one that is not there is fine.
+pub fn remove_partition(dir: &Path) -> Result<(), WriteError> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(WriteError::Io {
+            path: dir.display().to_string(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Renames a written partition into place.
 pub fn commit(pending: Pending) -> Result<std::path::PathBuf, WriteError> {
     let path = pending.dest().display().to_string();

@@ -11,7 +11,7 @@
 
 use super::analytics::{not_found, parse_query, parse_range};
 use super::data::KeyKind;
-use super::generate::midnight;
+use super::generate::{hash_str, midnight};
 use super::records::{self, Feedback, Search, Thread, parse_ulid, ulid};
 use super::{Emulator, Limit, Reply, invalid};
 use axum::Json;
@@ -46,23 +46,6 @@ fn number_limit(
     }
 }
 
-/// The UTC days whose data a range holds: those whose midnight is in it.
-fn days_of(from: NaiveDateTime, to: NaiveDateTime) -> Vec<NaiveDate> {
-    let mut out = Vec::new();
-    let mut d = from.date();
-    if midnight(d) < from {
-        d = d.succ_opt().unwrap_or(d);
-    }
-    while midnight(d) < to && out.len() < 4000 {
-        out.push(d);
-        d = match d.succ_opt() {
-            Some(n) => n,
-            None => break,
-        };
-    }
-    out
-}
-
 /// The UTC days an instant range touches.
 fn days_touched(from: NaiveDateTime, to: NaiveDateTime) -> Vec<NaiveDate> {
     let mut out = Vec::new();
@@ -75,6 +58,14 @@ fn days_touched(from: NaiveDateTime, to: NaiveDateTime) -> Vec<NaiveDate> {
         };
     }
     out
+}
+
+/// The UTC days whose data a range holds: those whose midnight is in it.
+fn days_of(from: NaiveDateTime, to: NaiveDateTime) -> Vec<NaiveDate> {
+    days_touched(from, to)
+        .into_iter()
+        .filter(|d| midnight(*d) >= from)
+        .collect()
 }
 
 /// A request's common part: key, budget, query, project.
@@ -125,9 +116,7 @@ fn signature(r: &Req, what: &str) -> u64 {
             .collect();
     keys.sort();
     let text = format!("{what}|{}|{keys:?}", r.project);
-    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    }) & 0xFFFF_FFFF_FFFF
+    hash_str(&text) & 0xFFFF_FFFF_FFFF
 }
 
 /// An opaque offset cursor (searches: an aggregate has no stable key order to resume after):
@@ -158,9 +147,7 @@ fn read_cursor(r: &Req, what: &str) -> Result<usize, String> {
 type Place<'a> = (i64, &'a str);
 
 fn hash80(id: &str) -> u128 {
-    let h = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
+    let h = hash_str(id);
     (u128::from(h) << 16) | u128::from(h >> 48)
 }
 
@@ -216,10 +203,8 @@ fn keyset_page<T>(
     let offset = cursor
         .and_then(|c| keyset_offset(&c, all, place))
         .unwrap_or(0);
-    let start = offset.min(all.len());
-    let end = offset.saturating_add(limit).min(all.len());
-    let rows = &all[start..end];
-    let next = (end < all.len())
+    let (rows, more) = page(all, offset, limit);
+    let next = more
         .then(|| rows.last().map(|t| keyset_cursor(place(t))))
         .flatten();
     (rows.iter().map(to_json).collect(), next)
@@ -243,7 +228,7 @@ fn cursor_params(
 }
 
 /// One page of `all` as JSON and the cursor of the next (null at the end).
-fn cursor_page<T: Clone>(
+fn cursor_page<T>(
     r: &Req,
     what: &str,
     all: &[T],
@@ -255,7 +240,7 @@ fn cursor_page<T: Clone>(
     (rows.iter().map(to_json).collect(), next)
 }
 
-fn page<T: Clone>(all: &[T], offset: usize, limit: usize) -> (&[T], bool) {
+fn page<T>(all: &[T], offset: usize, limit: usize) -> (&[T], bool) {
     let start = offset.min(all.len());
     let end = offset.saturating_add(limit).min(all.len());
     (&all[start..end], end < all.len())

@@ -83,7 +83,8 @@ impl Row {
 
 pub use crate::random::{mix, unit};
 
-fn hash_str(s: &str) -> u64 {
+/// FNV-1a of a string: the emulator's stable hash of names and ids.
+pub fn hash_str(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     })

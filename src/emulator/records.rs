@@ -5,7 +5,7 @@
 //! ULIDs (about one in six unanswered, categories assigned a day later), caller stats count the
 //! turns. Nothing dated after the emulator's now is visible: today's data grows as time passes.
 
-use super::generate::{Row, mix, page_title, unit};
+use super::generate::{Row, hash_str, mix, page_title, unit};
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 
 const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
@@ -35,12 +35,6 @@ pub fn parse_ulid(s: &str) -> Option<u128> {
         v = (v << 5) | d;
     }
     Some(v)
-}
-
-fn hash_str(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    })
 }
 
 /// The dice of one thing of one day of one project.

@@ -52,11 +52,11 @@ impl RecordSettings {
 }
 
 /// A window of a generic dataset that needs fetching.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct RecordDue {
     /// The dataset.
-    pub dataset: &'static str,
-    /// The window (its days `from..to`).
+    pub shape: &'static Shape,
+    /// The window (its days `from..to`; its `dataset` is the shape's name).
     pub walk: RecordWalk,
     /// Whether its days are final once written (a daily window past the lateness allowance).
     pub becomes_final: bool,
@@ -67,13 +67,14 @@ pub struct RecordDue {
 }
 
 impl RecordDue {
-    /// Whether it is a span (walked again on every run) rather than a day.
-    pub fn is_span(&self) -> bool {
-        matches!(self.shape().windowing, Windowing::Span { .. })
+    /// The dataset's name.
+    pub fn dataset(&self) -> &'static str {
+        self.shape.name
     }
 
-    fn shape(&self) -> &'static Shape {
-        crate::dataset::shape_by_name(self.dataset).unwrap_or(&ASSISTANT)
+    /// Whether it is a span (walked again on every run) rather than a day.
+    pub fn is_span(&self) -> bool {
+        matches!(self.shape.windowing, Windowing::Span { .. })
     }
 }
 
@@ -98,29 +99,10 @@ pub struct RecordOutcome {
     pub is_final: bool,
 }
 
-/// The folder of a table's partition for `day` (`None`: the per-project one).
-fn dir_of(root: &Path, table: &str, project: &str, day: Option<NaiveDate>) -> PathBuf {
-    match day {
-        Some(d) => partition_dir(root, table, project, d),
-        None => project_dir(root, table, project),
-    }
-}
-
 fn encode_error(dir: &Path, message: String) -> WriteError {
     WriteError::Encode {
         path: dir.display().to_string(),
         message,
-    }
-}
-
-/// Removes a partition (a day that has no rows any more).
-fn remove_partition(dir: &Path) -> Result<(), WriteError> {
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(WriteError::Io {
-            path: dir.display().to_string(),
-            source: e,
-        }),
-        _ => Ok(()),
     }
 }
 
@@ -204,26 +186,49 @@ struct Writes {
 }
 
 impl Writes {
+    /// Writes the partitions `build` adds under temporary names, then renames them all into
+    /// place (and removes the ones it named); on an error none is put in place.
+    fn all(
+        crash: &CrashPoints,
+        build: impl FnOnce(&mut Writes) -> Result<(), WriteError>,
+    ) -> Result<(), WriteError> {
+        let mut writes = Writes::default();
+        if let Err(e) = build(&mut writes) {
+            for p in writes.pending {
+                p.abandon();
+            }
+            return Err(e);
+        }
+        crash.hit("before rename");
+        for p in writes.pending {
+            pq::commit(p)?;
+        }
+        for d in writes.removals {
+            pq::remove_partition(&d)?;
+        }
+        Ok(())
+    }
+
     fn add(&mut self, dir: &Path, batch: &RecordBatch) -> Result<(), WriteError> {
         self.pending.push(pq::write_batch(dir, batch)?);
         Ok(())
     }
 
-    fn abandon(self) {
-        for p in self.pending {
-            p.abandon();
-        }
-    }
-
-    fn commit(self, crash: &CrashPoints) -> Result<(), WriteError> {
-        crash.hit("before rename");
-        for p in self.pending {
-            pq::commit(p)?;
-        }
-        for d in self.removals {
-            remove_partition(&d)?;
-        }
-        Ok(())
+    /// Adds the partition at `dir` as it was (read back, if there is one) merged on the key
+    /// with `rows`.
+    fn merge_into(
+        &mut self,
+        shape: &Shape,
+        dir: &Path,
+        rows: &[FlaggedRow<'_>],
+        at: DateTime<Utc>,
+    ) -> Result<(), WriteError> {
+        let new = shape.batch(rows, at).map_err(|e| encode_error(dir, e))?;
+        let merged = match read_partition(dir)? {
+            Some(old) => merge(shape, old, new, dir)?,
+            None => new,
+        };
+        self.add(dir, &merged)
     }
 }
 
@@ -371,7 +376,7 @@ impl Exporter {
                     .map_or(1, |n| n.max(1) as u64);
                 let stored = |w: &RecordWalk| -> Result<u64, ExportError> {
                     Ok(if in_progress.as_ref() == Some(w) {
-                        self.state().record_pages(w)?.len() as u64
+                        self.state().record_page_count(w)?
                     } else {
                         0
                     })
@@ -395,7 +400,7 @@ impl Exporter {
                                     to: day.succ_opt().unwrap_or(day),
                                 };
                                 due.push(RecordDue {
-                                    dataset: shape.name,
+                                    shape,
                                     stored_pages: stored(&walk)?,
                                     walk,
                                     becomes_final: self.is_settled(day),
@@ -431,7 +436,7 @@ impl Exporter {
                             }
                         };
                         due.push(RecordDue {
-                            dataset: shape.name,
+                            shape,
                             stored_pages: stored(&walk)?,
                             walk,
                             becomes_final: false,
@@ -474,7 +479,7 @@ impl Exporter {
                 summary.failed.push((
                     d.walk.project.clone(),
                     d.walk.from,
-                    format!("{}: skipped: {reason}", d.dataset),
+                    format!("{}: skipped: {reason}", d.dataset()),
                 ));
                 self.events.window_failed();
                 continue;
@@ -485,7 +490,7 @@ impl Exporter {
             summary.requests += requests;
             match result {
                 Ok((outcome, rows)) => {
-                    if d.dataset == ASSISTANT.name
+                    if d.dataset() == ASSISTANT.name
                         && wanted_threads.contains(d.walk.project.as_str())
                     {
                         let status = ASSISTANT.index("resolution_status").unwrap_or(0);
@@ -513,7 +518,7 @@ impl Exporter {
                     summary.records.push(outcome);
                 }
                 Err(e) => {
-                    let label = format!("{} {}..{}", d.dataset, d.walk.from, d.walk.to);
+                    let label = format!("{} {}..{}", d.dataset(), d.walk.from, d.walk.to);
                     self.failed_scope(
                         &d.walk.project,
                         d.walk.from,
@@ -570,7 +575,7 @@ impl Exporter {
         d: &RecordDue,
         before: u64,
     ) -> Result<(RecordOutcome, Vec<Vec<Cell>>), ExportError> {
-        let shape = d.shape();
+        let shape = d.shape;
         let mut walked = self.walk_records(client, shape, &d.walk).await?;
         let repeats = walked.drop_exact_repeats(shape);
         if repeats > 0 {
@@ -721,8 +726,7 @@ impl Exporter {
             .map(|r| (r.as_slice(), flags.as_slice()))
             .collect();
         let batch = shape.batch(&refs, at).map_err(|e| encode_error(&dir, e))?;
-        let mut writes = Writes::default();
-        let result = (|| {
+        Writes::all(&self.crash, |writes| {
             writes.add(&dir, &batch)?;
             if let Some(table) = shape.totals_table {
                 let tdir = partition_dir(out, table, &w.project, w.from);
@@ -731,15 +735,9 @@ impl Exporter {
                     .map_err(|e| encode_error(&tdir, e))?;
                 writes.add(&tdir, &t)?;
             }
-            Ok::<_, WriteError>(())
-        })();
-        match result {
-            Ok(()) => writes.commit(&self.crash).map_err(Into::into),
-            Err(e) => {
-                writes.abandon();
-                Err(e.into())
-            }
-        }
+            Ok(())
+        })
+        .map_err(Into::into)
     }
 
     /// Writes a span: every day of it replaced by its rows (a day without rows loses its
@@ -779,9 +777,8 @@ impl Exporter {
             by_day.entry(day).or_default().push((r.as_slice(), &[]));
         }
         let out = self.output();
-        let mut writes = Writes::default();
         let mut days = Vec::new();
-        let result = (|| {
+        Writes::all(&self.crash, |writes| {
             let mut d = w.from;
             while d < w.to {
                 let dir = partition_dir(out, shape.table, &w.project, d);
@@ -802,26 +799,11 @@ impl Exporter {
                 }
             }
             if let (Some(rows), Some(table)) = (by_day.get(&None), shape.undated_table) {
-                let dir = dir_of(out, table, &w.project, None);
-                let new = shape.batch(rows, at).map_err(|e| encode_error(&dir, e))?;
-                let merged = match read_partition(&dir)? {
-                    Some(old) => merge(shape, old, new, &dir)?,
-                    None => new,
-                };
-                writes.add(&dir, &merged)?;
+                writes.merge_into(shape, &project_dir(out, table, &w.project), rows, at)?;
             }
-            Ok::<_, WriteError>(())
-        })();
-        match result {
-            Ok(()) => {
-                writes.commit(&self.crash)?;
-                Ok(days)
-            }
-            Err(e) => {
-                writes.abandon();
-                Err(e.into())
-            }
-        }
+            Ok(())
+        })?;
+        Ok(days)
     }
 
     /// Fetches the threads of `candidates` not fetched yet, up to the cap, and merges their
@@ -878,36 +860,24 @@ impl Exporter {
                     r
                 })
                 .collect();
-            let keys: HashSet<String> = rows.iter().map(|r| THREAD_MESSAGES.key_of(r)).collect();
-            if keys.len() != rows.len() {
-                return Err(Client::paging_error(
+            let refs: Vec<FlaggedRow<'_>> = rows.iter().map(|r| (r.as_slice(), &[][..])).collect();
+            let cells: Vec<&[Cell]> = refs.iter().map(|r| r.0).collect();
+            THREAD_MESSAGES.check(&cells, &[]).map_err(|m| {
+                Client::paging_error(
                     THREADS.name,
                     format!("project {project}, thread {thread}"),
-                    "a message id appears twice".into(),
+                    m,
                 )
-                .into());
-            }
+            })?;
+            // Its messages go to the day the thread began.
+            let day = page.totals[1]
+                .time()
+                .map_or(today, |t| t.with_timezone(&self.tz).date_naive());
             let at = self.clock.now();
-            let day = THREAD_MESSAGES.day_of(&rows.first().cloned().unwrap_or_default(), self.tz);
-            let day = day
-                .or_else(|| {
-                    page.totals[1]
-                        .time()
-                        .map(|t| t.with_timezone(&self.tz).date_naive())
-                })
-                .unwrap_or(today);
             let dir = partition_dir(self.output(), THREAD_MESSAGES.table, project, day);
-            let refs: Vec<FlaggedRow<'_>> = rows.iter().map(|r| (r.as_slice(), &[][..])).collect();
-            let new = THREAD_MESSAGES
-                .batch(&refs, at)
-                .map_err(|e| encode_error(&dir, e))?;
-            let merged = match read_partition(&dir)? {
-                Some(old) => merge(&THREAD_MESSAGES, old, new, &dir)?,
-                None => new,
-            };
-            let mut writes = Writes::default();
-            writes.add(&dir, &merged)?;
-            writes.commit(&self.crash)?;
+            Writes::all(&self.crash, |writes| {
+                writes.merge_into(&THREAD_MESSAGES, &dir, &refs, at)
+            })?;
             self.state()
                 .thread_fetched(project, thread, rows.len() as i64, at)?;
             rows_written += rows.len() as i64;

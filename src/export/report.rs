@@ -35,7 +35,7 @@ pub fn describe_plan(plan: &Plan) -> String {
     }
     let mut by_dataset: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
     for d in &plan.records {
-        let e = by_dataset.entry(d.dataset).or_default();
+        let e = by_dataset.entry(d.dataset()).or_default();
         e.0 += 1;
         e.1 += d.expected_requests;
     }

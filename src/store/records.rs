@@ -119,6 +119,20 @@ impl Store {
         })
     }
 
+    /// How many pages of a walk are stored (without reading them).
+    pub fn record_page_count(&self, w: &RecordWalk) -> Result<u64, StoreError> {
+        self.db.with_conn(|c| {
+            c.prepare_cached(
+                "SELECT count(*) FROM record_pages WHERE dataset = ?1 AND project = ?2 AND from_day = ?3 AND to_day = ?4",
+            )?
+            .query_row(
+                params![w.dataset, w.project, w.from.to_string(), w.to.to_string()],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as u64)
+        })
+    }
+
     /// The walk in progress of a dataset and project (one at a time: a new one drops it).
     pub fn record_walk(
         &self,

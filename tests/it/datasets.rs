@@ -615,7 +615,7 @@ async fn every_dataset_exported_with_faults_on_equals_the_emulators_truth() {
     let searches = plan
         .records
         .iter()
-        .find(|d| d.dataset == "searches")
+        .find(|d| d.dataset() == "searches")
         .unwrap();
     assert_eq!(searches.expected_requests, took);
     let summary = exporter.run(&targets, &plan).await;
@@ -646,7 +646,7 @@ async fn feedback_status_changes_and_late_turns_land_through_the_recheck_and_the
     let spans = |plan: &docpipe::export::Plan| {
         plan.records
             .iter()
-            .map(|d| (d.dataset, d.walk.from, d.walk.to))
+            .map(|d| (d.dataset(), d.walk.from, d.walk.to))
             .collect::<Vec<_>>()
     };
     assert_eq!(
