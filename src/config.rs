@@ -57,6 +57,129 @@ pub struct RawConfig {
     /// The daemon (`docpipe run`).
     #[serde(default)]
     pub daemon: RawDaemon,
+    /// How often days are looked at again, by age; the backfill's share of the budget.
+    #[serde(default)]
+    pub freshness: RawFreshness,
+}
+
+/// `[freshness]` (and `[freshness.dataset.<name>]`): durations such as "1h", "90m", "2h 30m".
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFreshness {
+    /// Today's data (and a span's recent days) fetched again after this long (default 1h).
+    pub today: Option<String>,
+    /// Yesterday probed again after this long, a day n days old after n times this (default 2h).
+    pub recent: Option<String>,
+    /// ...at most this long (default 6h); feedback's full re-check runs this often too.
+    pub oldest: Option<String>,
+    /// Percent of each hour's budget kept for missing days while any are pending (default 10).
+    pub backfill_share_percent: Option<u32>,
+    /// A dataset's own policy (today, recent, oldest), the rest from above.
+    #[serde(default)]
+    pub dataset: std::collections::BTreeMap<String, RawPolicy>,
+}
+
+/// `[freshness.dataset.<name>]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPolicy {
+    /// See [`RawFreshness::today`].
+    pub today: Option<String>,
+    /// See [`RawFreshness::recent`].
+    pub recent: Option<String>,
+    /// See [`RawFreshness::oldest`].
+    pub oldest: Option<String>,
+}
+
+impl RawFreshness {
+    /// Checks the section: every duration, every dataset name, the order of the three.
+    fn check(&self, problems: &mut Vec<String>) -> crate::planner::Freshness {
+        fn one(
+            at: &str,
+            name: &str,
+            v: &Option<String>,
+            default: chrono::Duration,
+            problems: &mut Vec<String>,
+        ) -> chrono::Duration {
+            let Some(text) = v else {
+                return default;
+            };
+            match humantime::parse_duration(text) {
+                Ok(d) if d >= Duration::from_secs(60) && d <= Duration::from_secs(31 * 86_400) => {
+                    chrono::Duration::from_std(d).unwrap_or(default)
+                }
+                Ok(_) => {
+                    problems.push(format!(
+                        "{at}.{name} {text:?} must be between 1 minute and 31 days"
+                    ));
+                    default
+                }
+                Err(e) => {
+                    problems.push(format!(
+                        "{at}.{name} {text:?} is not a duration ({e}; write \"1h\", \"90m\" or \"2h 30m\")"
+                    ));
+                    default
+                }
+            }
+        }
+        let policy = |at: &str,
+                      today: &Option<String>,
+                      recent: &Option<String>,
+                      oldest: &Option<String>,
+                      base: crate::planner::Policy,
+                      problems: &mut Vec<String>| {
+            let p = crate::planner::Policy {
+                today: one(at, "today", today, base.today, problems),
+                recent: one(at, "recent", recent, base.recent, problems),
+                oldest: one(at, "oldest", oldest, base.oldest, problems),
+            };
+            // A dataset that sets neither takes both from above: checked there once.
+            if p.recent > p.oldest && (at == "freshness" || recent.is_some() || oldest.is_some()) {
+                problems.push(format!(
+                    "{at}: recent ({}) must not be longer than oldest ({})",
+                    humantime::format_duration(p.recent.to_std().unwrap_or_default()),
+                    humantime::format_duration(p.oldest.to_std().unwrap_or_default())
+                ));
+            }
+            p
+        };
+        let default = policy(
+            "freshness",
+            &self.today,
+            &self.recent,
+            &self.oldest,
+            crate::planner::Policy::default(),
+            problems,
+        );
+        let mut by_dataset = Vec::new();
+        for (name, raw) in &self.dataset {
+            let at = format!("freshness.dataset.{name}");
+            match crate::dataset::by_name(name) {
+                Some(d) => by_dataset.push((
+                    d.name(),
+                    policy(&at, &raw.today, &raw.recent, &raw.oldest, default, problems),
+                )),
+                None => {
+                    let known: Vec<&str> = crate::dataset::ALL.iter().map(|d| d.name()).collect();
+                    problems.push(format!(
+                        "{at}: unknown dataset {name:?} (known: {})",
+                        known.join(", ")
+                    ));
+                }
+            }
+        }
+        let share = self.backfill_share_percent.unwrap_or(10);
+        if share > 90 {
+            problems.push(format!(
+                "freshness.backfill_share_percent {share} must be at most 90"
+            ));
+        }
+        crate::planner::Freshness {
+            default,
+            by_dataset,
+            backfill_share_percent: share.min(90),
+        }
+    }
 }
 
 /// `[daemon]`.
@@ -397,6 +520,8 @@ pub struct Settings {
     pub rules_after_export: bool,
     /// The daemon.
     pub daemon: DaemonSettings,
+    /// How often days are looked at again; the backfill's share of the budget.
+    pub freshness: crate::planner::Freshness,
 }
 
 /// Whether `s` can be an id: letters, digits, `-`, `_` and `.`, but not `.` or `..` (which
@@ -686,6 +811,7 @@ impl RawConfig {
         let timezone = self.export.check(&mut problems);
         let d = &self.daemon;
         let listen = d.check(&mut problems);
+        let freshness = self.freshness.check(&mut problems);
         if !problems.is_empty() {
             return Err(ConfigError::Invalid {
                 path: origin.to_string(),
@@ -722,6 +848,7 @@ impl RawConfig {
                 listen,
                 shutdown_grace: Duration::from_secs(d.shutdown_grace_secs),
             },
+            freshness,
         })
     }
 }
@@ -788,6 +915,39 @@ mod tests {
                 "{service}[[projects]]\nid = \"p\"\norganization = \"a\"\nstart_date = 2026-01-01\n"
             )),
             "invalid config t.toml: line 6 ([[projects]] start_date): invalid type: map, expected a formatted date string (write dates in quotes: start_date = \"2026-01-01\")"
+        );
+    }
+
+    #[test]
+    fn freshness_durations_and_datasets_are_checked_together() {
+        let text = "[service]\nbase_url = \"http://x\"\n[freshness]\ntoday = \"soon\"\nrecent = \"8h\"\n\
+                    [freshness.dataset.views]\ntoday = \"2h\"\n[freshness.dataset.searches]\ntoday = \"30s\"\n";
+        let err = RawConfig::parse(text, "t.toml")
+            .unwrap()
+            .validate("t.toml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "invalid config t.toml: freshness.today \"soon\" is not a duration (expected number at 0; write \"1h\", \"90m\" or \"2h 30m\"); freshness: recent (8h) must not be longer than oldest (6h); freshness.dataset.searches.today \"30s\" must be between 1 minute and 31 days; freshness.dataset.views: unknown dataset \"views\" (known: page_views, visitors, searches, feedback, feedback_by_page, assistant, caller_stats, threads)"
+        );
+        let ok = "[service]\nbase_url = \"http://x\"\n[freshness]\ntoday = \"90m\"\n[freshness.dataset.searches]\nrecent = \"3h\"\n";
+        let s = RawConfig::parse(ok, "t.toml")
+            .unwrap()
+            .validate("t.toml")
+            .unwrap();
+        let h = chrono::Duration::hours;
+        assert_eq!(
+            s.freshness.policy("page_views").today,
+            chrono::Duration::minutes(90)
+        );
+        assert_eq!(
+            s.freshness.policy("searches"),
+            crate::planner::Policy {
+                today: chrono::Duration::minutes(90),
+                recent: h(3),
+                oldest: h(6)
+            }
         );
     }
 

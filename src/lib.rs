@@ -14,6 +14,7 @@ pub mod error; // the user-error type and the exit codes
 pub mod events; // progress reports from long work (drawn by the CLI, counted by the daemon)
 pub mod export; // plan and run windows: walk, check, write, record
 pub mod layout; // where outputs go: Hive paths, temporary names, atomic replace
+pub mod planner; // which windows are due, in what order, within the budget; the forecast
 pub mod random; // seeded randomness
 pub mod ratelimit;
 pub mod rules; // rule files -> conditions -> prompts -> follow-ups -> outcome log

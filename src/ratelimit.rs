@@ -46,6 +46,11 @@ impl SlidingWindow {
         self.sent.len() as u32
     }
 
+    /// Requests that will still count at `at` (a later instant too), without forgetting any.
+    pub fn count_at(&self, at: DateTime<Utc>) -> u32 {
+        self.sent.iter().filter(|t| **t + self.window > at).count() as u32
+    }
+
     /// Takes one slot if there is one; otherwise returns how long until one frees up.
     pub fn try_acquire(&mut self, now: DateTime<Utc>) -> Result<(), Duration> {
         match wait_for_slot(self.sent.iter().copied(), self.limit, self.window, now) {

@@ -31,7 +31,8 @@ pub trait Budget: Send + Sync + std::fmt::Debug {
     /// otherwise says how long until one fits, or that the store failed.
     fn try_take(&self, scope: &str, limit: u32, now: DateTime<Utc>) -> Result<(), Refusal>;
 
-    /// Requests counted in `scope`'s window at `now`.
+    /// Requests counted in `scope`'s window at `now` (a later instant too: those that will
+    /// still count then; asking forgets nothing).
     fn used(&self, scope: &str, now: DateTime<Utc>) -> u32;
 
     /// Hands back slots taken ahead and not used (by a budget that takes several at once);
@@ -58,8 +59,8 @@ impl Budget for MemoryBudget {
     }
 
     fn used(&self, scope: &str, now: DateTime<Utc>) -> u32 {
-        let mut map = self.windows.lock().unwrap_or_else(|e| e.into_inner());
-        map.get_mut(scope).map_or(0, |w| w.used(now))
+        let map = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(scope).map_or(0, |w| w.count_at(now))
     }
 }
 

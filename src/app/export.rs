@@ -2,7 +2,7 @@
 //! and what a run leaves due.
 
 use super::Context;
-use crate::export::{Due, ExportError, Exporter, Plan, RecordDue, Summary, Target};
+use crate::export::{ExportError, Exporter, Plan, Target};
 use chrono::NaiveDate;
 
 /// The plan of the incremental run: each target from its first day to today.
@@ -13,6 +13,20 @@ pub fn plan_due(
 ) -> Result<Plan, ExportError> {
     let today = ctx.settings.today(ctx.clock.now());
     exporter.plan(targets, today, today)
+}
+
+/// The plan of the incremental run, fitted to each organization's budget this hour (see
+/// [`Plan::fit`]); `backfill_queued`: a queued backfill keeps its share of the budget.
+pub fn plan_fitted(
+    ctx: &Context,
+    exporter: &Exporter,
+    targets: &[Target],
+    backfill_queued: bool,
+) -> Result<Plan, ExportError> {
+    let mut plan = plan_due(ctx, exporter, targets)?;
+    plan.backfill_queued = backfill_queued;
+    plan.fit(exporter.freshness());
+    Ok(plan)
 }
 
 /// The plan of a backfill: every target over `from..=to`, whatever its first day.
@@ -30,34 +44,4 @@ pub fn plan_range(
         })
         .collect();
     exporter.plan(&targets, from, to)
-}
-
-/// The windows of `plan` still due after its run: all but those written as final (the next
-/// run fetches the rest again). Computed from the two, with no I/O.
-pub fn still_due<'a>(plan: &'a Plan, summary: &Summary) -> Vec<&'a Due> {
-    plan.due
-        .iter()
-        .filter(|d| {
-            !summary
-                .windows
-                .iter()
-                .any(|w| w.is_final && w.project == d.project && w.day == d.day)
-        })
-        .collect()
-}
-
-/// The other datasets' windows of `plan` still due after its run, as [`still_due`] (a span is
-/// always due again).
-pub fn records_still_due<'a>(plan: &'a Plan, summary: &Summary) -> Vec<&'a RecordDue> {
-    plan.records
-        .iter()
-        .filter(|d| {
-            !summary.records.iter().any(|w| {
-                w.is_final
-                    && w.dataset == d.dataset()
-                    && w.project == d.walk.project
-                    && w.from == d.walk.from
-            })
-        })
-        .collect()
 }

@@ -220,6 +220,7 @@ impl Context {
             assistant_overlap_days: self.settings.assistant_overlap_days,
             threads_per_run: self.settings.threads_per_run,
         })
+        .with_freshness(self.settings.freshness.clone())
         .with_events(self.events.clone())
     }
 

@@ -1,7 +1,7 @@
 //! `docpipe export`: the incremental run a scheduler calls.
 
 use crate::app::after::{fire_rules, trends, unscheduled_rules};
-use crate::app::export::plan_due;
+use crate::app::export::{plan_due, plan_fitted};
 use crate::app::rules::Wait;
 use crate::app::{Access, Context, Keys};
 use crate::clock;
@@ -21,6 +21,13 @@ pub struct Args {
     /// Print the plan (windows, requests, ETA) and send nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Fetch everything due, waiting for the budget when it runs out (by default a run takes
+    /// what fits this hour's budget and leaves the rest for the next run).
+    #[arg(long)]
+    pub wait: bool,
+    /// Look at every provisional day now, however recently it was looked at.
+    #[arg(long)]
+    pub refresh: bool,
 }
 
 /// Opens the context of an exporting command: the keys of `projects` (all when empty), the
@@ -71,8 +78,12 @@ pub fn outcome(summary: &Summary) -> anyhow::Result<()> {
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let ctx = open(settings, &args.projects).await?;
     let targets = ctx.targets(&args.projects)?;
-    let exporter = ctx.exporter();
-    let plan = plan_due(&ctx, &exporter, &targets)?;
+    let exporter = ctx.exporter().with_refresh(args.refresh);
+    let plan = if args.wait {
+        plan_due(&ctx, &exporter, &targets)?
+    } else {
+        plan_fitted(&ctx, &exporter, &targets, false)?
+    };
     let Some(summary) = run_plan(&exporter, &targets, &plan, args.dry_run).await else {
         return Ok(());
     };

@@ -28,6 +28,16 @@ fn days(list: &[NaiveDate]) -> String {
         .join(", ")
 }
 
+/// A duration in hours and minutes, short.
+fn short(d: chrono::Duration) -> String {
+    let m = d.num_minutes().max(0);
+    match (m / 60, m % 60) {
+        (0, m) => format!("{m}m"),
+        (h, 0) => format!("{h}h"),
+        (h, m) => format!("{h}h{m:02}m"),
+    }
+}
+
 /// The planner's time estimate, in words.
 fn eta(plan: &Plan) -> String {
     let eta = plan.eta();
@@ -133,6 +143,17 @@ pub async fn describe(
                         })
                         .collect::<Vec<_>>()
                         .join(", ");
+                    let walks = if walks.is_empty() {
+                        let look = state.span_look(name, &p.id)?;
+                        match look.walked_at {
+                            Some(at) => {
+                                format!("nothing (walked {} ago: not due yet)", short(now - at))
+                            }
+                            None => "nothing".to_string(),
+                        }
+                    } else {
+                        walks
+                    };
                     match state.span_through(name, &p.id)? {
                         Some(t) => format!(
                             "fetched through {}; `export` would walk {walks}",
@@ -155,6 +176,43 @@ pub async fn describe(
         view.due.expected_requests,
         eta(&view.due)
     );
+    if view.due.deferred > 0 || view.due.fresh > 0 {
+        let _ = writeln!(
+            out,
+            "  {} windows looked at recently enough wait for their turn",
+            view.due.fresh
+        );
+    }
+    let (streams, forecast) = crate::app::plan_view::forecast(&ctx)?;
+    let _ = writeln!(out, "planner, the next 24 hours:");
+    for f in &forecast {
+        let _ = writeln!(out, "  {}", f.paragraph(&streams));
+        let spend: Vec<String> = f
+            .by_dataset
+            .iter()
+            .map(|(d, n)| format!("{d} {n:.1}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "    requests an hour by dataset: {}",
+            if spend.is_empty() {
+                "none".to_string()
+            } else {
+                spend.join(", ")
+            }
+        );
+        let mut by_project: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+        for (p, d, today_stale, days_every) in &f.staleness {
+            by_project.entry(p).or_default().push(format!(
+                "{d} today <= {}, days every <= {}",
+                short(*today_stale),
+                short(*days_every)
+            ));
+        }
+        for (p, parts) in by_project {
+            let _ = writeln!(out, "    {p}: {}", parts.join("; "));
+        }
+    }
     if view.queued.is_empty() {
         let _ = writeln!(out, "backfill queue: empty");
     }

@@ -69,6 +69,16 @@ async fn start(
     };
     let ctx = Context::open(settings, clock, Access::Export, Keys::All).await?;
     let targets = ctx.targets(&[])?;
+    // What the budget allows, said once at start: a config that asks for more is not an error,
+    // but the user must know what happens instead.
+    let (streams, forecast) = crate::app::plan_view::forecast(&ctx)?;
+    for f in &forecast {
+        if f.short() {
+            tracing::warn!("{}", f.paragraph(&streams));
+        } else {
+            tracing::info!("{}", f.paragraph(&streams));
+        }
+    }
     let engine = if rules.is_empty() {
         None
     } else {

@@ -4,7 +4,7 @@
 
 use crate::app::Context;
 use crate::app::after::trends;
-use crate::app::export::{plan_due, plan_range, records_still_due, still_due};
+use crate::app::export::{plan_fitted, plan_range};
 use crate::app::rules::{Wait, fire_all};
 use crate::dataset::page_views::PAGE_VIEWS;
 use crate::export::{Exporter, Plan, Summary, Target, describe_summary};
@@ -90,10 +90,43 @@ fn count_reports(rules: &[Rule], reports: &[Report]) {
 }
 
 impl Daemon {
+    /// Sets `docpipe_staleness_seconds{project, dataset}`: how long ago today's window (a
+    /// span: its last walk) was looked at.
+    fn gauge_staleness(&self) {
+        let now = self.ctx.clock.now();
+        let today = self.ctx.settings.today(now);
+        let store = self.ctx.store();
+        for p in &self.ctx.settings.projects {
+            for name in &p.datasets {
+                let at = match crate::dataset::shape_by_name(name).map(|s| s.windowing) {
+                    Some(crate::dataset::Windowing::Span { .. }) => {
+                        store.span_look(name, &p.id).ok().and_then(|l| l.walked_at)
+                    }
+                    Some(crate::dataset::Windowing::OnDemand) => continue,
+                    _ => store
+                        .looks(name, &p.id)
+                        .ok()
+                        .and_then(|l| l.get(&today).map(|l| l.checked_at)),
+                };
+                let Some(at) = at else {
+                    continue;
+                };
+                metrics::gauge!("docpipe_staleness_seconds", "project" => p.id.clone(), "dataset" => *name)
+                    .set((now - at).num_seconds().max(0) as f64);
+            }
+        }
+    }
+
     /// The incremental export of every project (one plan), then the trends and the unscheduled
     /// rules over the same tables.
     pub(super) async fn export(&mut self) {
-        let plan = match plan_due(&self.ctx, &self.exporter, &self.targets) {
+        let queued = self
+            .ctx
+            .store()
+            .queued()
+            .map(|q| !q.is_empty())
+            .unwrap_or(false);
+        let plan = match plan_fitted(&self.ctx, &self.exporter, &self.targets, queued) {
             Ok(plan) => plan,
             Err(e) => {
                 tracing::error!("export: cannot plan: {e}");
@@ -102,22 +135,34 @@ impl Daemon {
             }
         };
         let summary: Summary = self.exporter.run(&self.targets, &plan).await;
-        // What is still due, and what the next run will need: the plan less what was written
-        // final (no second plan).
+        // The windows not final yet (by project: they will be looked at again), and what the
+        // next hourly runs need (by organization, the planner's steady demand): the backfill
+        // leaves that free.
         let mut pending: HashMap<String, u64> = HashMap::new();
-        let mut reserve: HashMap<String, u64> = HashMap::new();
-        let windows = still_due(&plan, &summary)
-            .into_iter()
-            .map(|d| (&d.project, d.expected_requests));
-        let records = records_still_due(&plan, &summary)
-            .into_iter()
-            .map(|d| (&d.walk.project, d.expected_requests));
-        for (project, expected) in windows.chain(records) {
-            *pending.entry(project.clone()).or_default() += 1;
-            let org = plan.org_of.get(project).cloned().unwrap_or_default();
-            *reserve.entry(org).or_default() += expected;
+        match crate::app::plan_view::forecast(&self.ctx) {
+            Ok((streams, forecast)) => {
+                for s in &streams {
+                    if let crate::planner::forecast::Windows::Days { days, .. } = &s.windows {
+                        *pending.entry(s.project.clone()).or_default() += days.len() as u64;
+                    }
+                }
+                self.reserve = forecast
+                    .iter()
+                    .map(|f| {
+                        let floor = self.ctx.settings.freshness.backfill_floor(f.limit);
+                        (
+                            f.org.clone(),
+                            (f.demand.ceil() as u64).min(f.limit.saturating_sub(floor)),
+                        )
+                    })
+                    .collect();
+            }
+            Err(e) => tracing::error!("planner: {e}"),
         }
-        self.reserve = reserve;
+        self.gauge_staleness();
+        for ((dataset, purpose), n) in &summary.spent {
+            tracing::debug!(dataset, purpose, requests = n, "requests spent");
+        }
         let ok = summary.failed.is_empty();
         for line in describe_summary(&summary).lines() {
             if ok {
@@ -327,7 +372,7 @@ impl Daemon {
             return Step::Wait(BACKFILL_RECHECK);
         }
         tried.insert((dataset, project.clone(), day));
-        let one = Plan {
+        let mut one = Plan {
             due: next_view.into_iter().collect(),
             records: if dataset == PAGE_VIEWS {
                 Vec::new()
@@ -337,6 +382,7 @@ impl Daemon {
             expected_requests: expected,
             ..plan
         };
+        one.sort();
         let summary = self.exporter.run(std::slice::from_ref(target), &one).await;
         if let Some(w) = summary.windows.first() {
             tracing::info!(id = q.id, project = %w.project, day = %w.day, rows = w.rows, "backfill window written");

@@ -188,7 +188,7 @@ impl Generator {
             self.project.daily_views * self.weights[i as usize] * season * growth * noise;
         let mut total = (expected + unit(mix(h ^ 1))).floor() as u64;
         if late > 0 {
-            total += (total * late).div_ceil(20);
+            total += (total * late).div_ceil(100);
         }
         if total == 0 {
             return (0, 0);

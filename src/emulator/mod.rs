@@ -22,7 +22,7 @@ use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Utc};
 use data::{DataFile, KeyKind};
 use generate::{Generator, Row};
 use serde_json::{Value, json};
@@ -108,7 +108,8 @@ struct Inner {
     threads: HashMap<String, Thread>,
     stats: BTreeMap<&'static str, OpStats>,
     next_id: u64,
-    extra_late_waves: u64,
+    /// When each wave added by hand came.
+    extra_late_waves: Vec<DateTime<Utc>>,
     cache: Vec<(RowsKey, Arc<Vec<Row>>)>,
     refused_over_limit: BTreeMap<&'static str, u64>,
 }
@@ -278,23 +279,52 @@ impl Emulator {
         format!("{prefix}_{:04}", inner.next_id)
     }
 
-    /// Waves of late events a day has received so far.
+    /// Waves of late events a day has received so far. A wave comes every `late_every_secs`
+    /// after the emulator starts; it reaches a day while the day is one of the last
+    /// `late_days` (today included), with a chance that falls fourfold with each day of age
+    /// (today: every wave, yesterday: one in 4, the day before: one in 16, ...). A day past the
+    /// late days keeps what it received: its counts never change again. Waves added by
+    /// [`Emulator::add_late_wave`] reach every day that was recent then.
     pub fn late_waves(&self, day: NaiveDate) -> u64 {
         let f = &self.data.faults;
         if f.late_days == 0 {
             return 0;
         }
-        let age = (self.today() - day).num_days();
-        if age < 0 || age >= i64::from(f.late_days) {
-            return 0;
+        let now = self.now();
+        let begins = generate::midnight(day).and_utc();
+        let ends = begins + chrono::Duration::days(i64::from(f.late_days));
+        let every = f.late_every_secs.max(1) as i64;
+        let since = |t: DateTime<Utc>| (t - self.started).num_seconds();
+        // The waves k (1, 2, ...) at started + k * every within [begins, min(now, ends)).
+        let first = ((since(begins).max(every) as u64).div_ceil(every as u64) as i64).max(1);
+        let last_at = since(now.min(ends - chrono::Duration::seconds(1)));
+        let mut waves = 0;
+        if last_at >= every {
+            let last = last_at / every;
+            for k in first..=last {
+                let at = self.started + chrono::Duration::seconds(k * every);
+                let age = (at.date_naive() - day).num_days().clamp(0, 31) as u32;
+                let roll = generate::mix(
+                    self.data.seed ^ (k as u64).wrapping_mul(0x9E37_79B9) ^ day_number(day),
+                );
+                if roll.is_multiple_of(1u64 << (2 * age)) {
+                    waves += 1;
+                }
+            }
         }
-        let elapsed = (self.now() - self.started).num_seconds().max(0) as u64;
-        elapsed / f.late_every_secs + self.lock().extra_late_waves
+        let extra = self
+            .lock()
+            .extra_late_waves
+            .iter()
+            .filter(|t| **t >= begins && **t < ends && **t <= now)
+            .count() as u64;
+        waves + extra
     }
 
     /// Adds one wave of late events to the recent days now.
     pub fn add_late_wave(&self) {
-        self.lock().extra_late_waves += 1;
+        let now = self.now();
+        self.lock().extra_late_waves.push(now);
     }
 
     /// The true rows of a project over `from..to` as they stand now (stable order).
@@ -310,11 +340,30 @@ impl Emulator {
         to: NaiveDateTime,
     ) -> Option<Arc<Vec<Row>>> {
         let generator = self.generators.get(project)?;
-        let today = self.today();
+        let now = self.now();
+        let today = now.date_naive();
+        // Nothing after now is counted yet: today's counts grow as the clock moves, refreshed
+        // on the hour (as an analytics pipeline's hourly batches would).
+        let hour = now.naive_utc();
+        let hour = hour
+            .date()
+            .and_hms_opt(chrono::Timelike::hour(&hour), 0, 0)
+            .unwrap_or(hour);
+        let to = to.min(hour);
+        let from = from.min(to);
         let late_key = if self.data.faults.late_days == 0 {
             0
         } else {
-            self.late_waves(today)
+            let mut d = from.date();
+            let mut key = 0u64;
+            while d <= to.date() {
+                key = key.wrapping_mul(31).wrapping_add(self.late_waves(d));
+                match d.succ_opt() {
+                    Some(n) => d = n,
+                    None => break,
+                }
+            }
+            key
         };
         let key: RowsKey = (project.to_string(), from, to, today, late_key);
         if let Some((_, rows)) = self.lock().cache.iter().find(|(k, _)| *k == key) {
@@ -534,4 +583,9 @@ impl Server {
         }
         let _ = (&mut self.task).await;
     }
+}
+
+/// A day as a number, for the dice.
+fn day_number(day: NaiveDate) -> u64 {
+    day.num_days_from_ce() as u64
 }

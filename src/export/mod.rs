@@ -9,9 +9,10 @@ pub use report::{describe_plan, describe_summary};
 use crate::api::views::{Counts, PAGE_LIMIT, Rows, Window};
 use crate::api::{ApiError, Client};
 use crate::clock::SharedClock;
-use crate::dataset::page_views::{self, check};
+use crate::dataset::page_views::{self, PAGE_VIEWS, check};
 use crate::dataset::parquet::{self as pq, WriteError};
 use crate::events::{Events, Quiet};
+use crate::planner::{self, Candidate, DayState, Freshness, Purpose, Room};
 use crate::store::{Folder, Store, StoreError, StoredPage, WrittenWindow};
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
@@ -104,6 +105,20 @@ pub struct Due {
     pub stored_pages: u64,
     /// Requests this window is expected to need.
     pub expected_requests: u64,
+    /// Why it is due.
+    pub purpose: Purpose,
+    /// Whether its first page is a probe: totals equal to the stored ones leave the day as it
+    /// is (nothing more fetched, nothing written).
+    pub probe: bool,
+}
+
+/// A window of a plan, in serving order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// `plan.due[i]`.
+    Views(usize),
+    /// `plan.records[i]`.
+    Records(usize),
 }
 
 /// The work of a run, known before sending anything.
@@ -119,11 +134,127 @@ pub struct Plan {
     pub expected_requests: u64,
     /// Per organization: (budget per hour, used in the last hour).
     pub budgets: BTreeMap<String, (u32, u32)>,
+    /// Per organization: its budget an hour and the requests that will still count in
+    /// [`ROOM_LOOKAHEAD`] (what a run starting now can spend without waiting long).
+    pub rooms: BTreeMap<String, Room>,
+    /// A queued backfill waits (the daemon's queue): the fit keeps its share of the budget.
+    pub backfill_queued: bool,
     /// Organization of each project.
     pub org_of: HashMap<String, String>,
+    /// The windows in serving order (unfinished walks, today, re-checks, backfill; projects
+    /// taking turns).
+    pub order: Vec<Slot>,
+    /// Windows skipped because they were looked at recently enough.
+    pub fresh: u64,
+    /// Windows due that did not fit the budget (left for the next run).
+    pub deferred: u64,
+    /// Per organization, the requests the run may spend (none: no limit but the budget's
+    /// waits): set by [`Plan::fit`].
+    pub allowance: HashMap<String, u64>,
 }
 
 impl Plan {
+    fn candidate(&self, slot: Slot) -> Candidate {
+        let (project, purpose, day, cost) = match slot {
+            Slot::Views(i) => {
+                let d = &self.due[i];
+                (&d.project, d.purpose, d.day, d.expected_requests)
+            }
+            Slot::Records(i) => {
+                let d = &self.records[i];
+                (&d.walk.project, d.purpose, d.walk.from, d.expected_requests)
+            }
+        };
+        Candidate {
+            org: self.org_of.get(project).cloned().unwrap_or_default(),
+            project: project.clone(),
+            purpose,
+            newness: i64::from(chrono::Datelike::num_days_from_ce(&day)),
+            cost,
+        }
+    }
+
+    /// Puts the windows in serving order (see [`planner::order`]): after the windows were
+    /// changed by hand (a plan of one window).
+    pub fn sort(&mut self) {
+        let slots: Vec<Slot> = (0..self.due.len())
+            .map(Slot::Views)
+            .chain((0..self.records.len()).map(Slot::Records))
+            .collect();
+        let cands: Vec<Candidate> = slots.iter().map(|s| self.candidate(*s)).collect();
+        self.order = planner::order(&cands)
+            .into_iter()
+            .map(|i| slots[i])
+            .collect();
+    }
+
+    /// Keeps the windows that fit each organization's room this hour (see [`planner::fit`]);
+    /// the rest are counted as deferred.
+    pub fn fit(&mut self, freshness: &Freshness) {
+        let rooms = self.rooms.clone();
+        let room = |org: &str| rooms.get(org).copied();
+        self.fit_in(freshness, &room);
+    }
+
+    /// [`Plan::fit`] with the rooms `rooms` gives.
+    pub fn fit_in(&mut self, freshness: &Freshness, rooms: &dyn Fn(&str) -> Option<Room>) {
+        let mut cands: Vec<Candidate> = self.order.iter().map(|s| self.candidate(*s)).collect();
+        if self.backfill_queued {
+            // The queue's windows are not in this plan: stand-ins keep their share free.
+            let orgs: std::collections::BTreeSet<String> =
+                cands.iter().map(|c| c.org.clone()).collect();
+            for org in orgs {
+                cands.push(Candidate {
+                    org,
+                    project: String::new(),
+                    purpose: Purpose::Backfill,
+                    newness: i64::MIN,
+                    cost: u64::MAX,
+                });
+            }
+        }
+        let served: Vec<usize> = (0..self.order.len()).collect();
+        let (chosen, allowance) = planner::fit(&cands, &served, rooms, freshness);
+        self.deferred += (self.order.len() - chosen.len()) as u64;
+        let keep: Vec<Slot> = chosen.iter().map(|&i| self.order[i]).collect();
+        // Renumber the kept windows.
+        let mut due = Vec::new();
+        let mut records = Vec::new();
+        let mut order = Vec::new();
+        for slot in keep {
+            match slot {
+                Slot::Views(i) => {
+                    due.push(self.due[i].clone());
+                    order.push(Slot::Views(due.len() - 1));
+                }
+                Slot::Records(i) => {
+                    records.push(self.records[i].clone());
+                    order.push(Slot::Records(records.len() - 1));
+                }
+            }
+        }
+        self.due = due;
+        self.records = records;
+        self.order = order;
+        self.allowance = allowance.into_iter().collect();
+        self.expected_requests = self.due.iter().map(|d| d.expected_requests).sum::<u64>()
+            + self
+                .records
+                .iter()
+                .map(|d| d.expected_requests)
+                .sum::<u64>();
+    }
+
+    /// The requests each organization's windows are expected to take.
+    pub fn expected_by_org(&self) -> HashMap<String, u64> {
+        let mut out: HashMap<String, u64> = HashMap::new();
+        for slot in &self.order {
+            let c = self.candidate(*slot);
+            *out.entry(c.org).or_default() += c.cost;
+        }
+        out
+    }
+
     /// Expected time to send the planned requests within the budgets.
     pub fn eta(&self) -> Duration {
         let mut per_org: HashMap<&str, u64> = HashMap::new();
@@ -149,6 +280,64 @@ impl Plan {
         }
         worst
     }
+}
+
+/// How far ahead a plan counts the budget free: a run on the hour may spend what the run an
+/// hour before spent (its requests leave the window within seconds).
+pub const ROOM_LOOKAHEAD: chrono::Duration = chrono::Duration::minutes(10);
+
+/// What a fitted plan's run may still spend, per organization.
+#[derive(Debug, Default)]
+struct Spend {
+    allowance: HashMap<String, u64>,
+    spent: HashMap<String, u64>,
+    /// Requests the windows not started yet are expected to take.
+    planned: HashMap<String, u64>,
+}
+
+impl Spend {
+    fn new(plan: &Plan) -> Self {
+        Self {
+            allowance: plan.allowance.clone(),
+            spent: HashMap::new(),
+            planned: plan.expected_by_org(),
+        }
+    }
+
+    /// A window starts: its expected requests are no longer "still planned".
+    fn starting(&mut self, c: &Candidate) {
+        if let Some(p) = self.planned.get_mut(&c.org) {
+            *p = p.saturating_sub(c.cost);
+        }
+    }
+
+    fn used(&self, org: &str) -> u64 {
+        self.spent.get(org).copied().unwrap_or(0)
+    }
+
+    /// Whether a window of `cost` requests still fits the allowance.
+    fn fits(&self, org: &str, cost: u64) -> bool {
+        self.allowance
+            .get(org)
+            .is_none_or(|a| self.used(org) + cost <= *a)
+    }
+
+    /// Whether `rest` unplanned requests fit beside the windows still planned.
+    fn spare(&self, org: &str, rest: u64) -> bool {
+        let planned = self.planned.get(org).copied().unwrap_or(0);
+        self.allowance
+            .get(org)
+            .is_none_or(|a| self.used(org) + rest + planned <= *a)
+    }
+
+    fn spent(&mut self, org: &str, n: u64) {
+        *self.spent.entry(org.to_string()).or_default() += n;
+    }
+}
+
+/// The fingerprint of a page-view day: its site totals.
+fn view_fingerprint(t: &Counts) -> String {
+    format!("{}/{}/{}", t.human, t.ai, t.total)
 }
 
 /// Organizations (or projects, or the whole run) whose run stopped, and why.
@@ -221,9 +410,39 @@ pub struct Summary {
     pub requests: u64,
     /// Windows that failed, with the error.
     pub failed: Vec<(String, NaiveDate, String)>,
+    /// Days a probe found unchanged (nothing written; the day is final when `is_final`).
+    pub checked: Vec<Checked>,
+    /// Windows of the plan not fetched: the run's allowance had no room for them (left for
+    /// the next run; a probed day that changed keeps its first page and resumes).
+    pub deferred: u64,
+    /// Requests by dataset and purpose (`walk`, `probe`, `backfill`).
+    pub spent: BTreeMap<(&'static str, &'static str), u64>,
+}
+
+/// A day a probe found as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    /// Dataset.
+    pub dataset: &'static str,
+    /// Project.
+    pub project: String,
+    /// Day.
+    pub day: NaiveDate,
+    /// Made final by this look (past the lateness allowance).
+    pub is_final: bool,
 }
 
 impl Summary {
+    /// Counts `n` requests of a dataset for a purpose (and on `/metrics`).
+    fn count(&mut self, dataset: &'static str, purpose: &'static str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        *self.spent.entry((dataset, purpose)).or_default() += n;
+        metrics::counter!("docpipe_analytics_requests_total", "dataset" => dataset, "purpose" => purpose)
+            .increment(n);
+    }
+
     /// Page-view rows written.
     pub fn rows(&self) -> i64 {
         self.windows.iter().map(|w| w.rows).sum()
@@ -274,6 +493,8 @@ pub struct Exporter {
     crash: CrashPoints,
     events: Arc<dyn Events>,
     records: RecordSettings,
+    freshness: Freshness,
+    refresh: bool,
 }
 
 impl Exporter {
@@ -288,7 +509,32 @@ impl Exporter {
             crash: CrashPoints::from_env(),
             events: Arc::new(Quiet),
             records: RecordSettings::default(),
+            freshness: Freshness::default(),
+            refresh: false,
         }
+    }
+
+    /// Looks at days again as `freshness` says (by default: today every hour, yesterday every
+    /// 2 hours, a day n days old every 2n hours up to 6).
+    pub fn with_freshness(mut self, freshness: Freshness) -> Self {
+        self.freshness = freshness;
+        self
+    }
+
+    /// Plans every provisional day (and span) as due, however recently it was looked at.
+    pub fn with_refresh(mut self, refresh: bool) -> Self {
+        self.refresh = refresh;
+        self
+    }
+
+    /// How spans re-fetch and how many threads a run fetches.
+    pub fn records_settings(&self) -> RecordSettings {
+        self.records
+    }
+
+    /// The planner's settings.
+    pub fn freshness(&self) -> &Freshness {
+        &self.freshness
     }
 
     /// Re-fetches the span datasets and fetches threads as `records` says.
@@ -352,9 +598,10 @@ impl Exporter {
     ) -> Result<Plan, ExportError> {
         let mut plan = Plan::default();
         let to = to.min(self.today());
-        let (records, skipped) = self.plan_records(targets, from, to)?;
+        let (records, skipped, fresh) = self.plan_records(targets, from, to)?;
         plan.records = records;
         plan.skipped_final += skipped;
+        plan.fresh += fresh;
         for t in targets {
             let org = t.client.organization().to_string();
             let limits = t.client.settings().limits;
@@ -362,15 +609,27 @@ impl Exporter {
                 .client
                 .budget()
                 .used(&t.client.analytics_scope(), self.clock.now());
-            plan.budgets.insert(
+            let limit = limits.effective(limits.analytics_per_hour);
+            plan.budgets.insert(org.clone(), (limit, used));
+            let soon = t.client.budget().used(
+                &t.client.analytics_scope(),
+                self.clock.now() + ROOM_LOOKAHEAD,
+            );
+            plan.rooms.insert(
                 org.clone(),
-                (limits.effective(limits.analytics_per_hour), used),
+                Room {
+                    limit: u64::from(limit),
+                    used: u64::from(soon),
+                },
             );
             plan.org_of.insert(t.project.clone(), org);
         }
+        let now = self.clock.now();
+        let policy = self.freshness.policy(PAGE_VIEWS);
         for t in targets.iter().filter(|t| t.exports_page_views()) {
             let from = t.start.unwrap_or(from);
             let known = self.state().windows(&t.project)?;
+            let looks = self.state().looks(PAGE_VIEWS, &t.project)?;
             let per_window = self.state().recent_rows(&t.project)?.map_or(1, |rows| {
                 (rows.max(1) as u64).div_ceil(u64::from(PAGE_LIMIT))
             });
@@ -384,27 +643,47 @@ impl Exporter {
                     };
                     continue;
                 }
+                let window = known.get(&day);
                 // A final day is skipped while its files are there (a deleted partition is
                 // fetched again: one stat per file).
-                if known.get(&day).is_some_and(|w| w.is_final)
-                    && page_views::partitions_exist(self.output(), &t.project, day)
-                {
+                let files = window.is_some()
+                    && page_views::partitions_exist(self.output(), &t.project, day);
+                if window.is_some_and(|w| w.is_final) && files {
                     plan.skipped_final += 1;
                 } else {
                     let (offsets, complete) = self.state().progress(&t.project, day)?;
                     let stored = offsets.len() as u64;
-                    let expected = if complete {
-                        0
-                    } else {
-                        per_window.saturating_sub(stored).max(1)
+                    let look = looks.get(&day);
+                    let state = DayState {
+                        age: (self.today() - day).num_days(),
+                        written: files && !window.is_some_and(|w| w.is_final),
+                        unfinished: stored > 0,
+                        checked_at: look.map(|l| l.checked_at),
                     };
-                    plan.due.push(Due {
-                        project: t.project.clone(),
-                        day,
-                        becomes_final: self.is_settled(day),
-                        stored_pages: stored,
-                        expected_requests: expected,
-                    });
+                    match planner::day_due(&policy, self.lookback_days, state, now, self.refresh) {
+                        None => plan.fresh += 1,
+                        Some(purpose) => {
+                            let probe = state.written
+                                && !state.unfinished
+                                && look.is_some_and(|l| l.fingerprint.is_some());
+                            let expected = if complete {
+                                0
+                            } else if probe && purpose == Purpose::Recheck {
+                                1
+                            } else {
+                                per_window.saturating_sub(stored).max(1)
+                            };
+                            plan.due.push(Due {
+                                project: t.project.clone(),
+                                day,
+                                becomes_final: self.is_settled(day),
+                                stored_pages: stored,
+                                expected_requests: expected,
+                                purpose,
+                                probe,
+                            });
+                        }
+                    }
                 }
                 match day.pred_opt() {
                     Some(d) => day = d,
@@ -412,9 +691,10 @@ impl Exporter {
                 }
             }
         }
-        // Most recent first, projects interleaved.
+        // Most recent first, projects interleaved (the serving order is `plan.order`).
         plan.due
             .sort_by(|a, b| b.day.cmp(&a.day).then(a.project.cmp(&b.project)));
+        plan.sort();
         plan.expected_requests = plan.due.iter().map(|d| d.expected_requests).sum::<u64>()
             + plan
                 .records
@@ -429,9 +709,12 @@ impl Exporter {
         Ok(plan)
     }
 
-    /// Carries out a plan: first the first page of every window (it carries the day's totals),
-    /// then the rest of each window, most recent first; each window is checked, written and
-    /// recorded as soon as it is complete. A window that fails is reported and the run goes on.
+    /// Carries out a plan in its serving order: each window walked (a probed one: its first
+    /// page compared with what is stored, and walked on only when it changed), checked,
+    /// written and recorded as soon as it is complete; then the threads of the unanswered
+    /// turns fetched. A window that fails is reported and the run goes on. With an allowance
+    /// (a fitted plan), a window that no longer fits is deferred, and a probed day that
+    /// changed is walked on only with room to spare after the windows still planned.
     pub async fn run(&self, targets: &[Target], plan: &Plan) -> Summary {
         let clients: HashMap<&str, &Client> = targets
             .iter()
@@ -443,48 +726,197 @@ impl Exporter {
         };
         self.events
             .planned((plan.due.len() + plan.records.len()) as u64);
+        // A plan whose windows were changed without sorting it again is served in its own
+        // serving order all the same.
+        let sorted;
+        let plan = if plan.order.len() == plan.due.len() + plan.records.len() {
+            plan
+        } else {
+            let mut p = plan.clone();
+            p.sort();
+            sorted = p;
+            &sorted
+        };
         let mut sent: HashMap<(String, NaiveDate), u64> = HashMap::new();
-        let mut open: Vec<&Due> = Vec::new();
         let mut stops = Stops::default();
-        for due in &plan.due {
-            let Some(client) = clients.get(due.project.as_str()) else {
-                continue;
-            };
-            if stops.skip(due, client, &mut summary) {
-                self.events.window_failed();
+        let mut spend = Spend::new(plan);
+        let mut unanswered: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for &slot in &plan.order {
+            let c = plan.candidate(slot);
+            spend.starting(&c);
+            if !spend.fits(&c.org, c.cost) {
+                summary.deferred += 1;
                 continue;
             }
-            let result = self.first_page(client, due, &mut sent).await;
-            match result {
-                Ok(true) => {
-                    if let Err(e) = self.complete(client, due, &mut sent, &mut summary).await {
+            match slot {
+                Slot::Views(i) => {
+                    let due = &plan.due[i];
+                    let Some(client) = clients.get(due.project.as_str()) else {
+                        continue;
+                    };
+                    if stops.skip(due, client, &mut summary) {
+                        self.events.window_failed();
+                        continue;
+                    }
+                    let before = client.requests_sent();
+                    let result = self
+                        .view_window(client, due, &mut sent, &mut summary, &spend, &c.org)
+                        .await;
+                    let n = client.requests_sent() - before;
+                    spend.spent(&c.org, n);
+                    summary.requests += n;
+                    if let Err(e) = result {
                         self.failed(due, client, e, &mut summary, &mut stops);
                     }
                 }
-                Ok(false) => open.push(due),
-                Err(e) => self.failed(due, client, e, &mut summary, &mut stops),
+                Slot::Records(i) => {
+                    let d = &plan.records[i];
+                    let Some(client) = clients.get(d.walk.project.as_str()) else {
+                        continue;
+                    };
+                    let before = client.requests_sent();
+                    self.record_slot(
+                        client,
+                        d,
+                        &spend,
+                        &c.org,
+                        &mut stops,
+                        &mut summary,
+                        &mut unanswered,
+                        targets,
+                    )
+                    .await;
+                    let n = client.requests_sent() - before;
+                    spend.spent(&c.org, n);
+                    summary.requests += n;
+                }
             }
         }
-        for due in open {
-            let Some(client) = clients.get(due.project.as_str()) else {
-                continue;
-            };
-            if stops.skip(due, client, &mut summary) {
-                self.events.window_failed();
-                continue;
-            }
-            if let Err(e) = self.complete(client, due, &mut sent, &mut summary).await {
-                self.failed(due, client, e, &mut summary, &mut stops);
-            }
-        }
-        summary.requests = sent.values().sum();
-        self.run_records(targets, &plan.records, &clients, &mut stops, &mut summary)
+        self.run_threads(&clients, unanswered, &mut stops, &mut summary)
             .await;
         for t in targets {
             t.client.budget().release();
         }
         self.events.finished();
         summary
+    }
+
+    /// One page-view window: a probe first when the plan says so (unchanged: recorded as
+    /// looked at, made final when settled; changed: its first page stored), then the walk.
+    async fn view_window(
+        &self,
+        client: &Client,
+        due: &Due,
+        sent: &mut HashMap<(String, NaiveDate), u64>,
+        summary: &mut Summary,
+        spend: &Spend,
+        org: &str,
+    ) -> Result<(), ExportError> {
+        let label = if due.purpose == Purpose::Backfill {
+            "backfill"
+        } else {
+            "walk"
+        };
+        let before = client.requests_sent();
+        let first = if due.probe {
+            self.probe_views(client, due, sent).await
+        } else {
+            self.first_page(client, due, sent).await.map(Some)
+        };
+        summary.count(
+            PAGE_VIEWS,
+            if due.probe { "probe" } else { label },
+            client.requests_sent() - before,
+        );
+        let complete = match first? {
+            None => {
+                summary.checked.push(Checked {
+                    dataset: PAGE_VIEWS,
+                    project: due.project.clone(),
+                    day: due.day,
+                    is_final: due.becomes_final,
+                });
+                return Ok(());
+            }
+            Some(c) => c,
+        };
+        let rest = due.expected_requests.saturating_sub(1);
+        if due.probe && due.purpose == Purpose::Recheck && !complete && !spend.spare(org, rest) {
+            // Changed, and no room to spare: its first page is kept, the next run walks on.
+            summary.deferred += 1;
+            return Ok(());
+        }
+        let mid = client.requests_sent();
+        let r = self.complete(client, due, sent, summary).await;
+        summary.count(PAGE_VIEWS, label, client.requests_sent() - mid);
+        r
+    }
+
+    /// Fetches a day's first page (the full limit: also the walk's first), counting it.
+    async fn fetch_first_view(
+        &self,
+        client: &Client,
+        due: &Due,
+        sent: &mut HashMap<(String, NaiveDate), u64>,
+    ) -> Result<crate::api::views::ViewsPage, ExportError> {
+        let before = client.requests_sent();
+        let page = client
+            .page_views(
+                &due.project,
+                Window::local_day(due.day, self.tz),
+                PAGE_LIMIT,
+                0,
+            )
+            .await;
+        count_sent(sent, due, client, before);
+        Ok(page?)
+    }
+
+    /// Fetches a day's first page and compares its totals with the stored ones: `None` when
+    /// equal (the day stands: recorded as looked at, and final when settled); otherwise the
+    /// page is stored as the walk's first and whether the walk is complete is returned.
+    async fn probe_views(
+        &self,
+        client: &Client,
+        due: &Due,
+        sent: &mut HashMap<(String, NaiveDate), u64>,
+    ) -> Result<Option<bool>, ExportError> {
+        let page = self.fetch_first_view(client, due, sent).await?;
+        let fingerprint = view_fingerprint(&page.totals);
+        let stored = self
+            .state()
+            .looks(PAGE_VIEWS, &due.project)?
+            .remove(&due.day)
+            .and_then(|l| l.fingerprint);
+        if page.rejects.is_empty() && stored.as_deref() == Some(fingerprint.as_str()) {
+            let at = self.clock.now();
+            if due.becomes_final {
+                let rows = self
+                    .state()
+                    .windows(&due.project)?
+                    .get(&due.day)
+                    .and_then(|w| w.rows)
+                    .unwrap_or(0);
+                let site = page_views::write_site_totals(
+                    self.output(),
+                    &due.project,
+                    due.day,
+                    page.totals,
+                    rows,
+                    at,
+                    true,
+                )?;
+                pq::commit(site)?;
+                self.state().finalize_window(&due.project, due.day)?;
+            }
+            self.state()
+                .looked(PAGE_VIEWS, &due.project, due.day, Some(&fingerprint), at)?;
+            tracing::debug!(project = %due.project, day = %due.day, "probe: the day is unchanged");
+            return Ok(None);
+        }
+        self.state().put_page(&due.project, due.day, 0, &page)?;
+        self.crash.hit("page stored");
+        Ok(Some(!page.has_more))
     }
 
     /// Records a failed window. A rejected key or an unreachable service stops the rest of
@@ -519,6 +951,8 @@ impl Exporter {
             becomes_final: false,
             stored_pages: 0,
             expected_requests: 0,
+            purpose: Purpose::Fresh,
+            probe: false,
         };
         let shown = if label.is_empty() {
             e.to_string()
@@ -570,17 +1004,7 @@ impl Exporter {
         if offsets.first() == Some(&0) {
             return Ok(complete);
         }
-        let before = client.requests_sent();
-        let page = client
-            .page_views(
-                &due.project,
-                Window::local_day(due.day, self.tz),
-                PAGE_LIMIT,
-                0,
-            )
-            .await;
-        count_sent(sent, due, client, before);
-        let page = page?;
+        let page = self.fetch_first_view(client, due, sent).await?;
         self.state().put_page(&due.project, due.day, 0, &page)?;
         self.crash.hit("page stored");
         Ok(!page.has_more)
@@ -745,6 +1169,16 @@ impl Exporter {
             mismatch: mismatch.clone(),
             at,
         })?;
+        // A day written with a doubt (a mismatch, rows set aside) is walked, not probed, next.
+        let clean = mismatch.is_none() && rejects.is_empty();
+        let fingerprint = view_fingerprint(&totals);
+        self.state().looked(
+            PAGE_VIEWS,
+            &due.project,
+            due.day,
+            clean.then_some(fingerprint.as_str()),
+            at,
+        )?;
         Ok(WindowOutcome {
             project: due.project.clone(),
             day: due.day,

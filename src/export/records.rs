@@ -4,7 +4,7 @@
 //! keep each page in the state so that a killed run resumes at the next one, check, write the
 //! partitions atomically and record them. Assistant threads are fetched after the turns.
 
-use super::{CrashPoints, ExportError, Exporter, Stops, Summary, Target};
+use super::{Checked, CrashPoints, ExportError, Exporter, Spend, Stops, Summary, Target};
 use crate::api::Client;
 use crate::api::analytics::At;
 use crate::api::views::{MAX_WALK_PAGES, Window};
@@ -13,6 +13,7 @@ use crate::dataset::parquet::{self as pq, WriteError};
 use crate::dataset::shape::{Cell, FlaggedRow, Page, Shape};
 use crate::dataset::{Paging, Windowing};
 use crate::layout::{PART, Pending, partition_dir, project_dir};
+use crate::planner::{self, DayState, Policy, Purpose};
 use crate::store::{RecordWalk, RecordsWritten};
 use arrow_array::{Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use chrono::{DateTime, NaiveDate, Utc};
@@ -41,7 +42,9 @@ impl Default for RecordSettings {
 }
 
 impl RecordSettings {
-    fn recheck(&self, shape: &Shape) -> u32 {
+    /// The days a span walks again: its full re-check (feedback's 14 days, the assistant's
+    /// overlap).
+    pub fn recheck(&self, shape: &Shape) -> u32 {
         match (shape.name, shape.windowing) {
             ("feedback", _) => self.feedback_recheck_days,
             ("assistant", _) => self.assistant_overlap_days,
@@ -64,6 +67,12 @@ pub struct RecordDue {
     pub stored_pages: u64,
     /// Requests it is expected to need.
     pub expected_requests: u64,
+    /// Why it is due.
+    pub purpose: Purpose,
+    /// Whether its first page is a probe (a day with stored totals to compare).
+    pub probe: bool,
+    /// For a span: the full re-check (every re-checked day), not only the recent days.
+    pub full: bool,
 }
 
 impl RecordDue {
@@ -352,22 +361,26 @@ impl Walked {
 }
 
 impl Exporter {
-    /// The windows of the generic datasets due for `targets` over `from..=to`.
+    /// The windows of the generic datasets due for `targets` over `from..=to`, the final
+    /// days skipped, and the windows skipped as looked at recently enough.
     pub(super) fn plan_records(
         &self,
         targets: &[Target],
         from: NaiveDate,
         to: NaiveDate,
-    ) -> Result<(Vec<RecordDue>, u64), ExportError> {
+    ) -> Result<(Vec<RecordDue>, u64, u64), ExportError> {
         let mut due = Vec::new();
         let mut skipped = 0;
+        let mut fresh = 0;
         let to = to.min(self.today());
+        let now = self.clock.now();
         for t in targets {
             let from = t.start.unwrap_or(from);
             for name in &t.datasets {
                 let Some(shape) = crate::dataset::shape_by_name(name) else {
                     continue;
                 };
+                let policy = self.freshness.policy(shape.name);
                 let in_progress = self.state().record_walk(shape.name, &t.project)?;
                 // What its latest windows took at most (retries included), at least one request.
                 let per_window = self
@@ -385,6 +398,7 @@ impl Exporter {
                     Windowing::OnDemand => {}
                     Windowing::Daily => {
                         let known = self.state().record_days(shape.name, &t.project)?;
+                        let looks = self.state().looks(shape.name, &t.project)?;
                         let mut day = to;
                         while day >= from {
                             let exists = partition_dir(self.output(), shape.table, &t.project, day)
@@ -399,13 +413,44 @@ impl Exporter {
                                     from: day,
                                     to: day.succ_opt().unwrap_or(day),
                                 };
-                                due.push(RecordDue {
-                                    shape,
-                                    stored_pages: stored(&walk)?,
-                                    walk,
-                                    becomes_final: self.is_settled(day),
-                                    expected_requests: per_window,
-                                });
+                                let stored_pages = stored(&walk)?;
+                                let look = looks.get(&day);
+                                let state = DayState {
+                                    age: (self.today() - day).num_days(),
+                                    written: exists && known.get(&day) == Some(&false),
+                                    unfinished: stored_pages > 0,
+                                    checked_at: look.map(|l| l.checked_at),
+                                };
+                                match planner::day_due(
+                                    &policy,
+                                    self.lookback_days,
+                                    state,
+                                    now,
+                                    self.refresh,
+                                ) {
+                                    None => fresh += 1,
+                                    Some(purpose) => {
+                                        let probe = state.written
+                                            && !state.unfinished
+                                            && look.is_some_and(|l| l.fingerprint.is_some());
+                                        due.push(RecordDue {
+                                            shape,
+                                            stored_pages,
+                                            walk,
+                                            becomes_final: self.is_settled(day),
+                                            expected_requests: if probe
+                                                && purpose == Purpose::Recheck
+                                            {
+                                                1
+                                            } else {
+                                                per_window.saturating_sub(stored_pages).max(1)
+                                            },
+                                            purpose,
+                                            probe,
+                                            full: false,
+                                        });
+                                    }
+                                }
                             }
                             match day.pred_opt() {
                                 Some(d) => day = d,
@@ -415,32 +460,73 @@ impl Exporter {
                     }
                     Windowing::Span { .. } => {
                         let end = to.succ_opt().unwrap_or(to);
-                        let walk = match &in_progress {
-                            Some(w) => w.clone(),
+                        let look = self.state().span_look(shape.name, &t.project)?;
+                        let recheck = i64::from(self.records.recheck(shape));
+                        // The recent days: today, and yesterday (late arrivals of the night).
+                        let recent = recheck.min(1);
+                        let (walk, purpose, full) = match &in_progress {
+                            Some(w) => (w.clone(), Purpose::Resume, false),
                             None => {
-                                let recheck = i64::from(self.records.recheck(shape));
                                 let through = self.state().span_through(shape.name, &t.project)?;
-                                let start = match (t.start, through) {
-                                    // A backfill's range is walked whole.
-                                    (None, _) | (_, None) => from,
+                                let (start, purpose, full) = match (t.start, through) {
+                                    // A backfill's range, or a first walk: walked whole.
+                                    (None, _) | (_, None) => (from, Purpose::Backfill, true),
                                     (Some(_), Some(th)) => {
-                                        (th.min(end) - chrono::Duration::days(recheck)).max(from)
+                                        let full_due = recheck > recent
+                                            && (self.refresh
+                                                || Policy::is_due(
+                                                    policy.oldest,
+                                                    look.full_at,
+                                                    now,
+                                                ));
+                                        let recent_due = self.refresh
+                                            || Policy::is_due(policy.today, look.walked_at, now);
+                                        if full_due {
+                                            (
+                                                (th.min(end) - chrono::Duration::days(recheck))
+                                                    .max(from),
+                                                Purpose::Recheck,
+                                                true,
+                                            )
+                                        } else if recent_due {
+                                            (
+                                                (th.min(end) - chrono::Duration::days(recent))
+                                                    .max(from),
+                                                Purpose::Fresh,
+                                                false,
+                                            )
+                                        } else {
+                                            fresh += 1;
+                                            continue;
+                                        }
                                     }
                                 };
-                                RecordWalk {
-                                    dataset: shape.name,
-                                    project: t.project.clone(),
-                                    from: start.min(to),
-                                    to: end,
-                                }
+                                (
+                                    RecordWalk {
+                                        dataset: shape.name,
+                                        project: t.project.clone(),
+                                        from: start.min(to),
+                                        to: end,
+                                    },
+                                    purpose,
+                                    full,
+                                )
                             }
                         };
+                        let stored_pages = stored(&walk)?;
+                        let days = (walk.to - walk.from).num_days().max(1) as u64;
+                        let latest = self.state().span_cost(shape.name, &t.project)?;
                         due.push(RecordDue {
                             shape,
-                            stored_pages: stored(&walk)?,
+                            stored_pages,
                             walk,
                             becomes_final: false,
-                            expected_requests: per_window,
+                            expected_requests: planner::span_estimate(latest, days)
+                                .saturating_sub(stored_pages)
+                                .max(1),
+                            purpose,
+                            probe: false,
+                            full,
                         });
                     }
                 }
@@ -452,70 +538,58 @@ impl Exporter {
                 .cmp(&a.walk.from)
                 .then(a.walk.project.cmp(&b.walk.project))
         });
-        Ok((due, skipped))
+        Ok((due, skipped, fresh))
     }
 
-    /// Carries out the generic datasets' windows of a plan, then the threads of the
-    /// unanswered turns just fetched.
-    pub(super) async fn run_records(
+    /// One window of a generic dataset: probed first when the plan says so, then walked,
+    /// written and recorded; an assistant window's unanswered turns are noted for their
+    /// threads.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn record_slot(
         &self,
-        targets: &[Target],
-        due: &[RecordDue],
-        clients: &HashMap<&str, &Client>,
+        client: &Client,
+        d: &RecordDue,
+        spend: &Spend,
+        org: &str,
         stops: &mut Stops,
         summary: &mut Summary,
+        unanswered: &mut BTreeMap<String, Vec<String>>,
+        targets: &[Target],
     ) {
-        let mut unanswered: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let wanted_threads: HashSet<&str> = targets
-            .iter()
-            .filter(|t| t.datasets.contains(&THREADS.name))
-            .map(|t| t.project.as_str())
-            .collect();
-        for d in due {
-            let Some(client) = clients.get(d.walk.project.as_str()) else {
-                continue;
-            };
-            if let Some(reason) = stops.reason(&d.walk.project, client) {
-                summary.failed.push((
-                    d.walk.project.clone(),
-                    d.walk.from,
-                    format!("{}: skipped: {reason}", d.dataset()),
-                ));
-                self.events.window_failed();
-                continue;
-            }
-            let before = client.requests_sent();
-            let result = self.record_window(client, d, before).await;
-            let requests = client.requests_sent() - before;
-            summary.requests += requests;
-            match result {
-                Ok((outcome, rows)) => {
-                    if d.dataset() == ASSISTANT.name
-                        && wanted_threads.contains(d.walk.project.as_str())
-                    {
-                        let status = ASSISTANT.index("resolution_status").unwrap_or(0);
-                        let id = ASSISTANT.index("id").unwrap_or(0);
-                        let list = unanswered.entry(d.walk.project.clone()).or_default();
-                        for r in rows {
-                            if r[status].text() == Some("unanswered")
-                                && let Some(t) = r[id].text()
-                                && !list.iter().any(|x| x == t)
-                            {
-                                list.push(t.to_string());
-                            }
-                        }
+        if let Some(reason) = stops.reason(&d.walk.project, client) {
+            summary.failed.push((
+                d.walk.project.clone(),
+                d.walk.from,
+                format!("{}: skipped: {reason}", d.dataset()),
+            ));
+            self.events.window_failed();
+            return;
+        }
+        let label = if d.purpose == Purpose::Backfill {
+            "backfill"
+        } else {
+            "walk"
+        };
+        let before = client.requests_sent();
+        if d.probe {
+            let probed = self.probe_records(client, d).await;
+            summary.count(d.dataset(), "probe", client.requests_sent() - before);
+            match probed {
+                Ok(None) => {
+                    summary.checked.push(Checked {
+                        dataset: d.dataset(),
+                        project: d.walk.project.clone(),
+                        day: d.walk.from,
+                        is_final: d.becomes_final,
+                    });
+                    return;
+                }
+                Ok(Some(complete)) => {
+                    let rest = d.expected_requests.saturating_sub(1);
+                    if d.purpose == Purpose::Recheck && !complete && !spend.spare(org, rest) {
+                        summary.deferred += 1;
+                        return;
                     }
-                    self.events.window_written(
-                        summary.rows() + summary.record_rows() + outcome.rows,
-                        summary.requests,
-                        &outcome.project,
-                        &format!("{} {}", outcome.dataset, outcome.from),
-                    );
-                    if outcome.cut_off {
-                        tracing::debug!(project = %outcome.project, day = %outcome.from, "feedback_by_page: the service has more rows than the 100 it lets anyone fetch; the day's rows are marked cut_off");
-                    }
-                    tracing::debug!(dataset = outcome.dataset, project = %outcome.project, from = %outcome.from, to = %outcome.to, rows = outcome.rows, requests, "window written");
-                    summary.records.push(outcome);
                 }
                 Err(e) => {
                     let label = format!("{} {}..{}", d.dataset(), d.walk.from, d.walk.to);
@@ -528,9 +602,66 @@ impl Exporter {
                         summary,
                         stops,
                     );
+                    return;
                 }
             }
         }
+        let mid = client.requests_sent();
+        let result = self.record_window(client, d, before).await;
+        summary.count(d.dataset(), label, client.requests_sent() - mid);
+        match result {
+            Ok((outcome, rows)) => {
+                let wants_threads = targets
+                    .iter()
+                    .any(|t| t.project == d.walk.project && t.datasets.contains(&THREADS.name));
+                if d.dataset() == ASSISTANT.name && wants_threads {
+                    let status = ASSISTANT.index("resolution_status").unwrap_or(0);
+                    let id = ASSISTANT.index("id").unwrap_or(0);
+                    let list = unanswered.entry(d.walk.project.clone()).or_default();
+                    for r in rows {
+                        if r[status].text() == Some("unanswered")
+                            && let Some(t) = r[id].text()
+                            && !list.iter().any(|x| x == t)
+                        {
+                            list.push(t.to_string());
+                        }
+                    }
+                }
+                self.events.window_written(
+                    summary.rows() + summary.record_rows() + outcome.rows,
+                    summary.requests + (client.requests_sent() - before),
+                    &outcome.project,
+                    &format!("{} {}", outcome.dataset, outcome.from),
+                );
+                if outcome.cut_off {
+                    tracing::debug!(project = %outcome.project, day = %outcome.from, "feedback_by_page: the service has more rows than the 100 it lets anyone fetch; the day's rows are marked cut_off");
+                }
+                tracing::debug!(dataset = outcome.dataset, project = %outcome.project, from = %outcome.from, to = %outcome.to, rows = outcome.rows, requests = outcome.requests, "window written");
+                summary.records.push(outcome);
+            }
+            Err(e) => {
+                let label = format!("{} {}..{}", d.dataset(), d.walk.from, d.walk.to);
+                self.failed_scope(
+                    &d.walk.project,
+                    d.walk.from,
+                    client,
+                    &label,
+                    e,
+                    summary,
+                    stops,
+                );
+            }
+        }
+    }
+
+    /// Fetches the threads of the unanswered turns just fetched, per project.
+    pub(super) async fn run_threads(
+        &self,
+        clients: &HashMap<&str, &Client>,
+        unanswered: BTreeMap<String, Vec<String>>,
+        stops: &mut Stops,
+        summary: &mut Summary,
+    ) {
         for (project, threads) in unanswered {
             let Some(client) = clients.get(project.as_str()) else {
                 continue;
@@ -540,7 +671,9 @@ impl Exporter {
             }
             let before = client.requests_sent();
             let result = self.fetch_threads(client, &project, &threads).await;
-            summary.requests += client.requests_sent() - before;
+            let n = client.requests_sent() - before;
+            summary.requests += n;
+            summary.count(THREADS.name, "walk", n);
             match result {
                 Ok(outcome) => summary.records.push(outcome),
                 Err(e) => {
@@ -549,6 +682,59 @@ impl Exporter {
                 }
             }
         }
+    }
+
+    /// Fetches a day's first page and compares its fingerprint (its totals; a single-page
+    /// dataset's rows) with the stored one: `None` when equal (recorded as looked at; final
+    /// when settled, its totals partition rewritten as final); otherwise the page is stored
+    /// as the walk's first, and whether the walk is complete is returned.
+    async fn probe_records(
+        &self,
+        client: &Client,
+        d: &RecordDue,
+    ) -> Result<Option<bool>, ExportError> {
+        let shape = d.shape;
+        let w = &d.walk;
+        let window = Window {
+            from: w.from,
+            to: w.to,
+            tz: self.tz,
+        };
+        let at = match shape.paging {
+            Paging::Offset { .. } => At::Offset(0),
+            _ => At::Start,
+        };
+        let (page, body) = fetch_page(client, shape, w, window, &at).await?;
+        let fingerprint = fingerprint(shape, &page);
+        let stored = self
+            .state()
+            .looks(shape.name, &w.project)?
+            .remove(&w.from)
+            .and_then(|l| l.fingerprint);
+        let now = self.clock.now();
+        if stored.as_deref() == Some(fingerprint.as_str()) {
+            if d.becomes_final {
+                let rows = self
+                    .state()
+                    .finalize_record_day(shape.name, &w.project, w.from)?;
+                if let Some(table) = shape.totals_table {
+                    let tdir = partition_dir(self.output(), table, &w.project, w.from);
+                    let t = shape
+                        .totals_batch(&page.totals, rows, now, true)
+                        .map_err(|e| encode_error(&tdir, e))?;
+                    Writes::all(&self.crash, |writes| writes.add(&tdir, &t))?;
+                }
+            }
+            self.state()
+                .looked(shape.name, &w.project, w.from, Some(&fingerprint), now)?;
+            return Ok(None);
+        }
+        self.state().put_record_page(w, 0, &body)?;
+        self.crash.hit("page stored");
+        let complete = Walked { pages: vec![page] }
+            .next(shape)
+            .is_ok_and(|n| n.is_none());
+        Ok(Some(complete))
     }
 
     /// Walks (or resumes), checks, writes and records one window; the rows it wrote too. A
@@ -595,6 +781,7 @@ impl Exporter {
             })?;
         }
         let at = self.clock.now();
+        let first_fingerprint = walked.pages.first().map(|p| fingerprint(shape, p));
         let cut_off = matches!(shape.paging, Paging::Capped { .. })
             && walked.pages.last().and_then(|p| p.has_more) == Some(true);
         // A day cut off is as complete as the service lets it be: final by its age alone.
@@ -622,6 +809,26 @@ impl Exporter {
             span: matches!(shape.windowing, Windowing::Span { .. }),
             at,
         })?;
+        match shape.windowing {
+            // A look at the recent days only when the walk reached today (a backfill's range
+            // of older days is not one); a full re-check when it covered the re-checked days.
+            Windowing::Span { .. } if d.walk.to > self.today() => {
+                let recheck = chrono::Duration::days(i64::from(self.records.recheck(shape)));
+                let full = d.full && d.walk.from <= self.today() - recheck;
+                self.state()
+                    .span_walked(shape.name, &d.walk.project, full, at)?;
+            }
+            Windowing::Span { .. } => {}
+            _ => {
+                self.state().looked(
+                    shape.name,
+                    &d.walk.project,
+                    d.walk.from,
+                    first_fingerprint.as_deref(),
+                    at,
+                )?;
+            }
+        }
         Ok((
             RecordOutcome {
                 dataset: shape.name,
@@ -674,18 +881,7 @@ impl Exporter {
                     return Err(Client::paging_error(shape.name, target(w), detail).into());
                 }
             };
-            let (page, body) = client
-                .analytics_page(
-                    shape.name,
-                    shape.endpoint,
-                    &w.project,
-                    None,
-                    Some(window),
-                    limit,
-                    &at,
-                    |b| shape.decode(b, limit).map(|p| (p, b.to_vec())),
-                )
-                .await?;
+            let (page, body) = fetch_page(client, shape, w, window, &at).await?;
             if !page.rows.is_empty() && !seen_pages.insert(page_hash(shape, &page)) {
                 self.state().drop_record_pages(w)?;
                 return Err(Client::paging_error(
@@ -892,6 +1088,42 @@ impl Exporter {
             cut_off: false,
             is_final: false,
         })
+    }
+}
+
+/// One page of a walk, decoded, with its body as sent (to store).
+async fn fetch_page(
+    client: &Client,
+    shape: &'static Shape,
+    w: &RecordWalk,
+    window: Window,
+    at: &At,
+) -> Result<(Page, Vec<u8>), crate::api::ApiError> {
+    let limit = shape.paging.limit();
+    client
+        .analytics_page(
+            shape.name,
+            shape.endpoint,
+            &w.project,
+            None,
+            Some(window),
+            limit,
+            at,
+            |b| shape.decode(b, limit).map(|p| (p, b.to_vec())),
+        )
+        .await
+}
+
+/// What a probe compares: a page's totals, or (a dataset without totals, fetched in one page)
+/// its rows.
+fn fingerprint(shape: &Shape, page: &Page) -> String {
+    if shape.totals.is_empty() {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = foldhash::quality::FixedState::with_seed(0x6673_7072).build_hasher();
+        h.write(format!("{:?}{:?}", page.rows, page.has_more).as_bytes());
+        format!("rows:{:016x}", h.finish())
+    } else {
+        format!("{:?}", page.totals)
     }
 }
 

@@ -10,16 +10,25 @@ pub fn describe_plan(plan: &Plan) -> String {
     let provisional = plan.due.iter().filter(|d| !d.becomes_final).count();
     let records_resumed = plan.records.iter().filter(|d| d.stored_pages > 0).count();
     let resumed = plan.due.iter().filter(|d| d.stored_pages > 0).count();
+    let probes = plan.due.iter().filter(|d| d.probe).count()
+        + plan.records.iter().filter(|d| d.probe).count();
     out += &format!(
-        "plan: {} page-view windows due ({} provisional, {} resumed), {} windows of other datasets ({} resumed), {} skipped as final, about {} analytics requests\n",
+        "plan: {} page-view windows due ({} provisional, {} resumed), {} windows of other datasets ({} resumed), {probes} of them probed first, {} skipped as final, {} as looked at recently, about {} analytics requests\n",
         plan.due.len(),
         provisional,
         resumed,
         plan.records.len(),
         records_resumed,
         plan.skipped_final,
+        plan.fresh,
         plan.expected_requests
     );
+    if plan.deferred > 0 {
+        out += &format!(
+            "  {} windows due do not fit this hour's budget: left for the next run (oldest missing days last)\n",
+            plan.deferred
+        );
+    }
     let mut by_project: BTreeMap<&str, Vec<&Due>> = BTreeMap::new();
     for d in &plan.due {
         by_project.entry(&d.project).or_default().push(d);
@@ -81,6 +90,22 @@ pub fn describe_summary(s: &Summary) -> String {
             String::new()
         };
         out += &format!("  {name}: {windows} windows, {rows} rows, {requests} requests{cut}\n");
+    }
+    if !s.checked.is_empty() || s.deferred > 0 {
+        let finals = s.checked.iter().filter(|c| c.is_final).count();
+        out += &format!(
+            "  {} days probed and found unchanged ({finals} of them now final); {} windows deferred to the next run\n",
+            s.checked.len(),
+            s.deferred
+        );
+    }
+    if !s.spent.is_empty() {
+        let parts: Vec<String> = s
+            .spent
+            .iter()
+            .map(|((d, p), n)| format!("{d} {p} {n}"))
+            .collect();
+        out += &format!("  requests by dataset and purpose: {}\n", parts.join(", "));
     }
     for w in s.windows.iter().filter(|w| w.rejected > 0) {
         out += &format!(

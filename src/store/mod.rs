@@ -4,6 +4,7 @@
 //! (in the same file, or in `budget_db`, which then holds only the budget's tables).
 
 pub mod budget;
+mod freshness;
 pub mod journal;
 pub mod ledger;
 mod queue;
@@ -12,6 +13,7 @@ mod walks;
 mod windows;
 
 pub use budget::SqliteBudget;
+pub use freshness::{Look, SpanLook};
 pub use journal::StoredPage;
 pub use queue::Queued;
 pub use records::{RecordWalk, RecordsWritten};
@@ -201,6 +203,7 @@ impl Store {
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let db = Arc::new(Db::open(path, SCHEMA)?);
         db.ensure(records::SCHEMA)?;
+        db.ensure(freshness::SCHEMA)?;
         ledger::Ledger::on(db.clone())?;
         Ok(Self {
             db,

@@ -228,6 +228,25 @@ impl Store {
         })
     }
 
+    /// What a span dataset's latest walk took: its requests and its days (for estimates: a
+    /// walk of the recent days costs its share of them).
+    pub fn span_cost(
+        &self,
+        dataset: &str,
+        project: &str,
+    ) -> Result<Option<(u64, u64)>, StoreError> {
+        self.db.with_conn(|c| {
+            c.prepare_cached(
+                "SELECT max(requests), count(*) FROM record_windows WHERE dataset = ?1 AND project = ?2
+                 GROUP BY done_at ORDER BY done_at DESC LIMIT 1",
+            )?
+            .query_row(params![dataset, project], |r| {
+                Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get::<_, i64>(1)?.max(1) as u64))
+            })
+            .optional()
+        })
+    }
+
     /// The day after the last one a span dataset's walk reached, if any.
     pub fn span_through(
         &self,

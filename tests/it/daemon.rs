@@ -66,7 +66,7 @@ impl Daemon {
     async fn metric(&self, series: &str) -> f64 {
         let text = reqwest::get(format!("http://{}/metrics", self.addr))
             .await
-            .unwrap()
+            .unwrap_or_else(|e| panic!("{e}: {:?}", self.lines()))
             .text()
             .await
             .unwrap();

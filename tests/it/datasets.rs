@@ -596,11 +596,13 @@ async fn every_dataset_exported_with_faults_on_equals_the_emulators_truth() {
         "faults hit searches: {:?}",
         stats["searches"].by_status
     );
-    // A second run fetches the provisional days and the spans again, and changes nothing.
+    // Six hours later, a second run walks today and the spans again and probes the provisional
+    // days, and changes nothing.
     let before = dataset(&out)
         .into_iter()
         .map(|(f, _)| f)
         .collect::<Vec<_>>();
+    live.clock.advance(std::time::Duration::from_secs(6 * 3600));
     let plan = exporter.plan(&targets, from, to).unwrap();
     // Its plan expects what the most of the latest 7 windows of each dataset took.
     let conn = rusqlite::Connection::open(out.join("state.sqlite")).unwrap();

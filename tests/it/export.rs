@@ -1,6 +1,7 @@
 //! The exporter against the emulator: truth, requests, budget, faults, late data, resume, readers.
 
 use crate::common::*;
+use chrono::NaiveDate;
 use docpipe::api::Limits;
 use docpipe::dataset::page_views::{PAGE_VIEWS, SITE_TOTALS, read_page_views};
 use docpipe::emulator::Op;
@@ -79,11 +80,39 @@ async fn a_backfill_equals_the_truth_with_the_minimum_requests_and_a_rerun_sends
     assert_eq!(served, expected);
     // Days older than the lateness allowance (3 days before 2026-03-15) are final.
     assert_eq!(s.windows.iter().filter(|w| w.is_final).count(), 3 * 11);
-    // A second run over the same range fetches only the 4 provisional days.
+    // Right after, every provisional day was just looked at: a second run sends nothing.
     let again = export(&live, out.path(), open_limits(), "2026-03-01", "2026-03-15").await;
-    assert_eq!(again.skipped_final, 33);
-    assert_eq!(again.windows.len(), 12);
-    assert!(again.windows.iter().all(|w| w.day >= day("2026-03-12")));
+    assert_eq!(
+        (again.skipped_final, again.windows.len(), again.requests),
+        (33, 0, 0)
+    );
+    // Six hours later, today (grown since) is walked again; each provisional day is probed
+    // with one request, finds its totals unchanged and is left as it is.
+    live.clock.advance(std::time::Duration::from_secs(6 * 3600));
+    let before: u64 = PROJECTS
+        .iter()
+        .map(|p| live.emu().requests(Op::Views, p))
+        .sum();
+    let again = export(&live, out.path(), open_limits(), "2026-03-01", "2026-03-15").await;
+    assert!(again.failed.is_empty(), "{:?}", again.failed);
+    assert_eq!(again.windows.len(), 3);
+    assert!(again.windows.iter().all(|w| w.day == day("2026-03-15")));
+    assert_eq!(again.checked.len(), 9);
+    assert!(
+        again
+            .checked
+            .iter()
+            .all(|c| c.day >= day("2026-03-12") && !c.is_final)
+    );
+    let today_requests: u64 = again.windows.iter().map(|w| w.requests).sum();
+    assert_eq!(again.requests, today_requests + 9);
+    assert_eq!(again.spent[&("page_views", "probe")], 3 + 9);
+    let after: u64 = PROJECTS
+        .iter()
+        .map(|p| live.emu().requests(Op::Views, p))
+        .sum();
+    assert_eq!(after - before, again.requests);
+    assert_equals_truth(&live, out.path(), "2026-03-01", "2026-03-15");
     // A run over final days only sends nothing at all.
     let before: u64 = PROJECTS
         .iter()
@@ -135,7 +164,7 @@ async fn faults_and_late_events_still_give_the_truth() {
     data.faults.row_order = RowOrder::Shuffled;
     data.faults.late_days = 2;
     data.faults.late_every_secs = 100_000_000;
-    data.faults.seed = 5;
+    data.faults.seed = 7;
     let live = Live::start(data).await;
     let out = tempfile::tempdir().unwrap();
     let s = export(&live, out.path(), open_limits(), "2026-03-05", "2026-03-15").await;
@@ -153,18 +182,42 @@ async fn faults_and_late_events_still_give_the_truth() {
         stats["views"].by_status.keys().any(|s| *s >= 500)
             && stats["views"].by_status.contains_key(&429)
     );
-    // Late events arrive for the last two days; the next run replaces exactly those partitions.
+    // Late events arrive for the last two days; six hours later the next run probes the
+    // provisional days and replaces exactly those that changed (and today).
     let old_file = partition_dir(out.path(), PAGE_VIEWS, "alpha", day("2026-03-10")).join(PART);
     let old_bytes = std::fs::read(&old_file).unwrap();
+    let kept = partition_dir(out.path(), PAGE_VIEWS, "alpha", day("2026-03-12")).join(PART);
+    let kept_bytes = std::fs::read(&kept).unwrap();
     live.emu().add_late_wave();
+    live.clock.advance(std::time::Duration::from_secs(6 * 3600));
     let s = export(&live, out.path(), open_limits(), "2026-03-05", "2026-03-15").await;
-    assert!(s.failed.is_empty());
-    assert_eq!(s.windows.len(), 12, "the 4 provisional days of 3 projects");
+    assert!(s.failed.is_empty(), "{:?}", s.failed);
+    let mut written: Vec<(String, NaiveDate)> = s
+        .windows
+        .iter()
+        .map(|w| (w.project.clone(), w.day))
+        .collect();
+    written.sort();
+    let want: Vec<(String, NaiveDate)> = PROJECTS
+        .iter()
+        .flat_map(|p| ["2026-03-14", "2026-03-15"].map(|d| (p.to_string(), day(d))))
+        .collect();
+    assert_eq!(written, want, "the days the wave reached, and today");
+    assert_eq!(
+        s.checked.len(),
+        6,
+        "03-12 and 03-13 of 3 projects, unchanged"
+    );
     assert_equals_truth(&live, out.path(), "2026-03-05", "2026-03-15");
     assert_eq!(
         std::fs::read(&old_file).unwrap(),
         old_bytes,
         "a final day is never touched again"
+    );
+    assert_eq!(
+        std::fs::read(&kept).unwrap(),
+        kept_bytes,
+        "a day probed unchanged is not written"
     );
 }
 
@@ -207,18 +260,20 @@ async fn the_plan_is_known_before_sending_and_a_dry_run_sends_nothing() {
     let plan = exporter
         .plan(&t, day("2026-03-01"), day("2026-03-20"))
         .unwrap();
-    // Up to today (03-15): 15 days x 3 projects; the 14th is provisional, so due again.
-    assert_eq!(plan.due.len(), 45);
+    // Up to today (03-15): 15 days x 3 projects but the 14th, just looked at (provisional, it
+    // waits for its turn: 2 hours for yesterday).
+    assert_eq!(plan.due.len(), 42);
+    assert_eq!(plan.fresh, 3);
     assert_eq!(
-        (plan.due[0].day, plan.due[44].day),
+        (plan.due[0].day, plan.due[41].day),
         (day("2026-03-15"), day("2026-03-01"))
     );
     // alpha's last known day had 3 pages; beta and gamma 1.
-    assert_eq!(plan.expected_requests, 15 * 3 + 15 + 15);
+    assert_eq!(plan.expected_requests, 14 * 3 + 14 + 14);
     assert_eq!(plan.budgets["org-a"], (10, 0));
     let text = docpipe::export::describe_plan(&plan);
-    assert!(text.starts_with("plan: 45 page-view windows due (12 provisional, 0 resumed), 0 windows of other datasets (0 resumed), 0 skipped as final, about 75 analytics requests\n"), "{text}");
-    // org-a needs 60 requests at 10 an hour: 10 now, 50 in the next five hours.
+    assert!(text.starts_with("plan: 42 page-view windows due (9 provisional, 0 resumed), 0 windows of other datasets (0 resumed), 0 of them probed first, 0 skipped as final, 3 as looked at recently, about 70 analytics requests\n"), "{text}");
+    // org-a needs 56 requests at 10 an hour: 10 now, 46 in the next five hours.
     assert!(text.contains("ETA: about 5 h at the budget"), "{text}");
 }
 
@@ -317,11 +372,12 @@ async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_on
         "{}",
         String::from_utf8_lossy(&reference.stderr)
     );
-    // The first crash stops at the 5th crash point: alpha's first page of the last day (1); beta's
-    // one page (2), its files written (3) and renamed (4), so beta's day is done; gamma's first
-    // page (5). Recent days first, first pages first.
-    let first = docpipe(&cfg, &range, Some(5));
-    assert!(!first.status.success(), "aborted at crash point 5");
+    // The first crash stops at the 9th crash point. Windows go one after the other, the most
+    // recent day first, projects taking turns: alpha's three pages (1-3), its files written
+    // (4) and recorded (5); beta's one page (6), written (7) and recorded (8); gamma's first
+    // page (9).
+    let first = docpipe(&cfg, &range, Some(9));
+    assert!(!first.status.success(), "aborted at crash point 9");
     let state = docpipe::store::Store::open(&out.join("state.sqlite")).unwrap();
     let stored: Vec<(String, String, Vec<u64>)> = state
         .walks()
@@ -329,37 +385,43 @@ async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_on
         .into_iter()
         .map(|(p, d, offsets)| (p, d.to_string(), offsets))
         .collect();
-    let want: Vec<(String, String, Vec<u64>)> = [("alpha", "2026-03-10"), ("gamma", "2026-03-10")]
-        .iter()
-        .map(|(p, d)| (p.to_string(), d.to_string(), vec![0]))
-        .collect();
-    assert_eq!(stored, want);
+    assert_eq!(
+        stored,
+        [("gamma".to_string(), "2026-03-10".to_string(), vec![0])]
+    );
     drop(state);
     let conn = rusqlite::Connection::open(out.join("state.sqlite")).unwrap();
     let done: Vec<(String, String)> = conn
-        .prepare("SELECT project, day FROM windows")
+        .prepare("SELECT project, day FROM windows ORDER BY project")
         .unwrap()
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert_eq!(done, [("beta".to_string(), "2026-03-10".to_string())]);
+    let d10 = "2026-03-10".to_string();
+    assert_eq!(
+        done,
+        [
+            ("alpha".to_string(), d10.clone()),
+            ("beta".to_string(), d10)
+        ]
+    );
     drop(conn);
-    // A kill in the middle of an append leaves a cut frame after alpha's page; a kill between
+    // A kill in the middle of an append leaves a cut frame after gamma's page; a kill between
     // recording a window and removing its journal leaves a journal of no walk (here, beta's).
     let walks = out.join(".walks");
-    let alpha = walks.join("project=alpha/date=2026-03-10.pages");
-    let journal = std::fs::read(&alpha).unwrap();
+    let gamma = walks.join("project=gamma/date=2026-03-10.pages");
+    let journal = std::fs::read(&gamma).unwrap();
     let cut = journal[12..12 + 100].to_vec();
     std::fs::OpenOptions::new()
         .append(true)
-        .open(&alpha)
+        .open(&gamma)
         .unwrap()
         .write_all(&cut)
         .unwrap();
     let stale = walks.join("project=beta/date=2026-03-10.pages");
     std::fs::create_dir_all(stale.parent().unwrap()).unwrap();
-    std::fs::copy(&alpha, &stale).unwrap();
+    std::fs::copy(&gamma, &stale).unwrap();
     // Then crashes at many other moments, including between writing a file and renaming it.
     for n in [9, 2, 14, 7, 21, 3, 11, 4, 17, 6] {
         let run = docpipe(&cfg, &range, Some(n));
@@ -639,7 +701,7 @@ async fn bad_input_gets_one_line_and_exit_code_2_and_writes_nothing() {
     );
     assert!(run.status.success());
     let text = String::from_utf8_lossy(&run.stdout).to_string();
-    assert!(text.starts_with("plan: 30 page-view windows due (0 provisional, 0 resumed), 0 windows of other datasets (0 resumed), 0 skipped as final, about 30 analytics requests\n"), "{text}");
+    assert!(text.starts_with("plan: 30 page-view windows due (0 provisional, 0 resumed), 0 windows of other datasets (0 resumed), 0 of them probed first, 0 skipped as final, 0 as looked at recently, about 30 analytics requests\n"), "{text}");
     assert!(text.ends_with("dry run: nothing sent\n"));
     assert_eq!(live.emu().stats().get("views").map_or(0, |s| s.requests), 0);
 }
@@ -678,7 +740,7 @@ async fn export_plans_each_project_from_its_start_date_or_the_last_30_days() {
     assert_eq!(
         plans,
         [
-            "plan: 66 page-view windows due (12 provisional, 0 resumed), 0 windows of other datasets (0 resumed), 0 skipped as final, about 66 analytics requests"
+            "plan: 66 page-view windows due (12 provisional, 0 resumed), 0 windows of other datasets (0 resumed), 0 of them probed first, 0 skipped as final, 0 as looked at recently, about 66 analytics requests"
         ],
         "one plan for every project, each from its own first day: {text}"
     );
@@ -993,7 +1055,7 @@ async fn a_storage_failure_stops_the_sending_at_once_with_one_line_and_exit_code
         .split_once(" windows failed: ")
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(
-        cause.starts_with(&format!(
+        cause.contains(&format!(
             "state database {}",
             out.join("state.sqlite").display()
         )),

@@ -85,10 +85,19 @@ async fn status_reports_days_budgets_and_firings() {
         status,
         format!(
             "state: {}
-project alpha: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 19 days from 2026-02-14
-project beta: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 4 days from 2026-03-10
-project gamma: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 19 days from 2026-02-14
-export now: 42 windows, about 80 requests, ETA within the current hour's budget
+project alpha: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 15 days from 2026-02-14
+project beta: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 0 days from 2026-03-10
+project gamma: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 15 days from 2026-02-14
+export now: 30 windows, about 30 requests, ETA within the current hour's budget
+  12 windows looked at recently enough wait for their turn
+planner, the next 24 hours:
+  organization org-a: the config asks for 4 requests an hour (page_views 3.9), the budget gives 95000: it fits. 15 missing windows will be in within about 1 h.
+    requests an hour by dataset: page_views 4.2
+    alpha: page_views today <= 1h, days every <= 6h
+    beta: page_views today <= 1h, days every <= 6h
+  organization org-b: the config asks for 2 requests an hour (page_views 2.0), the budget gives 95000: it fits. 15 missing windows will be in within about 1 h.
+    requests an hour by dataset: page_views 2.4
+    gamma: page_views today <= 1h, days every <= 6h
 backfill queued (1): 2026-02-01..2026-03-02 of beta: 28 windows not final yet, about 28 requests, ETA within the current hour's budget
 budget analytics:org-a: 3 of 95000 requests used in the last hour
 budget analytics:org-b: 0 of 95000 requests used in the last hour

@@ -1,0 +1,463 @@
+//! What the planner will do over the next hours, without sending anything: hourly runs
+//! simulated with the same due rule, order and fit as the real ones, on the costs the state
+//! measured (a probed day is assumed unchanged: a changed one costs its walk). Gives, per
+//! organization, the requests an hour by dataset, the staleness each project and dataset will
+//! have, when the missing days will be in, and, when the config asks for more than the budget
+//! gives, the shortfall and what would fit.
+
+use super::{Candidate, Freshness, Policy, Purpose, Room, day_due, fit, order};
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use chrono_tz::Tz;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The longest a backfill is simulated to find its end.
+const HORIZON_HOURS: i64 = 24 * 120;
+
+/// One project's dataset as the simulation sees it.
+#[derive(Debug, Clone)]
+pub struct Stream {
+    /// Organization.
+    pub org: String,
+    /// Project.
+    pub project: String,
+    /// Dataset.
+    pub dataset: &'static str,
+    /// Its policy.
+    pub policy: Policy,
+    /// Requests a day's walk (a span's: its recent days') takes.
+    pub walk_cost: u64,
+    /// Its windows.
+    pub windows: Windows,
+}
+
+/// The windows of a stream.
+#[derive(Debug, Clone)]
+pub enum Windows {
+    /// Day windows: the days not final yet with when each was last looked at (`None`: never
+    /// written), and the lateness allowance.
+    Days {
+        /// Not final days, from the project's first day to today.
+        days: BTreeMap<NaiveDate, Option<DateTime<Utc>>>,
+        /// Lateness allowance.
+        lookback_days: u32,
+    },
+    /// A span walked whole: when its recent days and its full re-check were last walked.
+    Span {
+        /// Last walk.
+        walked_at: Option<DateTime<Utc>>,
+        /// Last full re-check (`None` for a span without one).
+        full: Option<(Option<DateTime<Utc>>, u64)>,
+    },
+}
+
+/// The forecast of one organization.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrgForecast {
+    /// Organization.
+    pub org: String,
+    /// Its budget an hour.
+    pub limit: u64,
+    /// What the config asks for an hour in steady state (backfill aside).
+    pub demand: f64,
+    /// Requests an hour by dataset over the next 24 hours (simulated).
+    pub by_dataset: Vec<(&'static str, f64)>,
+    /// Per project and dataset: the most today's data will be stale, and the longest a
+    /// provisional day will wait between two looks, over the next 24 hours.
+    pub staleness: Vec<(String, &'static str, Duration, Duration)>,
+    /// Missing days of the projects' ranges, and the hours until they are all in (`None`: not
+    /// within the horizon).
+    pub backfill: Option<(u64, Option<i64>)>,
+    /// The demand by dataset, steady state.
+    pub demand_by_dataset: Vec<(&'static str, f64)>,
+    /// The `today` interval of the datasets (hours).
+    pub today_hours: f64,
+}
+
+fn hours(d: Duration) -> f64 {
+    d.num_seconds().max(1) as f64 / 3600.0
+}
+
+/// The steady demand of a stream, requests an hour: today walked every `today` interval, each
+/// provisional day probed every interval of its age, each day looked at once more when it
+/// settles.
+fn demand(s: &Stream, today_scale: f64) -> f64 {
+    let p = &s.policy;
+    let today = s.walk_cost as f64 / (hours(p.today) * today_scale);
+    match &s.windows {
+        Windows::Days { lookback_days, .. } => {
+            let probes: f64 = (1..=i64::from(*lookback_days))
+                .map(|age| 1.0 / hours(p.interval(age)))
+                .sum();
+            today + probes + 1.0 / 24.0
+        }
+        Windows::Span { full, .. } => {
+            today + full.map_or(0.0, |(_, cost)| cost as f64 / hours(p.oldest))
+        }
+    }
+}
+
+/// A simulated candidate: which stream, which day (spans: none; `Some(true)` a full re-check).
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Day(usize, NaiveDate),
+    Span(usize, bool),
+}
+
+/// Simulates hourly runs from `now`; `rooms` gives each organization's budget an hour and
+/// what it used in the last hour (the first run's room).
+pub fn forecast(
+    streams: &[Stream],
+    rooms: &BTreeMap<String, Room>,
+    freshness: &Freshness,
+    tz: Tz,
+    now: DateTime<Utc>,
+) -> Vec<OrgForecast> {
+    let mut streams = streams.to_vec();
+    let mut spent: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
+    let mut worst: BTreeMap<(String, &'static str), (Duration, Duration)> = BTreeMap::new();
+    let missing = |streams: &[Stream], org: &str| -> u64 {
+        streams
+            .iter()
+            .filter(|s| s.org == org)
+            .map(|s| match &s.windows {
+                Windows::Days { days, .. } => days.values().filter(|d| d.is_none()).count() as u64,
+                Windows::Span { walked_at, .. } => u64::from(walked_at.is_none()),
+            })
+            .sum()
+    };
+    let mut backfill: BTreeMap<String, (u64, Option<i64>)> = rooms
+        .keys()
+        .map(|o| (o.clone(), (missing(&streams, o), None)))
+        .collect();
+    for hour in 0..HORIZON_HOURS {
+        let t = now + Duration::hours(hour);
+        let today = t.with_timezone(&tz).date_naive();
+        let in_day = hour < 24;
+        if !in_day && backfill.values().all(|(n, eta)| *n == 0 || eta.is_some()) {
+            break;
+        }
+        let mut cands = Vec::new();
+        let mut slots = Vec::new();
+        for (i, s) in streams.iter_mut().enumerate() {
+            match &mut s.windows {
+                Windows::Days {
+                    days,
+                    lookback_days,
+                } => {
+                    days.entry(today).or_insert(None);
+                    for (&day, &at) in days.iter() {
+                        let age = (today - day).num_days();
+                        if in_day {
+                            let since = at.map_or(Duration::zero(), |a| t - a);
+                            let w = worst.entry((s.project.clone(), s.dataset)).or_default();
+                            if age == 0 {
+                                let midnight = t - Duration::seconds(i64::from(
+                                    t.with_timezone(&tz).time().num_seconds_from_midnight(),
+                                ));
+                                let since = at.map_or(t - midnight, |a| t - a.max(midnight));
+                                w.0 = w.0.max(since);
+                            } else if at.is_some() && age <= i64::from(*lookback_days) {
+                                w.1 = w.1.max(since);
+                            }
+                        }
+                        let state = super::DayState {
+                            age,
+                            written: at.is_some(),
+                            unfinished: false,
+                            checked_at: at,
+                        };
+                        if let Some(purpose) = day_due(&s.policy, *lookback_days, state, t, false) {
+                            let cost = if purpose == Purpose::Recheck {
+                                1
+                            } else {
+                                s.walk_cost
+                            };
+                            cands.push(Candidate {
+                                org: s.org.clone(),
+                                project: s.project.clone(),
+                                purpose,
+                                newness: day.num_days_from_ce_i64(),
+                                cost,
+                            });
+                            slots.push(Slot::Day(i, day));
+                        }
+                    }
+                }
+                Windows::Span { walked_at, full } => {
+                    let newness = today.num_days_from_ce_i64();
+                    let mut push = |purpose, cost, full| {
+                        cands.push(Candidate {
+                            org: s.org.clone(),
+                            project: s.project.clone(),
+                            purpose,
+                            newness,
+                            cost,
+                        });
+                        slots.push(Slot::Span(i, full));
+                    };
+                    match (walked_at, full) {
+                        (None, _) => push(Purpose::Backfill, s.walk_cost, false),
+                        (Some(_), Some((f, cost))) if Policy::is_due(s.policy.oldest, *f, t) => {
+                            push(Purpose::Recheck, *cost, true)
+                        }
+                        (Some(w), _) if Policy::is_due(s.policy.today, Some(*w), t) => {
+                            push(Purpose::Fresh, s.walk_cost, false)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let room = |org: &str| {
+            rooms.get(org).map(|r| Room {
+                limit: r.limit,
+                used: if hour == 0 { r.used } else { 0 },
+            })
+        };
+        let (chosen, _) = fit(&cands, &order(&cands), &room, freshness);
+        for i in chosen {
+            let c = &cands[i];
+            match slots[i] {
+                Slot::Day(si, day) => {
+                    let s = &mut streams[si];
+                    if in_day {
+                        *spent.entry((s.org.clone(), s.dataset)).or_default() += c.cost;
+                    }
+                    if let Windows::Days {
+                        days,
+                        lookback_days,
+                    } = &mut s.windows
+                    {
+                        // Past the allowance, a day looked at is final.
+                        if (today - day).num_days() > i64::from(*lookback_days) {
+                            days.remove(&day);
+                        } else {
+                            days.insert(day, Some(t));
+                        }
+                    }
+                }
+                Slot::Span(si, is_full) => {
+                    let s = &mut streams[si];
+                    if in_day {
+                        *spent.entry((s.org.clone(), s.dataset)).or_default() += c.cost;
+                    }
+                    if let Windows::Span { walked_at, full } = &mut s.windows {
+                        *walked_at = Some(t);
+                        if let Some((f, _)) = full
+                            && (is_full || f.is_none())
+                        {
+                            *f = Some(t);
+                        }
+                    }
+                }
+            }
+        }
+        for (org, b) in backfill.iter_mut() {
+            if b.0 > 0 && b.1.is_none() && missing(&streams, org) == 0 {
+                b.1 = Some(hour + 1);
+            }
+        }
+    }
+    rooms
+        .iter()
+        .map(|(org, r)| {
+            let mine: Vec<&Stream> = streams.iter().filter(|s| s.org == *org).collect();
+            let mut by_demand: BTreeMap<&'static str, f64> = BTreeMap::new();
+            for s in &mine {
+                *by_demand.entry(s.dataset).or_default() += demand(s, 1.0);
+            }
+            OrgForecast {
+                org: org.clone(),
+                limit: r.limit,
+                demand: by_demand.values().sum(),
+                by_dataset: spent
+                    .iter()
+                    .filter(|((o, _), _)| o == org)
+                    .map(|((_, d), n)| (*d, *n as f64 / 24.0))
+                    .collect(),
+                staleness: worst
+                    .iter()
+                    .filter(|((p, _), _)| mine.iter().any(|s| s.project == *p))
+                    .map(|((p, d), (a, b))| (p.clone(), *d, *a, *b))
+                    .collect(),
+                backfill: backfill.get(org).copied().filter(|(n, _)| *n > 0),
+                demand_by_dataset: by_demand.into_iter().collect(),
+                today_hours: mine.first().map_or(1.0, |s| hours(s.policy.today)),
+            }
+        })
+        .collect()
+}
+
+trait DayNumber {
+    fn num_days_from_ce_i64(&self) -> i64;
+}
+
+impl DayNumber for NaiveDate {
+    fn num_days_from_ce_i64(&self) -> i64 {
+        i64::from(chrono::Datelike::num_days_from_ce(self))
+    }
+}
+
+use chrono::Timelike as _;
+
+/// Whole hours (at least 1) of a duration, for messages.
+fn h(d: Duration) -> String {
+    let m = d.num_minutes();
+    if m < 60 {
+        format!("{m} min")
+    } else if m % 60 == 0 {
+        format!("{} h", m / 60)
+    } else {
+        format!("{:.1} h", m as f64 / 60.0)
+    }
+}
+
+impl OrgForecast {
+    /// Whether the config asks for more than the budget gives.
+    pub fn short(&self) -> bool {
+        self.demand > self.limit as f64 + 1e-9
+    }
+
+    /// When short, what would fit: the `today` interval that makes the demand fit, or the one
+    /// dataset whose removal does (the smallest such). `streams` are this organization's.
+    pub fn what_fits(&self, streams: &[Stream]) -> String {
+        let mine: Vec<&Stream> = streams.iter().filter(|s| s.org == self.org).collect();
+        let limit = self.limit as f64;
+        let mut options = Vec::new();
+        if let Some(k) =
+            (2..=24).find(|k| mine.iter().map(|s| demand(s, f64::from(*k))).sum::<f64>() <= limit)
+        {
+            let every = self.today_hours * f64::from(k);
+            options.push(format!(
+                "today's data every {} (freshness.today = \"{}h\")",
+                h(Duration::minutes((every * 60.0) as i64)),
+                every.ceil()
+            ));
+        }
+        let mut drops: Vec<(&'static str, f64)> = self
+            .demand_by_dataset
+            .iter()
+            .filter(|(name, d)| *name != "page_views" && self.demand - d <= limit)
+            .copied()
+            .collect();
+        drops.sort_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((d, _)) = drops.first() {
+            options.push(format!("drop {d}"));
+        }
+        if options.is_empty() {
+            "fewer projects or datasets in this organization".to_string()
+        } else {
+            options.join(", or ")
+        }
+    }
+
+    /// The paragraph `status` prints and `run` logs at start: the budget, what the config asks
+    /// for, what will happen, and (when short) what would fit.
+    pub fn paragraph(&self, streams: &[Stream]) -> String {
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            "organization {}: the config asks for {:.0} requests an hour ({}), the budget gives {}",
+            self.org,
+            self.demand.ceil(),
+            self.demand_by_dataset
+                .iter()
+                .map(|(d, n)| format!("{d} {n:.1}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.limit
+        );
+        if self.short() {
+            let stale = self
+                .staleness
+                .iter()
+                .max_by_key(|s| s.2.max(s.3))
+                .map(|(p, d, a, b)| {
+                    format!(
+                        "{d} of {p}: today up to {} stale, provisional days looked at every {}",
+                        h(*a),
+                        h(*b)
+                    )
+                })
+                .unwrap_or_default();
+            let _ = write!(
+                out,
+                ". It cannot be met: needs {:.0}/h, has {}/h. What will happen instead: unfinished walks and today's data first, re-checks after, so data goes staler than asked (worst: {stale}). To fit: {}.",
+                self.demand.ceil(),
+                self.limit,
+                self.what_fits(streams)
+            );
+        } else {
+            out.push_str(": it fits.");
+        }
+        if let Some((n, eta)) = self.backfill {
+            let _ = match eta {
+                Some(hours) => write!(
+                    out,
+                    " {n} missing windows will be in within about {hours} h."
+                ),
+                None => write!(
+                    out,
+                    " {n} missing windows: not in within {} days at this budget.",
+                    HORIZON_HOURS / 24
+                ),
+            };
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    /// Four projects of 2,000 pages (8 requests a day walk), page views only, 3 days of
+    /// lateness, every day written an hour ago.
+    fn four(dataset: &'static str, walk: u64) -> Vec<Stream> {
+        let now = at("2026-03-15T12:00:00Z");
+        let day = |s: &str| s.parse::<NaiveDate>().unwrap();
+        (0..4)
+            .map(|i| Stream {
+                org: "o".into(),
+                project: format!("p{i}"),
+                dataset,
+                policy: Policy::default(),
+                walk_cost: walk,
+                windows: Windows::Days {
+                    days: ["2026-03-12", "2026-03-13", "2026-03-14", "2026-03-15"]
+                        .iter()
+                        .map(|d| (day(d), Some(now - Duration::hours(1))))
+                        .collect(),
+                    lookback_days: 3,
+                },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn page_views_of_four_big_projects_fit_and_visitors_too_do_not() {
+        let now = at("2026-03-15T12:00:00Z");
+        let rooms: BTreeMap<String, Room> = [("o".to_string(), Room { limit: 95, used: 0 })].into();
+        let views = four("page_views", 8);
+        let f = forecast(&views, &rooms, &Freshness::default(), Tz::UTC, now);
+        // 4 x (8 + 1/2 + 1/4 + 1/6 + 1/24) = 35.8 an hour.
+        assert_eq!(format!("{:.1}", f[0].demand), "35.8");
+        assert!(!f[0].short());
+        let mut both = views.clone();
+        both.extend(four("visitors", 8));
+        both.extend(four("searches", 9));
+        let f = forecast(&both, &rooms, &Freshness::default(), Tz::UTC, now);
+        assert!(f[0].short());
+        assert_eq!(
+            f[0].what_fits(&both),
+            "today's data every 2 h (freshness.today = \"2h\"), or drop visitors"
+        );
+        let p = f[0].paragraph(&both);
+        assert!(p.starts_with("organization o: the config asks for 112 requests an hour (page_views 35.8, searches 39.8, visitors 35.8), the budget gives 95. It cannot be met: needs 112/h, has 95/h."), "{p}");
+    }
+}

@@ -1,0 +1,353 @@
+//! The budget planner: which windows are due (by age: today often, older provisional days less
+//! often), in what order (unfinished walks, today's freshness, re-checks, backfill of missing
+//! days newest first; projects taking turns) and how many fit the hour's budget (never past it,
+//! with a share kept for a pending backfill). Pure: the exporter feeds it the state, the
+//! forecast feeds it a simulated state.
+
+pub mod forecast;
+
+use chrono::{DateTime, Duration, Utc};
+
+/// How often a dataset's days are looked at again, by their age.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Today (and a span's recent days): fetched again after this long.
+    pub today: Duration,
+    /// Yesterday: probed again after this long; a day `n` days old after `n` times this...
+    pub recent: Duration,
+    /// ...but never longer than this (the feedback's full re-check runs this often too).
+    pub oldest: Duration,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            today: Duration::hours(1),
+            recent: Duration::hours(2),
+            oldest: Duration::hours(6),
+        }
+    }
+}
+
+impl Policy {
+    /// The interval between two looks at a day `age` days old (0: today).
+    pub fn interval(&self, age: i64) -> Duration {
+        if age <= 0 {
+            self.today
+        } else {
+            (self.recent * age.min(10_000) as i32).min(self.oldest)
+        }
+    }
+
+    /// Whether a window looked at `at` is due again `now`, for an interval: a run on the hour
+    /// finds due what the last hourly run fetched a few seconds past it (a tenth of the
+    /// interval, at most 10 minutes, of slack).
+    pub fn is_due(interval: Duration, at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+        let Some(at) = at else {
+            return true;
+        };
+        let slack = (interval / 10).min(Duration::minutes(10));
+        now - at >= interval - slack
+    }
+}
+
+/// The planner's settings: a policy for every dataset (each may have its own) and the share
+/// of each hour's budget a pending backfill keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Freshness {
+    /// The policy of datasets without their own.
+    pub default: Policy,
+    /// Policies by dataset name.
+    pub by_dataset: Vec<(&'static str, Policy)>,
+    /// Percent of each hour's budget kept for missing days while any are pending (0: none).
+    pub backfill_share_percent: u32,
+}
+
+impl Default for Freshness {
+    fn default() -> Self {
+        Self {
+            default: Policy::default(),
+            by_dataset: Vec::new(),
+            backfill_share_percent: 10,
+        }
+    }
+}
+
+impl Freshness {
+    /// The policy of a dataset.
+    pub fn policy(&self, dataset: &str) -> Policy {
+        self.by_dataset
+            .iter()
+            .find(|(d, _)| *d == dataset)
+            .map_or(self.default, |(_, p)| *p)
+    }
+
+    /// The requests of an hour's budget of `limit` kept for a pending backfill.
+    pub fn backfill_floor(&self, limit: u64) -> u64 {
+        if self.backfill_share_percent == 0 {
+            0
+        } else {
+            (limit * u64::from(self.backfill_share_percent))
+                .div_ceil(100)
+                .max(1)
+        }
+    }
+}
+
+/// The requests a walk of `days` days of a span is expected to take, from its latest walk's
+/// `requests` over `walked_days` days (at least 1).
+pub fn span_estimate(latest: Option<(u64, u64)>, days: u64) -> u64 {
+    match latest {
+        Some((requests, walked_days)) => {
+            (requests * days.max(1)).div_ceil(walked_days.max(1)).max(1)
+        }
+        None => 1,
+    }
+}
+
+/// Why a window is in a plan, in the order they are served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Purpose {
+    /// A walk a run left unfinished (its pages are stored).
+    Resume,
+    /// Today's data (or a span's recent days), due by its `today` interval.
+    Fresh,
+    /// A provisional day probed again (or settled: looked at a last time, then final), or a
+    /// span's full re-check.
+    Recheck,
+    /// A day never fetched, newest first.
+    Backfill,
+}
+
+impl Purpose {
+    /// Its name in `status` and the metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Purpose::Resume => "resume",
+            Purpose::Fresh => "today",
+            Purpose::Recheck => "recheck",
+            Purpose::Backfill => "backfill",
+        }
+    }
+}
+
+/// What the planner knows of a day window to decide whether it is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DayState {
+    /// Days before today (0: today).
+    pub age: i64,
+    /// Written once at least.
+    pub written: bool,
+    /// Pages of an unfinished walk are stored.
+    pub unfinished: bool,
+    /// When it was last walked or probed.
+    pub checked_at: Option<DateTime<Utc>>,
+}
+
+/// Whether a (non-final) day is due `now` under `policy` with `lookback_days` of lateness, and
+/// why. A day past the lateness allowance is due at once: looked at a last time, it is final.
+pub fn day_due(
+    policy: &Policy,
+    lookback_days: u32,
+    s: DayState,
+    now: DateTime<Utc>,
+    refresh: bool,
+) -> Option<Purpose> {
+    if s.unfinished {
+        return Some(Purpose::Resume);
+    }
+    if !s.written {
+        return Some(if s.age <= 0 {
+            Purpose::Fresh
+        } else {
+            Purpose::Backfill
+        });
+    }
+    let purpose = if s.age <= 0 {
+        Purpose::Fresh
+    } else {
+        Purpose::Recheck
+    };
+    if refresh || s.age > i64::from(lookback_days) {
+        return Some(purpose);
+    }
+    Policy::is_due(policy.interval(s.age), s.checked_at, now).then_some(purpose)
+}
+
+/// One window a plan could carry, as the fitting sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// Its organization (whose budget it spends).
+    pub org: String,
+    /// Its project (projects take turns).
+    pub project: String,
+    /// Why it is due.
+    pub purpose: Purpose,
+    /// Newer first within a purpose and project (a day number, larger is newer).
+    pub newness: i64,
+    /// Requests it is expected to take.
+    pub cost: u64,
+}
+
+/// The order to serve candidates in: by purpose, then projects taking turns (the newest of
+/// each project first), then by project name. Returns indices into `c`.
+pub fn order(c: &[Candidate]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..c.len()).collect();
+    idx.sort_by(|&a, &b| {
+        (c[a].purpose, &c[a].project, -c[a].newness).cmp(&(
+            c[b].purpose,
+            &c[b].project,
+            -c[b].newness,
+        ))
+    });
+    // Each candidate's turn: its rank among its project's candidates of the same purpose.
+    let mut turn = vec![0usize; c.len()];
+    let mut last: Option<(Purpose, &str)> = None;
+    let mut n = 0;
+    for &i in &idx {
+        let key = (c[i].purpose, c[i].project.as_str());
+        n = if last == Some(key) { n + 1 } else { 0 };
+        last = Some(key);
+        turn[i] = n;
+    }
+    idx.sort_by(|&a, &b| {
+        (c[a].purpose, turn[a], &c[a].project).cmp(&(c[b].purpose, turn[b], &c[b].project))
+    });
+    idx
+}
+
+/// What an organization can spend in a run: `limit` an hour, `used` in the last hour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Room {
+    /// The budget an hour (after headroom).
+    pub limit: u64,
+    /// Requests sent in the last hour.
+    pub used: u64,
+}
+
+impl Room {
+    /// What is left this hour.
+    pub fn left(&self) -> u64 {
+        self.limit.saturating_sub(self.used)
+    }
+}
+
+/// The candidates (indices, in serving order) that fit each organization's room, and the
+/// requests each organization may spend on them. Never past the room; while backfill
+/// candidates wait, the other purposes leave the backfill floor free (unfinished walks
+/// excepted: they finish what was paid for). A candidate that does not fit is passed over;
+/// cheaper ones after it may still fit.
+pub fn fit(
+    c: &[Candidate],
+    served: &[usize],
+    rooms: &dyn Fn(&str) -> Option<Room>,
+    freshness: &Freshness,
+) -> (Vec<usize>, Vec<(String, u64)>) {
+    let mut spent: Vec<(String, u64)> = Vec::new();
+    let mut chosen = Vec::new();
+    for &i in served {
+        let cand = &c[i];
+        let Some(room) = rooms(&cand.org) else {
+            chosen.push(i);
+            continue;
+        };
+        let pos = match spent.iter().position(|(o, _)| *o == cand.org) {
+            Some(p) => p,
+            None => {
+                spent.push((cand.org.clone(), 0));
+                spent.len() - 1
+            }
+        };
+        let backfill_waits = c
+            .iter()
+            .any(|x| x.org == cand.org && x.purpose == Purpose::Backfill);
+        let floor = match cand.purpose {
+            Purpose::Fresh | Purpose::Recheck if backfill_waits => {
+                freshness.backfill_floor(room.limit)
+            }
+            _ => 0,
+        };
+        let cap = room.left().saturating_sub(floor);
+        if spent[pos].1 + cand.cost <= cap {
+            spent[pos].1 += cand.cost;
+            chosen.push(i);
+        }
+    }
+    let allowance = spent
+        .into_iter()
+        .map(|(o, _)| {
+            let left = rooms(&o).map_or(u64::MAX, |r| r.left());
+            (o, left)
+        })
+        .collect();
+    (chosen, allowance)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(project: &str, purpose: Purpose, newness: i64, cost: u64) -> Candidate {
+        Candidate {
+            org: "o".into(),
+            project: project.into(),
+            purpose,
+            newness,
+            cost,
+        }
+    }
+
+    #[test]
+    fn intervals_grow_with_age_up_to_the_oldest() {
+        let p = Policy::default();
+        let h = Duration::hours;
+        assert_eq!(
+            [0, 1, 2, 3, 4].map(|a| p.interval(a)),
+            [h(1), h(2), h(4), h(6), h(6)]
+        );
+        let t0 = DateTime::parse_from_rfc3339("2026-03-15T10:00:03Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        // The hourly run on the hour finds due what the last one fetched just past it.
+        assert!(Policy::is_due(h(1), Some(t0), t0 + Duration::minutes(59)));
+        assert!(!Policy::is_due(h(1), Some(t0), t0 + Duration::minutes(50)));
+        assert!(!Policy::is_due(h(2), Some(t0), t0 + Duration::minutes(59)));
+    }
+
+    #[test]
+    fn unfinished_walks_then_today_then_rechecks_then_backfill_projects_taking_turns() {
+        let c = vec![
+            cand("a", Purpose::Backfill, 5, 8),
+            cand("a", Purpose::Backfill, 9, 8),
+            cand("b", Purpose::Backfill, 9, 8),
+            cand("b", Purpose::Recheck, 8, 1),
+            cand("a", Purpose::Fresh, 10, 8),
+            cand("b", Purpose::Resume, 3, 2),
+        ];
+        assert_eq!(order(&c), vec![5, 4, 3, 1, 2, 0]);
+    }
+
+    #[test]
+    fn the_fit_never_passes_the_room_and_keeps_the_backfill_floor() {
+        let c = vec![
+            cand("a", Purpose::Fresh, 10, 8),
+            cand("b", Purpose::Fresh, 10, 8),
+            cand("a", Purpose::Recheck, 9, 1),
+            cand("a", Purpose::Backfill, 5, 8),
+        ];
+        let f = Freshness::default();
+        let room = |used| move |_: &str| Some(Room { limit: 20, used });
+        // 20 an hour, 2 kept for the backfill: both today walks and the probe (17), not the
+        // backfill window (8 more).
+        let (chosen, allowance) = fit(&c, &order(&c), &room(0), &f);
+        assert_eq!(chosen, vec![0, 1, 2]);
+        assert_eq!(allowance, vec![("o".to_string(), 20)]);
+        // 12 used: 8 left, 2 of them kept: no today walk fits, the probe does; the backfill
+        // window (8) does not fit in the 7 left.
+        let (chosen, _) = fit(&c, &order(&c), &room(12), &f);
+        assert_eq!(chosen, vec![2]);
+        // Without a backfill waiting, the floor is not kept.
+        let (chosen, _) = fit(&c[..3], &order(&c[..3]), &room(4), &f);
+        assert_eq!(chosen, vec![0, 1]);
+    }
+}
