@@ -982,3 +982,81 @@ fn a_config_naming_an_unknown_dataset_or_a_span_too_long_is_refused_with_every_p
     );
     assert!(!dir.path().join("out").exists());
 }
+
+#[tokio::test]
+async fn a_provisional_day_of_every_daily_dataset_is_probed_with_one_request_and_left_as_it_is() {
+    let mut data = small();
+    data.limits.analytics_per_hour = 100_000;
+    // The service's data does not move: every probe finds what was stored.
+    let live = Live::start_frozen(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let exporter = docpipe::export::Exporter::open(&out, live.clock.clone(), 3)
+        .await
+        .unwrap();
+    let targets = all_datasets(&live);
+    let (from, to) = (day("2026-03-13"), day("2026-03-14"));
+    let first = exporter
+        .run(&targets, &exporter.plan(&targets, from, to).unwrap())
+        .await;
+    assert!(first.failed.is_empty(), "{:?}", first.failed);
+    // The daily tables' files, byte for byte.
+    let daily = [
+        "page_views",
+        "site_totals",
+        "visitors",
+        "site_visitors",
+        "searches",
+        "search_totals",
+        "feedback_by_page",
+        "assistant_callers",
+    ];
+    let files = || -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        files_below(&out)
+            .into_iter()
+            .filter(|f| daily.iter().any(|t| f.starts_with(t)))
+            .map(|f| (f.clone(), std::fs::read(out.join(&f)).unwrap()))
+            .collect()
+    };
+    let before = files();
+    assert_eq!(before.len(), 8 * 2, "8 tables, 2 days of alpha");
+    // Six hours later both days (1 and 2 days old) are due: each daily dataset's day is probed.
+    live.clock.advance(std::time::Duration::from_secs(6 * 3600));
+    let plan = exporter.plan(&targets, from, to).unwrap();
+    let probed: Vec<&str> = plan
+        .records
+        .iter()
+        .filter(|d| d.probe)
+        .map(|d| d.dataset())
+        .collect();
+    // 2 days of visitors, searches, feedback by page, caller stats.
+    assert_eq!(probed.len(), 2 * 4, "{probed:?}");
+    assert!(
+        plan.records
+            .iter()
+            .filter(|d| d.probe)
+            .all(|d| d.expected_requests == 1)
+    );
+    let again = exporter.run(&targets, &plan).await;
+    assert!(again.failed.is_empty(), "{:?}", again.failed);
+    for name in [
+        "page_views",
+        "visitors",
+        "searches",
+        "feedback_by_page",
+        "caller_stats",
+    ] {
+        assert_eq!(
+            again.spent.get(&(name, "probe")).copied(),
+            Some(2),
+            "{name}: one request a day"
+        );
+        assert_eq!(
+            again.checked.iter().filter(|c| c.dataset == name).count(),
+            2,
+            "{name}"
+        );
+    }
+    // Nothing of those days was written again (the spans, walked, rewrite theirs).
+    assert!(files() == before, "a day probed unchanged is not written");
+}
