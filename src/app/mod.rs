@@ -207,6 +207,15 @@ impl Context {
         Ok(out)
     }
 
+    /// How the span datasets re-fetch and how many threads a run fetches, as the config says.
+    pub fn record_settings(&self) -> crate::export::RecordSettings {
+        crate::export::RecordSettings {
+            feedback_recheck_days: self.settings.feedback_recheck_days,
+            assistant_overlap_days: self.settings.assistant_overlap_days,
+            threads_per_run: self.settings.threads_per_run,
+        }
+    }
+
     /// The exporter of the output folder (it must have been opened with [`Access::Export`]).
     pub fn exporter(&self) -> Exporter {
         Exporter::new(
@@ -215,11 +224,7 @@ impl Context {
             self.settings.lookback_days,
             self.settings.timezone,
         )
-        .with_records(crate::export::RecordSettings {
-            feedback_recheck_days: self.settings.feedback_recheck_days,
-            assistant_overlap_days: self.settings.assistant_overlap_days,
-            threads_per_run: self.settings.threads_per_run,
-        })
+        .with_records(self.record_settings())
         .with_freshness(self.settings.freshness.clone())
         .with_events(self.events.clone())
     }

@@ -52,7 +52,7 @@ pub fn streams(ctx: &Context) -> Result<Vec<Stream>, StoreError> {
     let today = s.today(now);
     // A day written by a version of docpipe that kept no looks: due at once.
     let long_ago = now - chrono::Duration::days(30);
-    let records = ctx.exporter().records_settings();
+    let records = ctx.record_settings();
     let mut out = Vec::new();
     for p in &s.projects {
         let first = p.first_day(today);

@@ -104,9 +104,10 @@ impl Daemon {
                     }
                     Some(crate::dataset::Windowing::OnDemand) => continue,
                     _ => store
-                        .looks(name, &p.id)
+                        .look(name, &p.id, today)
                         .ok()
-                        .and_then(|l| l.get(&today).map(|l| l.checked_at)),
+                        .flatten()
+                        .map(|l| l.checked_at),
                 };
                 let Some(at) = at else {
                     continue;
@@ -372,7 +373,7 @@ impl Daemon {
             return Step::Wait(BACKFILL_RECHECK);
         }
         tried.insert((dataset, project.clone(), day));
-        let mut one = Plan {
+        let one = Plan {
             due: next_view.into_iter().collect(),
             records: if dataset == PAGE_VIEWS {
                 Vec::new()
@@ -382,7 +383,6 @@ impl Daemon {
             expected_requests: expected,
             ..plan
         };
-        one.sort();
         let summary = self.exporter.run(std::slice::from_ref(target), &one).await;
         if let Some(w) = summary.windows.first() {
             tracing::info!(id = q.id, project = %w.project, day = %w.day, rows = w.rows, "backfill window written");

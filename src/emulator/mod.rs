@@ -351,25 +351,27 @@ impl Emulator {
             .unwrap_or(hour);
         let to = to.min(hour);
         let from = from.min(to);
-        let late_key = if self.data.faults.late_days == 0 {
-            0
-        } else {
+        // Each day's waves, counted once: for the cache key and for the rows.
+        let mut waves: Vec<(NaiveDate, u64)> = Vec::new();
+        if self.data.faults.late_days > 0 {
             let mut d = from.date();
-            let mut key = 0u64;
             while d <= to.date() {
-                key = key.wrapping_mul(31).wrapping_add(self.late_waves(d));
+                waves.push((d, self.late_waves(d)));
                 match d.succ_opt() {
                     Some(n) => d = n,
                     None => break,
                 }
             }
-            key
-        };
+        }
+        let late_key = waves
+            .iter()
+            .fold(0u64, |k, (_, w)| k.wrapping_mul(31).wrapping_add(*w));
         let key: RowsKey = (project.to_string(), from, to, today, late_key);
         if let Some((_, rows)) = self.lock().cache.iter().find(|(k, _)| *k == key) {
             return Some(rows.clone());
         }
-        let rows = Arc::new(generator.rows_between(from, to, today, |d| self.late_waves(d)));
+        let late = |day: NaiveDate| waves.iter().find(|(d, _)| *d == day).map_or(0, |(_, w)| *w);
+        let rows = Arc::new(generator.rows_between(from, to, today, late));
         let mut inner = self.lock();
         if inner.cache.len() >= 16 {
             inner.cache.remove(0);

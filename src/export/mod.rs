@@ -169,14 +169,13 @@ impl Plan {
             org: self.org_of.get(project).cloned().unwrap_or_default(),
             project: project.clone(),
             purpose,
-            newness: i64::from(chrono::Datelike::num_days_from_ce(&day)),
+            newness: planner::newness(day),
             cost,
         }
     }
 
-    /// Puts the windows in serving order (see [`planner::order`]): after the windows were
-    /// changed by hand (a plan of one window).
-    pub fn sort(&mut self) {
+    /// Puts the windows in serving order (see [`planner::order`]).
+    fn sort(&mut self) {
         let slots: Vec<Slot> = (0..self.due.len())
             .map(Slot::Views)
             .chain((0..self.records.len()).map(Slot::Records))
@@ -432,7 +431,45 @@ pub struct Checked {
     pub is_final: bool,
 }
 
+/// A window whose first page was a probe.
+struct Probed<'a> {
+    dataset: &'static str,
+    project: &'a str,
+    day: NaiveDate,
+    becomes_final: bool,
+    purpose: Purpose,
+    expected: u64,
+}
+
 impl Summary {
+    /// After a probe (`None`: the day was as stored; else whether its walk is complete):
+    /// records an unchanged day as checked, defers a changed re-check whose walk goes on when
+    /// there is no room to spare (its first page is kept: the next run walks on). Returns
+    /// whether to walk on now.
+    fn after_probe(
+        &mut self,
+        p: &Probed<'_>,
+        complete: Option<bool>,
+        spend: &Spend,
+        org: &str,
+    ) -> bool {
+        let Some(complete) = complete else {
+            self.checked.push(Checked {
+                dataset: p.dataset,
+                project: p.project.to_string(),
+                day: p.day,
+                is_final: p.becomes_final,
+            });
+            return false;
+        };
+        let rest = p.expected.saturating_sub(1);
+        if p.purpose == Purpose::Recheck && !complete && !spend.spare(org, rest) {
+            self.deferred += 1;
+            return false;
+        }
+        true
+    }
+
     /// Counts `n` requests of a dataset for a purpose (and on `/metrics`).
     fn count(&mut self, dataset: &'static str, purpose: &'static str, n: u64) {
         if n == 0 {
@@ -525,11 +562,6 @@ impl Exporter {
     pub fn with_refresh(mut self, refresh: bool) -> Self {
         self.refresh = refresh;
         self
-    }
-
-    /// How spans re-fetch and how many threads a run fetches.
-    pub fn records_settings(&self) -> RecordSettings {
-        self.records
     }
 
     /// The planner's settings.
@@ -812,11 +844,7 @@ impl Exporter {
         spend: &Spend,
         org: &str,
     ) -> Result<(), ExportError> {
-        let label = if due.purpose == Purpose::Backfill {
-            "backfill"
-        } else {
-            "walk"
-        };
+        let label = due.purpose.request_kind();
         let before = client.requests_sent();
         let first = if due.probe {
             self.probe_views(client, due, sent).await
@@ -828,22 +856,16 @@ impl Exporter {
             if due.probe { "probe" } else { label },
             client.requests_sent() - before,
         );
-        let complete = match first? {
-            None => {
-                summary.checked.push(Checked {
-                    dataset: PAGE_VIEWS,
-                    project: due.project.clone(),
-                    day: due.day,
-                    is_final: due.becomes_final,
-                });
-                return Ok(());
-            }
-            Some(c) => c,
+        let probed = Probed {
+            dataset: PAGE_VIEWS,
+            project: &due.project,
+            day: due.day,
+            becomes_final: due.becomes_final,
+            purpose: due.purpose,
+            expected: due.expected_requests,
         };
-        let rest = due.expected_requests.saturating_sub(1);
-        if due.probe && due.purpose == Purpose::Recheck && !complete && !spend.spare(org, rest) {
-            // Changed, and no room to spare: its first page is kept, the next run walks on.
-            summary.deferred += 1;
+        let first = first?;
+        if due.probe && !summary.after_probe(&probed, first, spend, org) {
             return Ok(());
         }
         let mid = client.requests_sent();
@@ -885,8 +907,7 @@ impl Exporter {
         let fingerprint = view_fingerprint(&page.totals);
         let stored = self
             .state()
-            .looks(PAGE_VIEWS, &due.project)?
-            .remove(&due.day)
+            .look(PAGE_VIEWS, &due.project, due.day)?
             .and_then(|l| l.fingerprint);
         if page.rejects.is_empty() && stored.as_deref() == Some(fingerprint.as_str()) {
             let at = self.clock.now();

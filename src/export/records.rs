@@ -4,7 +4,7 @@
 //! keep each page in the state so that a killed run resumes at the next one, check, write the
 //! partitions atomically and record them. Assistant threads are fetched after the turns.
 
-use super::{Checked, CrashPoints, ExportError, Exporter, Spend, Stops, Summary, Target};
+use super::{CrashPoints, ExportError, Exporter, Probed, Spend, Stops, Summary, Target};
 use crate::api::Client;
 use crate::api::analytics::At;
 use crate::api::views::{MAX_WALK_PAGES, Window};
@@ -565,52 +565,33 @@ impl Exporter {
             self.events.window_failed();
             return;
         }
-        let label = if d.purpose == Purpose::Backfill {
-            "backfill"
-        } else {
-            "walk"
-        };
+        let label = d.purpose.request_kind();
         let before = client.requests_sent();
-        if d.probe {
-            let probed = self.probe_records(client, d).await;
-            summary.count(d.dataset(), "probe", client.requests_sent() - before);
-            match probed {
-                Ok(None) => {
-                    summary.checked.push(Checked {
-                        dataset: d.dataset(),
-                        project: d.walk.project.clone(),
-                        day: d.walk.from,
-                        is_final: d.becomes_final,
-                    });
-                    return;
-                }
-                Ok(Some(complete)) => {
-                    let rest = d.expected_requests.saturating_sub(1);
-                    if d.purpose == Purpose::Recheck && !complete && !spend.spare(org, rest) {
-                        summary.deferred += 1;
-                        return;
-                    }
-                }
-                Err(e) => {
-                    let label = format!("{} {}..{}", d.dataset(), d.walk.from, d.walk.to);
-                    self.failed_scope(
-                        &d.walk.project,
-                        d.walk.from,
-                        client,
-                        &label,
-                        e,
-                        summary,
-                        stops,
-                    );
-                    return;
+        let result = async {
+            if d.probe {
+                let probed = self.probe_records(client, d).await;
+                summary.count(d.dataset(), "probe", client.requests_sent() - before);
+                let p = Probed {
+                    dataset: d.dataset(),
+                    project: &d.walk.project,
+                    day: d.walk.from,
+                    becomes_final: d.becomes_final,
+                    purpose: d.purpose,
+                    expected: d.expected_requests,
+                };
+                if !summary.after_probe(&p, probed?, spend, org) {
+                    return Ok(None);
                 }
             }
+            let mid = client.requests_sent();
+            let result = self.record_window(client, d, before).await;
+            summary.count(d.dataset(), label, client.requests_sent() - mid);
+            result.map(Some)
         }
-        let mid = client.requests_sent();
-        let result = self.record_window(client, d, before).await;
-        summary.count(d.dataset(), label, client.requests_sent() - mid);
+        .await;
         match result {
-            Ok((outcome, rows)) => {
+            Ok(None) => {}
+            Ok(Some((outcome, rows))) => {
                 let wants_threads = targets
                     .iter()
                     .any(|t| t.project == d.walk.project && t.datasets.contains(&THREADS.name));
@@ -708,8 +689,7 @@ impl Exporter {
         let fingerprint = fingerprint(shape, &page);
         let stored = self
             .state()
-            .looks(shape.name, &w.project)?
-            .remove(&w.from)
+            .look(shape.name, &w.project, w.from)?
             .and_then(|l| l.fingerprint);
         let now = self.clock.now();
         if stored.as_deref() == Some(fingerprint.as_str()) {

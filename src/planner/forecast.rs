@@ -5,7 +5,7 @@
 //! have, when the missing days will be in, and, when the config asks for more than the budget
 //! gives, the shortfall and what would fit.
 
-use super::{Candidate, Freshness, Policy, Purpose, Room, day_due, fit, order};
+use super::{Candidate, Freshness, Policy, Purpose, Room, day_due, fit, newness, order};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use chrono_tz::Tz;
 use std::collections::BTreeMap;
@@ -177,7 +177,7 @@ pub fn forecast(
                                 org: s.org.clone(),
                                 project: s.project.clone(),
                                 purpose,
-                                newness: day.num_days_from_ce_i64(),
+                                newness: newness(day),
                                 cost,
                             });
                             slots.push(Slot::Day(i, day));
@@ -185,7 +185,7 @@ pub fn forecast(
                     }
                 }
                 Windows::Span { walked_at, full } => {
-                    let newness = today.num_days_from_ce_i64();
+                    let newness = newness(today);
                     let mut push = |purpose, cost, full| {
                         cands.push(Candidate {
                             org: s.org.clone(),
@@ -287,16 +287,6 @@ pub fn forecast(
             }
         })
         .collect()
-}
-
-trait DayNumber {
-    fn num_days_from_ce_i64(&self) -> i64;
-}
-
-impl DayNumber for NaiveDate {
-    fn num_days_from_ce_i64(&self) -> i64 {
-        i64::from(chrono::Datelike::num_days_from_ce(self))
-    }
 }
 
 use chrono::Timelike as _;

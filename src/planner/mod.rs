@@ -105,6 +105,11 @@ pub fn span_estimate(latest: Option<(u64, u64)>, days: u64) -> u64 {
     }
 }
 
+/// A day as the order's `newness` (larger is newer).
+pub fn newness(day: chrono::NaiveDate) -> i64 {
+    i64::from(chrono::Datelike::num_days_from_ce(&day))
+}
+
 /// Why a window is in a plan, in the order they are served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Purpose {
@@ -127,6 +132,16 @@ impl Purpose {
             Purpose::Fresh => "today",
             Purpose::Recheck => "recheck",
             Purpose::Backfill => "backfill",
+        }
+    }
+
+    /// What its walk's requests count as in the metrics: `backfill` or `walk` (a probe's
+    /// request is counted as `probe`).
+    pub fn request_kind(self) -> &'static str {
+        if self == Purpose::Backfill {
+            "backfill"
+        } else {
+            "walk"
         }
     }
 }
@@ -245,6 +260,11 @@ pub fn fit(
 ) -> (Vec<usize>, Vec<(String, u64)>) {
     let mut spent: Vec<(String, u64)> = Vec::new();
     let mut chosen = Vec::new();
+    let backfill_waits: std::collections::HashSet<&str> = c
+        .iter()
+        .filter(|x| x.purpose == Purpose::Backfill)
+        .map(|x| x.org.as_str())
+        .collect();
     for &i in served {
         let cand = &c[i];
         let Some(room) = rooms(&cand.org) else {
@@ -258,11 +278,8 @@ pub fn fit(
                 spent.len() - 1
             }
         };
-        let backfill_waits = c
-            .iter()
-            .any(|x| x.org == cand.org && x.purpose == Purpose::Backfill);
         let floor = match cand.purpose {
-            Purpose::Fresh | Purpose::Recheck if backfill_waits => {
+            Purpose::Fresh | Purpose::Recheck if backfill_waits.contains(cand.org.as_str()) => {
                 freshness.backfill_floor(room.limit)
             }
             _ => 0,

@@ -102,6 +102,28 @@ impl Store {
         })
     }
 
+    /// The last look at one day of a dataset and project, if there was one.
+    pub fn look(
+        &self,
+        dataset: &str,
+        project: &str,
+        day: NaiveDate,
+    ) -> Result<Option<Look>, StoreError> {
+        self.db.with_conn(|c| {
+            c.prepare_cached(
+                "SELECT checked_at, changed_at, fingerprint FROM freshness WHERE dataset = ?1 AND project = ?2 AND day = ?3",
+            )?
+            .query_row(params![dataset, project, day.to_string()], |r| {
+                Ok(Look {
+                    checked_at: instant(r.get(0)?)?,
+                    changed_at: instant(r.get(1)?)?,
+                    fingerprint: r.get(2)?,
+                })
+            })
+            .optional()
+        })
+    }
+
     /// The last look at every day of a dataset and project.
     pub fn looks(
         &self,
