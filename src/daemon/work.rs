@@ -90,30 +90,18 @@ fn count_reports(rules: &[Rule], reports: &[Report]) {
 }
 
 impl Daemon {
-    /// Sets `docpipe_staleness_seconds{project, dataset}`: how long ago today's window (a
-    /// span: its last walk) was looked at.
+    /// Sets `docpipe_staleness_seconds{project, dataset}`: how long ago the newest data were
+    /// taken (see [`crate::export::Exporter::staleness`]).
     fn gauge_staleness(&self) {
         let now = self.ctx.clock.now();
-        let today = self.ctx.settings.today(now);
-        let store = self.ctx.store();
+        let exporter = self.ctx.exporter();
         for p in &self.ctx.settings.projects {
             for name in &p.datasets {
-                let at = match crate::dataset::shape_by_name(name).map(|s| s.windowing) {
-                    Some(crate::dataset::Windowing::Span { .. }) => {
-                        store.span_look(name, &p.id).ok().and_then(|l| l.walked_at)
-                    }
-                    Some(crate::dataset::Windowing::OnDemand) => continue,
-                    _ => store
-                        .look(name, &p.id, today)
-                        .ok()
-                        .flatten()
-                        .map(|l| l.checked_at),
-                };
-                let Some(at) = at else {
+                let Ok(Some(stale)) = exporter.staleness(name, &p.id, now) else {
                     continue;
                 };
                 metrics::gauge!("docpipe_staleness_seconds", "project" => p.id.clone(), "dataset" => *name)
-                    .set((now - at).num_seconds().max(0) as f64);
+                    .set(stale.num_seconds() as f64);
             }
         }
     }

@@ -12,7 +12,7 @@ use crate::clock::SharedClock;
 use crate::dataset::page_views::{self, PAGE_VIEWS, check};
 use crate::dataset::parquet::{self as pq, WriteError};
 use crate::events::{Events, Quiet};
-use crate::planner::{self, Candidate, DayState, Freshness, Purpose, Room};
+use crate::planner::{self, Candidate, DayState, Freshness, Policy, Purpose, Room};
 use crate::store::{Folder, Store, StoreError, StoredPage, WrittenWindow};
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
@@ -110,6 +110,13 @@ pub struct Due {
     /// Whether its first page is a probe: totals equal to the stored ones leave the day as it
     /// is (nothing more fetched, nothing written).
     pub probe: bool,
+    /// How late it is (see [`planner::Policy::urgency`]).
+    pub urgency: u32,
+    /// A re-check at its deadline (see [`planner::Candidate::deadline`]).
+    pub deadline: bool,
+    /// The most requests it may take this run: walked in parts, its pages stored, its walk
+    /// going on next run (`None`: whole). Set by [`Plan::fit`].
+    pub part: Option<u64>,
 }
 
 /// A window of a plan, in serving order.
@@ -155,22 +162,54 @@ pub struct Plan {
 
 impl Plan {
     fn candidate(&self, slot: Slot) -> Candidate {
-        let (project, purpose, day, cost) = match slot {
+        struct Of<'a> {
+            project: &'a String,
+            dataset: &'static str,
+            purpose: Purpose,
+            day: NaiveDate,
+            cost: u64,
+            urgency: u32,
+            stored: u64,
+            deadline: bool,
+        }
+        let of = match slot {
             Slot::Views(i) => {
                 let d = &self.due[i];
-                (&d.project, d.purpose, d.day, d.expected_requests)
+                Of {
+                    project: &d.project,
+                    dataset: PAGE_VIEWS,
+                    purpose: d.purpose,
+                    day: d.day,
+                    cost: d.part.unwrap_or(d.expected_requests),
+                    urgency: d.urgency,
+                    stored: d.stored_pages,
+                    deadline: d.deadline,
+                }
             }
             Slot::Records(i) => {
                 let d = &self.records[i];
-                (&d.walk.project, d.purpose, d.walk.from, d.expected_requests)
+                Of {
+                    project: &d.walk.project,
+                    dataset: d.dataset(),
+                    purpose: d.purpose,
+                    day: d.walk.from,
+                    cost: d.part.unwrap_or(d.expected_requests),
+                    urgency: d.urgency,
+                    stored: d.stored_pages,
+                    deadline: d.deadline,
+                }
             }
         };
         Candidate {
-            org: self.org_of.get(project).cloned().unwrap_or_default(),
-            project: project.clone(),
-            purpose,
-            newness: planner::newness(day),
-            cost,
+            org: self.org_of.get(of.project).cloned().unwrap_or_default(),
+            project: of.project.clone(),
+            dataset: of.dataset,
+            purpose: of.purpose,
+            newness: planner::newness(of.day),
+            cost: of.cost,
+            urgency: of.urgency,
+            started: of.stored > 0,
+            deadline: of.deadline,
         }
     }
 
@@ -206,28 +245,41 @@ impl Plan {
                 cands.push(Candidate {
                     org,
                     project: String::new(),
+                    dataset: "",
                     purpose: Purpose::Backfill,
                     newness: i64::MIN,
                     cost: u64::MAX,
+                    urgency: 0,
+                    started: false,
+                    deadline: false,
                 });
             }
         }
         let served: Vec<usize> = (0..self.order.len()).collect();
         let (chosen, allowance) = planner::fit(&cands, &served, rooms, freshness);
         self.deferred += (self.order.len() - chosen.len()) as u64;
-        let keep: Vec<Slot> = chosen.iter().map(|&i| self.order[i]).collect();
-        // Renumber the kept windows.
+        // Renumber the kept windows; a window walked in parts has its part.
         let mut due = Vec::new();
         let mut records = Vec::new();
         let mut order = Vec::new();
-        for slot in keep {
+        for &(i, part) in &chosen {
+            // The backfill queue's stand-ins are past the order's end.
+            let Some(&slot) = self.order.get(i) else {
+                continue;
+            };
             match slot {
                 Slot::Views(i) => {
-                    due.push(self.due[i].clone());
+                    due.push(Due {
+                        part,
+                        ..self.due[i].clone()
+                    });
                     order.push(Slot::Views(due.len() - 1));
                 }
                 Slot::Records(i) => {
-                    records.push(self.records[i].clone());
+                    records.push(RecordDue {
+                        part,
+                        ..self.records[i].clone()
+                    });
                     order.push(Slot::Records(records.len() - 1));
                 }
             }
@@ -236,12 +288,11 @@ impl Plan {
         self.records = records;
         self.order = order;
         self.allowance = allowance.into_iter().collect();
-        self.expected_requests = self.due.iter().map(|d| d.expected_requests).sum::<u64>()
-            + self
-                .records
-                .iter()
-                .map(|d| d.expected_requests)
-                .sum::<u64>();
+        self.expected_requests = self
+            .order
+            .iter()
+            .map(|s| self.candidate(*s).cost)
+            .sum::<u64>();
     }
 
     /// The requests each organization's windows are expected to take.
@@ -312,6 +363,19 @@ impl Spend {
 
     fn used(&self, org: &str) -> u64 {
         self.spent.get(org).copied().unwrap_or(0)
+    }
+
+    /// The most requests a window may take now: its part, and no more than the allowance
+    /// left (an estimate short of the truth stops at the budget: the walk goes on next run).
+    fn part(&self, org: &str, part: Option<u64>) -> Option<u64> {
+        let left = self
+            .allowance
+            .get(org)
+            .map(|a| a.saturating_sub(self.used(org)));
+        match (part, left) {
+            (Some(p), Some(l)) => Some(p.min(l)),
+            (p, l) => p.or(l),
+        }
     }
 
     /// Whether a window of `cost` requests still fits the allowance.
@@ -414,6 +478,9 @@ pub struct Summary {
     /// Windows of the plan not fetched: the run's allowance had no room for them (left for
     /// the next run; a probed day that changed keeps its first page and resumes).
     pub deferred: u64,
+    /// Windows walked in parts that took their part (their pages stored: the walk goes on next
+    /// run).
+    pub paused: u64,
     /// Requests by dataset and purpose (`walk`, `probe`, `backfill`).
     pub spent: BTreeMap<(&'static str, &'static str), u64>,
 }
@@ -616,6 +683,36 @@ impl Exporter {
         self.clock.now().with_timezone(&self.tz).date_naive()
     }
 
+    /// How long ago the newest data of a dataset and project were taken: a span's last walk;
+    /// for a daily dataset, the look at its newest day looked at (or that day's end, when the
+    /// look came after it). None: never looked at, or fetched on demand (threads).
+    pub fn staleness(
+        &self,
+        dataset: &str,
+        project: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<chrono::Duration>, StoreError> {
+        let windowing = crate::dataset::shape_by_name(dataset)
+            .map_or(crate::dataset::Windowing::Daily, |s| s.windowing);
+        let at = match windowing {
+            crate::dataset::Windowing::Span { .. } => {
+                self.state().span_look(dataset, project)?.walked_at
+            }
+            crate::dataset::Windowing::OnDemand => None,
+            crate::dataset::Windowing::Daily => {
+                self.state()
+                    .newest_look(dataset, project)?
+                    .map(|(day, look)| {
+                        let end = day.succ_opt().map_or(look.checked_at, |next| {
+                            crate::api::views::local_midnight(next, self.tz).to_utc()
+                        });
+                        look.checked_at.min(end)
+                    })
+            }
+        };
+        Ok(at.map(|t| (now - t).max(chrono::Duration::zero())))
+    }
+
     /// Whether a day is past the lateness allowance today.
     pub fn is_settled(&self, day: NaiveDate) -> bool {
         (self.today() - day).num_days() > i64::from(self.lookback_days)
@@ -713,6 +810,16 @@ impl Exporter {
                                 expected_requests: expected,
                                 purpose,
                                 probe,
+                                urgency: Policy::urgency(
+                                    policy.interval(state.age),
+                                    state.checked_at.or(Some(
+                                        crate::api::views::local_midnight(day, self.tz).to_utc(),
+                                    )),
+                                    now,
+                                ),
+                                deadline: purpose == Purpose::Recheck
+                                    && Policy::is_due(policy.oldest, state.checked_at, now),
+                                part: None,
                             });
                         }
                     }
@@ -782,7 +889,10 @@ impl Exporter {
             }
             match slot {
                 Slot::Views(i) => {
-                    let due = &plan.due[i];
+                    let due = &Due {
+                        part: spend.part(&c.org, plan.due[i].part),
+                        ..plan.due[i].clone()
+                    };
                     let Some(client) = clients.get(due.project.as_str()) else {
                         continue;
                     };
@@ -802,7 +912,10 @@ impl Exporter {
                     }
                 }
                 Slot::Records(i) => {
-                    let d = &plan.records[i];
+                    let d = &RecordDue {
+                        part: spend.part(&c.org, plan.records[i].part),
+                        ..plan.records[i].clone()
+                    };
                     let Some(client) = clients.get(d.walk.project.as_str()) else {
                         continue;
                     };
@@ -974,6 +1087,9 @@ impl Exporter {
             expected_requests: 0,
             purpose: Purpose::Fresh,
             probe: false,
+            urgency: 0,
+            deadline: false,
+            part: None,
         };
         let shown = if label.is_empty() {
             e.to_string()
@@ -1040,20 +1156,30 @@ impl Exporter {
         summary: &mut Summary,
     ) -> Result<(), ExportError> {
         let result = async {
-            let mut pages = self.walk_rest(client, due, sent).await?;
+            let Some(mut pages) = self.walk_rest(client, due, sent).await? else {
+                return Ok(None);
+            };
             let mut mismatch = check(&pages).err();
             if let Some(m) = &mismatch {
                 tracing::warn!(project = %due.project, day = %due.day, "{m}; walking the window again");
                 self.state().drop_pages(&due.project, due.day)?;
-                pages = self.walk_rest(client, due, sent).await?;
+                let Some(again) = self.walk_rest(client, due, sent).await? else {
+                    return Ok(None);
+                };
+                pages = again;
                 mismatch = check(&pages).err();
             }
             let requests = sent.get(&(due.project.clone(), due.day)).copied().unwrap_or(0);
-            self.write(due, &pages, requests, mismatch)
+            self.write(due, &pages, requests, mismatch).map(Some)
         }
         .await;
         match result {
-            Ok(outcome) => {
+            Ok(None) => {
+                tracing::debug!(project = %due.project, day = %due.day, "walked in parts: the walk goes on next run");
+                summary.paused += 1;
+                Ok(())
+            }
+            Ok(Some(outcome)) => {
                 metrics::counter!("docpipe_rows_exported_total", "project" => due.project.clone())
                     .increment(outcome.rows.max(0) as u64);
                 metrics::counter!("docpipe_windows_written_total", "project" => due.project.clone())
@@ -1086,23 +1212,42 @@ impl Exporter {
     }
 
     /// Fetches the pages after the last stored one, storing each; returns every page of the
-    /// window (those stored before, read back once, then those just fetched).
+    /// window (those stored before, read back once, then those just fetched), or `None` when
+    /// the window's part of this run was spent first (see [`Due::part`]).
     async fn walk_rest(
         &self,
         client: &Client,
         due: &Due,
         sent: &mut HashMap<(String, NaiveDate), u64>,
-    ) -> Result<Vec<StoredPage>, ExportError> {
+    ) -> Result<Option<Vec<StoredPage>>, ExportError> {
         let mut pages = self.state().pages(&due.project, due.day)?;
         if pages.last().is_some_and(|p| !p.page.has_more) {
-            return Ok(pages);
+            return Ok(Some(pages));
         }
         let start = pages.last().map_or(0, |p| p.offset + u64::from(PAGE_LIMIT));
         let before = client.requests_sent();
+        let already = sent
+            .get(&(due.project.clone(), due.day))
+            .copied()
+            .unwrap_or(0);
+        let mut paused = false;
         let walked = async {
             let walk = client.walk(&due.project, Window::local_day(due.day, self.tz), start);
             futures::pin_mut!(walk);
-            while let Some(fetched) = walk.next().await {
+            loop {
+                if pages.last().is_some_and(|p| !p.page.has_more) {
+                    break;
+                }
+                if due
+                    .part
+                    .is_some_and(|part| already + client.requests_sent() - before >= part)
+                {
+                    paused = true;
+                    break;
+                }
+                let Some(fetched) = walk.next().await else {
+                    break;
+                };
                 let fetched = fetched?;
                 self.state()
                     .put_page(&due.project, due.day, fetched.offset, &fetched.page)?;
@@ -1116,7 +1261,7 @@ impl Exporter {
         }
         .await;
         count_sent(sent, due, client, before);
-        walked.map(|()| pages)
+        walked.map(|()| (!paused).then_some(pages))
     }
 
     fn write(

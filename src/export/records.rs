@@ -73,6 +73,12 @@ pub struct RecordDue {
     pub probe: bool,
     /// For a span: the full re-check (every re-checked day), not only the recent days.
     pub full: bool,
+    /// How late it is (see [`planner::Policy::urgency`]).
+    pub urgency: u32,
+    /// A re-check at its deadline (see [`planner::Candidate::deadline`]).
+    pub deadline: bool,
+    /// The most requests it may take this run (see [`super::Due::part`]).
+    pub part: Option<u64>,
 }
 
 impl RecordDue {
@@ -244,6 +250,9 @@ impl Writes {
 /// A decoded page and where the next one starts.
 struct Walked {
     pages: Vec<Page>,
+    /// The window's part of this run was spent before the walk's end (see
+    /// [`RecordDue::part`]): its pages are stored, the walk goes on next run.
+    paused: bool,
 }
 
 impl Walked {
@@ -448,6 +457,21 @@ impl Exporter {
                                             purpose,
                                             probe,
                                             full: false,
+                                            urgency: Policy::urgency(
+                                                policy.interval(state.age),
+                                                state.checked_at.or(Some(
+                                                    crate::api::views::local_midnight(day, self.tz)
+                                                        .to_utc(),
+                                                )),
+                                                now,
+                                            ),
+                                            deadline: purpose == Purpose::Recheck
+                                                && Policy::is_due(
+                                                    policy.oldest,
+                                                    state.checked_at,
+                                                    now,
+                                                ),
+                                            part: None,
                                         });
                                     }
                                 }
@@ -464,10 +488,21 @@ impl Exporter {
                         let recheck = i64::from(self.records.recheck(shape));
                         // The recent days: today, and yesterday (late arrivals of the night).
                         let recent = recheck.min(1);
+                        let through = self.state().span_through(shape.name, &t.project)?;
+                        let mut urgency = 0;
                         let (walk, purpose, full) = match &in_progress {
-                            Some(w) => (w.clone(), Purpose::Resume, false),
+                            // A walk under way goes on: first of the backfill when it is one
+                            // (a first walk, or a range short of today), else first of all.
+                            // Whether it was a full re-check is known when it is written.
+                            Some(w) if through.is_none() || w.to < end => {
+                                (w.clone(), Purpose::Backfill, true)
+                            }
+                            Some(w) => {
+                                let covers =
+                                    (self.today() - chrono::Duration::days(recheck)).max(from);
+                                (w.clone(), Purpose::Resume, w.from <= covers)
+                            }
                             None => {
-                                let through = self.state().span_through(shape.name, &t.project)?;
                                 let (start, purpose, full) = match (t.start, through) {
                                     // A backfill's range, or a first walk: walked whole.
                                     (None, _) | (_, None) => (from, Purpose::Backfill, true),
@@ -482,6 +517,8 @@ impl Exporter {
                                         let recent_due = self.refresh
                                             || Policy::is_due(policy.today, look.walked_at, now);
                                         if full_due {
+                                            urgency =
+                                                Policy::urgency(policy.oldest, look.full_at, now);
                                             (
                                                 (th.min(end) - chrono::Duration::days(recheck))
                                                     .max(from),
@@ -489,6 +526,8 @@ impl Exporter {
                                                 true,
                                             )
                                         } else if recent_due {
+                                            urgency =
+                                                Policy::urgency(policy.today, look.walked_at, now);
                                             (
                                                 (th.min(end) - chrono::Duration::days(recent))
                                                     .max(from),
@@ -527,6 +566,11 @@ impl Exporter {
                             purpose,
                             probe: false,
                             full,
+                            urgency,
+                            // A span's full re-check is not a provisional day's probe: it
+                            // waits its turn with today's data.
+                            deadline: false,
+                            part: None,
                         });
                     }
                 }
@@ -586,7 +630,14 @@ impl Exporter {
             let mid = client.requests_sent();
             let result = self.record_window(client, d, before).await;
             summary.count(d.dataset(), label, client.requests_sent() - mid);
-            result.map(Some)
+            match result {
+                Ok(None) => {
+                    tracing::debug!(dataset = d.dataset(), project = %d.walk.project, from = %d.walk.from, "walked in parts: the walk goes on next run");
+                    summary.paused += 1;
+                    Ok(None)
+                }
+                other => other,
+            }
         }
         .await;
         match result {
@@ -711,21 +762,25 @@ impl Exporter {
         }
         self.state().put_record_page(w, 0, &body)?;
         self.crash.hit("page stored");
-        let complete = Walked { pages: vec![page] }
-            .next(shape)
-            .is_ok_and(|n| n.is_none());
+        let complete = Walked {
+            pages: vec![page],
+            paused: false,
+        }
+        .next(shape)
+        .is_ok_and(|n| n.is_none());
         Ok(Some(complete))
     }
 
-    /// Walks (or resumes), checks, writes and records one window; the rows it wrote too. A
-    /// window whose data is refused loses its stored pages, so that the next run fetches it
-    /// afresh rather than resume into the same refusal.
+    /// Walks (or resumes), checks, writes and records one window; the rows it wrote too
+    /// (`None`: its part of this run was spent first, the walk goes on next run). A window
+    /// whose data is refused loses its stored pages, so that the next run fetches it afresh
+    /// rather than resume into the same refusal.
     async fn record_window(
         &self,
         client: &Client,
         d: &RecordDue,
         before: u64,
-    ) -> Result<(RecordOutcome, Vec<Vec<Cell>>), ExportError> {
+    ) -> Result<Option<(RecordOutcome, Vec<Vec<Cell>>)>, ExportError> {
         let result = self.record_window_once(client, d, before).await;
         if let Err(e) = &result
             && !e.is_storage()
@@ -740,9 +795,13 @@ impl Exporter {
         client: &Client,
         d: &RecordDue,
         before: u64,
-    ) -> Result<(RecordOutcome, Vec<Vec<Cell>>), ExportError> {
+    ) -> Result<Option<(RecordOutcome, Vec<Vec<Cell>>)>, ExportError> {
         let shape = d.shape;
-        let mut walked = self.walk_records(client, shape, &d.walk).await?;
+        let part = d.part.map(|p| (p, before));
+        let mut walked = self.walk_records(client, shape, &d.walk, part).await?;
+        if walked.paused {
+            return Ok(None);
+        }
         let repeats = walked.drop_exact_repeats(shape);
         if repeats > 0 {
             tracing::debug!(dataset = shape.name, project = %d.walk.project, repeats, "rows sent twice, written once");
@@ -750,7 +809,10 @@ impl Exporter {
         if let Err(m) = walked.check(shape) {
             tracing::warn!(dataset = shape.name, project = %d.walk.project, from = %d.walk.from, "{m}; walking the window again");
             self.state().drop_record_pages(&d.walk)?;
-            walked = self.walk_records(client, shape, &d.walk).await?;
+            walked = self.walk_records(client, shape, &d.walk, part).await?;
+            if walked.paused {
+                return Ok(None);
+            }
             walked.drop_exact_repeats(shape);
             walked.check(shape).map_err(|m| {
                 ExportError::Api(Client::paging_error(
@@ -791,12 +853,11 @@ impl Exporter {
         })?;
         match shape.windowing {
             // A look at the recent days only when the walk reached today (a backfill's range
-            // of older days is not one); a full re-check when it covered the re-checked days.
+            // of older days is not one); a full re-check when it covered the re-checked days
+            // (or every day there is, for a project younger than them).
             Windowing::Span { .. } if d.walk.to > self.today() => {
-                let recheck = chrono::Duration::days(i64::from(self.records.recheck(shape)));
-                let full = d.full && d.walk.from <= self.today() - recheck;
                 self.state()
-                    .span_walked(shape.name, &d.walk.project, full, at)?;
+                    .span_walked(shape.name, &d.walk.project, d.full, at)?;
             }
             Windowing::Span { .. } => {}
             _ => {
@@ -809,7 +870,7 @@ impl Exporter {
                 )?;
             }
         }
-        Ok((
+        Ok(Some((
             RecordOutcome {
                 dataset: shape.name,
                 project: d.walk.project.clone(),
@@ -821,7 +882,7 @@ impl Exporter {
                 is_final,
             },
             rows,
-        ))
+        )))
     }
 
     /// The pages of a walk: those stored by an interrupted run, then the rest, each stored as
@@ -831,9 +892,13 @@ impl Exporter {
         client: &Client,
         shape: &'static Shape,
         w: &RecordWalk,
+        part: Option<(u64, u64)>,
     ) -> Result<Walked, ExportError> {
         let limit = shape.paging.limit();
-        let mut walked = Walked { pages: Vec::new() };
+        let mut walked = Walked {
+            pages: Vec::new(),
+            paused: false,
+        };
         for body in self.state().record_pages(w)? {
             match shape.decode(&body, limit) {
                 Ok(p) => walked.pages.push(p),
@@ -854,6 +919,13 @@ impl Exporter {
             walked.pages.iter().map(|p| page_hash(shape, p)).collect();
         loop {
             let at = match walked.next(shape) {
+                Ok(Some(_))
+                    if part
+                        .is_some_and(|(part, before)| client.requests_sent() - before >= part) =>
+                {
+                    walked.paused = true;
+                    return Ok(walked);
+                }
                 Ok(Some(at)) => at,
                 Ok(None) => return Ok(walked),
                 Err(detail) => {

@@ -126,6 +126,8 @@ pub fn forecast(
             })
             .sum()
     };
+    // Requests already spent on windows walked in parts, by slot.
+    let mut progress: BTreeMap<(usize, Option<NaiveDate>, bool), u64> = BTreeMap::new();
     let mut backfill: BTreeMap<String, (u64, Option<i64>)> = rooms
         .keys()
         .map(|o| (o.clone(), (missing(&streams, o), None)))
@@ -168,17 +170,23 @@ pub fn forecast(
                             checked_at: at,
                         };
                         if let Some(purpose) = day_due(&s.policy, *lookback_days, state, t, false) {
+                            let done = progress.get(&(i, Some(day), false)).copied().unwrap_or(0);
                             let cost = if purpose == Purpose::Recheck {
                                 1
                             } else {
-                                s.walk_cost
+                                s.walk_cost.saturating_sub(done).max(1)
                             };
                             cands.push(Candidate {
                                 org: s.org.clone(),
                                 project: s.project.clone(),
+                                dataset: s.dataset,
                                 purpose,
                                 newness: newness(day),
                                 cost,
+                                urgency: Policy::urgency(s.policy.interval(age), at, t),
+                                started: done > 0,
+                                deadline: purpose == Purpose::Recheck
+                                    && Policy::is_due(s.policy.oldest, at, t),
                             });
                             slots.push(Slot::Day(i, day));
                         }
@@ -186,23 +194,29 @@ pub fn forecast(
                 }
                 Windows::Span { walked_at, full } => {
                     let newness = newness(today);
-                    let mut push = |purpose, cost, full| {
+                    let mut push = |purpose, cost: u64, is_full, interval, at| {
+                        let done = progress.get(&(i, None, is_full)).copied().unwrap_or(0);
                         cands.push(Candidate {
                             org: s.org.clone(),
                             project: s.project.clone(),
+                            dataset: s.dataset,
                             purpose,
                             newness,
-                            cost,
+                            cost: cost.saturating_sub(done).max(1),
+                            urgency: Policy::urgency(interval, at, t),
+                            started: done > 0,
+                            deadline: false,
                         });
-                        slots.push(Slot::Span(i, full));
+                        slots.push(Slot::Span(i, is_full));
                     };
+                    let p = s.policy;
                     match (walked_at, full) {
-                        (None, _) => push(Purpose::Backfill, s.walk_cost, false),
-                        (Some(_), Some((f, cost))) if Policy::is_due(s.policy.oldest, *f, t) => {
-                            push(Purpose::Recheck, *cost, true)
+                        (None, _) => push(Purpose::Backfill, s.walk_cost, false, p.today, None),
+                        (Some(_), Some((f, cost))) if Policy::is_due(p.oldest, *f, t) => {
+                            push(Purpose::Recheck, *cost, true, p.oldest, *f)
                         }
-                        (Some(w), _) if Policy::is_due(s.policy.today, Some(*w), t) => {
-                            push(Purpose::Fresh, s.walk_cost, false)
+                        (Some(w), _) if Policy::is_due(p.today, Some(*w), t) => {
+                            push(Purpose::Fresh, s.walk_cost, false, p.today, Some(*w))
                         }
                         _ => {}
                     }
@@ -216,8 +230,25 @@ pub fn forecast(
             })
         };
         let (chosen, _) = fit(&cands, &order(&cands), &room, freshness);
-        for i in chosen {
+        for (i, part) in chosen {
             let c = &cands[i];
+            if let Some(part) = part {
+                // Walked in parts: its walk goes on next run.
+                let key = match slots[i] {
+                    Slot::Day(si, day) => (si, Some(day), false),
+                    Slot::Span(si, is_full) => (si, None, is_full),
+                };
+                *progress.entry(key).or_default() += part;
+                if in_day {
+                    let s = &streams[key.0];
+                    *spent.entry((s.org.clone(), s.dataset)).or_default() += part;
+                }
+                continue;
+            }
+            progress.remove(&match slots[i] {
+                Slot::Day(si, day) => (si, Some(day), false),
+                Slot::Span(si, is_full) => (si, None, is_full),
+            });
             match slots[i] {
                 Slot::Day(si, day) => {
                     let s = &mut streams[si];

@@ -49,7 +49,26 @@ impl Policy {
         let slack = (interval / 10).min(Duration::minutes(10));
         now - at >= interval - slack
     }
+
+    /// How pressing a window due `now` is: how long it is overdue (past its interval), in
+    /// steps of 10 minutes (0: just due). Absolute, not relative to the interval: when the
+    /// budget is short every dataset and day falls behind by about as much time, rather than
+    /// the days looked at rarely falling behind by several of their long intervals. A window
+    /// never looked at: `at` is the start of its day (spans: their last walk).
+    pub fn urgency(interval: Duration, at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> u32 {
+        let Some(at) = at else {
+            return JUST_DUE;
+        };
+        let late = (now - at - interval).num_seconds().max(0);
+        ((late + 300) / 600).min(i64::from(u32::MAX)) as u32
+    }
 }
+
+/// The dataset whose today's windows are served before every other window due.
+pub const LEADING: &str = "page_views";
+
+/// The urgency of a window just due (see [`Policy::urgency`]).
+pub const JUST_DUE: u32 = 0;
 
 /// The planner's settings: a policy for every dataset (each may have its own) and the share
 /// of each hour's budget a pending backfill keeps.
@@ -161,6 +180,8 @@ pub struct DayState {
 
 /// Whether a (non-final) day is due `now` under `policy` with `lookback_days` of lateness, and
 /// why. A day past the lateness allowance is due at once: looked at a last time, it is final.
+/// An unfinished walk of a day never written is still a backfill (it goes on within the
+/// backfill's share, first of them).
 pub fn day_due(
     policy: &Policy,
     lookback_days: u32,
@@ -168,15 +189,19 @@ pub fn day_due(
     now: DateTime<Utc>,
     refresh: bool,
 ) -> Option<Purpose> {
-    if s.unfinished {
-        return Some(Purpose::Resume);
-    }
     if !s.written {
         return Some(if s.age <= 0 {
-            Purpose::Fresh
+            if s.unfinished {
+                Purpose::Resume
+            } else {
+                Purpose::Fresh
+            }
         } else {
             Purpose::Backfill
         });
+    }
+    if s.unfinished {
+        return Some(Purpose::Resume);
     }
     let purpose = if s.age <= 0 {
         Purpose::Fresh
@@ -196,37 +221,68 @@ pub struct Candidate {
     pub org: String,
     /// Its project (projects take turns).
     pub project: String,
+    /// Its dataset.
+    pub dataset: &'static str,
     /// Why it is due.
     pub purpose: Purpose,
     /// Newer first within a purpose and project (a day number, larger is newer).
     pub newness: i64,
     /// Requests it is expected to take.
     pub cost: u64,
+    /// How late it is ([`Policy::urgency`]; today's freshness and re-checks only).
+    pub urgency: u32,
+    /// Some of its pages are stored (a backfill walk under way goes on first).
+    pub started: bool,
+    /// A provisional day's re-check (a probe, one request) whose day has waited the policy's
+    /// `oldest` since its last look: the longest any provisional day waits, so it goes before
+    /// the other windows due (a span's full re-check is not one).
+    pub deadline: bool,
 }
 
-/// The order to serve candidates in: by purpose, then projects taking turns (the newest of
-/// each project first), then by project name. Returns indices into `c`.
+impl Candidate {
+    /// Its group in the serving order: unfinished walks; today's page views (what every
+    /// report reads first); re-checks at their deadline (see [`Candidate::deadline`]); then
+    /// the rest of today's freshness and the re-checks together, the latest first (a window
+    /// passed over last hour comes before one just due), today's before a re-check as late;
+    /// then the backfill, walks under way first.
+    fn group(&self) -> (u8, std::cmp::Reverse<u32>, Purpose, bool) {
+        let latest = std::cmp::Reverse(self.urgency);
+        match self.purpose {
+            Purpose::Resume => (0, std::cmp::Reverse(0), self.purpose, false),
+            Purpose::Fresh if self.dataset == LEADING => {
+                (1, std::cmp::Reverse(0), self.purpose, false)
+            }
+            Purpose::Recheck if self.deadline => (2, latest, self.purpose, false),
+            Purpose::Fresh | Purpose::Recheck => (3, latest, self.purpose, false),
+            Purpose::Backfill => (4, std::cmp::Reverse(0), self.purpose, !self.started),
+        }
+    }
+}
+
+/// The order to serve candidates in: by group (see [`Candidate::group`]), then projects
+/// taking turns (the newest of each project first), then by project name. Returns indices
+/// into `c`.
 pub fn order(c: &[Candidate]) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..c.len()).collect();
     idx.sort_by(|&a, &b| {
-        (c[a].purpose, &c[a].project, -c[a].newness).cmp(&(
-            c[b].purpose,
+        (c[a].group(), &c[a].project, -c[a].newness).cmp(&(
+            c[b].group(),
             &c[b].project,
             -c[b].newness,
         ))
     });
-    // Each candidate's turn: its rank among its project's candidates of the same purpose.
+    // Each candidate's turn: its rank among its project's candidates of the same group.
     let mut turn = vec![0usize; c.len()];
-    let mut last: Option<(Purpose, &str)> = None;
+    let mut last = None;
     let mut n = 0;
     for &i in &idx {
-        let key = (c[i].purpose, c[i].project.as_str());
+        let key = (c[i].group(), c[i].project.as_str());
         n = if last == Some(key) { n + 1 } else { 0 };
         last = Some(key);
         turn[i] = n;
     }
     idx.sort_by(|&a, &b| {
-        (c[a].purpose, turn[a], &c[a].project).cmp(&(c[b].purpose, turn[b], &c[b].project))
+        (c[a].group(), turn[a], &c[a].project).cmp(&(c[b].group(), turn[b], &c[b].project))
     });
     idx
 }
@@ -247,17 +303,23 @@ impl Room {
     }
 }
 
-/// The candidates (indices, in serving order) that fit each organization's room, and the
-/// requests each organization may spend on them. Never past the room; while backfill
-/// candidates wait, the other purposes leave the backfill floor free (unfinished walks
-/// excepted: they finish what was paid for). A candidate that does not fit is passed over;
-/// cheaper ones after it may still fit.
+/// A candidate the fit keeps: its index, and the most requests it may take this run when it
+/// is walked in parts (`None`: whole).
+pub type Chosen = (usize, Option<u64>);
+
+/// The candidates (in serving order) that fit each organization's room, and the requests
+/// each organization may spend on them. Never past the room; while backfill candidates wait,
+/// the other purposes leave the backfill floor free (unfinished walks excepted: they finish
+/// what was paid for). A candidate that does not fit is passed over; cheaper ones after it
+/// may still fit. A backfill window larger than what is left, or any window larger than an
+/// hour can ever hold, is walked in parts: the first of them in an organization's run takes
+/// what is left, its pages are stored and its walk goes on next run.
 pub fn fit(
     c: &[Candidate],
     served: &[usize],
     rooms: &dyn Fn(&str) -> Option<Room>,
     freshness: &Freshness,
-) -> (Vec<usize>, Vec<(String, u64)>) {
+) -> (Vec<Chosen>, Vec<(String, u64)>) {
     let mut spent: Vec<(String, u64)> = Vec::new();
     let mut chosen = Vec::new();
     let backfill_waits: std::collections::HashSet<&str> = c
@@ -268,7 +330,7 @@ pub fn fit(
     for &i in served {
         let cand = &c[i];
         let Some(room) = rooms(&cand.org) else {
-            chosen.push(i);
+            chosen.push((i, None));
             continue;
         };
         let pos = match spent.iter().position(|(o, _)| *o == cand.org) {
@@ -285,9 +347,16 @@ pub fn fit(
             _ => 0,
         };
         let cap = room.left().saturating_sub(floor);
-        if spent[pos].1 + cand.cost <= cap {
+        let left = cap.saturating_sub(spent[pos].1);
+        if cand.cost <= left {
             spent[pos].1 += cand.cost;
-            chosen.push(i);
+            chosen.push((i, None));
+        } else if left > 0
+            && (cand.purpose == Purpose::Backfill || cand.cost > room.limit.saturating_sub(floor))
+        {
+            // Walked in parts: it takes what is left, and nothing after it fits.
+            spent[pos].1 += left;
+            chosen.push((i, Some(left)));
         }
     }
     let allowance = spent
@@ -308,9 +377,13 @@ mod tests {
         Candidate {
             org: "o".into(),
             project: project.into(),
+            dataset: "visitors",
             purpose,
             newness,
             cost,
+            urgency: JUST_DUE,
+            started: false,
+            deadline: false,
         }
     }
 
@@ -329,6 +402,15 @@ mod tests {
         assert!(Policy::is_due(h(1), Some(t0), t0 + Duration::minutes(59)));
         assert!(!Policy::is_due(h(1), Some(t0), t0 + Duration::minutes(50)));
         assert!(!Policy::is_due(h(2), Some(t0), t0 + Duration::minutes(59)));
+        // Urgency: 10-minute steps past the interval.
+        assert_eq!(
+            Policy::urgency(h(1), Some(t0), t0 + Duration::minutes(59)),
+            0
+        );
+        assert_eq!(Policy::urgency(h(1), Some(t0), t0 + h(2)), 6);
+        assert_eq!(Policy::urgency(h(6), Some(t0), t0 + h(7)), 6);
+        assert_eq!(Policy::urgency(h(6), Some(t0), t0 + h(9)), 18);
+        assert_eq!(Policy::urgency(h(6), None, t0), JUST_DUE);
     }
 
     #[test]
@@ -345,6 +427,55 @@ mod tests {
     }
 
     #[test]
+    fn the_latest_window_goes_first_and_a_started_backfill_goes_on_first() {
+        let mut c = vec![
+            cand("a", Purpose::Fresh, 10, 8),
+            cand("b", Purpose::Fresh, 10, 8),
+            cand("a", Purpose::Recheck, 7, 1),
+            cand("a", Purpose::Backfill, 5, 8),
+            cand("a", Purpose::Backfill, 3, 30),
+        ];
+        // b's today walk was passed over an hour ago (6), a's re-check is 2 h late (12); the
+        // backfill walk of day 3 is under way.
+        c[1].urgency = 6;
+        c[2].urgency = 12;
+        c[4].started = true;
+        assert_eq!(order(&c), vec![2, 1, 0, 4, 3]);
+        // Today's page views go before every other window due, however late.
+        c[0].dataset = LEADING;
+        assert_eq!(order(&c), vec![0, 2, 1, 4, 3]);
+        // A re-check at its deadline goes before a later window of today.
+        c[2].urgency = 0;
+        assert_eq!(order(&c), vec![0, 1, 2, 4, 3]);
+        c[2].deadline = true;
+        assert_eq!(order(&c), vec![0, 2, 1, 4, 3]);
+    }
+
+    #[test]
+    fn a_backfill_window_larger_than_what_is_left_is_walked_in_parts() {
+        let c = vec![
+            cand("a", Purpose::Fresh, 10, 8),
+            cand("a", Purpose::Backfill, 9, 30),
+            cand("a", Purpose::Backfill, 8, 2),
+        ];
+        let f = Freshness::default();
+        let room = |_: &str| Some(Room { limit: 20, used: 0 });
+        // Today's walk (8), then the 30-request backfill takes the 12 left; the 2-request one
+        // does not fit after it.
+        let (chosen, _) = fit(&c, &order(&c), &room, &f);
+        assert_eq!(chosen, vec![(0, None), (1, Some(12))]);
+        // A today's window larger than an hour can hold (less the floor) is walked in parts
+        // too; one that would fit whole another hour is passed over.
+        let big = vec![
+            cand("a", Purpose::Fresh, 10, 25),
+            cand("b", Purpose::Fresh, 10, 15),
+        ];
+        let room = |_: &str| Some(Room { limit: 20, used: 6 });
+        let (chosen, _) = fit(&big, &order(&big), &room, &f);
+        assert_eq!(chosen, vec![(0, Some(14))]);
+    }
+
+    #[test]
     fn the_fit_never_passes_the_room_and_keeps_the_backfill_floor() {
         let c = vec![
             cand("a", Purpose::Fresh, 10, 8),
@@ -354,17 +485,17 @@ mod tests {
         ];
         let f = Freshness::default();
         let room = |used| move |_: &str| Some(Room { limit: 20, used });
-        // 20 an hour, 2 kept for the backfill: both today walks and the probe (17), not the
-        // backfill window (8 more).
+        // 20 an hour, 2 kept for the backfill: both today walks and the probe (17); the
+        // backfill window (8) starts with the 3 left and goes on next run.
         let (chosen, allowance) = fit(&c, &order(&c), &room(0), &f);
-        assert_eq!(chosen, vec![0, 1, 2]);
+        assert_eq!(chosen, vec![(0, None), (1, None), (2, None), (3, Some(3))]);
         assert_eq!(allowance, vec![("o".to_string(), 20)]);
         // 12 used: 8 left, 2 of them kept: no today walk fits, the probe does; the backfill
-        // window (8) does not fit in the 7 left.
+        // window (8) takes the 7 left, in parts.
         let (chosen, _) = fit(&c, &order(&c), &room(12), &f);
-        assert_eq!(chosen, vec![2]);
+        assert_eq!(chosen, vec![(2, None), (3, Some(7))]);
         // Without a backfill waiting, the floor is not kept.
         let (chosen, _) = fit(&c[..3], &order(&c[..3]), &room(4), &f);
-        assert_eq!(chosen, vec![0, 1]);
+        assert_eq!(chosen, vec![(0, None), (1, None)]);
     }
 }

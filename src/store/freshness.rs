@@ -48,6 +48,18 @@ pub struct SpanLook {
     pub full_at: Option<DateTime<Utc>>,
 }
 
+/// A `freshness` row read as `(day, checked_at, changed_at, fingerprint)`.
+fn look_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Look)> {
+    Ok((
+        r.get(0)?,
+        Look {
+            checked_at: instant(r.get(1)?)?,
+            changed_at: instant(r.get(2)?)?,
+            fingerprint: r.get(3)?,
+        },
+    ))
+}
+
 fn instant(s: String) -> rusqlite::Result<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(&s)
         .map(|t| t.with_timezone(&Utc))
@@ -124,6 +136,22 @@ impl Store {
         })
     }
 
+    /// The newest day of a dataset and project that was looked at, and that look.
+    pub fn newest_look(
+        &self,
+        dataset: &str,
+        project: &str,
+    ) -> Result<Option<(NaiveDate, Look)>, StoreError> {
+        self.db.with_conn(|c| {
+            c.prepare_cached(
+                "SELECT day, checked_at, changed_at, fingerprint FROM freshness WHERE dataset = ?1 AND project = ?2 ORDER BY day DESC LIMIT 1",
+            )?
+            .query_row(params![dataset, project], look_row)
+            .optional()
+            .map(|row| row.and_then(|(d, l)| d.parse().ok().map(|d| (d, l))))
+        })
+    }
+
     /// The last look at every day of a dataset and project.
     pub fn looks(
         &self,
@@ -134,17 +162,7 @@ impl Store {
             let mut st = c.prepare_cached(
                 "SELECT day, checked_at, changed_at, fingerprint FROM freshness WHERE dataset = ?1 AND project = ?2",
             )?;
-            st.query_map(params![dataset, project], |r| {
-                let day: String = r.get(0)?;
-                Ok((
-                    day,
-                    Look {
-                        checked_at: instant(r.get(1)?)?,
-                        changed_at: instant(r.get(2)?)?,
-                        fingerprint: r.get(3)?,
-                    },
-                ))
-            })?
+            st.query_map(params![dataset, project], look_row)?
             .filter_map(|row| match row {
                 Ok((d, l)) => d.parse().ok().map(|d| Ok((d, l))),
                 Err(e) => Some(Err(e)),

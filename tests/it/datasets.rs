@@ -3,10 +3,8 @@
 //! hostile pages.
 
 use crate::common::*;
-use chrono::NaiveDate;
-use docpipe::dataset::shape::{Need, Shape};
+use crate::truth::*;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 
 // ---- the OpenAPI file's schemas, checked by a small validator of the keywords it uses ----
 
@@ -338,106 +336,6 @@ async fn the_emulators_datasets_hang_together() {
     assert!(week["totals"]["human"].as_u64().unwrap() < days_sum);
 }
 
-// ---- exports against the truth ----
-
-/// A Parquet file's rows as JSON objects keyed by column name (`fetched_at` left out).
-fn parquet_json(file: &std::path::Path) -> Vec<serde_json::Map<String, Value>> {
-    use parquet::file::reader::{FileReader, SerializedFileReader};
-    use parquet::record::Field;
-    fn conv(f: &Field) -> Value {
-        match f {
-            Field::Null => Value::Null,
-            Field::Bool(b) => json!(b),
-            Field::Long(v) => json!(v),
-            Field::Double(v) => json!(v),
-            Field::Str(s) => json!(s),
-            Field::TimestampMicros(us) => json!(
-                chrono::DateTime::from_timestamp_micros(*us)
-                    .unwrap()
-                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-            ),
-            Field::ListInternal(l) => Value::Array(l.elements().iter().map(conv).collect()),
-            Field::Group(g) => Value::Object(
-                g.get_column_iter()
-                    .map(|(k, v)| (k.clone(), conv(v)))
-                    .collect(),
-            ),
-            other => json!(other.to_string()),
-        }
-    }
-    let reader = SerializedFileReader::new(std::fs::File::open(file).unwrap()).unwrap();
-    reader
-        .get_row_iter(None)
-        .unwrap()
-        .map(|row| {
-            row.unwrap()
-                .get_column_iter()
-                .filter(|(n, _)| n.as_str() != "fetched_at")
-                .map(|(n, v)| (n.clone(), conv(v)))
-                .collect()
-        })
-        .collect()
-}
-
-/// An exported row in the service's JSON names, as canonical text.
-fn as_service(shape: &Shape, row: &serde_json::Map<String, Value>) -> String {
-    let mut out = serde_json::Map::new();
-    for c in shape.columns {
-        out.insert(
-            c.field.to_string(),
-            row.get(c.name).cloned().unwrap_or(Value::Null),
-        );
-    }
-    Value::Object(out).to_string()
-}
-
-/// A row of the truth, with the columns' defaults where the service leaves a field out.
-fn truth_row(shape: &Shape, row: &Value) -> String {
-    let mut out = serde_json::Map::new();
-    for c in shape.columns {
-        let v = match (row.get(c.field), c.need) {
-            (Some(v), _) => v.clone(),
-            (None, Need::Default(d)) => json!(d),
-            (None, _) => Value::Null,
-        };
-        out.insert(c.field.to_string(), v);
-    }
-    Value::Object(out).to_string()
-}
-
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
-}
-
-fn rows_of(
-    out: &std::path::Path,
-    table: &str,
-    project: &str,
-) -> BTreeMap<NaiveDate, Vec<serde_json::Map<String, Value>>> {
-    let mut by = BTreeMap::new();
-    let dir = out.join(table).join(format!("project={project}"));
-    for f in files_below(&dir) {
-        let Some(d) = f
-            .parent()
-            .and_then(|p| p.to_str())
-            .and_then(|p| p.strip_prefix("date="))
-        else {
-            continue;
-        };
-        by.insert(d.parse().unwrap(), parquet_json(&dir.join(&f)));
-    }
-    by
-}
-
-async fn truth_of(live: &Live, dataset: &str, from: NaiveDate, to: NaiveDate) -> Value {
-    let url = format!(
-        "{}/_emulator/truth/alpha/{dataset}?dateFrom={from}&dateTo={to}",
-        live.server.base_url()
-    );
-    reqwest::get(url).await.unwrap().json().await.unwrap()
-}
-
 const ALL_BUT_VIEWS: [&str; 6] = [
     "visitors",
     "searches",
@@ -446,107 +344,6 @@ const ALL_BUT_VIEWS: [&str; 6] = [
     "assistant",
     "caller_stats",
 ];
-
-/// Checks every exported table of alpha over `from..=to` against the emulator's truth.
-async fn assert_equals_truth(
-    live: &Live,
-    out: &std::path::Path,
-    from: NaiveDate,
-    to: NaiveDate,
-) -> BTreeMap<&'static str, usize> {
-    use docpipe::dataset::analytics::*;
-    let mut counts = BTreeMap::new();
-    let end = to.succ_opt().unwrap();
-    // Daily datasets: each day's rows and totals.
-    for shape in [&VISITORS, &SEARCHES, &FEEDBACK_BY_PAGE, &CALLER_STATS] {
-        let exported = rows_of(out, shape.table, "alpha");
-        let totals = shape.totals_table.map(|t| rows_of(out, t, "alpha"));
-        let mut d = from;
-        while d <= to {
-            let truth = truth_of(live, shape.name, d, d.succ_opt().unwrap()).await;
-            let want: Vec<String> = match shape.rows {
-                docpipe::dataset::shape::RowsAt::Body => vec![truth_row(shape, &truth)],
-                docpipe::dataset::shape::RowsAt::Array(f) => {
-                    let all: Vec<Value> = truth[f].as_array().unwrap().clone();
-                    // The service serves the first 100 rows of feedback by page.
-                    let n = if shape.name == "feedback_by_page" {
-                        all.len().min(100)
-                    } else {
-                        all.len()
-                    };
-                    all[..n].iter().map(|r| truth_row(shape, r)).collect()
-                }
-            };
-            let got: Vec<String> = exported
-                .get(&d)
-                .unwrap_or_else(|| panic!("{} {d} not written", shape.name))
-                .iter()
-                .map(|r| as_service(shape, r))
-                .collect();
-            assert_eq!(sorted(got), sorted(want.clone()), "{} {d}", shape.name);
-            *counts.entry(shape.name).or_default() += want.len();
-            if shape.name == "feedback_by_page" {
-                let cut = truth["feedback"].as_array().unwrap().len() > 100;
-                assert!(
-                    exported[&d].iter().all(|r| r["cut_off"] == json!(cut)),
-                    "{d}"
-                );
-            }
-            if let Some(t) = &totals {
-                let row = &t[&d][0];
-                for c in shape.totals {
-                    let v = match shape.totals_at {
-                        docpipe::dataset::shape::TotalsAt::Object(f) => truth[f][c.field].clone(),
-                        _ => truth[c.field].clone(),
-                    };
-                    assert_eq!(row[c.name], v, "{} totals {d}", shape.name);
-                }
-                assert_eq!(row["rows"], json!(want.len()), "{d}");
-            }
-            d = d.succ_opt().unwrap();
-        }
-    }
-    // Span datasets: every row of the range once, in the partition of its day (or undated).
-    for shape in [&FEEDBACK, &ASSISTANT] {
-        let truth = truth_of(live, shape.name, from, end).await;
-        let field = match shape.rows {
-            docpipe::dataset::shape::RowsAt::Array(f) => f,
-            _ => unreachable!(),
-        };
-        let want: Vec<String> = truth[field]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| truth_row(shape, r))
-            .collect();
-        let mut got = Vec::new();
-        for (d, rows) in rows_of(out, shape.table, "alpha") {
-            assert!((from..=to).contains(&d), "{} partition {d}", shape.name);
-            for r in &rows {
-                let at = r[shape.day_of.unwrap()].as_str().unwrap();
-                assert_eq!(
-                    &at[..10],
-                    d.to_string(),
-                    "{} row in the wrong partition",
-                    shape.name
-                );
-                got.push(as_service(shape, r));
-            }
-        }
-        if let Some(t) = shape.undated_table {
-            let f = out.join(t).join("project=alpha").join("part-00000.parquet");
-            if f.exists() {
-                let undated = parquet_json(&f);
-                assert!(!undated.is_empty());
-                got.extend(undated.iter().map(|r| as_service(shape, r)));
-            }
-        }
-        let n = got.len();
-        assert_eq!(sorted(got), sorted(want), "{}", shape.name);
-        counts.insert(shape.name, n);
-    }
-    counts
-}
 
 fn all_datasets(live: &Live) -> Vec<docpipe::export::Target> {
     let mut t = targets(live, open_limits());
@@ -583,7 +380,7 @@ async fn every_dataset_exported_with_faults_on_equals_the_emulators_truth() {
     assert_eq!((plan.due.len(), plan.records.len()), (15, 4 * 15 + 2));
     let summary = exporter.run(&targets, &plan).await;
     assert!(summary.failed.is_empty(), "{:?}", summary.failed);
-    let counts = assert_equals_truth(&live, &out, from, to).await;
+    let counts = assert_equals_truth(&live.server.base_url(), &out, "alpha", from, to, to).await;
     // Every dataset has rows, and the summary counts exactly what was written.
     assert!(counts.values().all(|&n| n > 0), "{counts:?}");
     assert_eq!(
@@ -629,7 +426,7 @@ async fn every_dataset_exported_with_faults_on_equals_the_emulators_truth() {
             .collect::<Vec<_>>(),
         before
     );
-    assert_equals_truth(&live, &out, from, to).await;
+    assert_equals_truth(&live.server.base_url(), &out, "alpha", from, to, to).await;
 }
 
 #[tokio::test]
@@ -675,7 +472,14 @@ async fn feedback_status_changes_and_late_turns_land_through_the_recheck_and_the
     assert!(exporter.run(&targets, &plan).await.failed.is_empty());
     // Over everything fetched, the tables are the truth as it stands now: no duplicates, and
     // the changed statuses and categories are the new ones.
-    let feedback = truth_of(&live, "feedback", day("2026-03-02"), day("2026-03-18")).await;
+    let feedback = truth_of(
+        &live.server.base_url(),
+        "alpha",
+        "feedback",
+        day("2026-03-02"),
+        day("2026-03-18"),
+    )
+    .await;
     let mut got = Vec::new();
     for (d, rows) in rows_of(&out, "feedback", "alpha") {
         if d >= day("2026-03-02") {
@@ -693,7 +497,14 @@ async fn feedback_status_changes_and_late_turns_land_through_the_recheck_and_the
         .map(|r| truth_row(&docpipe::dataset::analytics::FEEDBACK, r))
         .collect();
     assert_eq!(sorted(got), sorted(want));
-    let turns = truth_of(&live, "assistant", day("2026-03-15"), day("2026-03-18")).await;
+    let turns = truth_of(
+        &live.server.base_url(),
+        "alpha",
+        "assistant",
+        day("2026-03-15"),
+        day("2026-03-18"),
+    )
+    .await;
     let want = turns["conversations"].as_array().unwrap();
     let got: usize = rows_of(&out, "assistant_turns", "alpha")
         .range(day("2026-03-15")..)
@@ -762,7 +573,14 @@ async fn threads_of_unanswered_turns_are_fetched_within_the_cap_and_never_twice(
         let t: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
         want += t["messages"].as_array().unwrap().len();
         // Only threads with an unanswered turn.
-        let turns = truth_of(&live, "assistant", day("2026-03-09"), day("2026-03-13")).await;
+        let turns = truth_of(
+            &live.server.base_url(),
+            "alpha",
+            "assistant",
+            day("2026-03-09"),
+            day("2026-03-13"),
+        )
+        .await;
         assert!(
             turns["conversations"]
                 .as_array()

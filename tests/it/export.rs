@@ -1111,3 +1111,113 @@ async fn a_damaged_state_database_is_a_runtime_failure_not_bad_input() {
     }
     assert_eq!(live.emu().stats().get("views").map_or(0, |s| s.requests), 0);
 }
+
+#[tokio::test]
+async fn today_and_a_backfill_share_a_tight_budget_hour_after_hour_and_a_window_too_big_for_what_is_left_is_walked_in_parts()
+ {
+    // 10 requests an hour; alpha's 15 days of page views (3 requests a day) and feedback to
+    // fetch. The emulator is frozen: the truth stays put while the hours pass.
+    let live = Live::start_frozen(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let exporter = Exporter::open(&out, live.clock.clone(), 3).await.unwrap();
+    let limits = Limits {
+        analytics_per_hour: 10,
+        headroom_percent: 0,
+        ..open_limits()
+    };
+    let mut targets = targets(&live, limits);
+    targets.truncate(1);
+    targets[0].start = Some(day("2026-03-01"));
+    targets[0].datasets = vec!["page_views", "feedback"];
+    let today = day("2026-03-15");
+    let mut done_at = None;
+    let mut paused = 0;
+    for hour in 0..11u64 {
+        let mut plan = exporter.plan(&targets, today, today).unwrap();
+        let backfill_left = plan
+            .due
+            .iter()
+            .any(|d| d.purpose == docpipe::planner::Purpose::Backfill)
+            || plan
+                .records
+                .iter()
+                .any(|d| d.purpose == docpipe::planner::Purpose::Backfill);
+        if !backfill_left && done_at.is_none() {
+            done_at = Some(hour);
+        }
+        plan.fit(exporter.freshness());
+        let s = exporter.run(&targets, &plan).await;
+        assert!(s.failed.is_empty(), "{:?}", s.failed);
+        // Never past the hour's budget.
+        assert!(s.requests <= 10, "hour {hour}: {} requests", s.requests);
+        // Today's page views looked at every hour (walked, or probed and unchanged).
+        let looked = s.windows.iter().any(|w| w.day == today)
+            || s.checked
+                .iter()
+                .any(|c| c.dataset == PAGE_VIEWS && c.day == today);
+        assert!(looked, "hour {hour}: today was not looked at");
+        // While days are missing, every hour spends some of its budget on them.
+        let backfill: u64 = s
+            .spent
+            .iter()
+            .filter(|((_, p), _)| *p == "backfill")
+            .map(|(_, n)| n)
+            .sum();
+        if backfill_left {
+            assert!(backfill >= 1, "hour {hour}: the backfill starved");
+        }
+        paused += s.paused;
+        live.clock.advance(std::time::Duration::from_secs(3600));
+    }
+    assert_eq!(live.emu().refused_over_limit().get("analytics"), None);
+    // The 7 requests left after the first hour's today walk (3) hold two days and a part of
+    // a third: windows were walked in parts and went on the next hour.
+    assert!(paused >= 1, "no window was walked in parts");
+    let done_at = done_at.expect("the backfill finished within 11 hours");
+    assert!(
+        done_at >= 6,
+        "45 requests of page views alone need 6 hours: {done_at}"
+    );
+    // Everything equals the truth: every day's page views, every feedback entry once.
+    let mut d = day("2026-03-01");
+    while d <= today {
+        let file = partition_dir(&out, PAGE_VIEWS, "alpha", d).join(PART);
+        let mut got: Vec<_> = read_page_views(&file)
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.path, r.human, r.ai))
+            .collect();
+        let mut want: Vec<_> = live
+            .emu()
+            .truth("alpha", d, d.succ_opt().unwrap())
+            .unwrap()
+            .iter()
+            .map(|r| (r.path.clone(), r.human as i64, r.ai as i64))
+            .collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{d}");
+        d = d.succ_opt().unwrap();
+    }
+    let truth = crate::truth::truth_of(
+        &live.server.base_url(),
+        "alpha",
+        "feedback",
+        day("2026-03-01"),
+        day("2026-03-16"),
+    )
+    .await;
+    let dated: usize = crate::truth::rows_of(&out, "feedback", "alpha")
+        .values()
+        .map(Vec::len)
+        .sum();
+    let undated = docpipe::dataset::analytics::FEEDBACK.undated_table.unwrap();
+    let undated = crate::truth::parquet_json(
+        &out.join(undated)
+            .join("project=alpha")
+            .join("part-00000.parquet"),
+    )
+    .len();
+    assert_eq!(dated + undated, truth["feedback"].as_array().unwrap().len());
+}

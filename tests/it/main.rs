@@ -14,3 +14,4 @@ mod soak;
 mod status;
 mod stream;
 mod trends;
+mod truth;

@@ -1,0 +1,254 @@
+//! Exported tables against the emulator's truth: every table of a project, row for row and
+//! total for total (shared by the dataset tests and the freshness bench).
+
+use crate::common::files_below;
+use chrono::NaiveDate;
+use docpipe::dataset::shape::{Need, Shape};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// A Parquet file's rows as JSON objects keyed by column name (`fetched_at` left out).
+pub fn parquet_json(file: &std::path::Path) -> Vec<serde_json::Map<String, Value>> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
+    fn conv(f: &Field) -> Value {
+        match f {
+            Field::Null => Value::Null,
+            Field::Bool(b) => json!(b),
+            Field::Long(v) => json!(v),
+            Field::Double(v) => json!(v),
+            Field::Str(s) => json!(s),
+            Field::TimestampMicros(us) => json!(
+                chrono::DateTime::from_timestamp_micros(*us)
+                    .unwrap()
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            ),
+            Field::ListInternal(l) => Value::Array(l.elements().iter().map(conv).collect()),
+            Field::Group(g) => Value::Object(
+                g.get_column_iter()
+                    .map(|(k, v)| (k.clone(), conv(v)))
+                    .collect(),
+            ),
+            other => json!(other.to_string()),
+        }
+    }
+    let reader = SerializedFileReader::new(std::fs::File::open(file).unwrap()).unwrap();
+    reader
+        .get_row_iter(None)
+        .unwrap()
+        .map(|row| {
+            row.unwrap()
+                .get_column_iter()
+                .filter(|(n, _)| n.as_str() != "fetched_at")
+                .map(|(n, v)| (n.clone(), conv(v)))
+                .collect()
+        })
+        .collect()
+}
+
+/// An exported row in the service's JSON names, as canonical text.
+pub fn as_service(shape: &Shape, row: &serde_json::Map<String, Value>) -> String {
+    let mut out = serde_json::Map::new();
+    for c in shape.columns {
+        out.insert(
+            c.field.to_string(),
+            row.get(c.name).cloned().unwrap_or(Value::Null),
+        );
+    }
+    Value::Object(out).to_string()
+}
+
+/// A row of the truth, with the columns' defaults where the service leaves a field out.
+pub fn truth_row(shape: &Shape, row: &Value) -> String {
+    let mut out = serde_json::Map::new();
+    for c in shape.columns {
+        let v = match (row.get(c.field), c.need) {
+            (Some(v), _) => v.clone(),
+            (None, Need::Default(d)) => json!(d),
+            (None, _) => Value::Null,
+        };
+        out.insert(c.field.to_string(), v);
+    }
+    Value::Object(out).to_string()
+}
+
+/// Panics unless both hold the same rows, naming the first rows only one side has.
+pub fn assert_same(got: Vec<String>, want: Vec<String>, what: &str) {
+    let (got, want) = (sorted(got), sorted(want));
+    if got == want {
+        return;
+    }
+    let only = |a: &[String], b: &[String]| -> Vec<String> {
+        a.iter()
+            .filter(|r| !b.contains(r))
+            .take(2)
+            .cloned()
+            .collect()
+    };
+    panic!(
+        "{what}: {} rows exported, {} in the truth; only exported: {:?}; only in the truth: {:?}",
+        got.len(),
+        want.len(),
+        only(&got, &want),
+        only(&want, &got)
+    );
+}
+
+pub fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+pub fn rows_of(
+    out: &std::path::Path,
+    table: &str,
+    project: &str,
+) -> BTreeMap<NaiveDate, Vec<serde_json::Map<String, Value>>> {
+    let mut by = BTreeMap::new();
+    let dir = out.join(table).join(format!("project={project}"));
+    for f in files_below(&dir) {
+        let Some(d) = f
+            .parent()
+            .and_then(|p| p.to_str())
+            .and_then(|p| p.strip_prefix("date="))
+        else {
+            continue;
+        };
+        by.insert(d.parse().unwrap(), parquet_json(&dir.join(&f)));
+    }
+    by
+}
+
+/// The emulator's truth of a project's dataset over `from..to`.
+pub async fn truth_of(
+    base_url: &str,
+    project: &str,
+    dataset: &str,
+    from: NaiveDate,
+    to: NaiveDate,
+) -> Value {
+    let url = format!("{base_url}/_emulator/truth/{project}/{dataset}?dateFrom={from}&dateTo={to}");
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
+/// Checks every exported table of `project` against the emulator's truth: the daily
+/// datasets' days `from..=to`, the spans' rows of the days `from..=spans_to` (all of them, the
+/// undated too, when `spans_to` is `to`). Returns the rows compared per dataset.
+pub async fn assert_equals_truth(
+    base_url: &str,
+    out: &std::path::Path,
+    project: &str,
+    from: NaiveDate,
+    to: NaiveDate,
+    spans_to: NaiveDate,
+) -> BTreeMap<&'static str, usize> {
+    use docpipe::dataset::analytics::*;
+    let mut counts = BTreeMap::new();
+    let end = to.succ_opt().unwrap();
+    // Daily datasets: each day's rows and totals.
+    for shape in [&VISITORS, &SEARCHES, &FEEDBACK_BY_PAGE, &CALLER_STATS] {
+        let exported = rows_of(out, shape.table, project);
+        let totals = shape.totals_table.map(|t| rows_of(out, t, project));
+        let mut d = from;
+        while d <= to {
+            let truth = truth_of(base_url, project, shape.name, d, d.succ_opt().unwrap()).await;
+            let want: Vec<String> = match shape.rows {
+                docpipe::dataset::shape::RowsAt::Body => vec![truth_row(shape, &truth)],
+                docpipe::dataset::shape::RowsAt::Array(f) => {
+                    let all: Vec<Value> = truth[f].as_array().unwrap().clone();
+                    // The service serves the first 100 rows of feedback by page.
+                    let n = if shape.name == "feedback_by_page" {
+                        all.len().min(100)
+                    } else {
+                        all.len()
+                    };
+                    all[..n].iter().map(|r| truth_row(shape, r)).collect()
+                }
+            };
+            let got: Vec<String> = exported
+                .get(&d)
+                .unwrap_or_else(|| panic!("{} {d} not written", shape.name))
+                .iter()
+                .map(|r| as_service(shape, r))
+                .collect();
+            assert_same(got, want.clone(), &format!("{} {d}", shape.name));
+            *counts.entry(shape.name).or_default() += want.len();
+            if shape.name == "feedback_by_page" {
+                let cut = truth["feedback"].as_array().unwrap().len() > 100;
+                assert!(
+                    exported[&d].iter().all(|r| r["cut_off"] == json!(cut)),
+                    "{d}"
+                );
+            }
+            if let Some(t) = &totals {
+                let row = &t[&d][0];
+                for c in shape.totals {
+                    let v = match shape.totals_at {
+                        docpipe::dataset::shape::TotalsAt::Object(f) => truth[f][c.field].clone(),
+                        _ => truth[c.field].clone(),
+                    };
+                    assert_eq!(row[c.name], v, "{} totals {d}", shape.name);
+                }
+                assert_eq!(row["rows"], json!(want.len()), "{d}");
+            }
+            d = d.succ_opt().unwrap();
+        }
+    }
+    // Span datasets: every row of the range once, in the partition of its day (or undated).
+    for shape in [&FEEDBACK, &ASSISTANT] {
+        let truth = truth_of(base_url, project, shape.name, from, end).await;
+        let field = match shape.rows {
+            docpipe::dataset::shape::RowsAt::Array(f) => f,
+            _ => unreachable!(),
+        };
+        let whole = spans_to >= to;
+        let day_field = shape
+            .columns
+            .iter()
+            .find(|c| Some(c.name) == shape.day_of)
+            .unwrap()
+            .field;
+        let want: Vec<String> = truth[field]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| match r[day_field].as_str() {
+                Some(at) => at[..10] <= *spans_to.to_string(),
+                None => whole,
+            })
+            .map(|r| truth_row(shape, r))
+            .collect();
+        let mut got = Vec::new();
+        for (d, rows) in rows_of(out, shape.table, project) {
+            if d > spans_to {
+                continue;
+            }
+            assert!((from..=to).contains(&d), "{} partition {d}", shape.name);
+            for r in &rows {
+                let at = r[shape.day_of.unwrap()].as_str().unwrap();
+                assert_eq!(
+                    &at[..10],
+                    d.to_string(),
+                    "{} row in the wrong partition",
+                    shape.name
+                );
+                got.push(as_service(shape, r));
+            }
+        }
+        if let Some(t) = shape.undated_table {
+            let f = out
+                .join(t)
+                .join(format!("project={project}"))
+                .join("part-00000.parquet");
+            if whole && f.exists() {
+                let undated = parquet_json(&f);
+                assert!(!undated.is_empty());
+                got.extend(undated.iter().map(|r| as_service(shape, r)));
+            }
+        }
+        let n = got.len();
+        assert_same(got, want, shape.name);
+        counts.insert(shape.name, n);
+    }
+    counts
+}
