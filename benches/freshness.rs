@@ -22,11 +22,9 @@ use docpipe::api::budget::{Budget, MemoryBudget};
 use docpipe::api::{AdminKey, Client, ClientSettings, Limits, RetryPolicy};
 use docpipe::clock::{Clock, ManualClock};
 use docpipe::dataset::Windowing;
-use docpipe::dataset::page_views::{PAGE_VIEWS, read_page_views};
 use docpipe::emulator::Emulator;
 use docpipe::emulator::data::DataFile;
 use docpipe::export::{Exporter, Plan, Target};
-use docpipe::layout::{PART, partition_dir};
 use docpipe::planner::Purpose;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,18 +37,6 @@ const LOOKBACK: u32 = 3;
 const KEY: &str = "mint_bench_admin_0001";
 /// The first simulated hour: midnight of this day.
 const SIM_START: &str = "2026-06-01";
-
-/// The analytics operations of the emulator's counters.
-const ANALYTICS_OPS: [&str; 8] = [
-    "views",
-    "visitors",
-    "searches",
-    "feedback",
-    "feedback_by_page",
-    "conversations",
-    "thread",
-    "caller_stats",
-];
 
 fn data() -> DataFile {
     let mut text = format!(
@@ -110,15 +96,6 @@ fn mean(v: &[u64]) -> f64 {
         return f64::NAN;
     }
     v.iter().sum::<u64>() as f64 / v.len() as f64
-}
-
-fn analytics_requests(emu: &Emulator) -> u64 {
-    let stats = emu.stats();
-    ANALYTICS_OPS
-        .iter()
-        .filter_map(|op| stats.get(op))
-        .map(|s| s.requests)
-        .sum()
 }
 
 fn hours(d: Duration) -> f64 {
@@ -233,9 +210,10 @@ async fn scenario(datasets: &[&'static str], old: bool) -> Figures {
         } else {
             plan.fit(exporter.freshness());
         }
-        let before = analytics_requests(&server.emulator);
+        // The one client sends every request of the run (retries included).
+        let before = client.requests_sent();
         let summary = exporter.run(&targets, &plan).await;
-        let sent = analytics_requests(&server.emulator) - before;
+        let sent = client.requests_sent() - before;
         f.runs += 1;
         f.requests += sent;
         f.per_run.push(sent);
@@ -270,21 +248,9 @@ async fn scenario(datasets: &[&'static str], old: bool) -> Figures {
         if datasets.contains(&"page_views") {
             let mut d = first;
             while d <= final_to {
-                let file = partition_dir(&out, PAGE_VIEWS, &project, d).join(PART);
-                let mut got: Vec<(String, i64, i64)> = read_page_views(&file)
-                    .map(|rows| rows.into_iter().map(|r| (r.path, r.human, r.ai)).collect())
-                    .unwrap_or_default();
-                let mut want: Vec<(String, i64, i64)> = server
-                    .emulator
-                    .truth(&project, d, d.succ_opt().unwrap())
-                    .unwrap()
-                    .iter()
-                    .map(|r| (r.path.clone(), r.human as i64, r.ai as i64))
-                    .collect();
-                got.sort();
-                want.sort();
+                let got = truth::exported_views(&out, &project, d).unwrap_or_default();
                 f.final_days += 1;
-                if got != want {
+                if got != truth::true_views(&server.emulator, &project, d) {
                     f.final_mismatch.push(format!("page_views {project} {d}"));
                 }
                 d = d.succ_opt().unwrap();

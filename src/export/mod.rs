@@ -12,7 +12,7 @@ use crate::clock::SharedClock;
 use crate::dataset::page_views::{self, PAGE_VIEWS, check};
 use crate::dataset::parquet::{self as pq, WriteError};
 use crate::events::{Events, Quiet};
-use crate::planner::{self, Candidate, DayState, Freshness, Policy, Purpose, Room};
+use crate::planner::{self, Candidate, DayState, Freshness, Purpose, Room};
 use crate::store::{Folder, Store, StoreError, StoredPage, WrittenWindow};
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
@@ -795,6 +795,9 @@ impl Exporter {
                             let probe = state.written
                                 && !state.unfinished
                                 && look.is_some_and(|l| l.fingerprint.is_some());
+                            let day_start = crate::api::views::local_midnight(day, self.tz);
+                            let (urgency, deadline) =
+                                state.urge(&policy, purpose, day_start.to_utc(), now);
                             let expected = if complete {
                                 0
                             } else if probe && purpose == Purpose::Recheck {
@@ -810,15 +813,8 @@ impl Exporter {
                                 expected_requests: expected,
                                 purpose,
                                 probe,
-                                urgency: Policy::urgency(
-                                    policy.interval(state.age),
-                                    state.checked_at.or(Some(
-                                        crate::api::views::local_midnight(day, self.tz).to_utc(),
-                                    )),
-                                    now,
-                                ),
-                                deadline: purpose == Purpose::Recheck
-                                    && Policy::is_due(policy.oldest, state.checked_at, now),
+                                urgency,
+                                deadline,
                                 part: None,
                             });
                         }

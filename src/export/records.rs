@@ -442,6 +442,10 @@ impl Exporter {
                                         let probe = state.written
                                             && !state.unfinished
                                             && look.is_some_and(|l| l.fingerprint.is_some());
+                                        let day_start =
+                                            crate::api::views::local_midnight(day, self.tz);
+                                        let (urgency, deadline) =
+                                            state.urge(&policy, purpose, day_start.to_utc(), now);
                                         due.push(RecordDue {
                                             shape,
                                             stored_pages,
@@ -457,20 +461,8 @@ impl Exporter {
                                             purpose,
                                             probe,
                                             full: false,
-                                            urgency: Policy::urgency(
-                                                policy.interval(state.age),
-                                                state.checked_at.or(Some(
-                                                    crate::api::views::local_midnight(day, self.tz)
-                                                        .to_utc(),
-                                                )),
-                                                now,
-                                            ),
-                                            deadline: purpose == Purpose::Recheck
-                                                && Policy::is_due(
-                                                    policy.oldest,
-                                                    state.checked_at,
-                                                    now,
-                                                ),
+                                            urgency,
+                                            deadline,
                                             part: None,
                                         });
                                     }
@@ -492,8 +484,8 @@ impl Exporter {
                         let mut urgency = 0;
                         let (walk, purpose, full) = match &in_progress {
                             // A walk under way goes on: first of the backfill when it is one
-                            // (a first walk, or a range short of today), else first of all.
-                            // Whether it was a full re-check is known when it is written.
+                            // (a first walk, or a range short of today: walked whole), else
+                            // first of all, a full re-check when it covers the re-checked days.
                             Some(w) if through.is_none() || w.to < end => {
                                 (w.clone(), Purpose::Backfill, true)
                             }

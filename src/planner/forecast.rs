@@ -104,6 +104,18 @@ enum Slot {
     Span(usize, bool),
 }
 
+/// A slot as the key of the requests spent on it in parts: (stream, day, full re-check).
+type PartKey = (usize, Option<NaiveDate>, bool);
+
+impl Slot {
+    fn key(self) -> PartKey {
+        match self {
+            Slot::Day(si, day) => (si, Some(day), false),
+            Slot::Span(si, is_full) => (si, None, is_full),
+        }
+    }
+}
+
 /// Simulates hourly runs from `now`; `rooms` gives each organization's budget an hour and
 /// what it used in the last hour (the first run's room).
 pub fn forecast(
@@ -127,7 +139,7 @@ pub fn forecast(
             .sum()
     };
     // Requests already spent on windows walked in parts, by slot.
-    let mut progress: BTreeMap<(usize, Option<NaiveDate>, bool), u64> = BTreeMap::new();
+    let mut progress: BTreeMap<PartKey, u64> = BTreeMap::new();
     let mut backfill: BTreeMap<String, (u64, Option<i64>)> = rooms
         .keys()
         .map(|o| (o.clone(), (missing(&streams, o), None)))
@@ -170,7 +182,9 @@ pub fn forecast(
                             checked_at: at,
                         };
                         if let Some(purpose) = day_due(&s.policy, *lookback_days, state, t, false) {
-                            let done = progress.get(&(i, Some(day), false)).copied().unwrap_or(0);
+                            let day_start = crate::api::views::local_midnight(day, tz).to_utc();
+                            let (urgency, deadline) = state.urge(&s.policy, purpose, day_start, t);
+                            let done = progress.get(&Slot::Day(i, day).key()).copied().unwrap_or(0);
                             let cost = if purpose == Purpose::Recheck {
                                 1
                             } else {
@@ -183,10 +197,9 @@ pub fn forecast(
                                 purpose,
                                 newness: newness(day),
                                 cost,
-                                urgency: Policy::urgency(s.policy.interval(age), at, t),
+                                urgency,
                                 started: done > 0,
-                                deadline: purpose == Purpose::Recheck
-                                    && Policy::is_due(s.policy.oldest, at, t),
+                                deadline,
                             });
                             slots.push(Slot::Day(i, day));
                         }
@@ -195,7 +208,10 @@ pub fn forecast(
                 Windows::Span { walked_at, full } => {
                     let newness = newness(today);
                     let mut push = |purpose, cost: u64, is_full, interval, at| {
-                        let done = progress.get(&(i, None, is_full)).copied().unwrap_or(0);
+                        let done = progress
+                            .get(&Slot::Span(i, is_full).key())
+                            .copied()
+                            .unwrap_or(0);
                         cands.push(Candidate {
                             org: s.org.clone(),
                             project: s.project.clone(),
@@ -231,30 +247,21 @@ pub fn forecast(
         };
         let (chosen, _) = fit(&cands, &order(&cands), &room, freshness);
         for (i, part) in chosen {
-            let c = &cands[i];
+            let key = slots[i].key();
+            if in_day {
+                let s = &streams[key.0];
+                *spent.entry((s.org.clone(), s.dataset)).or_default() +=
+                    part.unwrap_or(cands[i].cost);
+            }
             if let Some(part) = part {
                 // Walked in parts: its walk goes on next run.
-                let key = match slots[i] {
-                    Slot::Day(si, day) => (si, Some(day), false),
-                    Slot::Span(si, is_full) => (si, None, is_full),
-                };
                 *progress.entry(key).or_default() += part;
-                if in_day {
-                    let s = &streams[key.0];
-                    *spent.entry((s.org.clone(), s.dataset)).or_default() += part;
-                }
                 continue;
             }
-            progress.remove(&match slots[i] {
-                Slot::Day(si, day) => (si, Some(day), false),
-                Slot::Span(si, is_full) => (si, None, is_full),
-            });
+            progress.remove(&key);
             match slots[i] {
                 Slot::Day(si, day) => {
                     let s = &mut streams[si];
-                    if in_day {
-                        *spent.entry((s.org.clone(), s.dataset)).or_default() += c.cost;
-                    }
                     if let Windows::Days {
                         days,
                         lookback_days,
@@ -270,9 +277,6 @@ pub fn forecast(
                 }
                 Slot::Span(si, is_full) => {
                     let s = &mut streams[si];
-                    if in_day {
-                        *spent.entry((s.org.clone(), s.dataset)).or_default() += c.cost;
-                    }
                     if let Windows::Span { walked_at, full } = &mut s.windows {
                         *walked_at = Some(t);
                         if let Some((f, _)) = full

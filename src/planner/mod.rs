@@ -53,8 +53,9 @@ impl Policy {
     /// How pressing a window due `now` is: how long it is overdue (past its interval), in
     /// steps of 10 minutes (0: just due). Absolute, not relative to the interval: when the
     /// budget is short every dataset and day falls behind by about as much time, rather than
-    /// the days looked at rarely falling behind by several of their long intervals. A window
-    /// never looked at: `at` is the start of its day (spans: their last walk).
+    /// the days looked at rarely falling behind by several of their long intervals. `None`
+    /// (never looked at): just due; a day passes the start of the day instead (see
+    /// [`DayState::urge`]).
     pub fn urgency(interval: Duration, at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> u32 {
         let Some(at) = at else {
             return JUST_DUE;
@@ -176,6 +177,28 @@ pub struct DayState {
     pub unfinished: bool,
     /// When it was last walked or probed.
     pub checked_at: Option<DateTime<Utc>>,
+}
+
+impl DayState {
+    /// How pressing the day is when due for `purpose` (see [`Policy::urgency`]; a day never
+    /// looked at counts from `day_start`, its first instant), and whether it is a re-check at
+    /// its deadline (see [`Candidate::deadline`]).
+    pub fn urge(
+        &self,
+        policy: &Policy,
+        purpose: Purpose,
+        day_start: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> (u32, bool) {
+        let urgency = Policy::urgency(
+            policy.interval(self.age),
+            Some(self.checked_at.unwrap_or(day_start)),
+            now,
+        );
+        let deadline =
+            purpose == Purpose::Recheck && Policy::is_due(policy.oldest, self.checked_at, now);
+        (urgency, deadline)
+    }
 }
 
 /// Whether a (non-final) day is due `now` under `policy` with `lookback_days` of lateness, and

@@ -26,19 +26,8 @@ fn assert_equals_truth(live: &Live, out: &Path, from: &str, to: &str) {
     let mut d = day(from);
     while d <= day(to) {
         for p in PROJECTS {
-            let truth = live.emu().truth(p, d, d.succ_opt().unwrap()).unwrap();
-            let mut rows =
-                read_page_views(&partition_dir(out, PAGE_VIEWS, p, d).join(PART)).unwrap();
-            rows.sort_by(|a, b| a.path.cmp(&b.path));
-            let mut want: Vec<_> = truth
-                .iter()
-                .map(|r| (r.path.clone(), r.human as i64, r.ai as i64))
-                .collect();
-            want.sort();
-            let got: Vec<_> = rows
-                .iter()
-                .map(|r| (r.path.clone(), r.human, r.ai))
-                .collect();
+            let want = crate::truth::true_views(live.emu(), p, d);
+            let got = crate::truth::exported_views(out, p, d).unwrap();
             assert_eq!(got, want, "{p} {d}");
             let totals = parquet_rows(&partition_dir(out, SITE_TOTALS, p, d).join(PART));
             let (h, a) = (
@@ -1182,22 +1171,8 @@ async fn today_and_a_backfill_share_a_tight_budget_hour_after_hour_and_a_window_
     // Everything equals the truth: every day's page views, every feedback entry once.
     let mut d = day("2026-03-01");
     while d <= today {
-        let file = partition_dir(&out, PAGE_VIEWS, "alpha", d).join(PART);
-        let mut got: Vec<_> = read_page_views(&file)
-            .unwrap()
-            .into_iter()
-            .map(|r| (r.path, r.human, r.ai))
-            .collect();
-        let mut want: Vec<_> = live
-            .emu()
-            .truth("alpha", d, d.succ_opt().unwrap())
-            .unwrap()
-            .iter()
-            .map(|r| (r.path.clone(), r.human as i64, r.ai as i64))
-            .collect();
-        got.sort();
-        want.sort();
-        assert_eq!(got, want, "{d}");
+        let got = crate::truth::exported_views(&out, "alpha", d).unwrap();
+        assert_eq!(got, crate::truth::true_views(live.emu(), "alpha", d), "{d}");
         d = d.succ_opt().unwrap();
     }
     let truth = crate::truth::truth_of(

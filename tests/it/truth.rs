@@ -72,6 +72,41 @@ pub fn truth_row(shape: &Shape, row: &Value) -> String {
     Value::Object(out).to_string()
 }
 
+/// A day's exported page views as sorted (path, human, ai); an error when its file cannot be
+/// read.
+pub fn exported_views(
+    out: &std::path::Path,
+    project: &str,
+    day: NaiveDate,
+) -> Result<Vec<(String, i64, i64)>, String> {
+    use docpipe::dataset::page_views::{PAGE_VIEWS, read_page_views};
+    let file =
+        docpipe::layout::partition_dir(out, PAGE_VIEWS, project, day).join(docpipe::layout::PART);
+    let mut rows: Vec<_> = read_page_views(&file)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|r| (r.path, r.human, r.ai))
+        .collect();
+    rows.sort();
+    Ok(rows)
+}
+
+/// The emulator's page views of a project's day now, as [`exported_views`] gives them.
+pub fn true_views(
+    emu: &docpipe::emulator::Emulator,
+    project: &str,
+    day: NaiveDate,
+) -> Vec<(String, i64, i64)> {
+    let mut rows: Vec<_> = emu
+        .truth(project, day, day.succ_opt().unwrap())
+        .unwrap()
+        .iter()
+        .map(|r| (r.path.clone(), r.human as i64, r.ai as i64))
+        .collect();
+    rows.sort();
+    rows
+}
+
 /// Panics unless both hold the same rows, naming the first rows only one side has.
 pub fn assert_same(got: Vec<String>, want: Vec<String>, what: &str) {
     let (got, want) = (sorted(got), sorted(want));
