@@ -70,8 +70,11 @@ pub struct RawFreshness {
     pub today: Option<String>,
     /// Yesterday probed again after this long, a day n days old after n times this (default 2h).
     pub recent: Option<String>,
-    /// ...at most this long (default 6h); feedback's full re-check runs this often too.
+    /// ...at most this long (default 6h).
     pub oldest: Option<String>,
+    /// A span's full re-check (feedback's 14 days of mutable statuses) after this long
+    /// (default 24h).
+    pub full: Option<String>,
     /// Percent of each hour's budget kept for missing days while any are pending (default 10).
     pub backfill_share_percent: Option<u32>,
     /// A dataset's own policy (today, recent, oldest), the rest from above.
@@ -89,6 +92,8 @@ pub struct RawPolicy {
     pub recent: Option<String>,
     /// See [`RawFreshness::oldest`].
     pub oldest: Option<String>,
+    /// See [`RawFreshness::full`].
+    pub full: Option<String>,
 }
 
 impl RawFreshness {
@@ -126,12 +131,14 @@ impl RawFreshness {
                       today: &Option<String>,
                       recent: &Option<String>,
                       oldest: &Option<String>,
+                      full: &Option<String>,
                       base: crate::planner::Policy,
                       problems: &mut Vec<String>| {
             let p = crate::planner::Policy {
                 today: one(at, "today", today, base.today, problems),
                 recent: one(at, "recent", recent, base.recent, problems),
                 oldest: one(at, "oldest", oldest, base.oldest, problems),
+                full: one(at, "full", full, base.full, problems),
             };
             // A dataset that sets neither takes both from above: checked there once.
             if p.recent > p.oldest && (at == "freshness" || recent.is_some() || oldest.is_some()) {
@@ -148,6 +155,7 @@ impl RawFreshness {
             &self.today,
             &self.recent,
             &self.oldest,
+            &self.full,
             crate::planner::Policy::default(),
             problems,
         );
@@ -157,7 +165,15 @@ impl RawFreshness {
             match crate::dataset::by_name(name) {
                 Some(d) => by_dataset.push((
                     d.name(),
-                    policy(&at, &raw.today, &raw.recent, &raw.oldest, default, problems),
+                    policy(
+                        &at,
+                        &raw.today,
+                        &raw.recent,
+                        &raw.oldest,
+                        &raw.full,
+                        default,
+                        problems,
+                    ),
                 )),
                 None => {
                     let known: Vec<&str> = crate::dataset::ALL.iter().map(|d| d.name()).collect();
@@ -931,7 +947,7 @@ mod tests {
             err,
             "invalid config t.toml: freshness.today \"soon\" is not a duration (expected number at 0; write \"1h\", \"90m\" or \"2h 30m\"); freshness: recent (8h) must not be longer than oldest (6h); freshness.dataset.searches.today \"30s\" must be between 1 minute and 31 days; freshness.dataset.views: unknown dataset \"views\" (known: page_views, visitors, searches, feedback, feedback_by_page, assistant, caller_stats, threads)"
         );
-        let ok = "[service]\nbase_url = \"http://x\"\n[freshness]\ntoday = \"90m\"\n[freshness.dataset.searches]\nrecent = \"3h\"\n";
+        let ok = "[service]\nbase_url = \"http://x\"\n[freshness]\ntoday = \"90m\"\n[freshness.dataset.searches]\nrecent = \"3h\"\n[freshness.dataset.feedback]\nfull = \"12h\"\n";
         let s = RawConfig::parse(ok, "t.toml")
             .unwrap()
             .validate("t.toml")
@@ -946,9 +962,11 @@ mod tests {
             crate::planner::Policy {
                 today: chrono::Duration::minutes(90),
                 recent: h(3),
-                oldest: h(6)
+                oldest: h(6),
+                full: h(24)
             }
         );
+        assert_eq!(s.freshness.policy("feedback").full, h(12));
     }
 
     #[test]

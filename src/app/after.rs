@@ -51,8 +51,8 @@ pub async fn fire_rules(
     tables: &Tables,
     wait: Wait,
 ) -> anyhow::Result<Fired> {
-    let evals = evaluate_all(loaded, tables)?;
     let engine = ctx.engine()?;
+    let evals = evaluate_all(loaded, tables, Some(engine.memory()))?;
     Ok(fire_all(
         &engine,
         &loaded.rules,

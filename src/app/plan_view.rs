@@ -133,7 +133,7 @@ pub fn streams(ctx: &Context) -> Result<Vec<Stream>, StoreError> {
                         .map(|_| look.walked_at.unwrap_or(long_ago));
                     let recheck = u64::from(records.recheck(shape));
                     let latest = st.span_cost(shape.name, &p.id)?;
-                    // The recent walk covers yesterday and today; the full one its re-check.
+                    // The recent walk covers the last day reached (today); the full one its re-check.
                     let full = (recheck > 1).then(|| {
                         (
                             look.full_at.or(walked),

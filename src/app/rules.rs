@@ -54,12 +54,17 @@ pub fn tables(out: &Path) -> Result<(Tables, bool), TrendsError> {
     }
 }
 
-/// Evaluates every rule: any problem, in a file or in an evaluation, stops everything before
-/// anything is sent, with one line per problem.
-pub fn evaluate_all(loaded: &Loaded, tables: &Tables) -> Result<Vec<Evaluation>, UserError> {
+/// Evaluates every rule (with the ledger's memory of the keys sent, when given): any problem,
+/// in a file or in an evaluation, stops everything before anything is sent, with one line per
+/// problem.
+pub fn evaluate_all(
+    loaded: &Loaded,
+    tables: &Tables,
+    memory: Option<crate::rules::Memory<'_>>,
+) -> Result<Vec<Evaluation>, UserError> {
     let mut evals = Vec::new();
     let mut problems = loaded.problems.clone();
-    for r in evaluate(&loaded.rules, tables) {
+    for r in evaluate(&loaded.rules, tables, memory) {
         match r {
             Ok(e) => evals.push(e),
             Err(e) => problems.push(e.to_string()),

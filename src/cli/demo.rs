@@ -22,7 +22,7 @@ use std::sync::Arc;
 pub const DEMO_ANALYTICS_PER_HOUR: u32 = 1_000_000;
 
 /// The example rules of `jobs/`, built into the binary so that the demo runs from any folder.
-pub const DEMO_RULES: [(&str, &str); 2] = [
+pub const DEMO_RULES: [(&str, &str); 4] = [
     (
         "jobs/agent-heavy-pages.toml",
         include_str!("../../jobs/agent-heavy-pages.toml"),
@@ -30,6 +30,14 @@ pub const DEMO_RULES: [(&str, &str); 2] = [
     (
         "jobs/ai-share-movers.toml",
         include_str!("../../jobs/ai-share-movers.toml"),
+    ),
+    (
+        "jobs/search-gaps.toml",
+        include_str!("../../jobs/search-gaps.toml"),
+    ),
+    (
+        "jobs/unanswered-questions.toml",
+        include_str!("../../jobs/unanswered-questions.toml"),
     ),
 ];
 
@@ -155,12 +163,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         rules,
         problems: problems.iter().map(ToString::to_string).collect(),
     };
-    let evals = evaluate_all(&loaded, &computed.tables)?;
     let engine = ctx.engine()?.with_polling(Polling {
         first: std::time::Duration::from_secs(1),
         max: std::time::Duration::from_secs(1),
         ..Polling::default()
     });
+    let evals = evaluate_all(&loaded, &computed.tables, Some(engine.memory()))?;
     let fired = fire_all(
         &engine,
         &loaded.rules,

@@ -173,16 +173,16 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
             settings.output_dir.display()
         );
     }
-    let evals = evaluate_all(&loaded, &tables)?;
-    let rules = loaded.rules;
     let sending = matches!(args.command, RulesCommand::Run(_));
     let keys = if sending {
-        Keys::Of(projects_of(&rules))
+        Keys::Of(projects_of(&loaded.rules))
     } else {
         Keys::None
     };
     let ctx = Context::open(settings.clone(), clock::system(), Access::Shared, keys).await?;
     let engine = ctx.engine()?;
+    let evals = evaluate_all(&loaded, &tables, Some(engine.memory()))?;
+    let rules = loaded.rules;
     if sending {
         let fired = fire_all(
             &engine,
@@ -215,7 +215,7 @@ pub async fn validate(args: ValidateArgs, settings: &Settings) -> anyhow::Result
     let dir = args.dir.unwrap_or(settings.rules_dir.clone());
     let loaded = load(&dir, &settings.project_ids(), &[])?;
     let (tables, _) = tables(&settings.output_dir)?;
-    evaluate_all(&loaded, &tables)?;
+    evaluate_all(&loaded, &tables, None)?;
     println!(
         "rules {}: {} rules, all valid",
         dir.display(),

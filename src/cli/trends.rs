@@ -26,6 +26,19 @@ pub fn print(tables: &Tables, files: &[PathBuf], projects: &[String]) -> anyhow:
     let mut summaries = summarize(tables)?;
     summaries.retain(|s| projects.is_empty() || projects.contains(&s.project));
     print!("{}", describe(&summaries));
+    let mut gaps = tables.gaps.clone();
+    if !projects.is_empty() {
+        for (_, df) in gaps.named() {
+            let keep = df
+                .column("project")?
+                .str()?
+                .iter()
+                .map(|p| p.is_some_and(|p| projects.iter().any(|x| x == p)))
+                .collect::<polars::prelude::BooleanChunked>();
+            *df = df.filter(&keep)?;
+        }
+    }
+    print!("{}", crate::trends::gaps::describe(&gaps));
     println!("trend tables:");
     for f in files {
         println!("  {}", f.display());

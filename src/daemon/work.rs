@@ -224,7 +224,7 @@ impl Daemon {
                 }
             },
         };
-        let evals = evaluate(&rules, tables);
+        let evals = evaluate(&rules, tables, Some(engine.memory()));
         let reports = match fire_all(engine, &rules, evals, Wait::Never).await {
             Ok(fired) => fired.reports,
             Err(e) => {

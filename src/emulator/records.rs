@@ -415,10 +415,20 @@ pub fn day_threads(
             } else {
                 Some("answer")
             };
-            let sources = if answered && !clarifying {
-                (0..(g >> 32) % 4)
+            // An unanswered turn may cite what it found nearby (not enough to answer).
+            let cited = match (answered, clarifying) {
+                (true, false) => (g >> 32) % 4,
+                (false, _) => (g >> 32) % 3,
+                (true, true) => 0,
+            };
+            let sources = if cited > 0 {
+                (0..cited)
                     .map(|j| {
-                        let p = &paths[((g >> 36) as usize + j as usize * 7) % paths.len().max(1)];
+                        let p = if j == 0 && !answered {
+                            path
+                        } else {
+                            &paths[((g >> 36) as usize + j as usize * 7) % paths.len().max(1)]
+                        };
                         (
                             page_title(p),
                             format!("https://docs.{project}.example.com{p}"),
@@ -438,11 +448,20 @@ pub fn day_threads(
             turns.push(Turn {
                 id: id.clone(),
                 at: t,
-                query: format!(
-                    "{} {topic}?",
-                    ["How do I use", "Why does", "Where is", "Can I change"]
-                        [((g >> 40) % 4) as usize]
-                ),
+                // The same question in other words: case and punctuation vary.
+                query: {
+                    let q = format!(
+                        "{} {topic}?",
+                        ["How do I use", "Why does", "Where is", "Can I change"]
+                            [((g >> 40) % 4) as usize]
+                    );
+                    match (g >> 58) % 4 {
+                        1 => q.to_lowercase(),
+                        2 => q.trim_end_matches('?').to_string(),
+                        3 => q.replace(' ', "  ").replace('?', " ?"),
+                        _ => q,
+                    }
+                },
                 response,
                 response_type,
                 sources,

@@ -478,7 +478,8 @@ impl Exporter {
                         let end = to.succ_opt().unwrap_or(to);
                         let look = self.state().span_look(shape.name, &t.project)?;
                         let recheck = i64::from(self.records.recheck(shape));
-                        // The recent days: today, and yesterday (late arrivals of the night).
+                        // The recent walk: from the last day the previous walk reached (today; after
+                        // midnight yesterday too, so the night's last rows are not missed).
                         let recent = recheck.min(1);
                         let through = self.state().span_through(shape.name, &t.project)?;
                         let mut urgency = 0;
@@ -490,8 +491,11 @@ impl Exporter {
                                 (w.clone(), Purpose::Backfill, true)
                             }
                             Some(w) => {
-                                let covers =
-                                    (self.today() - chrono::Duration::days(recheck)).max(from);
+                                // Full when it reaches back as far as a full re-check planned
+                                // now would (the same start as below).
+                                let covers = through.map_or(from, |th| {
+                                    (th.min(end) - chrono::Duration::days(recheck)).max(from)
+                                });
                                 (w.clone(), Purpose::Resume, w.from <= covers)
                             }
                             None => {
@@ -501,16 +505,12 @@ impl Exporter {
                                     (Some(_), Some(th)) => {
                                         let full_due = recheck > recent
                                             && (self.refresh
-                                                || Policy::is_due(
-                                                    policy.oldest,
-                                                    look.full_at,
-                                                    now,
-                                                ));
+                                                || Policy::is_due(policy.full, look.full_at, now));
                                         let recent_due = self.refresh
                                             || Policy::is_due(policy.today, look.walked_at, now);
                                         if full_due {
                                             urgency =
-                                                Policy::urgency(policy.oldest, look.full_at, now);
+                                                Policy::urgency(policy.full, look.full_at, now);
                                             (
                                                 (th.min(end) - chrono::Duration::days(recheck))
                                                     .max(from),

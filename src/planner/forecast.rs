@@ -92,7 +92,7 @@ fn demand(s: &Stream, today_scale: f64) -> f64 {
             today + probes + 1.0 / 24.0
         }
         Windows::Span { full, .. } => {
-            today + full.map_or(0.0, |(_, cost)| cost as f64 / hours(p.oldest))
+            today + full.map_or(0.0, |(_, cost)| cost as f64 / hours(p.full))
         }
     }
 }
@@ -228,8 +228,8 @@ pub fn forecast(
                     let p = s.policy;
                     match (walked_at, full) {
                         (None, _) => push(Purpose::Backfill, s.walk_cost, false, p.today, None),
-                        (Some(_), Some((f, cost))) if Policy::is_due(p.oldest, *f, t) => {
-                            push(Purpose::Recheck, *cost, true, p.oldest, *f)
+                        (Some(_), Some((f, cost))) if Policy::is_due(p.full, *f, t) => {
+                            push(Purpose::Recheck, *cost, true, p.full, *f)
                         }
                         (Some(w), _) if Policy::is_due(p.today, Some(*w), t) => {
                             push(Purpose::Fresh, s.walk_cost, false, p.today, Some(*w))

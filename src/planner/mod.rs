@@ -15,8 +15,11 @@ pub struct Policy {
     pub today: Duration,
     /// Yesterday: probed again after this long; a day `n` days old after `n` times this...
     pub recent: Duration,
-    /// ...but never longer than this (the feedback's full re-check runs this often too).
+    /// ...but never longer than this.
     pub oldest: Duration,
+    /// A span's full re-check (feedback's 14 days of mutable statuses): walked again after
+    /// this long.
+    pub full: Duration,
 }
 
 impl Default for Policy {
@@ -25,6 +28,7 @@ impl Default for Policy {
             today: Duration::hours(1),
             recent: Duration::hours(2),
             oldest: Duration::hours(6),
+            full: Duration::hours(24),
         }
     }
 }

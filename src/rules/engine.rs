@@ -199,6 +199,14 @@ impl Engine {
         &self.ledger
     }
 
+    /// What the rules remember (the ledger, now): rows whose key was sent lately are left out.
+    pub fn memory(&self) -> super::Memory<'_> {
+        super::Memory {
+            ledger: &self.ledger,
+            now: self.clock.now(),
+        }
+    }
+
     fn client(&self, rule: &Rule) -> Result<&Client, RuleError> {
         self.clients.get(&rule.project).ok_or_else(|| RuleError {
             file: rule.file.clone(),
@@ -281,10 +289,15 @@ impl Engine {
             Action::FollowUp(j) => Some(j.clone()),
             Action::Create => None,
         };
-        let id = match self
-            .ledger
-            .begin(rule.key(), job.as_deref(), prompt, &hash, rows, now)?
-        {
+        let id = match self.ledger.begin(
+            rule.key(),
+            job.as_deref(),
+            prompt,
+            &hash,
+            rows,
+            &eval.keys,
+            now,
+        )? {
             Ok(id) => id,
             Err(skip) => return Ok(skipped(skip)),
         };

@@ -7,7 +7,7 @@ pub mod engine;
 pub mod query;
 
 use crate::schedule::parse_schedule;
-use crate::store::ledger::{self, RuleKey};
+use crate::store::ledger::{self, Ledger, RuleKey};
 use crate::trends::Tables;
 use minijinja::{Environment, UndefinedBehavior, Value};
 use polars::prelude::*;
@@ -24,6 +24,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 pub const MAX_PROMPT_BYTES: usize = 100_000;
 /// The longest `cooldown` or `timeout` a rule may set.
 pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+/// How long a rule with a `key` leaves a gap it sent out of its next prompts, unless it says.
+pub const DEFAULT_KEY_COOLDOWN: Duration = Duration::from_secs(28 * 24 * 3600);
 /// The most rows a rule may ask for before it fires.
 pub const MAX_MIN_ROWS: i64 = 1_000_000;
 /// The template work a prompt may take to render (minijinja's fuel: about one unit per
@@ -88,6 +90,11 @@ pub struct Rule {
     pub timeout: Duration,
     /// Cron schedule for the daemon; without one, the rule runs after each export.
     pub schedule: Option<String>,
+    /// The column of the query's rows that names each gap (a search term, a question): a
+    /// row whose key a firing of this rule sent within `key_cooldown` is left out.
+    pub key: Option<String>,
+    /// How long a sent key is left out.
+    pub key_cooldown: Duration,
 }
 
 /// A problem with one rule file.
@@ -124,6 +131,10 @@ struct RawRule {
     timeout: Option<String>,
     #[serde(default)]
     schedule: Option<String>,
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
+    key_cooldown: Option<String>,
 }
 
 const fn one() -> i64 {
@@ -248,6 +259,20 @@ impl Rule {
         if let Some(s) = &raw.schedule {
             parse_schedule(s).map_err(fail)?;
         }
+        if raw.key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+            return Err(fail("key must name a column of the query".into()));
+        }
+        if raw.key.is_none() && raw.key_cooldown.is_some() {
+            return Err(fail(
+                "key_cooldown needs a key (the column that names each gap)".into(),
+            ));
+        }
+        let key_cooldown = duration(
+            "key_cooldown",
+            raw.key_cooldown.as_deref(),
+            DEFAULT_KEY_COOLDOWN,
+        )
+        .map_err(fail)?;
         Ok(Rule {
             name,
             file: file.to_string(),
@@ -261,6 +286,8 @@ impl Rule {
             wait: raw.wait,
             timeout,
             schedule: raw.schedule,
+            key: raw.key,
+            key_cooldown,
         })
     }
 
@@ -332,23 +359,47 @@ pub fn load_dir(dir: &Path, projects: &[String]) -> Result<(Vec<Rule>, Vec<RuleE
     Ok((rules, problems))
 }
 
+/// What the rules remember of their firings: the ledger, and the time now (the keys sent
+/// within each rule's `key_cooldown` before it are left out).
+#[derive(Debug, Clone, Copy)]
+pub struct Memory<'a> {
+    /// The ledger.
+    pub ledger: &'a Ledger,
+    /// Now.
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
 /// What a rule's query gave, and the prompt it renders.
 #[derive(Debug, Clone)]
 pub struct Evaluation {
-    /// The rows the query returned.
+    /// The rows the query returned (less those whose key was sent lately).
     pub rows: DataFrame,
+    /// The keys of `rows` (a rule with a `key`).
+    pub keys: Vec<String>,
+    /// Rows left out as their key was sent lately.
+    pub left_out: usize,
     /// Whether there are at least `min_rows` of them.
     pub fires: bool,
     /// The rendered prompt (when it fires).
     pub prompt: Option<String>,
 }
 
-/// Evaluates rules against the trend tables (all of them, filtered to each rule's project):
-/// runs polars on a thread of its own, so it is callable from any runtime.
-pub fn evaluate(rules: &[Rule], tables: &Tables) -> Vec<Result<Evaluation, RuleError>> {
+/// Evaluates rules against the trend tables (all of them, filtered to each rule's project),
+/// leaving out the rows whose key was sent lately when `memory` is given: runs polars on a
+/// thread of its own, so it is callable from any runtime.
+pub fn evaluate(
+    rules: &[Rule],
+    tables: &Tables,
+    memory: Option<Memory<'_>>,
+) -> Vec<Result<Evaluation, RuleError>> {
     std::thread::scope(|s| {
-        s.spawn(|| rules.iter().map(|r| evaluate_here(r, tables)).collect())
-            .join()
+        s.spawn(|| {
+            rules
+                .iter()
+                .map(|r| evaluate_here(r, tables, memory))
+                .collect()
+        })
+        .join()
     })
     .unwrap_or_else(|_| {
         rules
@@ -363,17 +414,22 @@ pub fn evaluate(rules: &[Rule], tables: &Tables) -> Vec<Result<Evaluation, RuleE
     })
 }
 
-fn evaluate_here(rule: &Rule, tables: &Tables) -> Result<Evaluation, RuleError> {
+fn evaluate_here(
+    rule: &Rule,
+    tables: &Tables,
+    memory: Option<Memory<'_>>,
+) -> Result<Evaluation, RuleError> {
     let fail = |message: String| RuleError {
         file: rule.file.clone(),
         message: one_line(&message),
     };
     let mut ctx = polars::sql::SQLContext::new();
-    for (name, df) in [
+    let base = [
         ("daily", &tables.daily),
         ("weekly", &tables.weekly),
         ("pages", &tables.pages),
-    ] {
+    ];
+    for (name, df) in base.into_iter().chain(tables.gaps.frames()) {
         ctx.register(
             name,
             df.clone()
@@ -381,10 +437,45 @@ fn evaluate_here(rule: &Rule, tables: &Tables) -> Result<Evaluation, RuleError> 
                 .filter(col("project").eq(lit(rule.project.as_str()))),
         );
     }
-    let rows = ctx
+    let mut rows = ctx
         .execute(&rule.when)
         .and_then(LazyFrame::collect)
         .map_err(|e| fail(format!("when: {e}")))?;
+    let mut keys = Vec::new();
+    let mut left_out = 0;
+    if let Some(key) = &rule.key {
+        let column = rows.column(key).map_err(|_| {
+            let names: Vec<String> = rows
+                .get_column_names()
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            fail(format!(
+                "key: the query returns no column {key:?} (it returns {})",
+                names.join(", ")
+            ))
+        })?;
+        let values: Vec<String> = (0..rows.height())
+            .map(|i| column.get(i).map(|v| cell(v).to_string()))
+            .collect::<PolarsResult<_>>()
+            .map_err(|e| fail(format!("key: {e}")))?;
+        let sent = match memory {
+            Some(m) => {
+                let since = chrono::Duration::from_std(rule.key_cooldown)
+                    .ok()
+                    .and_then(|d| m.now.checked_sub_signed(d))
+                    .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+                m.ledger
+                    .sent_keys(&rule.name, &rule.project, since)
+                    .map_err(|e| fail(e.to_string()))?
+            }
+            None => Default::default(),
+        };
+        let keep: BooleanChunked = values.iter().map(|v| !sent.contains(v)).collect();
+        left_out = values.len() - keep.sum().unwrap_or(0) as usize;
+        rows = rows.filter(&keep).map_err(|e| fail(format!("key: {e}")))?;
+        keys = values.into_iter().filter(|v| !sent.contains(v)).collect();
+    }
     let fires = rows.height() >= rule.min_rows;
     let records = if fires {
         records(&rows).map_err(|e| fail(format!("when: {e}")))?
@@ -405,6 +496,8 @@ fn evaluate_here(rule: &Rule, tables: &Tables) -> Result<Evaluation, RuleError> 
     }
     Ok(Evaluation {
         rows,
+        keys,
+        left_out,
         fires,
         prompt: fires.then_some(prompt),
     })

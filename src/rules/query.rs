@@ -1,4 +1,5 @@
-//! What a rule's query may read: the trend tables (`daily`, `weekly`, `pages`) and the tables
+//! What a rule's query may read: the trend tables (`daily`, `weekly`, `pages` and the gap
+//! tables of [`crate::trends::gaps`]) and the tables
 //! its own `WITH` clauses name; no table functions (`read_csv`, `read_parquet`, ...), no file,
 //! one `SELECT` statement. Checked on the parsed query before polars sees it.
 
@@ -8,7 +9,19 @@ use sqlparser::parser::Parser;
 use std::ops::ControlFlow;
 
 /// The tables a rule's query can name.
-pub const TABLES: [&str; 3] = ["daily", "weekly", "pages"];
+pub const TABLES: [&str; 11] = [
+    "daily",
+    "weekly",
+    "pages",
+    "search_terms",
+    "search_daily",
+    "assistant_daily",
+    "assistant_categories",
+    "unanswered_questions",
+    "feedback_pages",
+    "visitors_daily",
+    "callers_weekly",
+];
 
 struct Reads {
     ctes: Vec<String>,
@@ -91,7 +104,7 @@ mod tests {
         ] {
             assert_eq!(check(ok), Ok(()), "{ok}");
         }
-        let tf = "a rule reads only the trend tables (daily, weekly, pages)";
+        let tf = format!("a rule reads only the trend tables ({})", TABLES.join(", "));
         for (bad, why) in [
             (
                 "SELECT * FROM read_csv('/etc/keys.env')",
@@ -111,7 +124,7 @@ mod tests {
             ),
             (
                 "SELECT * FROM secrets",
-                "table secrets is not a trend table (daily, weekly, pages)".to_string(),
+                format!("table secrets is not a trend table ({})", TABLES.join(", ")),
             ),
             (
                 "CREATE TABLE x AS SELECT * FROM read_csv('/etc/passwd')",

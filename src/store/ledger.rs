@@ -31,6 +31,12 @@ CREATE TABLE IF NOT EXISTS rule_firings (
     poll_until_ms INTEGER
 );
 CREATE INDEX IF NOT EXISTS rule_firings_by_rule ON rule_firings (rule, fired_at_ms);
+-- What a firing of a rule with a `key` sent: one row per gap (search term, question, page).
+CREATE TABLE IF NOT EXISTS rule_firing_keys (
+    firing_id INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    PRIMARY KEY (firing_id, key)
+);
 ";
 
 /// What a firing sends.
@@ -267,6 +273,7 @@ impl Ledger {
 
     /// Records a firing as `sending` unless the cooldown or the prompt hash forbids it, in one
     /// transaction that other processes wait on. Returns the firing's id, or why it is skipped.
+    #[allow(clippy::too_many_arguments)]
     pub fn begin(
         &self,
         rule: RuleKey<'_>,
@@ -274,6 +281,7 @@ impl Ledger {
         prompt: &str,
         hash: &str,
         rows_matched: usize,
+        keys: &[String],
         now: DateTime<Utc>,
     ) -> Result<Result<i64, Skip>, StoreError> {
         self.db.with_conn(|c| {
@@ -296,6 +304,14 @@ impl Ledger {
                 rule.kind.as_str()
             ])?;
             let id = tx.last_insert_rowid();
+            {
+                let mut add = tx.prepare_cached(
+                    "INSERT OR IGNORE INTO rule_firing_keys (firing_id, key) VALUES (?1, ?2)",
+                )?;
+                for k in keys {
+                    add.execute(params![id, k])?;
+                }
+            }
             tx.commit()?;
             Ok(Ok(id))
         })
@@ -322,12 +338,34 @@ impl Ledger {
         })
     }
 
-    /// Forgets a firing that surely did not leave this process.
+    /// Forgets a firing that surely did not leave this process (and the keys it held).
     pub fn discard(&self, id: i64) -> Result<(), StoreError> {
         self.db.with_conn(|c| {
-            c.prepare_cached("DELETE FROM rule_firings WHERE id = ?1 AND sent = 'sending'")?
-                .execute(params![id])
-                .map(|_| ())
+            let gone = c
+                .prepare_cached("DELETE FROM rule_firings WHERE id = ?1 AND sent = 'sending'")?
+                .execute(params![id])?;
+            if gone > 0 {
+                c.prepare_cached("DELETE FROM rule_firing_keys WHERE firing_id = ?1")?
+                    .execute(params![id])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The keys (gaps) a rule's firings for a project sent (or may have sent) since `since`.
+    pub fn sent_keys(
+        &self,
+        rule: &str,
+        project: &str,
+        since: DateTime<Utc>,
+    ) -> Result<std::collections::HashSet<String>, StoreError> {
+        self.db.with_conn(|c| {
+            let mut st = c.prepare_cached(&format!(
+                "SELECT k.key FROM rule_firing_keys k JOIN rule_firings f ON f.id = k.firing_id
+                 WHERE f.rule = ?1 AND f.project = ?2 AND f.sent IN {DELIVERED} AND f.fired_at_ms >= ?3"
+            ))?;
+            st.query_map(params![rule, project, ms(since)], |r| r.get(0))?
+                .collect()
         })
     }
 

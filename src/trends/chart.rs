@@ -245,3 +245,164 @@ pub fn write_charts(out: &Path, daily: &DataFrame) -> Result<Vec<PathBuf>, Trend
     }
     Ok(written)
 }
+
+/// A project's docs-gap series: `(day, percent)` points of each line.
+#[derive(Debug, Clone, Default)]
+pub struct GapSeries {
+    /// Searches without a click, per day.
+    pub unclicked: Vec<(NaiveDate, f64)>,
+    /// Assistant turns unanswered, per day.
+    pub unanswered: Vec<(NaiveDate, f64)>,
+    /// Assistant turns answered with a clarifying question, per day.
+    pub clarifying: Vec<(NaiveDate, f64)>,
+}
+
+/// `(project, day, share)` of a table's share column (days without the share left out).
+fn shares(df: &DataFrame, column: &str) -> Result<Vec<(String, NaiveDate, f64)>, TrendsError> {
+    let project = df.column("project")?.str()?.clone();
+    let date = df.column("date")?.cast(&DataType::Int32)?;
+    let date = date.i32()?.clone();
+    let value = df.column(column)?.cast(&DataType::Float64)?;
+    let value = value.f64()?.clone();
+    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
+    Ok((0..df.height())
+        .filter_map(|i| {
+            Some((
+                project.get(i)?.to_string(),
+                epoch + chrono::Duration::days(i64::from(date.get(i)?)),
+                value.get(i)? * 100.0,
+            ))
+        })
+        .collect())
+}
+
+/// The gap series of every project with searches or assistant turns.
+pub fn gap_series(
+    gaps: &super::gaps::Gaps,
+) -> Result<std::collections::BTreeMap<String, GapSeries>, TrendsError> {
+    let mut out: std::collections::BTreeMap<String, GapSeries> = Default::default();
+    for (p, d, v) in shares(&gaps.search_daily, "unclicked_share")? {
+        out.entry(p).or_default().unclicked.push((d, v));
+    }
+    for (p, d, v) in shares(&gaps.assistant_daily, "unanswered_share")? {
+        out.entry(p).or_default().unanswered.push((d, v));
+    }
+    for (p, d, v) in shares(&gaps.assistant_daily, "clarifying_share")? {
+        out.entry(p).or_default().clarifying.push((d, v));
+    }
+    Ok(out)
+}
+
+fn draw_gaps<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    project: &str,
+    s: &GapSeries,
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let days = || {
+        s.unclicked
+            .iter()
+            .chain(&s.unanswered)
+            .chain(&s.clarifying)
+            .map(|(d, _)| *d)
+    };
+    let (Some(first), Some(last)) = (days().min(), days().max()) else {
+        return Ok(());
+    };
+    let last = if last == first {
+        last.succ_opt().unwrap_or(last)
+    } else {
+        last
+    };
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            format!("{project}: searches without a click and unanswered questions"),
+            ("sans-serif", 26),
+        )
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(80)
+        .build_cartesian_2d(first..last, 0f64..130f64)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_labels(10)
+        .x_label_formatter(&|d| d.format("%b %d").to_string())
+        .y_desc("share per day (%)")
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .label_style(("sans-serif", 15))
+        .draw()
+        .map_err(err)?;
+    for (points, color, label) in [
+        (
+            &s.unclicked,
+            RGBColor(31, 119, 180),
+            "searches without a click",
+        ),
+        (
+            &s.unanswered,
+            RGBColor(214, 39, 40),
+            "assistant: unanswered",
+        ),
+        (
+            &s.clarifying,
+            RGBColor(255, 127, 14),
+            "assistant: clarifying question",
+        ),
+    ] {
+        let style = color.stroke_width(2);
+        chart
+            .draw_series(LineSeries::new(points.iter().copied(), style))
+            .map_err(err)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+    }
+    chart
+        .configure_series_labels()
+        .label_font(("sans-serif", 15))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
+/// Writes `trends/gaps-<project>.png` and `.svg` for every project with searches or
+/// assistant turns; returns the files.
+pub fn write_gap_charts(out: &Path, gaps: &super::gaps::Gaps) -> Result<Vec<PathBuf>, TrendsError> {
+    register_font();
+    let dir = out.join("trends");
+    let mut written = Vec::new();
+    for (project, s) in gap_series(gaps)? {
+        let name = crate::layout::escape_partition_value(&project).replace('%', "_");
+        for path in [
+            dir.join(format!("gaps-{name}.png")),
+            dir.join(format!("gaps-{name}.svg")),
+        ] {
+            let drawn = if path.extension().is_some_and(|e| e == "png") {
+                draw_gaps(
+                    &BitMapBackend::new(&path, SIZE).into_drawing_area(),
+                    &project,
+                    &s,
+                )
+            } else {
+                draw_gaps(
+                    &SVGBackend::new(&path, SIZE).into_drawing_area(),
+                    &project,
+                    &s,
+                )
+            };
+            drawn.map_err(|m| TrendsError::Io {
+                path: path.display().to_string(),
+                source: std::io::Error::other(m),
+            })?;
+            written.push(path);
+        }
+    }
+    Ok(written)
+}

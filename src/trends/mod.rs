@@ -5,6 +5,7 @@
 //! day exported with no views is a row of zeros, a day never exported is absent.
 
 pub mod chart;
+pub mod gaps;
 
 use crate::dataset::page_views::{PAGE_VIEWS, SITE_TOTALS};
 use crate::layout::Pending;
@@ -51,6 +52,8 @@ pub struct Tables {
     pub weekly: DataFrame,
     /// Per project and page, over the last 7 and 28 days and the windows before them.
     pub pages: DataFrame,
+    /// The docs gaps and the other datasets' tables (see [`gaps`]).
+    pub gaps: gaps::Gaps,
 }
 
 /// Views a page needs in both windows to count as a mover (fewer make shares noise).
@@ -97,7 +100,7 @@ pub fn scan(out: &Path, table: &str, sel: &Selection) -> Result<LazyFrame, Trend
 }
 
 /// `a / b` as a float, null where `b` is zero (or null).
-fn share(a: &str, b: &str) -> Expr {
+pub(crate) fn share(a: &str, b: &str) -> Expr {
     when(col(b).gt(lit(0)))
         .then(col(a).cast(DataType::Float64) / col(b).cast(DataType::Float64))
         .otherwise(lit(Null {}))
@@ -454,6 +457,7 @@ fn empty_here() -> Result<Tables, TrendsError> {
         daily,
         weekly,
         pages,
+        gaps: gaps::empty()?,
     })
 }
 
@@ -469,6 +473,7 @@ fn compute_here(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
         daily,
         weekly,
         pages,
+        gaps: gaps::compute(out, sel)?,
     })
 }
 
@@ -496,7 +501,8 @@ fn write(df: &mut DataFrame, path: &Path) -> Result<(), TrendsError> {
     }
 }
 
-/// Writes `trends/{daily,weekly,pages}.{parquet,csv}` and the charts; returns the files.
+/// Writes `trends/{daily,weekly,pages}.{parquet,csv}`, the gap tables beside them, and the
+/// charts; returns the files.
 pub fn write_tables(out: &Path, tables: &mut Tables) -> Result<Vec<PathBuf>, TrendsError> {
     let dir = out.join("trends");
     std::fs::create_dir_all(&dir).map_err(|source| TrendsError::Io {
@@ -515,7 +521,15 @@ pub fn write_tables(out: &Path, tables: &mut Tables) -> Result<Vec<PathBuf>, Tre
             written.push(path);
         }
     }
+    for (name, df) in tables.gaps.named() {
+        for ext in ["parquet", "csv"] {
+            let path = dir.join(format!("{name}.{ext}"));
+            write(df, &path)?;
+            written.push(path);
+        }
+    }
     written.extend(chart::write_charts(out, &tables.daily)?);
+    written.extend(chart::write_gap_charts(out, &tables.gaps)?);
     Ok(written)
 }
 

@@ -1021,7 +1021,7 @@ async fn a_storage_failure_stops_the_sending_at_once_with_one_line_and_exit_code
     // ENOSPC); the signal that would kill the process is ignored, so writes fail.
     let run = std::process::Command::new("bash")
         .arg("-c")
-        .arg("trap '' XFSZ; ulimit -f 192; exec \"$0\" \"$@\"")
+        .arg("trap '' XFSZ; ulimit -f 256; exec \"$0\" \"$@\"")
         .arg(env!("CARGO_BIN_EXE_docpipe"))
         .arg("--config")
         .arg(&cfg)

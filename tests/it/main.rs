@@ -6,6 +6,7 @@ mod daemon;
 mod datasets;
 mod emulator;
 mod export;
+mod gaps;
 mod hostile;
 mod house;
 mod rules;

@@ -121,7 +121,7 @@ fn engine(s: &Setup) -> Engine {
 }
 
 async fn fire(engine: &Engine, rule: &Rule, tables: &Tables) -> Report {
-    let eval = evaluate(std::slice::from_ref(rule), tables)
+    let eval = evaluate(std::slice::from_ref(rule), tables, Some(engine.memory()))
         .pop()
         .unwrap()
         .unwrap();
@@ -133,6 +133,78 @@ fn fired(report: Report) -> docpipe::store::ledger::Firing {
         Report::Fired(f) => f,
         other => panic!("expected a firing, got {}", other.line()),
     }
+}
+
+#[tokio::test]
+async fn a_rule_with_a_key_never_sends_the_same_gap_twice_within_its_key_cooldown() {
+    let s = setup(small()).await;
+    let engine = engine(&s);
+    let top = |n: usize| {
+        rule(
+            "gaps",
+            "alpha",
+            "job = \"job_ok\"",
+            &format!("SELECT path, total_7d FROM pages ORDER BY total_7d DESC, path LIMIT {n}"),
+            "Pages:{% for r in rows %} {{ r.path }}{% endfor %}",
+            "key = \"path\"\ncooldown = \"1m\"\nkey_cooldown = \"2h\"\nwait = false",
+        )
+    };
+    let paths = |f: &docpipe::store::ledger::Firing| {
+        f.prompt
+            .trim_start_matches("Pages: ")
+            .split(' ')
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let first = fired(fire(&engine, &top(3), &s.tables).await);
+    assert_eq!(first.rows_matched, 3);
+    let sent = paths(&first);
+    // Past the rule's cooldown, the same three gaps are left out: nothing to send.
+    s.live.clock.advance(Duration::from_secs(120));
+    let eval = evaluate(
+        std::slice::from_ref(&top(3)),
+        &s.tables,
+        Some(engine.memory()),
+    )
+    .pop()
+    .unwrap()
+    .unwrap();
+    assert_eq!((eval.rows.height(), eval.left_out), (0, 3));
+    match fire(&engine, &top(3), &s.tables).await {
+        Report::Quiet {
+            rows: 0,
+            min_rows: 1,
+            ..
+        } => {}
+        other => panic!("{}", other.line()),
+    }
+    // Two more rows: only the two new gaps are sent.
+    let second = fired(fire(&engine, &top(5), &s.tables).await);
+    assert_eq!(second.rows_matched, 2);
+    let new = paths(&second);
+    assert_eq!(new.len(), 2);
+    assert!(new.iter().all(|p| !sent.contains(p)), "{new:?} {sent:?}");
+    // After the key cooldown (2 h), every gap may be sent again.
+    s.live.clock.advance(Duration::from_secs(2 * 3600 + 60));
+    let third = fired(fire(&engine, &top(5), &s.tables).await);
+    assert_eq!(third.rows_matched, 5);
+    // A key that is not a column of the query is one clear error.
+    let bad = rule(
+        "bad",
+        "alpha",
+        "job = \"job_ok\"",
+        TOP3,
+        TOP3_PROMPT,
+        "key = \"term\"",
+    );
+    let err = evaluate(std::slice::from_ref(&bad), &s.tables, None)
+        .pop()
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "jobs/bad.toml: key: the query returns no column \"term\" (it returns path, total_7d)"
+    );
 }
 
 #[tokio::test]
@@ -559,7 +631,7 @@ fn a_firing_left_sending_by_a_stopped_process_is_settled_unknown_and_not_sent_ag
     let ledger = docpipe::store::ledger::Ledger::open(&state_path(dir.path())).unwrap();
     let t0 = noon();
     let id = ledger
-        .begin(r.key(), Some("j"), "x", "h", 1, t0)
+        .begin(r.key(), Some("j"), "x", "h", 1, &[], t0)
         .unwrap()
         .unwrap();
     drop(ledger);
@@ -712,7 +784,7 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
         ("d-column", format!("name = \"d\"\n{ok}when = \"SELECT nope FROM daily\"\nprompt = \"x\"\n"),
          "when: not found: unable to find column \"nope\"; valid columns: [\"project\", \"date\", \"human\", \"ai\", \"total\", \"ai_share\", \"human_7d\", \"ai_7d\", \"total_7d\", \"ai_share_7d\", \"human_28d\", \"ai_28d\", \"total_28d\", \"ai_share_28d\", \"total_week_before\", \"change_vs_week_before\", \"provisional\"]"),
         ("e-table", format!("name = \"e\"\n{ok}when = \"SELECT path FROM pagez\"\nprompt = \"x\"\n"),
-         "when: table pagez is not a trend table (daily, weekly, pages)"),
+         "when: table pagez is not a trend table (daily, weekly, pages, search_terms, search_daily, assistant_daily, assistant_categories, unanswered_questions, feedback_pages, visitors_daily, callers_weekly)"),
         ("f-template", format!("name = \"f\"\n{ok}when = \"SELECT path FROM pages\"\nprompt = \"{{% for r in rows %}}\"\n"),
          "prompt: syntax error: unexpected end of input, expected end of block (in <string>:1)"),
         ("g-undefined", format!("name = \"g\"\n{ok}when = \"SELECT path FROM pages\"\nprompt = \"{{{{ rows[0].pathz }}}}\"\n"),
@@ -736,7 +808,7 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
         // What an attacker's rule file tried: read a local file, overflow the cooldown, ask for
         // a 24 TB allocation, render for minutes.
         ("p-read-file", format!("name = \"p\"\n{ok}when = \"SELECT * FROM read_csv('/etc/passwd')\"\nprompt = \"x\"\n"),
-         "when: read_csv(...) is a table function; a rule reads only the trend tables (daily, weekly, pages)"),
+         "when: read_csv(...) is a table function; a rule reads only the trend tables (daily, weekly, pages, search_terms, search_daily, assistant_daily, assistant_categories, unanswered_questions, feedback_pages, visitors_daily, callers_weekly)"),
         ("q-cooldown", format!("name = \"q\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\ncooldown = \"1000000years\"\n"),
          "cooldown \"1000000years\" is longer than 366 days"),
         ("r-min-rows", format!("name = \"r\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\nmin_rows = 1000000000000\n"),

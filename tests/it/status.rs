@@ -56,7 +56,15 @@ async fn status_reports_days_budgets_and_firings() {
     .unwrap();
     let ledger = Ledger::open(&state).unwrap();
     let id = ledger
-        .begin(rule.key(), Some("job_ok"), "x", "0123456789abcdef", 2, now)
+        .begin(
+            rule.key(),
+            Some("job_ok"),
+            "x",
+            "0123456789abcdef",
+            2,
+            &[],
+            now,
+        )
         .unwrap()
         .unwrap();
     let mut firing = ledger.all().unwrap().pop().unwrap();

@@ -1,0 +1,822 @@
+//! Where the documentation fails its readers, from the datasets beside page views: search terms
+//! searched and not clicked, questions the assistant could not answer, pages readers mark
+//! unhelpful, unique visitors beside views, and where the assistant's traffic comes from.
+//!
+//! Each table reads its dataset's Parquet lazily; a dataset never exported gives an empty
+//! table with the same columns (what rule queries are checked against). Windows end at the
+//! project's last exported day of the dataset (`last_day`), as the page table's do.
+
+use super::{TrendsError, share};
+use polars::prelude::*;
+use std::path::Path;
+
+/// Votes (thumbs up or down) a page needs in both 28-day windows for its rate's rise to count.
+pub const MIN_VOTES: i64 = 5;
+/// Cited pages listed per unanswered question, and comments per page.
+pub const LIST_MAX: usize = 5;
+/// What joins the items of a listed column (cited pages, comments).
+pub const SEPARATOR: &str = " | ";
+
+/// The gap tables.
+#[derive(Debug, Clone)]
+pub struct Gaps {
+    /// Per project and search term, the last 7 and 28 days.
+    pub search_terms: DataFrame,
+    /// Per project and day: searches, clicks, click-through rate.
+    pub search_daily: DataFrame,
+    /// Per project and day: assistant turns, unanswered and clarifying shares.
+    pub assistant_daily: DataFrame,
+    /// The same per category.
+    pub assistant_categories: DataFrame,
+    /// The last 7 days' unanswered questions, grouped by normalised text.
+    pub unanswered_questions: DataFrame,
+    /// Per project and page: thumbs-down rate over 28 days, the 28 before, latest comments.
+    pub feedback_pages: DataFrame,
+    /// Per project and day: unique visitors beside views.
+    pub visitors_daily: DataFrame,
+    /// Per project and ISO week: assistant callers.
+    pub callers_weekly: DataFrame,
+}
+
+impl Gaps {
+    /// The tables with their names, in the order they are written.
+    pub fn named(&mut self) -> [(&'static str, &mut DataFrame); 8] {
+        [
+            ("search_terms", &mut self.search_terms),
+            ("search_daily", &mut self.search_daily),
+            ("assistant_daily", &mut self.assistant_daily),
+            ("assistant_categories", &mut self.assistant_categories),
+            ("unanswered_questions", &mut self.unanswered_questions),
+            ("feedback_pages", &mut self.feedback_pages),
+            ("visitors_daily", &mut self.visitors_daily),
+            ("callers_weekly", &mut self.callers_weekly),
+        ]
+    }
+
+    /// The tables by name, for rule queries.
+    pub fn frames(&self) -> [(&'static str, &DataFrame); 8] {
+        [
+            ("search_terms", &self.search_terms),
+            ("search_daily", &self.search_daily),
+            ("assistant_daily", &self.assistant_daily),
+            ("assistant_categories", &self.assistant_categories),
+            ("unanswered_questions", &self.unanswered_questions),
+            ("feedback_pages", &self.feedback_pages),
+            ("visitors_daily", &self.visitors_daily),
+            ("callers_weekly", &self.callers_weekly),
+        ]
+    }
+}
+
+fn at_type() -> DataType {
+    DataType::Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC))
+}
+
+/// The columns of an exported table the gaps read, and their types.
+fn columns(table: &str) -> Vec<(&'static str, DataType)> {
+    use DataType::*;
+    let counts = || vec![("human", Int64), ("ai", Int64), ("total", Int64)];
+    match table {
+        "searches" => vec![
+            ("search_query", String),
+            ("hits", Int64),
+            ("ctr", Float64),
+            ("top_clicked_page", String),
+            ("last_searched_at", at_type()),
+        ],
+        "search_totals" => vec![("total_searches", Int64)],
+        "assistant_turns" => vec![
+            ("id", String),
+            ("timestamp", at_type()),
+            ("query", String),
+            ("response_type", String),
+            (
+                "sources",
+                List(Box::new(Struct(vec![
+                    Field::new("title".into(), String),
+                    Field::new("url".into(), String),
+                ]))),
+            ),
+            ("resolution_status", String),
+            ("query_category", String),
+        ],
+        "feedback" => vec![
+            ("path", String),
+            ("comment", String),
+            ("created_at", at_type()),
+            ("source", String),
+            ("helpful", Boolean),
+        ],
+        "assistant_callers" => vec![
+            ("web", Int64),
+            ("api", Int64),
+            ("other", Int64),
+            ("total", Int64),
+        ],
+        // site_visitors, site_totals
+        _ => counts(),
+    }
+}
+
+/// A table's columns the gaps read, with `project` and `date`, pruned to the selection; an
+/// empty frame of the same columns when the table was never exported.
+fn source(
+    out: Option<&Path>,
+    table: &str,
+    sel: &super::Selection,
+) -> Result<LazyFrame, TrendsError> {
+    let cols = columns(table);
+    if let Some(out) = out.filter(|o| o.join(table).is_dir()) {
+        let mut wanted = vec![col("project"), col("date")];
+        wanted.extend(cols.iter().map(|(c, _)| col(*c)));
+        return Ok(super::scan(out, table, sel)?.select(wanted));
+    }
+    let mut schema = Schema::default();
+    schema.insert("project".into(), DataType::String);
+    schema.insert("date".into(), DataType::Date);
+    for (name, dtype) in cols {
+        schema.insert(name.into(), dtype);
+    }
+    Ok(DataFrame::empty_with_schema(&schema).lazy())
+}
+
+/// The project's last day in `days` (a frame with `project` and `date`) as `last_day`.
+fn last_day(days: LazyFrame) -> LazyFrame {
+    days.group_by([col("project")])
+        .agg([col("date").max().alias("last_day")])
+}
+
+/// `rows` with `last_day` and `age` (days before `last_day`), keeping ages `0..within`.
+fn aged(rows: LazyFrame, last: LazyFrame, within: i32) -> LazyFrame {
+    rows.join(
+        last,
+        [col("project")],
+        [col("project")],
+        JoinArgs::new(JoinType::Inner),
+    )
+    .with_column(
+        (col("last_day").cast(DataType::Int32) - col("date").cast(DataType::Int32)).alias("age"),
+    )
+    .filter(col("age").gt_eq(lit(0)).and(col("age").lt(lit(within))))
+}
+
+/// A 1-based rank within each project after sorting by `by` (the frame's order breaks no
+/// ties: `by` ends with a unique column), for the rows where `eligible` holds; null elsewhere.
+fn ranked(
+    lf: LazyFrame,
+    by: &[&str],
+    descending: &[bool],
+    eligible: Expr,
+    name: &str,
+) -> PolarsResult<LazyFrame> {
+    let mut keys = vec!["project"];
+    keys.extend(by);
+    let mut desc = vec![false];
+    desc.extend(descending);
+    // Eligible rows first, so that their running count is their rank.
+    Ok(lf
+        .with_column(eligible.alias("_eligible"))
+        .sort_by_exprs(
+            std::iter::once(col("_eligible").not())
+                .chain(keys.iter().map(|k| col(*k)))
+                .collect::<Vec<_>>(),
+            SortMultipleOptions::default()
+                .with_order_descending_multi(
+                    std::iter::once(false)
+                        .chain(desc.iter().copied())
+                        .collect::<Vec<_>>(),
+                )
+                .with_nulls_last(true),
+        )
+        .with_column(
+            when(col("_eligible"))
+                .then(
+                    col("_eligible")
+                        .cast(DataType::UInt32)
+                        .cum_sum(false)
+                        .over([col("project")])?,
+                )
+                .otherwise(lit(Null {}))
+                .alias(name),
+        )
+        .drop(by_name(["_eligible"], true, false)))
+}
+
+/// Search terms per project over the last 7 and 28 days: hits, clicks (hits x ctr, summed:
+/// the click-through rate is re-weighted by hits, never averaged), the page clicked most (on
+/// the day the term had most hits), the last search; `unclicked_7d` (searches without a
+/// click) and `gap_rank_7d` (1: the term searched most without a click); `new_this_week`
+/// (searched in the last 7 days and not in the 21 before; null unless those were exported).
+pub fn search_terms(searches: LazyFrame, totals: LazyFrame) -> PolarsResult<LazyFrame> {
+    let last = last_day(totals.clone());
+    let coverage = aged(totals, last.clone(), 28)
+        .group_by([col("project")])
+        .agg([
+            col("date")
+                .filter(col("age").lt(lit(7)))
+                .count()
+                .cast(DataType::Int64)
+                .alias("days_7d"),
+            col("date")
+                .filter(col("age").gt_eq(lit(7)))
+                .count()
+                .cast(DataType::Int64)
+                .alias("days_prev_21d"),
+        ]);
+    let w7 = col("age").lt(lit(7));
+    let terms = aged(searches, last, 28)
+        .with_column((col("hits").cast(DataType::Float64) * col("ctr")).alias("clicks"))
+        .group_by([col("project"), col("search_query")])
+        .agg([
+            col("last_day").first(),
+            col("hits").filter(w7.clone()).sum().alias("hits_7d"),
+            col("clicks").filter(w7.clone()).sum().alias("clicks_7d"),
+            col("hits").sum().alias("hits_28d"),
+            col("clicks").sum().alias("clicks_28d"),
+            col("hits")
+                .filter(w7.clone().not())
+                .sum()
+                .alias("hits_prev_21d"),
+            col("top_clicked_page")
+                .sort_by(
+                    [col("hits"), col("date")],
+                    SortMultipleOptions::default().with_order_descending(true),
+                )
+                .drop_nulls()
+                .first()
+                .alias("top_clicked_page"),
+            col("last_searched_at").max(),
+        ])
+        .join(
+            coverage,
+            [col("project")],
+            [col("project")],
+            JoinArgs::new(JoinType::Left),
+        )
+        .with_columns([
+            share("clicks_7d", "hits_7d").alias("ctr_7d"),
+            share("clicks_28d", "hits_28d").alias("ctr_28d"),
+            // To a millionth: sums of hits x ctr in another order must rank the same.
+            (col("hits_7d").cast(DataType::Float64) - col("clicks_7d"))
+                .round(6, RoundMode::HalfAwayFromZero)
+                .alias("unclicked_7d"),
+            when(col("days_prev_21d").eq(lit(21i64)))
+                .then(
+                    col("hits_7d")
+                        .gt(lit(0))
+                        .and(col("hits_prev_21d").eq(lit(0))),
+                )
+                .otherwise(lit(Null {}))
+                .alias("new_this_week"),
+        ]);
+    Ok(ranked(
+        terms,
+        &["unclicked_7d", "hits_7d", "search_query"],
+        &[true, true, false],
+        col("hits_7d").gt(lit(0)),
+        "gap_rank_7d",
+    )?
+    .select([
+        col("project"),
+        col("search_query"),
+        col("last_day"),
+        col("hits_7d"),
+        col("clicks_7d"),
+        col("ctr_7d"),
+        col("unclicked_7d"),
+        col("gap_rank_7d"),
+        col("hits_28d"),
+        col("clicks_28d"),
+        col("ctr_28d"),
+        col("top_clicked_page"),
+        col("last_searched_at"),
+        col("new_this_week"),
+    ])
+    .sort(
+        ["project", "gap_rank_7d", "search_query"],
+        SortMultipleOptions::default().with_nulls_last(true),
+    ))
+}
+
+/// Searches per project and day: the day's searches (`totalSearches`), clicks (hits x ctr
+/// summed over its terms), click-through rate, the share without a click, and terms.
+pub fn search_daily(searches: LazyFrame, totals: LazyFrame) -> LazyFrame {
+    let clicks = searches
+        .with_column((col("hits").cast(DataType::Float64) * col("ctr")).alias("clicks"))
+        .group_by([col("project"), col("date")])
+        .agg([
+            col("clicks").sum(),
+            col("search_query")
+                .count()
+                .cast(DataType::Int64)
+                .alias("terms"),
+        ]);
+    let on = [col("project"), col("date")];
+    totals
+        .select([
+            col("project"),
+            col("date"),
+            col("total_searches").alias("searches"),
+        ])
+        .join(clicks, on.clone(), on, JoinArgs::new(JoinType::Left))
+        .with_columns([
+            col("clicks").fill_null(lit(0.0)),
+            col("terms").fill_null(lit(0i64)),
+        ])
+        .with_columns([share("clicks", "searches").alias("ctr")])
+        .with_column((lit(1.0) - col("ctr")).alias("unclicked_share"))
+        .select([
+            col("project"),
+            col("date"),
+            col("searches"),
+            col("clicks"),
+            col("ctr"),
+            col("unclicked_share"),
+            col("terms"),
+        ])
+        .sort(["project", "date"], SortMultipleOptions::default())
+}
+
+fn turn_measures(by: Vec<Expr>) -> impl FnOnce(LazyFrame) -> LazyFrame {
+    move |turns: LazyFrame| {
+        turns
+            .group_by(by)
+            .agg([
+                len().cast(DataType::Int64).alias("turns"),
+                col("resolution_status")
+                    .eq(lit("unanswered"))
+                    .sum()
+                    .cast(DataType::Int64)
+                    .alias("unanswered"),
+                col("response_type")
+                    .eq(lit("clarifying_question"))
+                    .sum()
+                    .cast(DataType::Int64)
+                    .alias("clarifying"),
+            ])
+            .with_columns([
+                share("unanswered", "turns").alias("unanswered_share"),
+                share("clarifying", "turns").alias("clarifying_share"),
+            ])
+    }
+}
+
+/// Assistant turns per project and day: turns, unanswered and clarifying questions, shares.
+pub fn assistant_daily(turns: LazyFrame) -> LazyFrame {
+    turn_measures(vec![col("project"), col("date")])(turns)
+        .sort(["project", "date"], SortMultipleOptions::default())
+}
+
+/// The same per category (`uncategorized` until the service assigns one, about a day later).
+pub fn assistant_categories(turns: LazyFrame) -> LazyFrame {
+    turn_measures(vec![col("project"), col("date"), col("category")])(
+        turns.with_column(
+            col("query_category")
+                .fill_null(lit("uncategorized"))
+                .alias("category"),
+        ),
+    )
+    .sort(
+        ["project", "date", "category"],
+        SortMultipleOptions::default(),
+    )
+}
+
+/// A question's text for grouping: lower case, every run of what is not a letter or a digit
+/// one space, trimmed ("How do I use webhooks?" and "how do i use  Webhooks" are one).
+pub fn normalised(e: Expr) -> Expr {
+    e.str()
+        .to_lowercase()
+        .str()
+        .replace_all(lit(r"[^\p{L}\p{N}]+"), lit(" "), false)
+        .str()
+        .strip_chars(lit(" "))
+}
+
+/// The last 7 days' unanswered questions per project (to its last day with turns), grouped by
+/// [`normalised`] text: how often asked, in how many conversations, the latest wording, when
+/// last asked, and the pages the assistant cited for them (most cited first, up to
+/// [`LIST_MAX`], joined by [`SEPARATOR`]); `rank` 1 for the most asked.
+pub fn unanswered_questions(turns: LazyFrame) -> PolarsResult<LazyFrame> {
+    let last = last_day(turns.clone());
+    let asked = aged(turns, last, 7)
+        .filter(col("resolution_status").eq(lit("unanswered")))
+        .with_column(normalised(col("query")).alias("question"))
+        .filter(col("question").neq(lit("")));
+    let key = [col("project"), col("question")];
+    let cited = asked
+        .clone()
+        .select([col("project"), col("question"), col("sources")])
+        .explode(
+            by_name(["sources"], true, false),
+            ExplodeOptions {
+                empty_as_null: false,
+                keep_nulls: false,
+            },
+        )
+        .with_column(col("sources").struct_().field_by_name("url").alias("url"))
+        .filter(col("url").is_not_null())
+        .group_by([col("project"), col("question"), col("url")])
+        .agg([len().alias("n")])
+        .sort_by_exprs(
+            [col("n"), col("url")],
+            SortMultipleOptions::default().with_order_descending_multi([true, false]),
+        )
+        .group_by_stable(key.clone())
+        .agg([
+            len().cast(DataType::Int64).alias("cited_count"),
+            col("url")
+                .head(Some(LIST_MAX))
+                .str()
+                .join(SEPARATOR, true)
+                .alias("cited_pages"),
+        ]);
+    let grouped = asked
+        .group_by(key.clone())
+        .agg([
+            col("last_day").first(),
+            len().cast(DataType::Int64).alias("asks"),
+            col("id")
+                .n_unique()
+                .cast(DataType::Int64)
+                .alias("conversations"),
+            col("query")
+                .sort_by(
+                    [col("timestamp"), col("query")],
+                    SortMultipleOptions::default().with_order_descending(true),
+                )
+                .first()
+                .alias("latest_wording"),
+            col("timestamp").max().alias("last_asked_at"),
+        ])
+        .join(cited, key.clone(), key, JoinArgs::new(JoinType::Left))
+        .with_column(col("cited_count").fill_null(lit(0i64)));
+    Ok(ranked(
+        grouped,
+        &["asks", "last_asked_at", "question"],
+        &[true, true, false],
+        lit(true),
+        "rank",
+    )?
+    .select([
+        col("project"),
+        col("rank"),
+        col("question"),
+        col("latest_wording"),
+        col("asks"),
+        col("conversations"),
+        col("last_asked_at"),
+        col("cited_count"),
+        col("cited_pages"),
+        col("last_day"),
+    ])
+    .sort(["project", "rank"], SortMultipleOptions::default()))
+}
+
+/// Feedback per project and page over the last 28 days (to the project's last day with
+/// feedback) and the 28 before: thumbs up and down (contextual entries' `helpful`), the
+/// thumbs-down rate (of the votes), its rise (null unless both windows have [`MIN_VOTES`]
+/// votes), entries, the latest comments (up to [`LIST_MAX`], newest first); `down_rank_28d`
+/// 1 for the page with most thumbs down (then the highest rate). Undated entries
+/// (`feedback_undated`) have no day to fall in a window and are left out.
+pub fn feedback_pages(feedback: LazyFrame) -> PolarsResult<LazyFrame> {
+    let last = last_day(feedback.clone());
+    let rows = aged(feedback, last, 56);
+    let cur = col("age").lt(lit(28));
+    let vote = |helpful: bool, window: Expr| {
+        col("helpful")
+            .eq(lit(helpful))
+            .and(window)
+            .sum()
+            .cast(DataType::Int64)
+    };
+    let pages = rows
+        .group_by([col("project"), col("path")])
+        .agg([
+            col("last_day").first(),
+            vote(true, cur.clone()).alias("up_28d"),
+            vote(false, cur.clone()).alias("down_28d"),
+            vote(true, cur.clone().not()).alias("up_prev_28d"),
+            vote(false, cur.clone().not()).alias("down_prev_28d"),
+            cur.clone().sum().cast(DataType::Int64).alias("entries_28d"),
+            col("comment")
+                .filter(cur.clone().and(col("comment").is_not_null()))
+                .sort_by(
+                    [col("created_at").filter(cur.clone().and(col("comment").is_not_null()))],
+                    SortMultipleOptions::default().with_order_descending(true),
+                )
+                .head(Some(LIST_MAX))
+                .str()
+                .join(SEPARATOR, true)
+                .alias("latest_comments"),
+        ])
+        .with_columns([
+            (col("up_28d") + col("down_28d")).alias("votes_28d"),
+            (col("up_prev_28d") + col("down_prev_28d")).alias("votes_prev_28d"),
+        ])
+        .with_columns([
+            share("down_28d", "votes_28d").alias("down_rate_28d"),
+            share("down_prev_28d", "votes_prev_28d").alias("down_rate_prev_28d"),
+        ])
+        .with_column(
+            when(
+                col("votes_28d")
+                    .gt_eq(lit(MIN_VOTES))
+                    .and(col("votes_prev_28d").gt_eq(lit(MIN_VOTES))),
+            )
+            .then(col("down_rate_28d") - col("down_rate_prev_28d"))
+            .otherwise(lit(Null {}))
+            .alias("down_rate_rise_28d"),
+        )
+        .with_column(
+            when(col("latest_comments").eq(lit("")))
+                .then(lit(Null {}))
+                .otherwise(col("latest_comments"))
+                .alias("latest_comments"),
+        );
+    Ok(ranked(
+        pages,
+        &["down_28d", "down_rate_28d", "path"],
+        &[true, true, false],
+        col("down_28d").gt(lit(0)),
+        "down_rank_28d",
+    )?
+    .select([
+        col("project"),
+        col("path"),
+        col("last_day"),
+        col("up_28d"),
+        col("down_28d"),
+        col("votes_28d"),
+        col("down_rate_28d"),
+        col("down_rank_28d"),
+        col("up_prev_28d"),
+        col("down_prev_28d"),
+        col("votes_prev_28d"),
+        col("down_rate_prev_28d"),
+        col("down_rate_rise_28d"),
+        col("entries_28d"),
+        col("latest_comments"),
+    ])
+    .sort(
+        ["project", "down_rank_28d", "path"],
+        SortMultipleOptions::default().with_nulls_last(true),
+    ))
+}
+
+/// Unique visitors per project and day (approximate distinct counts: never summed across days
+/// or pages, and `visitors` can be less than human + AI), beside the day's views and views per
+/// visitor.
+pub fn visitors_daily(visitors: LazyFrame, views: LazyFrame) -> LazyFrame {
+    let on = [col("project"), col("date")];
+    visitors
+        .select([
+            col("project"),
+            col("date"),
+            col("human").alias("human_visitors"),
+            col("ai").alias("ai_visitors"),
+            col("total").alias("visitors"),
+        ])
+        .join(
+            views.select([
+                col("project"),
+                col("date"),
+                col("human").alias("human_views"),
+                col("ai").alias("ai_views"),
+                col("total").alias("views"),
+            ]),
+            on.clone(),
+            on,
+            JoinArgs::new(JoinType::Left),
+        )
+        .with_columns([
+            share("views", "visitors").alias("views_per_visitor"),
+            share("human_views", "human_visitors").alias("human_views_per_visitor"),
+            share("ai_views", "ai_visitors").alias("ai_views_per_visitor"),
+        ])
+        .sort(["project", "date"], SortMultipleOptions::default())
+}
+
+/// Assistant queries per project and ISO week by caller (counts, additive over days): web,
+/// API, other, total, each one's share of the total, and the days of the week exported.
+pub fn callers_weekly(callers: LazyFrame) -> LazyFrame {
+    let monday = col("date").cast(DataType::Int32)
+        - (col("date").dt().weekday().cast(DataType::Int32) - lit(1));
+    callers
+        .with_column(monday.cast(DataType::Date).alias("week_start"))
+        .group_by([col("project"), col("week_start")])
+        .agg([
+            col("date").dt().iso_year().first().alias("iso_year"),
+            col("date").dt().week().first().alias("iso_week"),
+            col("date").count().cast(DataType::Int64).alias("days"),
+            col("web").sum(),
+            col("api").sum(),
+            col("other").sum(),
+            col("total").sum(),
+        ])
+        .with_columns([
+            share("web", "total").alias("web_share"),
+            share("api", "total").alias("api_share"),
+            share("other", "total").alias("other_share"),
+        ])
+        .select([
+            col("project"),
+            col("iso_year"),
+            col("iso_week"),
+            col("week_start"),
+            col("days"),
+            col("web"),
+            col("api"),
+            col("other"),
+            col("total"),
+            col("web_share"),
+            col("api_share"),
+            col("other_share"),
+        ])
+        .sort(["project", "week_start"], SortMultipleOptions::default())
+}
+
+/// Every gap table of an output folder (empty tables for datasets never exported).
+pub fn compute(out: &Path, sel: &super::Selection) -> Result<Gaps, TrendsError> {
+    compute_in(Some(out), sel)
+}
+
+/// The gap tables of an output folder with nothing exported: no rows, the real columns.
+pub fn empty() -> Result<Gaps, TrendsError> {
+    compute_in(None, &super::Selection::default())
+}
+
+fn compute_in(out: Option<&Path>, sel: &super::Selection) -> Result<Gaps, TrendsError> {
+    let searches = source(out, "searches", sel)?;
+    let search_totals = source(out, "search_totals", sel)?;
+    let turns = source(out, "assistant_turns", sel)?;
+    let feedback = source(out, "feedback", sel)?;
+    let visitors = source(out, "site_visitors", sel)?;
+    let views = source(out, crate::dataset::page_views::SITE_TOTALS, sel)?;
+    let callers = source(out, "assistant_callers", sel)?;
+    Ok(Gaps {
+        search_terms: search_terms(searches.clone(), search_totals.clone())?.collect()?,
+        search_daily: search_daily(searches, search_totals).collect()?,
+        assistant_daily: assistant_daily(turns.clone()).collect()?,
+        assistant_categories: assistant_categories(turns.clone()).collect()?,
+        unanswered_questions: unanswered_questions(turns)?.collect()?,
+        feedback_pages: feedback_pages(feedback)?.collect()?,
+        visitors_daily: visitors_daily(visitors, views).collect()?,
+        callers_weekly: callers_weekly(callers).collect()?,
+    })
+}
+
+/// A cell as text for the terminal (strings escaped onto one line, floats to 1 decimal).
+fn text(df: &DataFrame, column: &str, i: usize) -> String {
+    match df.column(column).and_then(|c| c.get(i)) {
+        Ok(AnyValue::String(s)) => crate::text::one_line(s).into_owned(),
+        Ok(AnyValue::StringOwned(s)) => crate::text::one_line(s.as_str()).into_owned(),
+        Ok(AnyValue::Float64(x)) => format!("{x:.1}"),
+        Ok(AnyValue::Null) | Err(_) => "n/a".into(),
+        Ok(v) => v.to_string(),
+    }
+}
+
+fn number(df: &DataFrame, column: &str, i: usize) -> Option<f64> {
+    df.column(column)
+        .and_then(|c| c.get(i))
+        .ok()
+        .and_then(|v| v.extract::<f64>())
+}
+
+/// The rows of `df` of a project, in the frame's order.
+fn rows_of(df: &DataFrame, project: &str) -> Vec<usize> {
+    let Ok(p) = df.column("project").and_then(|c| c.str().cloned()) else {
+        return Vec::new();
+    };
+    (0..df.height())
+        .filter(|i| p.get(*i) == Some(project))
+        .collect()
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("n/a".into(), |v| format!("{:.1}%", v * 100.0))
+}
+
+/// The terminal summary of the gap tables: a short section per dataset and project.
+pub fn describe(g: &Gaps) -> String {
+    let mut projects = std::collections::BTreeSet::new();
+    for (_, df) in g.frames() {
+        if let Ok(p) = df.column("project").and_then(|c| c.str().cloned()) {
+            projects.extend(p.iter().flatten().map(str::to_string));
+        }
+    }
+    let mut out = String::new();
+    if projects.is_empty() {
+        return out;
+    }
+    out += "docs gaps and the other datasets:\n";
+    for p in &projects {
+        let t = &g.search_terms;
+        let terms = rows_of(t, p);
+        let days = rows_of(&g.search_daily, p);
+        if let Some(&last) = days.last() {
+            let recent: Vec<usize> = days.iter().rev().take(7).copied().collect();
+            let sum = |c: &str| -> f64 {
+                recent
+                    .iter()
+                    .filter_map(|i| number(&g.search_daily, c, *i))
+                    .sum()
+            };
+            let (searches, clicks) = (sum("searches"), sum("clicks"));
+            out += &format!(
+                "  {p} searches (7 days to {}): {searches:.0} searches, click-through {}",
+                text(&g.search_daily, "date", last),
+                pct((searches > 0.0).then(|| clicks / searches))
+            );
+            let new = terms
+                .iter()
+                .filter(|i| {
+                    matches!(
+                        t.column("new_this_week").and_then(|c| c.get(**i)),
+                        Ok(AnyValue::Boolean(true))
+                    )
+                })
+                .count();
+            out += &format!(", {new} new terms this week\n");
+            for &i in terms
+                .iter()
+                .filter(|i| number(t, "gap_rank_7d", **i).is_some())
+                .take(3)
+            {
+                out += &format!(
+                    "      search gap: \"{}\" {} searches, {} without a click\n",
+                    text(t, "search_query", i),
+                    text(t, "hits_7d", i),
+                    number(t, "unclicked_7d", i).map_or("n/a".into(), |v| format!("{v:.0}"))
+                );
+            }
+        }
+        let a = &g.assistant_daily;
+        let days = rows_of(a, p);
+        if !days.is_empty() {
+            let recent: Vec<usize> = days.iter().rev().take(7).copied().collect();
+            let sum = |c: &str| -> f64 { recent.iter().filter_map(|i| number(a, c, *i)).sum() };
+            let turns = sum("turns");
+            let share = |c: &str| pct((turns > 0.0).then(|| sum(c) / turns));
+            out += &format!(
+                "  {p} assistant (last 7 days with turns): {turns:.0} turns, {} unanswered, {} clarifying questions\n",
+                share("unanswered"),
+                share("clarifying")
+            );
+            let q = &g.unanswered_questions;
+            for &i in rows_of(q, p).iter().take(3) {
+                out += &format!(
+                    "      unanswered: \"{}\" asked {} times\n",
+                    text(q, "latest_wording", i),
+                    text(q, "asks", i)
+                );
+            }
+        }
+        let f = &g.feedback_pages;
+        let pages: Vec<usize> = rows_of(f, p)
+            .into_iter()
+            .filter(|i| number(f, "down_rank_28d", *i).is_some())
+            .take(3)
+            .collect();
+        if !pages.is_empty() {
+            let listed: Vec<String> = pages
+                .iter()
+                .map(|&i| {
+                    format!(
+                        "{} {} of {} votes",
+                        text(f, "path", i),
+                        text(f, "down_28d", i),
+                        text(f, "votes_28d", i)
+                    )
+                })
+                .collect();
+            out += &format!(
+                "  {p} feedback (28 days): most thumbs down: {}\n",
+                listed.join(", ")
+            );
+        }
+        let v = &g.visitors_daily;
+        if let Some(&i) = rows_of(v, p).last() {
+            out += &format!(
+                "  {p} visitors ({}): {} human, {} AI (unique, never summed across days); {} views per visitor\n",
+                text(v, "date", i),
+                text(v, "human_visitors", i),
+                text(v, "ai_visitors", i),
+                number(v, "views_per_visitor", i).map_or("n/a".into(), |x| format!("{x:.2}"))
+            );
+        }
+        let c = &g.callers_weekly;
+        if let Some(&i) = rows_of(c, p).last() {
+            out += &format!(
+                "  {p} assistant callers (week of {}, {} days): web {}, API {}, other {}\n",
+                text(c, "week_start", i),
+                text(c, "days", i),
+                pct(number(c, "web_share", i)),
+                pct(number(c, "api_share", i)),
+                pct(number(c, "other_share", i))
+            );
+        }
+    }
+    out
+}
