@@ -471,10 +471,16 @@ fn evaluate_here(
             }
             None => Default::default(),
         };
-        let keep: BooleanChunked = values.iter().map(|v| !sent.contains(v)).collect();
-        left_out = values.len() - keep.sum().unwrap_or(0) as usize;
-        rows = rows.filter(&keep).map_err(|e| fail(format!("key: {e}")))?;
-        keys = values.into_iter().filter(|v| !sent.contains(v)).collect();
+        let keep: Vec<bool> = values.iter().map(|v| !sent.contains(v)).collect();
+        rows = rows
+            .filter(&keep.iter().copied().collect::<BooleanChunked>())
+            .map_err(|e| fail(format!("key: {e}")))?;
+        keys = values
+            .into_iter()
+            .zip(&keep)
+            .filter_map(|(v, k)| k.then_some(v))
+            .collect();
+        left_out = keep.len() - keys.len();
     }
     let fires = rows.height() >= rule.min_rows;
     let records = if fires {

@@ -93,6 +93,36 @@ pub fn series(daily: &DataFrame) -> Result<Vec<(String, Series)>, TrendsError> {
     Ok(out)
 }
 
+/// The days a chart spans, `first..last` (a single day widened to two, so the axis has a
+/// width); none without days.
+fn x_range(days: impl Iterator<Item = NaiveDate> + Clone) -> Option<(NaiveDate, NaiveDate)> {
+    let (first, last) = (days.clone().min()?, days.max()?);
+    let last = if last == first {
+        last.succ_opt().unwrap_or(last)
+    } else {
+        last
+    };
+    Some((first, last))
+}
+
+/// Draws the series labels in the upper left corner.
+fn legend<'a, DB, X, Y>(chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>) -> Result<(), String>
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    X: Ranged,
+    Y: Ranged,
+{
+    chart
+        .configure_series_labels()
+        .label_font(("sans-serif", 15))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|e| e.to_string())
+}
+
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     project: &str,
@@ -103,13 +133,8 @@ where
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(err)?;
-    let (Some(first), Some(last)) = (s.days.first().copied(), s.days.last().copied()) else {
+    let Some((first, last)) = x_range(s.days.iter().copied()) else {
         return Ok(());
-    };
-    let last = if last == first {
-        last.succ_opt().unwrap_or(last)
-    } else {
-        last
     };
     // Headroom above the data for the legend.
     let top = s.human.iter().chain(&s.ai).fold(1.0f64, |m, v| m.max(*v)) * 1.5;
@@ -204,46 +229,70 @@ where
         .map_err(err)?
         .label("AI share, 7 days (right axis)")
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], dashed));
-    chart
-        .configure_series_labels()
-        .label_font(("sans-serif", 15))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart)?;
     root.present().map_err(err)
 }
 
-/// Writes `trends/chart-<project>.png` and `.svg` for every project; returns the files.
-pub fn write_charts(out: &Path, daily: &DataFrame) -> Result<Vec<PathBuf>, TrendsError> {
+/// A chart drawn on any backend (PNG or SVG), one per project.
+trait Chart {
+    /// The file name's prefix: `<prefix>-<project>.png`.
+    const PREFIX: &'static str;
+    /// Draws the project's chart.
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        project: &str,
+    ) -> Result<(), String>
+    where
+        DB::ErrorType: 'static;
+}
+
+impl Chart for Series {
+    const PREFIX: &'static str = "chart";
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        project: &str,
+    ) -> Result<(), String>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw(root, project, self)
+    }
+}
+
+/// Writes `trends/<prefix>-<project>.png` and `.svg` for every project; returns the files.
+fn write_each<C: Chart>(
+    out: &Path,
+    charts: impl IntoIterator<Item = (String, C)>,
+) -> Result<Vec<PathBuf>, TrendsError> {
     register_font();
     let dir = out.join("trends");
     let mut written = Vec::new();
-    for (project, s) in series(daily)? {
+    for (project, c) in charts {
         let name = crate::layout::escape_partition_value(&project).replace('%', "_");
-        let png = dir.join(format!("chart-{name}.png"));
-        let svg = dir.join(format!("chart-{name}.svg"));
+        let png = dir.join(format!("{}-{name}.png", C::PREFIX));
+        let svg = dir.join(format!("{}-{name}.svg", C::PREFIX));
         let fail = |path: &Path, message: String| TrendsError::Io {
             path: path.display().to_string(),
             source: std::io::Error::other(message),
         };
-        draw(
+        c.draw_on(
             &BitMapBackend::new(&png, SIZE).into_drawing_area(),
             &project,
-            &s,
         )
         .map_err(|m| fail(&png, m))?;
-        draw(
-            &SVGBackend::new(&svg, SIZE).into_drawing_area(),
-            &project,
-            &s,
-        )
-        .map_err(|m| fail(&svg, m))?;
+        c.draw_on(&SVGBackend::new(&svg, SIZE).into_drawing_area(), &project)
+            .map_err(|m| fail(&svg, m))?;
         written.push(png);
         written.push(svg);
     }
     Ok(written)
+}
+
+/// Writes `trends/chart-<project>.png` and `.svg` for every project; returns the files.
+pub fn write_charts(out: &Path, daily: &DataFrame) -> Result<Vec<PathBuf>, TrendsError> {
+    write_each(out, series(daily)?)
 }
 
 /// A project's docs-gap series: `(day, percent)` points of each line.
@@ -303,20 +352,14 @@ where
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(err)?;
-    let days = || {
-        s.unclicked
-            .iter()
-            .chain(&s.unanswered)
-            .chain(&s.clarifying)
-            .map(|(d, _)| *d)
-    };
-    let (Some(first), Some(last)) = (days().min(), days().max()) else {
+    let days = s
+        .unclicked
+        .iter()
+        .chain(&s.unanswered)
+        .chain(&s.clarifying)
+        .map(|(d, _)| *d);
+    let Some((first, last)) = x_range(days) else {
         return Ok(());
-    };
-    let last = if last == first {
-        last.succ_opt().unwrap_or(last)
-    } else {
-        last
     };
     let mut chart = ChartBuilder::on(root)
         .caption(
@@ -361,48 +404,26 @@ where
             .label(label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
     }
-    chart
-        .configure_series_labels()
-        .label_font(("sans-serif", 15))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart)?;
     root.present().map_err(err)
+}
+
+impl Chart for GapSeries {
+    const PREFIX: &'static str = "gaps";
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        project: &str,
+    ) -> Result<(), String>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw_gaps(root, project, self)
+    }
 }
 
 /// Writes `trends/gaps-<project>.png` and `.svg` for every project with searches or
 /// assistant turns; returns the files.
 pub fn write_gap_charts(out: &Path, gaps: &super::gaps::Gaps) -> Result<Vec<PathBuf>, TrendsError> {
-    register_font();
-    let dir = out.join("trends");
-    let mut written = Vec::new();
-    for (project, s) in gap_series(gaps)? {
-        let name = crate::layout::escape_partition_value(&project).replace('%', "_");
-        for path in [
-            dir.join(format!("gaps-{name}.png")),
-            dir.join(format!("gaps-{name}.svg")),
-        ] {
-            let drawn = if path.extension().is_some_and(|e| e == "png") {
-                draw_gaps(
-                    &BitMapBackend::new(&path, SIZE).into_drawing_area(),
-                    &project,
-                    &s,
-                )
-            } else {
-                draw_gaps(
-                    &SVGBackend::new(&path, SIZE).into_drawing_area(),
-                    &project,
-                    &s,
-                )
-            };
-            drawn.map_err(|m| TrendsError::Io {
-                path: path.display().to_string(),
-                source: std::io::Error::other(m),
-            })?;
-            written.push(path);
-        }
-    }
-    Ok(written)
+    write_each(out, gap_series(gaps)?)
 }

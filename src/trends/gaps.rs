@@ -6,7 +6,7 @@
 //! table with the same columns (what rule queries are checked against). Windows end at the
 //! project's last exported day of the dataset (`last_day`), as the page table's do.
 
-use super::{TrendsError, share};
+use super::{TrendsError, pct, share};
 use polars::prelude::*;
 use std::path::Path;
 
@@ -202,6 +202,11 @@ fn ranked(
         .drop(by_name(["_eligible"], true, false)))
 }
 
+/// A search row's clicks: its hits times its click-through rate.
+fn clicks() -> Expr {
+    (col("hits").cast(DataType::Float64) * col("ctr")).alias("clicks")
+}
+
 /// Search terms per project over the last 7 and 28 days: hits, clicks (hits x ctr, summed:
 /// the click-through rate is re-weighted by hits, never averaged), the page clicked most (on
 /// the day the term had most hits), the last search; `unclicked_7d` (searches without a
@@ -225,7 +230,7 @@ pub fn search_terms(searches: LazyFrame, totals: LazyFrame) -> PolarsResult<Lazy
         ]);
     let w7 = col("age").lt(lit(7));
     let terms = aged(searches, last, 28)
-        .with_column((col("hits").cast(DataType::Float64) * col("ctr")).alias("clicks"))
+        .with_column(clicks())
         .group_by([col("project"), col("search_query")])
         .agg([
             col("last_day").first(),
@@ -302,7 +307,7 @@ pub fn search_terms(searches: LazyFrame, totals: LazyFrame) -> PolarsResult<Lazy
 /// summed over its terms), click-through rate, the share without a click, and terms.
 pub fn search_daily(searches: LazyFrame, totals: LazyFrame) -> LazyFrame {
     let clicks = searches
-        .with_column((col("hits").cast(DataType::Float64) * col("ctr")).alias("clicks"))
+        .with_column(clicks())
         .group_by([col("project"), col("date")])
         .agg([
             col("clicks").sum(),
@@ -600,40 +605,35 @@ pub fn visitors_daily(visitors: LazyFrame, views: LazyFrame) -> LazyFrame {
 /// Assistant queries per project and ISO week by caller (counts, additive over days): web,
 /// API, other, total, each one's share of the total, and the days of the week exported.
 pub fn callers_weekly(callers: LazyFrame) -> LazyFrame {
-    let monday = col("date").cast(DataType::Int32)
-        - (col("date").dt().weekday().cast(DataType::Int32) - lit(1));
-    callers
-        .with_column(monday.cast(DataType::Date).alias("week_start"))
-        .group_by([col("project"), col("week_start")])
-        .agg([
-            col("date").dt().iso_year().first().alias("iso_year"),
-            col("date").dt().week().first().alias("iso_week"),
-            col("date").count().cast(DataType::Int64).alias("days"),
+    super::by_iso_week(
+        callers,
+        vec![
             col("web").sum(),
             col("api").sum(),
             col("other").sum(),
             col("total").sum(),
-        ])
-        .with_columns([
-            share("web", "total").alias("web_share"),
-            share("api", "total").alias("api_share"),
-            share("other", "total").alias("other_share"),
-        ])
-        .select([
-            col("project"),
-            col("iso_year"),
-            col("iso_week"),
-            col("week_start"),
-            col("days"),
-            col("web"),
-            col("api"),
-            col("other"),
-            col("total"),
-            col("web_share"),
-            col("api_share"),
-            col("other_share"),
-        ])
-        .sort(["project", "week_start"], SortMultipleOptions::default())
+        ],
+    )
+    .with_columns([
+        share("web", "total").alias("web_share"),
+        share("api", "total").alias("api_share"),
+        share("other", "total").alias("other_share"),
+    ])
+    .select([
+        col("project"),
+        col("iso_year"),
+        col("iso_week"),
+        col("week_start"),
+        col("days"),
+        col("web"),
+        col("api"),
+        col("other"),
+        col("total"),
+        col("web_share"),
+        col("api_share"),
+        col("other_share"),
+    ])
+    .sort(["project", "week_start"], SortMultipleOptions::default())
 }
 
 /// Every gap table of an output folder (empty tables for datasets never exported).
@@ -692,10 +692,6 @@ fn rows_of(df: &DataFrame, project: &str) -> Vec<usize> {
     (0..df.height())
         .filter(|i| p.get(*i) == Some(project))
         .collect()
-}
-
-fn pct(v: Option<f64>) -> String {
-    v.map_or("n/a".into(), |v| format!("{:.1}%", v * 100.0))
 }
 
 /// The terminal summary of the gap tables: a short section per dataset and project.

@@ -194,23 +194,34 @@ fn daily_of(site_totals: LazyFrame) -> Result<LazyFrame, TrendsError> {
         .sort(["project", "date"], SortMultipleOptions::default()))
 }
 
+/// Per project and ISO week of `date`: `week_start` (its Monday), `iso_year`, `iso_week`,
+/// `days` (the days of the week in the frame) and `aggs`.
+pub(crate) fn by_iso_week(days: LazyFrame, aggs: Vec<Expr>) -> LazyFrame {
+    let monday = col("date").cast(DataType::Int32)
+        - (col("date").dt().weekday().cast(DataType::Int32) - lit(1));
+    let mut all = vec![
+        col("date").dt().iso_year().first().alias("iso_year"),
+        col("date").dt().week().first().alias("iso_week"),
+        col("date").count().cast(DataType::Int64).alias("days"),
+    ];
+    all.extend(aggs);
+    days.with_column(monday.cast(DataType::Date).alias("week_start"))
+        .group_by([col("project"), col("week_start")])
+        .agg(all)
+}
+
 /// The weekly table: per project and ISO week, the same measures, and change against the week
 /// before (null unless both weeks were exported in full).
 pub fn weekly(daily: LazyFrame) -> LazyFrame {
-    let monday = col("date").cast(DataType::Int32)
-        - (col("date").dt().weekday().cast(DataType::Int32) - lit(1));
-    let weeks = daily
-        .with_column(monday.cast(DataType::Date).alias("week_start"))
-        .group_by([col("project"), col("week_start")])
-        .agg([
-            col("date").dt().iso_year().first().alias("iso_year"),
-            col("date").dt().week().first().alias("iso_week"),
+    let weeks = by_iso_week(
+        daily,
+        vec![
             col("human").sum(),
             col("ai").sum(),
             col("total").sum(),
-            col("date").count().cast(DataType::Int64).alias("days"),
             col("provisional").any(true),
-        ]);
+        ],
+    );
     let before = weeks.clone().select([
         col("project"),
         plus_days(col("week_start"), 7).alias("week_start"),
@@ -654,9 +665,13 @@ pub fn summarize(tables: &Tables) -> Result<Vec<ProjectSummary>, TrendsError> {
     Ok(out)
 }
 
+/// A share as a percentage with one decimal, `n/a` without one.
+pub(crate) fn pct(share: Option<f64>) -> String {
+    share.map_or("n/a".to_string(), |v| format!("{:.1}%", v * 100.0))
+}
+
 /// The terminal summary.
 pub fn describe(summaries: &[ProjectSummary]) -> String {
-    let pct = |s: Option<f64>| s.map_or("n/a".to_string(), |v| format!("{:.1}%", v * 100.0));
     let mut out = String::from("trends: last 7 days against the 7 before\n");
     for s in summaries {
         let change = if s.total.1 > 0 {

@@ -44,16 +44,7 @@ fn rows_of(pages: &[docpipe::api::views::Fetched]) -> Vec<(String, i64, i64)> {
 }
 
 fn truth_rows(live: &Live, project: &str, day_s: &str) -> Vec<(String, i64, i64)> {
-    let d = day(day_s);
-    let mut rows: Vec<_> = live
-        .emu()
-        .truth(project, d, d.succ_opt().unwrap())
-        .unwrap()
-        .iter()
-        .map(|r| (r.path.clone(), r.human as i64, r.ai as i64))
-        .collect();
-    rows.sort();
-    rows
+    crate::truth::true_views(live.emu(), project, day(day_s))
 }
 
 #[tokio::test]
