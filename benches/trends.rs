@@ -1,5 +1,7 @@
 //! Trends benchmark: 2 years x 14,000 paths (10.2 million page rows) of generated Parquet in
-//! the exporter's layout; times docpipe's trends (polars) and DuckDB running the same
+//! the exporter's layout, and the same 2 years of every other dataset the trends read
+//! (visitors, searches, feedback, assistant turns, caller stats) exported by docpipe from the
+//! emulator; times docpipe's trends with the docs gaps (polars) and DuckDB running the page-view
 //! aggregations on the same files. Run with `cargo bench --bench trends`; it prints its figures.
 //! DuckDB is the Python package the tests use (`pip install -r tests/requirements.txt`).
 
@@ -12,6 +14,94 @@ use std::time::Instant;
 
 const DAYS: i64 = 730;
 const PATHS: u32 = 14_000;
+const KEY: &str = "mint_bench_admin_0001";
+/// Pages of the emulated project whose other datasets are exported (the emulator generates a
+/// day of visitors per request from its page views: 14,000 would take half an hour).
+const EMULATED_PAGES: u32 = 3_000;
+/// What the trends read beyond page views, exported from the emulator.
+const OTHERS: [&str; 5] = [
+    "visitors",
+    "searches",
+    "feedback",
+    "assistant",
+    "caller_stats",
+];
+
+/// Exports [`OTHERS`] of project `big` over `start..start + DAYS` from the emulator into `out`
+/// (no limits: the bench is about the trends, not the budget); the rows each table got.
+fn export_others(out: &std::path::Path, start: NaiveDate) -> Vec<(&'static str, u64)> {
+    use docpipe::api::budget::MemoryBudget;
+    use docpipe::api::{AdminKey, Client, ClientSettings, Limits, RetryPolicy};
+    let text = format!(
+        "brand = \"mint\"\nstart_date = \"{start}\"\nseed = 23\n\
+         [[organizations]]\nid = \"bench\"\nadmin_keys = [\"{KEY}\"]\n\
+         [[projects]]\nid = \"big\"\norganization = \"bench\"\npages = {EMULATED_PAGES}\n\
+         daily_views = 400000\n\
+         [limits]\nanalytics_per_hour = 100000000\n"
+    );
+    let data = docpipe::emulator::data::DataFile::parse(&text, "bench").unwrap();
+    let last = start + chrono::Duration::days(DAYS - 1);
+    let clock = docpipe::clock::ManualClock::new(last.and_hms_opt(23, 0, 0).unwrap().and_utc());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let emu = docpipe::emulator::Emulator::new(data, clock.clone());
+        let server = docpipe::emulator::Server::start(emu, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let limits = Limits {
+            analytics_per_hour: 100_000_000,
+            headroom_percent: 0,
+            ..Limits::default()
+        };
+        let settings = ClientSettings {
+            base_url: server.base_url(),
+            timeout: std::time::Duration::from_secs(60),
+            retry: RetryPolicy::default(),
+            limits,
+        };
+        let client = Client::new(
+            settings,
+            "bench",
+            Some(AdminKey::parse(KEY, "mint", "bench").unwrap()),
+            None,
+            clock.clone(),
+            std::sync::Arc::new(MemoryBudget::default()),
+        )
+        .unwrap();
+        let exporter = docpipe::export::Exporter::open(out, clock.clone(), 3)
+            .await
+            .unwrap();
+        let targets = [docpipe::export::Target {
+            project: "big".into(),
+            client,
+            start: Some(start),
+            datasets: OTHERS.to_vec(),
+        }];
+        let plan = exporter.plan(&targets, start, last).unwrap();
+        let s = exporter.run(&targets, &plan).await;
+        assert!(s.failed.is_empty(), "{:?}", s.failed);
+        println!(
+            "  exported from the emulator: {} requests, {} windows",
+            s.requests,
+            plan.records.len()
+        );
+    });
+    let mut rows = Vec::new();
+    for name in OTHERS {
+        let shape = docpipe::dataset::shape_by_name(name).unwrap();
+        let mut n = 0;
+        for table in [Some(shape.table), shape.undated_table]
+            .into_iter()
+            .flatten()
+        {
+            n += docpipe::dataset::parquet::count_rows(&out.join(table))
+                .unwrap()
+                .1 as u64;
+        }
+        rows.push((shape.table, n));
+    }
+    rows
+}
 
 fn main() {
     let dir = tempfile::tempdir().unwrap();
@@ -61,13 +151,25 @@ fn main() {
         t0.elapsed().as_secs_f64()
     );
 
+    let t0 = Instant::now();
+    let others = export_others(out, start);
+    println!(
+        "  the other datasets, {:.1} s: {}",
+        t0.elapsed().as_secs_f64(),
+        others
+            .iter()
+            .map(|(t, n)| format!("{t} {n} rows"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
     let t = Instant::now();
     let mut tables = compute(out, &Selection::default()).unwrap();
     let computed = t.elapsed().as_secs_f64();
     let files = write_tables(out, &mut tables).unwrap();
     let total = t.elapsed().as_secs_f64();
     println!(
-        "  docpipe trends (polars): {computed:.2} s to compute daily, weekly and pages; {total:.2} s with writing {} files",
+        "  docpipe trends (polars): {computed:.2} s to compute the trends and the docs gaps; {total:.2} s with writing {} files",
         files.len()
     );
     println!(
@@ -75,6 +177,16 @@ fn main() {
         tables.daily.height(),
         tables.weekly.height(),
         tables.pages.height()
+    );
+    for (name, frame) in tables.gaps.named() {
+        println!("    {name}: {} rows", frame.height());
+    }
+    let t = Instant::now();
+    let mut gaps = docpipe::trends::gaps::compute(out, &Selection::default()).unwrap();
+    println!(
+        "  the docs gaps alone: {:.2} s ({} tables)",
+        t.elapsed().as_secs_f64(),
+        gaps.named().len()
     );
 
     let script = format!(

@@ -353,9 +353,13 @@ pub struct RawProject {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawExport {
-    /// Output folder (Parquet and the state database).
+    /// Output folder (Parquet and the state database), or an object store URL (`s3://bucket/
+    /// prefix`, `gs://…`, `az://…`).
     #[serde(default = "default_output")]
     pub output_dir: PathBuf,
+    /// The local folder of the state and of the tables' working copy: required when
+    /// `output_dir` is a URL; by default the output folder.
+    pub state_dir: Option<PathBuf>,
     /// Days that may still receive late events: re-fetched on each run, then final.
     #[serde(default = "default_lookback")]
     pub lookback_days: u32,
@@ -405,6 +409,7 @@ impl Default for RawExport {
     fn default() -> Self {
         Self {
             output_dir: default_output(),
+            state_dir: None,
             lookback_days: default_lookback(),
             trends_after_export: default_trends(),
             timezone: default_timezone(),
@@ -514,8 +519,11 @@ pub struct Settings {
     pub organizations: Vec<Organization>,
     /// Projects.
     pub projects: Vec<Project>,
-    /// Output folder.
+    /// The local folder: the state, and the tables (their working copy when the output is
+    /// elsewhere).
     pub output_dir: PathBuf,
+    /// Where the tables go when not in `output_dir` (an object store, or another folder).
+    pub output: Option<Location>,
     /// Where the rate budgets' request log lives.
     pub budget_db: PathBuf,
     /// Lateness allowance in days.
@@ -708,6 +716,30 @@ impl RawProject {
 }
 
 impl RawExport {
+    /// Where the output goes and the local folder of the state (the output folder, or
+    /// `state_dir`); a problem when a URL has no `state_dir`.
+    fn location(&self, problems: &mut Vec<String>) -> (Location, PathBuf) {
+        let text = self.output_dir.to_string_lossy();
+        let location = match Location::parse(&text) {
+            Ok(l) => l,
+            Err(e) => {
+                problems.push(format!("export.output_dir: {e}"));
+                Location::Local(self.output_dir.clone())
+            }
+        };
+        let local = match (&location, &self.state_dir) {
+            (_, Some(dir)) => dir.clone(),
+            (Location::Local(dir), None) => dir.clone(),
+            (Location::Url(url), None) => {
+                problems.push(format!(
+                    "export.state_dir is required when output_dir is {url}: the local folder of the state and the tables' working copy (--state-dir)"
+                ));
+                PathBuf::new()
+            }
+        };
+        (location, local)
+    }
+
     /// Checks the section; returns the time zone (UTC when it is not one).
     fn check(&self, problems: &mut Vec<String>) -> chrono_tz::Tz {
         for (name, v, max) in [
@@ -825,6 +857,7 @@ impl RawConfig {
             .map(|p| p.check(&self.organizations, &mut seen, &mut problems))
             .collect();
         let timezone = self.export.check(&mut problems);
+        let (location, local) = self.export.location(&mut problems);
         let d = &self.daemon;
         let listen = d.check(&mut problems);
         let freshness = self.freshness.check(&mut problems);
@@ -846,11 +879,15 @@ impl RawConfig {
             },
             organizations,
             projects,
-            output_dir: self.export.output_dir.clone(),
+            output: location
+                .local()
+                .is_none_or(|dir| !same_dir(dir, &local))
+                .then_some(location),
             budget_db: s
                 .budget_db
                 .clone()
-                .unwrap_or_else(|| crate::store::state_path(&self.export.output_dir)),
+                .unwrap_or_else(|| crate::store::state_path(&local)),
+            output_dir: local,
             lookback_days: self.export.lookback_days,
             feedback_recheck_days: self.export.feedback_recheck_days,
             assistant_overlap_days: self.export.assistant_overlap_days,
@@ -877,14 +914,118 @@ impl Settings {
 
     /// Reads, parses and validates a config file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::load_with(path, &Overrides::default())
+    }
+
+    /// Reads a config file, with the command line's `overrides`, and validates it.
+    pub fn load_with(path: &Path, overrides: &Overrides) -> Result<Self, ConfigError> {
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: origin.clone(),
             source,
         })?;
-        RawConfig::parse(&text, &origin)?.validate(&origin)
+        let mut raw = RawConfig::parse(&text, &origin)?;
+        overrides.apply(&mut raw.export);
+        raw.validate(&origin)
     }
 
+    /// The output's name: its URL, or the output folder.
+    pub fn output_name(&self) -> String {
+        match &self.output {
+            Some(l) => l.to_string(),
+            None => self.output_dir.display().to_string(),
+        }
+    }
+}
+
+/// Where the output goes, as `output_dir` names it.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A local folder.
+    Local(PathBuf),
+    /// An object store URL (`s3://bucket/prefix`, `gs://…`, `az://…`).
+    Url(String),
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Local(p) => write!(f, "{}", p.display()),
+            Location::Url(u) => f.write_str(u),
+        }
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// The URL schemes an output may have.
+const SCHEMES: [&str; 7] = ["s3", "s3a", "gs", "az", "azure", "abfs", "abfss"];
+
+impl Location {
+    /// Reads `output_dir`: a URL of a known scheme, or a local path.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.split_once("://") {
+            None => Ok(Location::Local(PathBuf::from(s))),
+            Some(("file", path)) => Ok(Location::Local(PathBuf::from(path))),
+            Some((scheme, rest)) if SCHEMES.contains(&scheme) => {
+                let bucket = rest.split('/').next().unwrap_or("");
+                if bucket.is_empty() {
+                    return Err(format!("{s} names no bucket ({scheme}://bucket/prefix)"));
+                }
+                if rest.contains('?') || rest.contains('#') || rest.contains('@') {
+                    return Err(format!(
+                        "{scheme}://{bucket}/…: write the bucket and the prefix only; credentials and options come from the environment"
+                    ));
+                }
+                Ok(Location::Url(s.trim_end_matches('/').to_string()))
+            }
+            Some((scheme, _)) => Err(format!(
+                "unknown scheme {scheme}://: use s3://, gs://, az:// or a local folder"
+            )),
+        }
+    }
+
+    /// The local folder, if it is one.
+    pub fn local(&self) -> Option<&Path> {
+        match self {
+            Location::Local(p) => Some(p),
+            Location::Url(_) => None,
+        }
+    }
+}
+
+/// Whether two folders are one (either may not exist yet).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    let norm = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.components().collect());
+    norm(a) == norm(b)
+}
+
+/// What the command line sets over the config file.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--output`: `export.output_dir`.
+    pub output: Option<PathBuf>,
+    /// `--state-dir`: `export.state_dir`.
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Overrides {
+    /// Sets what was given over `export`.
+    pub fn apply(&self, export: &mut RawExport) {
+        if let Some(o) = &self.output {
+            export.output_dir = o.clone();
+        }
+        if let Some(d) = &self.state_dir {
+            export.state_dir = Some(d.clone());
+        }
+    }
+}
+
+impl Settings {
     /// The configured project ids.
     pub fn project_ids(&self) -> Vec<String> {
         self.projects.iter().map(|p| p.id.clone()).collect()

@@ -17,6 +17,7 @@ pub mod layout; // where outputs go: Hive paths, temporary names, atomic replace
 pub mod planner; // which windows are due, in what order, within the budget; the forecast
 pub mod random; // seeded randomness
 pub mod ratelimit;
+pub mod remote; // the output on object storage: the working copy mirrored to a bucket
 pub mod rules; // rule files -> conditions -> prompts -> follow-ups -> outcome log
 pub mod schedule; // cron schedules
 pub mod store; // every table of state (SQLite), the walk journals, the budget's log

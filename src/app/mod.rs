@@ -15,6 +15,7 @@ use crate::config::{Organization, Project, Settings};
 use crate::error::UserError;
 use crate::events::{Events, Quiet};
 use crate::export::{Exporter, Target};
+use crate::remote::{Mirror, Remote, RemoteError, Synced};
 use crate::rules::engine::Engine;
 use crate::store::{Folder, SqliteBudget, Store, StoreError, state_path};
 use std::collections::BTreeMap;
@@ -57,6 +58,8 @@ pub struct Context {
     /// One client per organization (those without their key read cannot send analytics).
     clients: BTreeMap<String, Client>,
     events: Arc<dyn Events>,
+    /// The output elsewhere (a bucket), mirrored from the local folder's working copy.
+    mirror: Option<Mirror>,
 }
 
 /// Whether two paths name the same file (which may not exist yet).
@@ -113,6 +116,16 @@ impl Context {
             }
         }
         let out = settings.output_dir.clone();
+        // The bucket first: wrong credentials, a missing bucket or an unreachable endpoint
+        // stop the command before anything is written.
+        let remote = match &settings.output {
+            Some(location) => {
+                let remote = Remote::open(location).map_err(RemoteError::into_anyhow)?;
+                remote.check().await.map_err(RemoteError::into_anyhow)?;
+                Some(remote)
+            }
+            None => None,
+        };
         let folder = match access {
             Access::Export => Folder::open_locked(&out, settings.timezone.name()).await,
             Access::Shared => Folder::open_shared(&out),
@@ -135,6 +148,9 @@ impl Context {
             }
             Arc::new(SqliteBudget::open(&settings.budget_db).map_err(UserError::from_source)?)
         };
+        let mirror = remote
+            .map(|r| Mirror::new(r, &out, folder.store().db().clone()))
+            .transpose()?;
         let mut clients = BTreeMap::new();
         for org in &settings.organizations {
             let client = Client::new(
@@ -154,7 +170,40 @@ impl Context {
             budget,
             clients,
             events: Arc::new(Quiet),
+            mirror,
         })
+    }
+
+    /// Sends what the steps wrote to the output when it is elsewhere (a bucket); `None` when
+    /// the output is the local folder.
+    pub async fn push(&self) -> anyhow::Result<Option<Synced>> {
+        let Some(m) = &self.mirror else {
+            return Ok(None);
+        };
+        let done = m.push().await.map_err(RemoteError::into_anyhow)?;
+        tracing::info!(
+            output = m.name(),
+            files = done.files,
+            bytes = done.bytes,
+            deleted = done.deleted,
+            "output sent"
+        );
+        Ok(Some(done))
+    }
+
+    /// Fetches what the output has that the working copy lacks (before reading the tables).
+    pub async fn pull(&self) -> anyhow::Result<Option<Synced>> {
+        let Some(m) = &self.mirror else {
+            return Ok(None);
+        };
+        let done = m.pull().await.map_err(RemoteError::into_anyhow)?;
+        tracing::info!(
+            output = m.name(),
+            files = done.files,
+            bytes = done.bytes,
+            "output fetched"
+        );
+        Ok(Some(done))
     }
 
     /// Reports the exports' progress and the budget waits to `events`.

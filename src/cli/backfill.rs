@@ -64,6 +64,6 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     else {
         return Ok(());
     };
-    println!("output: {}", ctx.output().display());
+    super::export::push(&ctx).await?;
     super::export::outcome(&summary)
 }

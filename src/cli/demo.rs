@@ -45,26 +45,31 @@ pub const DEMO_RULES: [(&str, &str); 4] = [
 /// data, back-fill the last 30 days of every demo project to Parquet, aggregate the trends, run
 /// the example rules of `jobs/` (a follow-up and a new agent job, polled until they end), and
 /// show what was written.
+/// The output (`--output`, default `docpipe-demo`) may be a bucket (`s3://…`) with a
+/// `--state-dir`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
-    /// Output folder.
-    #[arg(long, default_value = "docpipe-demo")]
-    pub output: PathBuf,
-}
+pub struct Args {}
+
+/// The demo's output folder when `--output` is not given.
+pub const DEMO_OUTPUT: &str = "docpipe-demo";
 
 /// The settings of a config that points at the demo's emulator and writes to `out`.
 fn demo_settings(
     data: &DataFile,
     base_url: &str,
-    out: &std::path::Path,
+    o: &crate::config::Overrides,
 ) -> anyhow::Result<Settings> {
     let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let out = o.output.clone().unwrap_or(PathBuf::from(DEMO_OUTPUT));
     let mut text = format!(
         "[service]\nbase_url = {}\nbrand = {}\n[export]\noutput_dir = {}\n",
         quote(base_url),
         quote(&data.brand),
         quote(&out.display().to_string())
     );
+    if let Some(dir) = &o.state_dir {
+        text += &format!("state_dir = {}\n", quote(&dir.display().to_string()));
+    }
     for org in &data.organizations {
         text += &format!(
             // The keys come from the emulator's data (`Keys::Given`); the variable is not read.
@@ -83,7 +88,7 @@ fn demo_settings(
 }
 
 /// Runs the demo.
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub async fn run(_: Args, o: &crate::config::Overrides) -> anyhow::Result<()> {
     let mut data = super::emulate::load_data(None, &super::emulate::FaultArgs::default())?;
     data.limits.analytics_per_hour = DEMO_ANALYTICS_PER_HOUR;
     let clock = clock::system();
@@ -96,7 +101,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "emulator: {} (demo data; analytics limit raised to {DEMO_ANALYTICS_PER_HOUR}/hour on both sides, so the demo takes seconds)",
         server.base_url()
     );
-    let settings = demo_settings(&data, &server.base_url(), &args.output)?;
+    let settings = demo_settings(&data, &server.base_url(), o)?;
+    let output_dir = settings.output_dir.clone();
     let mut keys = BTreeMap::new();
     for org in &data.organizations {
         if let Some(key) = org.admin_keys.first() {
@@ -115,7 +121,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let summary = super::export::run_plan(&exporter, &targets, &plan, false)
         .await
         .unwrap_or_default();
-    let out = std::fs::canonicalize(&args.output).unwrap_or(args.output.clone());
+    let out = std::fs::canonicalize(&output_dir).unwrap_or(output_dir.clone());
     println!("\nwhat was written, per project (latest day):");
     for t in &targets {
         let Some(latest) = summary
@@ -177,8 +183,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await?;
     super::rules::print_fired(&fired);
+    let pushed = ctx.push().await?;
     let stats = server.emulator.stats();
-    println!("\noutput: {}", out.display());
+    println!("\noutput: {}", ctx.settings.output_name());
+    if let Some(p) = pushed {
+        println!(
+            "  {} files sent ({} bytes); the working copy and the state are in {}",
+            p.files,
+            p.bytes,
+            out.display()
+        );
+    }
     println!(
         "  table                 files     rows  requests  (the emulator's count of its dataset's requests)"
     );
@@ -203,26 +218,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             println!("  {:<20} {files:>6} {rows:>8} {requests:>9}", t.name);
         }
     }
-    println!(
-        "  tables are under {}/<table>/project=<id>/date=<YYYY-MM-DD>/{PART}",
-        out.display()
-    );
-    println!(
-        "  {}/{AGENT_RUNS}/project=<id>/{PART}  (rule firings and job outcomes)",
-        out.display()
-    );
+    let shown = match &ctx.settings.output {
+        Some(l) => l.to_string(),
+        None => out.display().to_string(),
+    };
+    println!("  tables are under {shown}/<table>/project=<id>/date=<YYYY-MM-DD>/{PART}");
+    println!("  {shown}/{AGENT_RUNS}/project=<id>/{PART}  (rule firings and job outcomes)");
     println!(
         "  {}  (state: windows, walks in progress, request log, rule ledger)",
         state_path(&out).display()
     );
     println!("query it, e.g. with DuckDB:");
     println!(
-        "  SELECT project, date, sum(human) AS human, sum(ai) AS ai FROM read_parquet('{}/page_views/**/*.parquet', hive_partitioning = true) GROUP BY ALL ORDER BY ALL;",
-        out.display()
+        "  SELECT project, date, sum(human) AS human, sum(ai) AS ai FROM read_parquet('{shown}/page_views/**/*.parquet', hive_partitioning = true) GROUP BY ALL ORDER BY ALL;"
     );
     println!(
-        "  SELECT project, date, count(*) FILTER (resolution_status = 'unanswered') AS unanswered, count(*) AS turns FROM read_parquet('{}/assistant_turns/**/*.parquet', hive_partitioning = true) GROUP BY ALL ORDER BY ALL;",
-        out.display()
+        "  SELECT project, date, count(*) FILTER (resolution_status = 'unanswered') AS unanswered, count(*) AS turns FROM read_parquet('{shown}/assistant_turns/**/*.parquet', hive_partitioning = true) GROUP BY ALL ORDER BY ALL;"
     );
     server.stop().await;
     super::export::outcome(&summary)?;

@@ -62,6 +62,23 @@ pub async fn run_plan(
     Some(summary)
 }
 
+/// Sends what the run wrote to the output when it is a bucket, and says where the output is.
+pub async fn push(ctx: &Context) -> anyhow::Result<()> {
+    if let Some(p) = ctx.push().await? {
+        println!(
+            "output: {} ({} files sent, {} bytes; {} deleted; the working copy and the state are in {})",
+            ctx.settings.output_name(),
+            p.files,
+            p.bytes,
+            p.deleted,
+            ctx.output().display()
+        );
+    } else {
+        println!("output: {}", ctx.output().display());
+    }
+    Ok(())
+}
+
 /// Ends with exit code 1 when some window failed.
 pub fn outcome(summary: &Summary) -> anyhow::Result<()> {
     if summary.failed.is_empty() {
@@ -87,28 +104,40 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let Some(summary) = run_plan(&exporter, &targets, &plan, args.dry_run).await else {
         return Ok(());
     };
-    println!("output: {}", ctx.output().display());
+    let after = after_export(&ctx, settings, &args.projects).await;
+    // What was written goes to the output, whatever came after the export.
+    push(&ctx).await?;
+    after?;
+    outcome(&summary)
+}
+
+/// The trends and the unscheduled rules after an export.
+async fn after_export(
+    ctx: &Context,
+    settings: &Settings,
+    projects: &[String],
+) -> anyhow::Result<()> {
     // The trend tables always cover every project (the files are shared); the summary shows
     // the projects of this run.
     let computed = if settings.trends_after_export {
         println!();
-        let t = trends(&ctx)?.ok_or_else(|| no_data(&ctx))?;
-        super::trends::print(&t.tables, &t.files, &args.projects)?;
+        let t = trends(ctx)?.ok_or_else(|| no_data(ctx))?;
+        super::trends::print(&t.tables, &t.files, projects)?;
         Some(t)
     } else {
         None
     };
-    if let Some(loaded) = unscheduled_rules(&ctx)? {
+    if let Some(loaded) = unscheduled_rules(ctx)? {
         println!("\nrules ({}):", settings.rules_dir.display());
         let tables = match computed {
             Some(t) => t.tables,
             None => crate::app::rules::tables(ctx.output())?.0,
         };
-        let fired = fire_rules(&ctx, &loaded, &tables, Wait::AsRulesSay).await?;
+        let fired = fire_rules(ctx, &loaded, &tables, Wait::AsRulesSay).await?;
         super::rules::print_fired(&fired);
         super::rules::outcome(&fired.reports)?;
     }
-    outcome(&summary)
+    Ok(())
 }
 
 /// Trends were asked for and nothing was exported: the user's to fix.

@@ -37,6 +37,14 @@ pub struct Cli {
         default_value = "docpipe.toml"
     )]
     pub config: std::path::PathBuf,
+    /// Where the tables go, over the config's `output_dir`: a folder, or `s3://bucket/prefix`,
+    /// `gs://bucket/prefix`, `az://container/prefix` (credentials from the cloud's environment).
+    #[arg(long, global = true)]
+    pub output: Option<std::path::PathBuf>,
+    /// The local folder of the state and the tables' working copy, over the config's
+    /// `state_dir` (required with a URL output; by default the output folder).
+    #[arg(long, global = true)]
+    pub state_dir: Option<std::path::PathBuf>,
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
@@ -78,25 +86,23 @@ pub enum Command {
 
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let o = crate::config::Overrides {
+        output: cli.output,
+        state_dir: cli.state_dir,
+    };
+    let load = |path: &std::path::Path| crate::config::Settings::load_with(path, &o);
     match cli.command {
         Command::Emulate(args) => emulate::run(args).await,
-        Command::Demo(args) => demo::run(args).await,
-        Command::Backfill(args) => backfill::run(args, &load_settings(&cli.config)?).await,
-        Command::Export(args) => export::run(args, &load_settings(&cli.config)?).await,
-        Command::Trends(args) => trends::run(args, &load_settings(&cli.config)?).await,
-        Command::Run(args) => run::run(args, &load_settings(&cli.config)?).await,
-        Command::Rules(args) => rules::run(args, &load_settings(&cli.config)?).await,
-        Command::Validate(args) => rules::validate(args, &load_settings(&cli.config)?).await,
-        Command::Status(args) => status::run(args, &load_settings(&cli.config)?).await,
-        Command::Ask(args) => ask::run(args, &load_settings(&cli.config)?).await,
+        Command::Demo(args) => demo::run(args, &o).await,
+        Command::Backfill(args) => backfill::run(args, &load(&cli.config)?).await,
+        Command::Export(args) => export::run(args, &load(&cli.config)?).await,
+        Command::Trends(args) => trends::run(args, &load(&cli.config)?).await,
+        Command::Run(args) => run::run(args, &load(&cli.config)?).await,
+        Command::Rules(args) => rules::run(args, &load(&cli.config)?).await,
+        Command::Validate(args) => rules::validate(args, &load(&cli.config)?).await,
+        Command::Status(args) => status::run(args, &load(&cli.config)?).await,
+        Command::Ask(args) => ask::run(args, &load(&cli.config)?).await,
     }
-}
-
-/// Loads the config file; every problem in it is a user error.
-pub fn load_settings(
-    path: &std::path::Path,
-) -> Result<crate::config::Settings, crate::config::ConfigError> {
-    crate::config::Settings::load(path)
 }
 
 /// The log filter for `-v`/`-q` counts.

@@ -166,13 +166,6 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
             r.wait = false;
         }
     }
-    let (tables, has_data) = tables(&settings.output_dir)?;
-    if !has_data {
-        println!(
-            "no exported data in {} yet: the queries were checked against empty tables",
-            settings.output_dir.display()
-        );
-    }
     let sending = matches!(args.command, RulesCommand::Run(_));
     let keys = if sending {
         Keys::Of(projects_of(&loaded.rules))
@@ -180,6 +173,15 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         Keys::None
     };
     let ctx = Context::open(settings.clone(), clock::system(), Access::Shared, keys).await?;
+    // A bucket's tables: fetched into the working copy first.
+    ctx.pull().await?;
+    let (tables, has_data) = tables(&settings.output_dir)?;
+    if !has_data {
+        println!(
+            "no exported data in {} yet: the queries were checked against empty tables",
+            settings.output_name()
+        );
+    }
     let engine = ctx.engine()?;
     let evals = evaluate_all(&loaded, &tables, Some(engine.memory()))?;
     let rules = loaded.rules;
@@ -192,6 +194,8 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         )
         .await?;
         print_fired(&fired);
+        // The firings' table goes to the bucket too.
+        ctx.push().await?;
         outcome(&fired.reports)
     } else {
         let n = check(&engine, &rules, &evals)?;

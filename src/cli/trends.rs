@@ -1,5 +1,7 @@
 //! `docpipe trends`: human-versus-AI trend tables and a terminal summary.
 
+use crate::app::{Access, Context, Keys};
+use crate::clock;
 use crate::config::Settings;
 use crate::error::UserError;
 use crate::trends::{Selection, Tables, TrendsError, compute, describe, summarize, write_tables};
@@ -70,5 +72,20 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         from: args.from,
         to: args.to,
     };
-    report(&settings.output_dir, &sel)
+    if settings.output.is_none() {
+        return report(&settings.output_dir, &sel);
+    }
+    // The output is a bucket: the working copy fetches what it lacks, and the trend tables
+    // written go back.
+    let ctx = Context::open(
+        settings.clone(),
+        clock::system(),
+        Access::Shared,
+        Keys::None,
+    )
+    .await?;
+    ctx.pull().await?;
+    report(ctx.output(), &sel)?;
+    ctx.push().await?;
+    Ok(())
 }

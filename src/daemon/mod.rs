@@ -197,7 +197,10 @@ pub async fn run(
             let work = async {
                 match &next {
                     Some(Tick::Export) => daemon.export().await,
-                    Some(Tick::Rule(name)) => daemon.fire(std::slice::from_ref(name), None).await,
+                    Some(Tick::Rule(name)) => {
+                        daemon.fire(std::slice::from_ref(name), None).await;
+                        daemon.push().await;
+                    }
                     Some(Tick::Poll) => daemon.poll().await,
                     None => step = daemon.backfill_step().await,
                 }

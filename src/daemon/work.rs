@@ -192,6 +192,20 @@ impl Daemon {
                 .collect();
             self.fire(&names, tables.as_ref()).await;
         }
+        self.push().await;
+    }
+
+    /// Sends what was written to the output when it is a bucket; a failure is logged and the
+    /// next run sends it.
+    pub(super) async fn push(&self) {
+        match self.ctx.push().await {
+            Ok(Some(p)) => tracing::debug!(files = p.files, bytes = p.bytes, "output sent"),
+            Ok(None) => {}
+            Err(e) => {
+                metrics::counter!("docpipe_output_push_failures_total").increment(1);
+                tracing::error!("output: {}", crate::error::lines(&e).join(" "));
+            }
+        }
     }
 
     /// Evaluates and fires the named rules over `tables` (computed now when none are given);

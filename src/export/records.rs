@@ -73,6 +73,9 @@ pub struct RecordDue {
     pub probe: bool,
     /// For a span: the full re-check (every re-checked day), not only the recent days.
     pub full: bool,
+    /// For a span: it reaches the recent days (today, or yesterday for a walk begun before
+    /// midnight), so finishing it is a look at them; a backfill's older range is not.
+    pub recent: bool,
     /// How late it is (see [`planner::Policy::urgency`]).
     pub urgency: u32,
     /// A re-check at its deadline (see [`planner::Candidate::deadline`]).
@@ -461,6 +464,7 @@ impl Exporter {
                                             purpose,
                                             probe,
                                             full: false,
+                                            recent: false,
                                             urgency,
                                             deadline,
                                             part: None,
@@ -480,30 +484,35 @@ impl Exporter {
                         let recheck = i64::from(self.records.recheck(shape));
                         // The recent walk: from the last day the previous walk reached (today; after
                         // midnight yesterday too, so the night's last rows are not missed).
-                        let recent = recheck.min(1);
+                        let recent_days = recheck.min(1);
                         let through = self.state().span_through(shape.name, &t.project)?;
                         let mut urgency = 0;
-                        let (walk, purpose, full) = match &in_progress {
+                        // The run's range reaches today: a walk ending at today's end, or
+                        // begun before midnight at yesterday's, is a look at the recent days.
+                        let to_today = to == self.today();
+                        let (walk, purpose, full, recent) = match &in_progress {
                             // A walk under way goes on: first of the backfill when it is one
-                            // (a first walk, or a range short of today: walked whole), else
-                            // first of all, a full re-check when it covers the re-checked days.
-                            Some(w) if through.is_none() || w.to < end => {
-                                (w.clone(), Purpose::Backfill, true)
-                            }
+                            // (a first walk, or a range short of the recent days: walked whole),
+                            // else first of all; a full re-check when it reaches back as far as
+                            // a full re-check planned now would (the same start as below).
                             Some(w) => {
-                                // Full when it reaches back as far as a full re-check planned
-                                // now would (the same start as below).
+                                let recent = to_today && w.to.succ_opt().unwrap_or(w.to) >= end;
                                 let covers = through.map_or(from, |th| {
                                     (th.min(end) - chrono::Duration::days(recheck)).max(from)
                                 });
-                                (w.clone(), Purpose::Resume, w.from <= covers)
+                                let purpose = if through.is_none() || !recent {
+                                    Purpose::Backfill
+                                } else {
+                                    Purpose::Resume
+                                };
+                                (w.clone(), purpose, w.from <= covers, recent)
                             }
                             None => {
                                 let (start, purpose, full) = match (t.start, through) {
                                     // A backfill's range, or a first walk: walked whole.
                                     (None, _) | (_, None) => (from, Purpose::Backfill, true),
                                     (Some(_), Some(th)) => {
-                                        let full_due = recheck > recent
+                                        let full_due = recheck > recent_days
                                             && (self.refresh
                                                 || Policy::is_due(policy.full, look.full_at, now));
                                         let recent_due = self.refresh
@@ -521,7 +530,7 @@ impl Exporter {
                                             urgency =
                                                 Policy::urgency(policy.today, look.walked_at, now);
                                             (
-                                                (th.min(end) - chrono::Duration::days(recent))
+                                                (th.min(end) - chrono::Duration::days(recent_days))
                                                     .max(from),
                                                 Purpose::Fresh,
                                                 false,
@@ -541,6 +550,7 @@ impl Exporter {
                                     },
                                     purpose,
                                     full,
+                                    to_today,
                                 )
                             }
                         };
@@ -558,6 +568,7 @@ impl Exporter {
                             purpose,
                             probe: false,
                             full,
+                            recent,
                             urgency,
                             // A span's full re-check is not a provisional day's probe: it
                             // waits its turn with today's data.
@@ -844,10 +855,11 @@ impl Exporter {
             at,
         })?;
         match shape.windowing {
-            // A look at the recent days only when the walk reached today (a backfill's range
-            // of older days is not one); a full re-check when it covered the re-checked days
-            // (or every day there is, for a project younger than them).
-            Windowing::Span { .. } if d.walk.to > self.today() => {
+            // A look at the recent days only when the walk reached them (a backfill's range
+            // of older days is not one; a walk begun before midnight is); a full re-check when
+            // it covered the re-checked days (or every day there is, for a project younger
+            // than them).
+            Windowing::Span { .. } if d.recent => {
                 self.state()
                     .span_walked(shape.name, &d.walk.project, d.full, at)?;
             }

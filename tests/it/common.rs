@@ -278,7 +278,7 @@ pub fn config_all(base_url: &str, out: &std::path::Path, extra: &str) -> String 
     config_of(base_url, out, extra, "")
 }
 
-fn config_of(base_url: &str, out: &std::path::Path, extra: &str, datasets: &str) -> String {
+pub fn config_of(base_url: &str, out: &std::path::Path, extra: &str, datasets: &str) -> String {
     format!(
         r#"
 [service]
@@ -312,12 +312,8 @@ output_dir = "{}"
     )
 }
 
-/// Runs the binary with the test keys in its environment.
-pub fn docpipe(
-    cfg: &std::path::Path,
-    args: &[&str],
-    crash_at: Option<u64>,
-) -> std::process::Output {
+/// The binary with the test keys in its environment, run in the config's folder.
+pub fn docpipe_command(cfg: &std::path::Path, args: &[&str]) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_docpipe"));
     // In the config's folder, so that nothing of the repository (its `jobs/`) is picked up.
     cmd.current_dir(cfg.parent().unwrap())
@@ -327,6 +323,16 @@ pub fn docpipe(
         .env("DOCPIPE_IT_ADMIN_A", ADMIN_A)
         .env("DOCPIPE_IT_ADMIN_B", ADMIN_B)
         .env("RUST_LOG", "warn");
+    cmd
+}
+
+/// Runs the binary with the test keys in its environment.
+pub fn docpipe(
+    cfg: &std::path::Path,
+    args: &[&str],
+    crash_at: Option<u64>,
+) -> std::process::Output {
+    let mut cmd = docpipe_command(cfg, args);
     if let Some(n) = crash_at {
         cmd.env("DOCPIPE_CRASH_AT", n.to_string());
     }

@@ -1196,3 +1196,84 @@ async fn today_and_a_backfill_share_a_tight_budget_hour_after_hour_and_a_window_
     .len();
     assert_eq!(dated + undated, truth["feedback"].as_array().unwrap().len());
 }
+
+#[tokio::test]
+async fn a_full_feedback_recheck_walked_in_parts_across_midnight_counts_as_done() {
+    // Feedback's 14-day re-check, walked a few requests an hour from 22:00: it ends after
+    // midnight, and counts as the full re-check (the next hour walks the recent days only).
+    let live = Live::start_frozen(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let exporter = Exporter::open(&out, live.clock.clone(), 3).await.unwrap();
+    let mut targets = targets(&live, open_limits());
+    targets.truncate(1);
+    targets[0].start = Some(day("2026-03-01"));
+    targets[0].datasets = vec!["feedback"];
+    let spans = |plan: &docpipe::export::Plan| {
+        plan.records
+            .iter()
+            .map(|d| (d.walk.from, d.walk.to, d.purpose))
+            .collect::<Vec<_>>()
+    };
+    let today = day("2026-03-15");
+    let plan = exporter.plan(&targets, today, today).unwrap();
+    let s = exporter.run(&targets, &plan).await;
+    assert!(s.failed.is_empty(), "{:?}", s.failed);
+    let whole = s.requests;
+    assert!(whole >= 4, "the walk takes {whole} requests");
+    // 22:00 the next day: the full re-check is due; 2 requests an hour.
+    let hour = std::time::Duration::from_secs(3600);
+    live.clock.advance(hour * 34);
+    let tight = Limits {
+        analytics_per_hour: 2,
+        headroom_percent: 0,
+        ..open_limits()
+    };
+    let mut targets = crate::common::targets(&live, tight);
+    targets.truncate(1);
+    targets[0].start = Some(day("2026-03-01"));
+    targets[0].datasets = vec!["feedback"];
+    let today = day("2026-03-16");
+    let plan = exporter.plan(&targets, today, today).unwrap();
+    use docpipe::clock::Clock;
+    use docpipe::planner::Purpose;
+    assert_eq!(
+        spans(&plan),
+        [(day("2026-03-02"), day("2026-03-17"), Purpose::Recheck)]
+    );
+    let mut hours = 0;
+    let mut paused = 0;
+    loop {
+        let today = live.clock.now().date_naive();
+        let mut plan = exporter.plan(&targets, today, today).unwrap();
+        if hours > 0 {
+            // The walk under way goes on, after midnight too.
+            assert_eq!(plan.records.len(), 1);
+            assert_eq!(plan.records[0].walk.from, day("2026-03-02"), "hour {hours}");
+            assert!(plan.records[0].full, "hour {hours}");
+        }
+        plan.fit(exporter.freshness());
+        let s = exporter.run(&targets, &plan).await;
+        assert!(s.failed.is_empty(), "{:?}", s.failed);
+        assert!(s.requests <= 2, "hour {hours}: {} requests", s.requests);
+        hours += 1;
+        live.clock.advance(hour);
+        if s.paused == 0 {
+            break;
+        }
+        paused += s.paused;
+        assert!(hours < 20, "the walk never ended");
+    }
+    assert!(
+        hours >= 3,
+        "the walk ended after midnight: {hours} hours ({paused} pauses)"
+    );
+    // Done at 01:00 or later on 03-17: the next plan walks the recent days only.
+    let today = day("2026-03-17");
+    assert_eq!(live.clock.now().date_naive(), today);
+    let plan = exporter.plan(&targets, today, today).unwrap();
+    assert_eq!(
+        spans(&plan),
+        [(day("2026-03-16"), day("2026-03-18"), Purpose::Fresh)]
+    );
+}

@@ -10,6 +10,7 @@ mod gaps;
 mod hostile;
 mod house;
 mod rules;
+mod s3;
 mod secrets;
 mod soak;
 mod status;

@@ -1,0 +1,457 @@
+//! Output on object storage, against a real S3-compatible server (moto's, from the test
+//! tools' virtual environment, started here on a free loopback port).
+
+use crate::common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+
+/// A moto S3 server on `127.0.0.1` that checks credentials, stopped when dropped.
+pub struct Moto {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub endpoint: String,
+    /// The access key id of its one user.
+    pub access: String,
+    /// Its secret.
+    pub secret: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Moto {
+    /// Starts the server (its program is beside the tests' Python) and waits until it answers.
+    pub fn start() -> Self {
+        let python = python();
+        let server = python.with_file_name("moto_server");
+        assert!(
+            server.exists(),
+            "{} not found: run .ci/run, which installs the test tools (tests/requirements.txt)",
+            server.display()
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        // Credentials are checked after the first 3 requests: those make the user and its key.
+        let child = Command::new(&server)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .env("INITIAL_NO_AUTH_ACTION_COUNT", "3")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "moto_server did not start on port {port}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let mut moto = Self {
+            child,
+            endpoint,
+            access: "unset".into(),
+            secret: "unset".into(),
+        };
+        let key = moto.python(
+            r#"
+import boto3, json, os
+iam = boto3.client('iam', endpoint_url=os.environ['AWS_ENDPOINT_URL'])
+iam.create_user(UserName='docpipe')
+iam.put_user_policy(UserName='docpipe', PolicyName='all', PolicyDocument=json.dumps(
+    {'Version': '2012-10-17', 'Statement': [{'Effect': 'Allow', 'Action': '*', 'Resource': '*'}]}))
+k = iam.create_access_key(UserName='docpipe')['AccessKey']
+print(k['AccessKeyId'], k['SecretAccessKey'])
+"#,
+        );
+        let (access, secret) = key.trim().split_once(' ').unwrap();
+        moto.access = access.to_string();
+        moto.secret = secret.to_string();
+        moto
+    }
+
+    /// The environment a client of this server is given.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ACCESS_KEY_ID", self.access.clone()),
+            ("AWS_SECRET_ACCESS_KEY", self.secret.clone()),
+            ("AWS_REGION", "us-east-1".to_string()),
+            ("AWS_DEFAULT_REGION", "us-east-1".to_string()),
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+        ]
+    }
+
+    /// Runs a Python script with boto3 and pyarrow pointed at the server; its stdout.
+    pub fn python(&self, script: &str) -> String {
+        let out = Command::new(python())
+            .arg("-c")
+            .arg(script)
+            .envs(self.env())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Creates a bucket.
+    pub fn bucket(&self, name: &str) {
+        self.python(&format!(
+            "import boto3, os\nboto3.client('s3', endpoint_url=os.environ['AWS_ENDPOINT_URL']).create_bucket(Bucket={name:?})"
+        ));
+    }
+
+    /// Downloads every object under `s3://bucket/prefix/` into `dir` (keys below the prefix).
+    pub fn download(&self, bucket: &str, prefix: &str, dir: &Path) -> Vec<String> {
+        let listed = self.python(&format!(
+            r#"
+import boto3, os
+s3 = boto3.client('s3', endpoint_url=os.environ['AWS_ENDPOINT_URL'])
+root = {root:?}
+keys = []
+for page in s3.get_paginator('list_objects_v2').paginate(Bucket={bucket:?}, Prefix={prefix:?} + '/'):
+    for o in page.get('Contents', []):
+        rel = o['Key'][len({prefix:?}) + 1:]
+        keys.append(rel)
+        dest = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        s3.download_file({bucket:?}, o['Key'], dest)
+print('\n'.join(sorted(keys)))
+"#,
+            root = dir.display().to_string()
+        ));
+        listed.lines().map(str::to_string).collect()
+    }
+}
+
+/// Runs the binary with the test keys and `env`.
+fn docpipe_env(cfg: &Path, args: &[&str], env: &[(&str, String)], crash: Option<u64>) -> Output {
+    let mut cmd = docpipe_command(cfg, args);
+    cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    if let Some(n) = crash {
+        cmd.env("DOCPIPE_CRASH_AT_UPLOAD", n.to_string());
+    }
+    cmd.output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A config of the test projects writing to `output` with the state in `state`.
+fn s3_config(dir: &Path, live: &Live, output: &str, state: &Path, datasets: &str) -> PathBuf {
+    let cfg = dir.join("docpipe.toml");
+    let body = config_of(
+        &live.server.base_url(),
+        Path::new(output),
+        &format!(
+            "state_dir = {:?}\ntrends_after_export = true",
+            state.display().to_string()
+        ),
+        datasets,
+    );
+    std::fs::write(&cfg, body).unwrap();
+    cfg
+}
+
+const RANGE: [&str; 5] = ["backfill", "--from", "2026-03-06", "--to", "2026-03-10"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_to_a_bucket_is_read_back_by_pyarrow_as_the_truth_and_trends_and_rules_run_there()
+{
+    let live = Live::start_frozen(small()).await;
+    let moto = Moto::start();
+    moto.bucket("docs");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let cfg = s3_config(dir.path(), &live, "s3://docs/exports", &state, "");
+    let env = moto.env();
+    let run = docpipe_env(&cfg, &RANGE, &env, None);
+    assert!(run.status.success(), "{}", text(&run));
+    let out = text(&run);
+    assert!(out.contains("output: s3://docs/exports"), "{out}");
+    assert!(!out.contains(&moto.secret), "{out}");
+    // pyarrow's S3 filesystem reads the page views from the bucket: each day's sums are the
+    // emulator's truth.
+    let sums = moto.python(
+        r#"
+import os, pyarrow.dataset as ds, pyarrow.fs as pafs, pyarrow.compute as pc
+fs = pafs.S3FileSystem(endpoint_override=os.environ['AWS_ENDPOINT_URL'], scheme='http', region='us-east-1')
+t = ds.dataset('docs/exports/page_views', filesystem=fs, format='parquet', partitioning='hive').to_table()
+g = t.group_by(['project', 'date']).aggregate([('human', 'sum'), ('ai', 'sum'), ('path', 'count')])
+for r in sorted(g.to_pylist(), key=lambda r: (r['project'], str(r['date']))):
+    print(r['project'], r['date'], r['human_sum'], r['ai_sum'], r['path_count'])
+"#,
+    );
+    let mut want = Vec::new();
+    for p in ["alpha", "beta", "gamma"] {
+        let mut d = day("2026-03-06");
+        while d <= day("2026-03-10") {
+            let rows = crate::truth::true_views(live.emu(), p, d);
+            let (h, a): (i64, i64) = rows.iter().fold((0, 0), |(h, a), r| (h + r.1, a + r.2));
+            want.push(format!("{p} {d} {h} {a} {}", rows.len()));
+            d = d.succ_opt().unwrap();
+        }
+    }
+    assert_eq!(sums.lines().collect::<Vec<_>>(), want);
+    // `trends` writes the trend tables and sends them.
+    let trends = docpipe_env(&cfg, &["trends"], &env, None);
+    assert!(trends.status.success(), "{}", text(&trends));
+    // The bucket holds what the working copy holds, byte for byte: tables and trends.
+    let fetched = dir.path().join("fetched");
+    let keys = moto.download("docs", "exports", &fetched);
+    assert!(
+        keys.iter().any(|k| k.starts_with("trends/daily.parquet")),
+        "{keys:?}"
+    );
+    assert!(keys.iter().any(|k| k.starts_with("searches/")), "{keys:?}");
+    assert!(
+        !keys
+            .iter()
+            .any(|k| k.contains("state.sqlite") || k.contains(".tmp-") || k.contains(".walks")),
+        "{keys:?}"
+    );
+    for k in &keys {
+        assert_eq!(
+            std::fs::read(fetched.join(k)).unwrap(),
+            std::fs::read(state.join(k)).unwrap(),
+            "{k}"
+        );
+    }
+    // A new machine: an empty state folder, `trends` and `rules check` read the bucket.
+    let fresh = dir.path().join("fresh");
+    let cfg2 = {
+        let d = dir.path().join("second");
+        std::fs::create_dir_all(&d).unwrap();
+        s3_config(&d, &live, "s3://docs/exports", &fresh, "")
+    };
+    let trends = docpipe_env(&cfg2, &["trends"], &env, None);
+    assert!(trends.status.success(), "{}", text(&trends));
+    assert!(text(&trends).contains("alpha"), "{}", text(&trends));
+    let pulled = files_below(&fresh.join("page_views")).len();
+    assert_eq!(pulled, 15, "5 days x 3 projects fetched");
+    let rules = dir.path().join("second").join("jobs");
+    std::fs::create_dir_all(&rules).unwrap();
+    std::fs::write(
+        rules.join("top.toml"),
+        "name = \"top\"\nproject = \"alpha\"\njob = \"job_ok\"\nwait = false\n\
+         when = \"SELECT date, total FROM daily WHERE project = 'alpha' ORDER BY date DESC LIMIT 1\"\n\
+         prompt = \"{{ rows[0].total }}\"\n",
+    )
+    .unwrap();
+    let check = docpipe_env(&cfg2, &["rules", "check"], &env, None);
+    assert!(check.status.success(), "{}", text(&check));
+    assert!(
+        text(&check).contains("1 would send now"),
+        "{}",
+        text(&check)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_during_an_upload_a_rerun_leaves_the_bucket_equal_to_an_uninterrupted_run() {
+    let live = Live::start_frozen(small()).await;
+    let moto = Moto::start();
+    moto.bucket("docs");
+    let env = moto.env();
+    let dir = tempfile::tempdir().unwrap();
+    let datasets = r#"datasets = ["page_views", "searches"]"#;
+    // The reference: a local export of the same range.
+    let ref_dir = dir.path().join("ref");
+    std::fs::create_dir_all(&ref_dir).unwrap();
+    let ref_cfg = ref_dir.join("docpipe.toml");
+    std::fs::write(
+        &ref_cfg,
+        config_of(
+            &live.server.base_url(),
+            &ref_dir.join("out"),
+            "trends_after_export = false",
+            datasets,
+        ),
+    )
+    .unwrap();
+    let run = docpipe_env(&ref_cfg, &RANGE, &[], None);
+    assert!(run.status.success(), "{}", text(&run));
+    let state = dir.path().join("state");
+    let cfg = dir.path().join("docpipe.toml");
+    std::fs::write(
+        &cfg,
+        config_of(
+            &live.server.base_url(),
+            Path::new("s3://docs/crashy"),
+            &format!(
+                "state_dir = {:?}\ntrends_after_export = false",
+                state.display().to_string()
+            ),
+            datasets,
+        ),
+    )
+    .unwrap();
+    // Killed while the 5th file is sent (others in flight), then while the 3rd is.
+    for n in [5, 3] {
+        let killed = docpipe_env(&cfg, &RANGE, &env, Some(n));
+        assert!(!killed.status.success());
+        assert!(
+            text(&killed).contains(&format!("upload {n}:")),
+            "{}",
+            text(&killed)
+        );
+    }
+    let rerun = docpipe_env(&cfg, &RANGE, &env, None);
+    assert!(rerun.status.success(), "{}", text(&rerun));
+    let fetched = dir.path().join("fetched");
+    let keys = moto.download("docs", "crashy", &fetched);
+    assert_eq!(keys.len(), 2 * 5 * 3 + 5 * 3 + 5 * 3, "{keys:?}");
+    assert_eq!(dataset(&fetched), dataset(&ref_dir.join("out")));
+    // Nothing left to send.
+    let again = docpipe_env(&cfg, &RANGE, &env, None);
+    assert!(again.status.success(), "{}", text(&again));
+    let moved = moto.download("docs", "crashy", &dir.path().join("again"));
+    assert_eq!(moved, keys);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_credentials_a_missing_bucket_and_an_unreachable_endpoint_are_one_line_and_exit_2() {
+    let live = Live::start_frozen(small()).await;
+    let moto = Moto::start();
+    moto.bucket("docs");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let closed = ClosedPort::new();
+    type Env = Vec<(&'static str, String)>;
+    let cases: Vec<(&str, Env, &str)> = vec![
+        (
+            "s3://docs/x",
+            moto.env()
+                .into_iter()
+                .map(|(k, v)| match k {
+                    "AWS_SECRET_ACCESS_KEY" => (k, "wrong-secret-value-0002".to_string()),
+                    "AWS_ACCESS_KEY_ID" => (k, "AKIWRONGKEY0002".to_string()),
+                    _ => (k, v),
+                })
+                .collect(),
+            "credentials were refused",
+        ),
+        (
+            "s3://no-such-bucket/x",
+            moto.env(),
+            "the bucket does not exist",
+        ),
+        (
+            "s3://docs/x",
+            moto.env()
+                .into_iter()
+                .map(|(k, v)| match k {
+                    "AWS_ENDPOINT_URL" => (k, format!("http://{}", closed.addr)),
+                    _ => (k, v),
+                })
+                .collect(),
+            "the endpoint cannot be reached",
+        ),
+    ];
+    for (output, env, want) in cases {
+        let cfg = s3_config(dir.path(), &live, output, &state, "");
+        let run = docpipe_env(&cfg, &RANGE, &env, None);
+        let err = String::from_utf8_lossy(&run.stderr).to_string();
+        assert_eq!(run.status.code(), Some(2), "{output}: {err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{err}");
+        assert!(lines[0].contains(want), "{output}: {err}");
+        assert!(lines[0].contains(output), "{err}");
+        for (_, v) in &env {
+            if v.contains("secret") || *v == moto.secret {
+                assert!(!err.contains(v.as_str()), "{err}");
+            }
+        }
+        assert!(
+            !state.exists(),
+            "nothing written: {:?}",
+            files_below(&state)
+        );
+    }
+    // A URL without a state folder is a config error.
+    let cfg = dir.path().join("nostate.toml");
+    std::fs::write(
+        &cfg,
+        config_of(&live.server.base_url(), Path::new("s3://docs/x"), "", ""),
+    )
+    .unwrap();
+    let run = docpipe_env(&cfg, &RANGE, &moto.env(), None);
+    assert_eq!(run.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&run.stderr)
+            .contains("export.state_dir is required when output_dir is s3://docs/x"),
+        "{}",
+        text(&run)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_exports_aggregates_and_fires_its_rules_into_a_bucket() {
+    let moto = Moto::start();
+    moto.bucket("demo");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let run = Command::new(env!("CARGO_BIN_EXE_docpipe"))
+        .current_dir(dir.path())
+        .args(["--output", "s3://demo/run", "--state-dir"])
+        .arg(&state)
+        .arg("demo")
+        .env("RUST_LOG", "warn")
+        .envs(moto.env())
+        .output()
+        .unwrap();
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    assert!(out.contains("output: s3://demo/run"), "{out}");
+    assert!(
+        out.contains("read_parquet('s3://demo/run/page_views/**/*.parquet'"),
+        "{out}"
+    );
+    assert!(!out.contains(&moto.secret), "{out}");
+    // The bucket holds the working copy byte for byte: every table, the trends, the firings.
+    let fetched = dir.path().join("fetched");
+    let keys = moto.download("demo", "run", &fetched);
+    for table in [
+        "page_views/",
+        "searches/",
+        "assistant_turns/",
+        "trends/daily.parquet",
+        "trends/gaps-acme-docs.png",
+        "agent_runs/",
+    ] {
+        assert!(
+            keys.iter().any(|k| k.starts_with(table)),
+            "{table}: {keys:?}"
+        );
+    }
+    let mut local: Vec<String> = files_below(&state)
+        .into_iter()
+        .map(|f| f.to_string_lossy().into_owned())
+        .filter(|f| f.contains('/') && !f.starts_with('.') && !f.contains("/."))
+        .collect();
+    local.sort();
+    assert_eq!(keys, local);
+    for k in &keys {
+        assert_eq!(
+            std::fs::read(fetched.join(k)).unwrap(),
+            std::fs::read(state.join(k)).unwrap(),
+            "{k}"
+        );
+    }
+}
