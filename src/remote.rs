@@ -269,28 +269,22 @@ impl Remote {
     }
 }
 
+/// The text of the error and of each of its causes, outermost first.
+fn causes(e: &object_store::Error) -> Vec<String> {
+    std::iter::successors(Some(e as &dyn std::error::Error), |c| c.source())
+        .map(ToString::to_string)
+        .collect()
+}
+
 /// Every cause's text, joined.
 fn chain_text(e: &object_store::Error) -> String {
-    let mut cur: &dyn std::error::Error = e;
-    let mut text = e.to_string();
-    while let Some(s) = cur.source() {
-        text.push('\n');
-        text.push_str(&s.to_string());
-        cur = s;
-    }
-    text
+    causes(e).join("\n")
 }
 
 /// The innermost cause's first line (at most 200 characters), without the request's URL
 /// details the outer ones repeat.
 fn source_text(e: &object_store::Error) -> Option<String> {
-    let mut cur: &dyn std::error::Error = e;
-    let mut texts = vec![e.to_string()];
-    while let Some(s) = cur.source() {
-        texts.push(s.to_string());
-        cur = s;
-    }
-    texts
+    causes(e)
         .into_iter()
         .rev()
         .find(|t| !t.trim().is_empty())
@@ -398,11 +392,6 @@ impl Mirror {
     /// The output's name (its URL).
     pub fn name(&self) -> &str {
         self.remote.name()
-    }
-
-    /// The output location.
-    pub fn remote(&self) -> &Remote {
-        &self.remote
     }
 
     fn manifest(&self) -> Result<Manifest, RemoteError> {

@@ -185,7 +185,12 @@ pub async fn run(_: Args, o: &crate::config::Overrides) -> anyhow::Result<()> {
     super::rules::print_fired(&fired);
     let pushed = ctx.push().await?;
     let stats = server.emulator.stats();
-    println!("\noutput: {}", ctx.settings.output_name());
+    // The bucket's URL, or the output folder's full path.
+    let shown = match &ctx.settings.output {
+        Some(l) => l.to_string(),
+        None => out.display().to_string(),
+    };
+    println!("\noutput: {shown}");
     if let Some(p) = pushed {
         println!(
             "  {} files sent ({} bytes); the working copy and the state are in {}",
@@ -218,10 +223,6 @@ pub async fn run(_: Args, o: &crate::config::Overrides) -> anyhow::Result<()> {
             println!("  {:<20} {files:>6} {rows:>8} {requests:>9}", t.name);
         }
     }
-    let shown = match &ctx.settings.output {
-        Some(l) => l.to_string(),
-        None => out.display().to_string(),
-    };
     println!("  tables are under {shown}/<table>/project=<id>/date=<YYYY-MM-DD>/{PART}");
     println!("  {shown}/{AGENT_RUNS}/project=<id>/{PART}  (rule firings and job outcomes)");
     println!(

@@ -490,6 +490,11 @@ impl Exporter {
                         // The run's range reaches today: a walk ending at today's end, or
                         // begun before midnight at yesterday's, is a look at the recent days.
                         let to_today = to == self.today();
+                        // A walk's first day: `days` before the last one the previous walk
+                        // reached, not before the range.
+                        let back = |th: NaiveDate, days: i64| {
+                            (th.min(end) - chrono::Duration::days(days)).max(from)
+                        };
                         let (walk, purpose, full, recent) = match &in_progress {
                             // A walk under way goes on: first of the backfill when it is one
                             // (a first walk, or a range short of the recent days: walked whole),
@@ -497,9 +502,7 @@ impl Exporter {
                             // a full re-check planned now would (the same start as below).
                             Some(w) => {
                                 let recent = to_today && w.to.succ_opt().unwrap_or(w.to) >= end;
-                                let covers = through.map_or(from, |th| {
-                                    (th.min(end) - chrono::Duration::days(recheck)).max(from)
-                                });
+                                let covers = through.map_or(from, |th| back(th, recheck));
                                 let purpose = if through.is_none() || !recent {
                                     Purpose::Backfill
                                 } else {
@@ -520,21 +523,11 @@ impl Exporter {
                                         if full_due {
                                             urgency =
                                                 Policy::urgency(policy.full, look.full_at, now);
-                                            (
-                                                (th.min(end) - chrono::Duration::days(recheck))
-                                                    .max(from),
-                                                Purpose::Recheck,
-                                                true,
-                                            )
+                                            (back(th, recheck), Purpose::Recheck, true)
                                         } else if recent_due {
                                             urgency =
                                                 Policy::urgency(policy.today, look.walked_at, now);
-                                            (
-                                                (th.min(end) - chrono::Duration::days(recent_days))
-                                                    .max(from),
-                                                Purpose::Fresh,
-                                                false,
-                                            )
+                                            (back(th, recent_days), Purpose::Fresh, false)
                                         } else {
                                             fresh += 1;
                                             continue;
