@@ -1,7 +1,9 @@
 //! Export benchmark: a backfill of over a million rows from the emulator (run as its own process,
 //! limits off), measuring docpipe's CPU per row, rows per second, requests against the minimum
-//! and peak memory, in three rounds (medians and ranges). Run with `cargo bench --bench export`;
-//! it prints its figures.
+//! and peak memory, in three rounds (medians and ranges). Each round's output is then sent to an
+//! S3-compatible server (moto's, from the test tools' virtual environment, when it is there) the
+//! way `--output s3://…` sends it, for the CPU per row of S3 output beside local output. Run with
+//! `cargo bench --bench export`; it prints its figures.
 
 use docpipe::api::budget::Budget;
 use docpipe::api::{AdminKey, Client, ClientSettings, Limits, RetryPolicy};
@@ -167,6 +169,7 @@ analytics_per_hour = 100000000
     // Three rounds, each a whole backfill into a fresh folder, then the bare transport over the
     // same requests: this machine's system time varies from run to run, and the medians say
     // more than any one run.
+    let moto = Moto::start();
     let mut rounds: Vec<Round> = Vec::new();
     for round in 0..ROUNDS {
         let out = dir.path().join(format!("out-{round}"));
@@ -177,6 +180,9 @@ analytics_per_hour = 100000000
             .iter()
             .map(|w| (w.day, w.rows as u64))
             .collect();
+        let pushed = moto
+            .as_ref()
+            .map(|m| rt.block_on(m.push(&out, &format!("round-{round}"))));
         let (bare_rows, bare) = rt.block_on(transport_only(&addr, &windows, false));
         let (decoded_rows, decoded) = rt.block_on(transport_only(&addr, &windows, true));
         assert_eq!(decoded_rows as i64, summary.rows());
@@ -200,6 +206,7 @@ analytics_per_hour = 100000000
             bare,
             decoded,
             parquet_bytes,
+            pushed,
         });
         std::fs::remove_dir_all(&out).unwrap();
     }
@@ -232,6 +239,7 @@ analytics_per_hour = 100000000
     }
     let _ = emulator.kill();
     let _ = emulator.wait();
+    drop(moto);
     let first = &rounds[0];
     let mut o = std::io::stdout().lock();
     writeln!(o, "export benchmark: {DAYS} day windows of a {PAGES}-page project, emulator in its own process; {ROUNDS} rounds, median [range]").unwrap();
@@ -293,6 +301,43 @@ analytics_per_hour = 100000000
         first.parquet_bytes as f64 / rows
     )
     .unwrap();
+    match &first.pushed {
+        Some(p) => {
+            writeln!(
+                o,
+                "S3 output (moto's S3 server on loopback): {} files, {:.1} MiB, one PUT each; a second push sends {} files",
+                p.files,
+                p.bytes as f64 / 1048576.0,
+                p.again
+            )
+            .unwrap();
+            fn push(r: &Round) -> &Pushed {
+                r.pushed.as_ref().unwrap()
+            }
+            writeln!(
+                o,
+                "  push CPU             {} us per row (user {}, system {}), wall {} s",
+                stat(&|r| push(r).cpu.total() * 1e6 / rows, 3),
+                stat(&|r| push(r).cpu.user * 1e6 / rows, 3),
+                stat(&|r| push(r).cpu.sys * 1e6 / rows, 3),
+                stat(&|r| push(r).wall, 2)
+            )
+            .unwrap();
+            writeln!(
+                o,
+                "  docpipe CPU, S3 output {} us per row beside local output {} us per row",
+                stat(&|r| (r.cpu.total() + push(r).cpu.total()) * 1e6 / rows, 3),
+                stat(&|r| r.cpu.total() * 1e6 / rows, 3)
+            )
+            .unwrap();
+        }
+        None => writeln!(
+            o,
+            "S3 output: not measured ({} not found: run .ci/run, which installs the test tools)",
+            moto_server().display()
+        )
+        .unwrap(),
+    }
     for dataset in ["searches", "assistant"] {
         let rs: Vec<&CursorRound> = cursor_rounds.iter().filter(|r| r.0 == dataset).collect();
         let stat = |f: &dyn Fn(&CursorRound) -> f64| {
@@ -420,6 +465,104 @@ struct Round {
     bare: Cpu,
     decoded: Cpu,
     parquet_bytes: u64,
+    pushed: Option<Pushed>,
+}
+
+/// One round's push of its output to the S3 server.
+struct Pushed {
+    files: u64,
+    bytes: u64,
+    /// Files a second push sends (none: the first one sent them all).
+    again: u64,
+    cpu: Cpu,
+    wall: f64,
+}
+
+/// The S3 server of the test tools' virtual environment (`DOCPIPE_TEST_PYTHON`'s folder, or
+/// `target/test-venv`).
+fn moto_server() -> std::path::PathBuf {
+    let python = std::env::var_os("DOCPIPE_TEST_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-venv/bin/python")
+        });
+    python.with_file_name("moto_server")
+}
+
+/// A moto S3 server on a free loopback port with one bucket, `bench`; stopped when dropped.
+struct Moto {
+    child: std::process::Child,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Moto {
+    /// Starts the server, if the test tools are installed, and points this process's S3
+    /// settings at it.
+    fn start() -> Option<Self> {
+        let server = moto_server();
+        if !server.exists() {
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(&server)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start moto_server");
+        let moto = Self { child };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "moto_server did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let endpoint = format!("http://127.0.0.1:{port}");
+        // SAFETY: set before any other thread of this process reads the environment.
+        unsafe {
+            std::env::set_var("AWS_ENDPOINT_URL", &endpoint);
+            std::env::set_var("AWS_ACCESS_KEY_ID", "bench");
+            std::env::set_var("AWS_SECRET_ACCESS_KEY", "bench-secret");
+            std::env::set_var("AWS_REGION", "us-east-1");
+        }
+        let made = std::process::Command::new(server.with_file_name("python"))
+            .arg("-c")
+            .arg("import boto3, os\nboto3.client('s3', endpoint_url=os.environ['AWS_ENDPOINT_URL']).create_bucket(Bucket='bench')")
+            .status()
+            .unwrap();
+        assert!(made.success(), "cannot create the bench bucket");
+        Some(moto)
+    }
+
+    /// Sends the working copy `out` to `s3://bench/<prefix>` as `--output` does after a run:
+    /// what it sent, its CPU and wall time, and what a second push sends.
+    async fn push(&self, out: &std::path::Path, prefix: &str) -> Pushed {
+        let location = docpipe::config::Location::parse(&format!("s3://bench/{prefix}")).unwrap();
+        let remote = docpipe::remote::Remote::open(&location).unwrap();
+        remote.check().await.unwrap();
+        let db = Arc::new(docpipe::store::Db::open(&state_path(out), "").unwrap());
+        let mirror = docpipe::remote::Mirror::new(remote, out, db).unwrap();
+        let (c0, t0) = (Cpu::now(), Instant::now());
+        let sent = mirror.push().await.unwrap();
+        let (cpu, wall) = (Cpu::now().since(c0), t0.elapsed().as_secs_f64());
+        let again = mirror.push().await.unwrap();
+        Pushed {
+            files: sent.files,
+            bytes: sent.bytes,
+            again: again.files,
+            cpu,
+            wall,
+        }
+    }
 }
 
 /// A backfill of the last `DAYS` days into `out`, as `docpipe backfill` does it: its summary,

@@ -25,7 +25,7 @@ use docpipe::dataset::Windowing;
 use docpipe::emulator::Emulator;
 use docpipe::emulator::data::DataFile;
 use docpipe::export::{Exporter, Plan, Target};
-use docpipe::planner::Purpose;
+use docpipe::planner::{Freshness, Policy, Purpose};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -146,7 +146,7 @@ fn sample(exporter: &Exporter, datasets: &[&'static str], now: DateTime<Utc>, f:
     }
 }
 
-async fn scenario(datasets: &[&'static str], old: bool) -> Figures {
+async fn scenario(datasets: &[&'static str], old: bool, freshness: Freshness) -> Figures {
     let clock = ManualClock::new(sim_start());
     let emu = Emulator::new(data(), clock.clone());
     let server = docpipe::emulator::Server::start(emu, "127.0.0.1:0".parse().unwrap())
@@ -157,7 +157,8 @@ async fn scenario(datasets: &[&'static str], old: bool) -> Figures {
     let exporter = Exporter::open(&out, clock.clone(), LOOKBACK)
         .await
         .unwrap()
-        .with_refresh(old);
+        .with_refresh(old)
+        .with_freshness(freshness);
     let budget: Arc<dyn Budget> = Arc::new(MemoryBudget::default());
     let settings = ClientSettings {
         base_url: server.base_url(),
@@ -299,9 +300,18 @@ fn stale_line(name: &str, new: &Figures, old: &Figures, dataset: &'static str, w
     println!("  {name:<30} {}   | {}", fig(new), fig(old));
 }
 
-fn report(title: &str, datasets: &[&'static str], new: &Figures, old: &Figures) {
+/// The columns of the planner beside the old policy.
+const PLANNER_OLD: (&str, &str) = ("planner", "old policy");
+
+fn report(
+    title: &str,
+    labels: (&str, &str),
+    datasets: &[&'static str],
+    new: &Figures,
+    old: &Figures,
+) {
     println!("\n== {title} ==");
-    println!("{:<32} {:>17}   | {:>17}", "", "planner", "old policy");
+    println!("{:<32} {:>17}   | {:>17}", "", labels.0, labels.1);
     let line = |what: &str, a: String, b: String| println!("  {what:<30} {a:>17}   | {b:>17}");
     let sim_hours = (SIM_DAYS * 24) as f64;
     line("runs", new.runs.to_string(), old.runs.to_string());
@@ -358,7 +368,7 @@ fn report(title: &str, datasets: &[&'static str], new: &Figures, old: &Figures) 
         }
     };
     line("final days vs truth", eq(new), eq(old));
-    for (who, f) in [("planner", new), ("old policy", old)] {
+    for (who, f) in [(labels.0, new), (labels.1, old)] {
         for m in f.final_mismatch.iter().take(4) {
             println!("    {who}: differs: {m}");
         }
@@ -376,7 +386,7 @@ fn report(title: &str, datasets: &[&'static str], new: &Figures, old: &Figures) 
             "provisional",
         );
     }
-    println!("  the planner's requests by dataset and purpose:");
+    println!("  the {}'s requests by dataset and purpose:", labels.0);
     for ((d, p), n) in &new.spent {
         println!("    {d:<18} {p:<9} {n:>6}");
     }
@@ -390,14 +400,40 @@ fn main() {
         .unwrap();
     let started = std::time::Instant::now();
     let pv = ["page_views"];
-    let pv_new = rt.block_on(scenario(&pv, false));
-    let pv_old = rt.block_on(scenario(&pv, true));
-    report("page views alone", &pv, &pv_new, &pv_old);
+    let pv_new = rt.block_on(scenario(&pv, false, Freshness::default()));
+    let pv_old = rt.block_on(scenario(&pv, true, Freshness::default()));
+    report("page views alone", PLANNER_OLD, &pv, &pv_new, &pv_old);
     // Every dataset a project exports by default (all but threads).
     let all = docpipe::dataset::default_names();
-    let all_new = rt.block_on(scenario(&all, false));
-    let all_old = rt.block_on(scenario(&all, true));
-    report("every dataset (all but threads)", &all, &all_new, &all_old);
+    let all_new = rt.block_on(scenario(&all, false, Freshness::default()));
+    let all_old = rt.block_on(scenario(&all, true, Freshness::default()));
+    report(
+        "every dataset (all but threads)",
+        PLANNER_OLD,
+        &all,
+        &all_new,
+        &all_old,
+    );
+    // What a 6-hour full re-check of feedback's 14 days costs the rest, beside the default's.
+    let six = Policy {
+        full: Duration::hours(6),
+        ..Policy::default()
+    };
+    let all_six = rt.block_on(scenario(
+        &all,
+        false,
+        Freshness {
+            by_dataset: vec![("feedback", six)],
+            ..Freshness::default()
+        },
+    ));
+    report(
+        "every dataset, feedback's full re-check every 6 h (beside the default's 24 h)",
+        ("full 6 h", "full 24 h"),
+        &all,
+        &all_six,
+        &all_new,
+    );
     println!(
         "\n{PROJECTS} projects of {PAGES} pages, {SIM_DAYS} simulated days of hourly runs, \
          {BACKFILL_DAYS} days to back-fill, lookback {LOOKBACK} days; {:.0} s of wall time",

@@ -287,9 +287,10 @@ pub struct RawService {
     /// Largest backoff step, in seconds.
     #[serde(default = "default_max_backoff")]
     pub max_backoff_secs: u64,
-    /// SQLite file that logs the requests sent, for the rate budgets: every docpipe process that
-    /// names the same file shares them (default: the output folder's `state.sqlite`).
-    pub budget_db: Option<PathBuf>,
+    /// Where the requests sent are logged, for the rate budgets: a SQLite file, or a
+    /// `postgres://` URL (the password in `DOCPIPE_STATE_PASSWORD`); every docpipe process that
+    /// names the same one shares them (default: the output folder's `state.sqlite`).
+    pub budget_db: Option<String>,
 }
 
 fn default_brand() -> String {
@@ -525,7 +526,7 @@ pub struct Settings {
     /// Where the tables go when not in `output_dir` (an object store, or another folder).
     pub output: Option<Location>,
     /// Where the rate budgets' request log lives.
-    pub budget_db: PathBuf,
+    pub budget_db: BudgetDb,
     /// Lateness allowance in days.
     pub lookback_days: u32,
     /// Days of feedback fetched again on every run.
@@ -861,6 +862,15 @@ impl RawConfig {
         let d = &self.daemon;
         let listen = d.check(&mut problems);
         let freshness = self.freshness.check(&mut problems);
+        if let Some(url) = s
+            .budget_db
+            .as_deref()
+            .filter(|u| crate::store::pg::is_url(u))
+            && let Err(m) = crate::store::pg::parse_url(url)
+        {
+            // Not the URL itself: it may carry the password.
+            problems.push(format!("[service] budget_db: {m}"));
+        }
         if !problems.is_empty() {
             return Err(ConfigError::Invalid {
                 path: origin.to_string(),
@@ -883,10 +893,11 @@ impl RawConfig {
                 .local()
                 .is_none_or(|dir| !same_dir(dir, &local))
                 .then_some(location),
-            budget_db: s
-                .budget_db
-                .clone()
-                .unwrap_or_else(|| crate::store::state_path(&local)),
+            budget_db: match &s.budget_db {
+                None => BudgetDb::File(crate::store::state_path(&local)),
+                Some(url) if crate::store::pg::is_url(url) => BudgetDb::Postgres(url.clone()),
+                Some(file) => BudgetDb::File(PathBuf::from(file)),
+            },
             output_dir: local,
             lookback_days: self.export.lookback_days,
             feedback_recheck_days: self.export.feedback_recheck_days,
@@ -936,6 +947,15 @@ impl Settings {
             None => self.output_dir.display().to_string(),
         }
     }
+}
+
+/// Where the rate budgets' request log lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BudgetDb {
+    /// A SQLite file.
+    File(PathBuf),
+    /// A PostgreSQL database (its URL, without a password).
+    Postgres(String),
 }
 
 /// Where the output goes, as `output_dir` names it.

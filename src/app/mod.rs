@@ -11,12 +11,13 @@ pub mod rules;
 use crate::api::budget::Budget;
 use crate::api::{AdminKey, AssistantKey, Client, ClientSettings};
 use crate::clock::SharedClock;
-use crate::config::{Organization, Project, Settings};
+use crate::config::{BudgetDb, Organization, Project, Settings};
 use crate::error::UserError;
 use crate::events::{Events, Quiet};
 use crate::export::{Exporter, Target};
 use crate::remote::{Mirror, Remote, RemoteError, Synced};
 use crate::rules::engine::Engine;
+use crate::store::pg::{Pg, PgBudget};
 use crate::store::{Folder, SqliteBudget, Store, StoreError, state_path};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -126,27 +127,36 @@ impl Context {
             }
             None => None,
         };
+        // A shared database is reached before anything is written here.
+        let shared = match &settings.budget_db {
+            BudgetDb::Postgres(url) => Some(Arc::new(
+                Pg::open(url).map_err(|e| UserError::new(e.to_string()))?,
+            )),
+            BudgetDb::File(_) => None,
+        };
         let folder = match access {
             Access::Export => Folder::open_locked(&out, settings.timezone.name()).await,
             Access::Shared => Folder::open_shared(&out),
         }
         .map_err(folder_error)?;
-        let budget: Arc<dyn Budget> = if same_file(&settings.budget_db, &state_path(&out)) {
-            Arc::new(SqliteBudget::on(folder.store().db().clone())?)
-        } else {
-            if let Some(dir) = settings
-                .budget_db
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-            {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    UserError::new(format!(
-                        "budget_db folder {}: cannot create it: {e}",
-                        dir.display()
-                    ))
-                })?;
+        let budget: Arc<dyn Budget> = match &settings.budget_db {
+            BudgetDb::Postgres(_) => Arc::new(PgBudget::new(
+                shared.expect("opened above for a PostgreSQL budget_db"),
+            )),
+            BudgetDb::File(file) if same_file(file, &state_path(&out)) => {
+                Arc::new(SqliteBudget::on(folder.store().db().clone())?)
             }
-            Arc::new(SqliteBudget::open(&settings.budget_db).map_err(UserError::from_source)?)
+            BudgetDb::File(file) => {
+                if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|e| {
+                        UserError::new(format!(
+                            "budget_db folder {}: cannot create it: {e}",
+                            dir.display()
+                        ))
+                    })?;
+                }
+                Arc::new(SqliteBudget::open(file).map_err(UserError::from_source)?)
+            }
         };
         let mirror = remote
             .map(|r| Mirror::new(r, &out, folder.store().db().clone()))

@@ -7,6 +7,7 @@ pub mod budget;
 mod freshness;
 pub mod journal;
 pub mod ledger;
+pub mod pg;
 mod queue;
 mod records;
 mod walks;

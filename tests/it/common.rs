@@ -441,3 +441,15 @@ pub fn config_from(
             &format!("id = \"gamma\"\norganization = \"org-b\"\nstart_date = \"{start}\""),
         )
 }
+
+/// The tables of a SQLite file, by name.
+pub fn sqlite_tables(db: &std::path::Path) -> Vec<String> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut st = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap();
+    st.query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}

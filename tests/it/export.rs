@@ -861,23 +861,13 @@ async fn processes_with_different_outputs_share_one_budget_db() {
         15,
         "the requests are logged in the shared file"
     );
-    let tables = |db: &Path| -> Vec<String> {
-        let c = rusqlite::Connection::open(db).unwrap();
-        let mut st = c
-            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-            .unwrap();
-        st.query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
-    };
     assert_eq!(
-        tables(&shared),
+        sqlite_tables(&shared),
         ["request_counts", "requests"],
         "the shared file holds the budget's tables only"
     );
     assert!(
-        !tables(&dir.path().join("a/state.sqlite")).contains(&"requests".to_string()),
+        !sqlite_tables(&dir.path().join("a/state.sqlite")).contains(&"requests".to_string()),
         "and the output folder's state has no request log"
     );
 }

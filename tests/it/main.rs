@@ -9,6 +9,7 @@ mod export;
 mod gaps;
 mod hostile;
 mod house;
+mod pg;
 mod rules;
 mod s3;
 mod secrets;

@@ -1,0 +1,438 @@
+//! State on PostgreSQL: a real server (Debian's `postgresql` package, which `.ci/run` installs
+//! when it is missing) started here on a free loopback port, as a plain user when the tests run
+//! as root (the server refuses root).
+
+use crate::common::*;
+use docpipe::api::budget::{Budget, Refusal, window};
+use docpipe::store::SqliteBudget;
+use docpipe::store::pg::{PASSWORD_ENV, Pg, PgBudget, RECONNECT_WAIT};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::Arc;
+
+/// The password of the test server's user.
+const PASSWORD: &str = "pg-test-secret-7731";
+
+/// A PostgreSQL server on `127.0.0.1` with one user, `docpipe`, whose password is
+/// [`PASSWORD`]; stopped when dropped.
+pub struct Postgres {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    owner: Option<(u32, u32)>,
+    /// The port.
+    pub port: u16,
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The folder of the server's programs: `DOCPIPE_TEST_PG_BIN`, `pg_config --bindir`, or
+/// Debian's `/usr/lib/postgresql/<version>/bin`.
+fn pg_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("DOCPIPE_TEST_PG_BIN") {
+        return p.into();
+    }
+    if let Ok(out) = Command::new("pg_config").arg("--bindir").output()
+        && out.status.success()
+    {
+        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if dir.join("initdb").exists() {
+            return dir;
+        }
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin"))
+        .filter(|p| p.join("initdb").exists())
+        .collect();
+    found.sort();
+    found.pop().expect(
+        "PostgreSQL's programs not found: run .ci/run, which installs Debian's postgresql package",
+    )
+}
+
+/// The user and group ids of a plain user to run the server as, when the tests run as root.
+fn plain_user() -> Option<(u32, u32)> {
+    let me = std::fs::metadata("/proc/self").unwrap().uid();
+    if me != 0 {
+        return None;
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    ["postgres", "nobody"].iter().find_map(|name| {
+        passwd.lines().find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() > 3 && f[0] == *name).then(|| (f[2].parse().unwrap(), f[3].parse().unwrap()))
+        })
+    })
+}
+
+impl Postgres {
+    /// Creates a database cluster in a temporary folder and starts the server.
+    pub fn start() -> Self {
+        let bin = pg_bin();
+        let owner = plain_user();
+        let dir = tempfile::tempdir().unwrap();
+        let pwfile = dir.path().join("pw");
+        std::fs::write(&pwfile, PASSWORD).unwrap();
+        if let Some((uid, gid)) = owner {
+            for p in [dir.path(), &pwfile] {
+                std::os::unix::fs::chown(p, Some(uid), Some(gid)).unwrap();
+            }
+        }
+        let out = Self::as_owner(owner, Command::new(bin.join("initdb")))
+            .arg("-D")
+            .arg(dir.path().join("data"))
+            .args(["-U", "docpipe", "--auth=scram-sha-256", "--no-sync"])
+            .arg(format!("--pwfile={}", pwfile.display()))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = free_port();
+        let mut pg = Self {
+            child: None,
+            dir,
+            bin,
+            owner,
+            port,
+        };
+        pg.resume();
+        pg
+    }
+
+    fn as_owner(owner: Option<(u32, u32)>, mut cmd: Command) -> Command {
+        if let Some((uid, gid)) = owner {
+            cmd.uid(uid).gid(gid);
+        }
+        cmd
+    }
+
+    /// Starts the server (again) on its port and waits until it answers.
+    pub fn resume(&mut self) {
+        let data = self.dir.path().join("data");
+        let child = Self::as_owner(self.owner, Command::new(self.bin.join("postgres")))
+            .arg("-D")
+            .arg(&data)
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-c",
+                "listen_addresses=127.0.0.1",
+            ])
+            .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
+            .arg("-k")
+            .arg(self.dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let started = std::time::Instant::now();
+        loop {
+            let ready = Command::new(self.bin.join("pg_isready"))
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-q"])
+                .status()
+                .unwrap();
+            if ready.success() {
+                break;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "postgres did not start on port {}",
+                self.port
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// Stops the server (a fast shutdown: connections are closed).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: a signal to our own child process.
+            unsafe {
+                libc::kill(child.id() as i32, libc::SIGINT);
+            }
+            let _ = child.wait();
+        }
+    }
+
+    /// The database's URL (no password: that goes in [`PASSWORD_ENV`]).
+    pub fn url(&self) -> String {
+        format!("postgres://docpipe@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Opens a connection with the password in the environment.
+    pub fn open(&self) -> Pg {
+        // SAFETY: every test that reads it sets the same value.
+        unsafe { std::env::set_var(PASSWORD_ENV, PASSWORD) };
+        Pg::open(&self.url()).unwrap()
+    }
+
+    /// Runs a query with psql and returns its unaligned output.
+    pub fn psql(&self, sql: &str) -> String {
+        let out = Command::new(self.bin.join("psql"))
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-U", "docpipe", "-d", "postgres", "-At", "-c", sql])
+            .env("PGPASSWORD", PASSWORD)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "psql: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn t0() -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::parse_from_rfc3339("2026-03-01T00:00:00Z")
+        .unwrap()
+        .to_utc()
+}
+
+/// The same rules for every shared budget: two handles count the same requests, the one past
+/// the limit waits until the oldest leaves the hour, and 8 threads on two handles taking at
+/// the same instant never get more than the limit through.
+fn shared_budget_rules(a: Arc<dyn Budget>, b: Arc<dyn Budget>) {
+    for i in 0..3 {
+        let who = if i % 2 == 0 { &a } else { &b };
+        who.try_take("analytics:o", 3, t0() + chrono::Duration::seconds(i))
+            .unwrap();
+    }
+    assert_eq!(
+        b.try_take("analytics:o", 3, t0() + chrono::Duration::seconds(10)),
+        Err(Refusal::Wait(window() - chrono::Duration::seconds(10)))
+    );
+    assert_eq!(
+        a.used("analytics:o", t0() + chrono::Duration::seconds(10)),
+        3
+    );
+    assert_eq!(a.used("analytics:o", t0() + window()), 2);
+    b.try_take("analytics:o", 3, t0() + window()).unwrap();
+    a.try_take("analytics:other", 3, t0()).unwrap();
+    assert_eq!(b.used("analytics:other", t0()), 1);
+    let taken: usize = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let who = if i % 2 == 0 { a.clone() } else { b.clone() };
+                s.spawn(move || {
+                    (0..20)
+                        .filter(|_| who.try_take("analytics:race", 50, t0()).is_ok())
+                        .count()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(taken, 50, "160 attempts at a limit of 50");
+    assert_eq!(a.used("analytics:race", t0()), 50);
+}
+
+#[test]
+fn a_budget_on_postgres_follows_the_same_rules_as_one_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("budget.sqlite");
+    shared_budget_rules(
+        Arc::new(SqliteBudget::open(&file).unwrap()),
+        Arc::new(SqliteBudget::open(&file).unwrap()),
+    );
+    let server = Postgres::start();
+    shared_budget_rules(
+        Arc::new(PgBudget::new(Arc::new(server.open()))),
+        Arc::new(PgBudget::new(Arc::new(server.open()))),
+    );
+    assert_eq!(
+        server.psql("SELECT n FROM request_counts WHERE scope = 'analytics:race'"),
+        "50"
+    );
+}
+
+#[test]
+fn processes_starting_at_once_migrate_the_schema_once_and_a_newer_schema_is_refused() {
+    let server = Postgres::start();
+    server.open();
+    let opened: Vec<Result<Pg, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| Pg::open(&server.url()).map_err(|e| e.to_string())))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(opened.iter().all(Result::is_ok), "{opened:?}");
+    assert_eq!(
+        server.psql("SELECT version || ' ' || name FROM docpipe_migrations ORDER BY version"),
+        "1 the rate budget's request log"
+    );
+    server.psql("INSERT INTO docpipe_migrations (version, name) VALUES (99, 'from the future')");
+    let err = Pg::open(&server.url()).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        format!(
+            "state database {}: its schema is version 99, newer than this docpipe's 1: run a newer docpipe",
+            server.url()
+        )
+    );
+}
+
+#[test]
+fn a_database_gone_for_a_while_makes_the_budget_wait_then_go_on() {
+    let mut server = Postgres::start();
+    let budget = PgBudget::new(Arc::new(server.open()));
+    budget.try_take("analytics:o", 3, t0()).unwrap();
+    server.stop();
+    assert_eq!(
+        budget.try_take("analytics:o", 3, t0()),
+        Err(Refusal::Wait(RECONNECT_WAIT))
+    );
+    assert_eq!(
+        budget.used("analytics:o", t0()),
+        0,
+        "unknown while it is gone"
+    );
+    server.resume();
+    // Reconnected: the request sent before is still counted, nothing was lost or doubled.
+    budget.try_take("analytics:o", 3, t0()).unwrap();
+    assert_eq!(budget.used("analytics:o", t0()), 2);
+}
+
+/// A config whose budget is in `server`'s database, writing to `out`.
+fn config_with(base_url: &str, out: &Path, budget_db: &str) -> PathBuf {
+    let path = out.with_extension("toml");
+    let text = config(base_url, out, "").replace(
+        "[service]",
+        &format!("[service]\nbudget_db = \"{budget_db}\""),
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_with_different_outputs_share_one_budget_on_postgres() {
+    let server = Postgres::start();
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        config_with(
+            &live.server.base_url(),
+            &dir.path().join("a"),
+            &server.url(),
+        ),
+        config_with(
+            &live.server.base_url(),
+            &dir.path().join("b"),
+            &server.url(),
+        ),
+    );
+    let run = docpipe_command(
+        &a,
+        &["backfill", "--from", "2026-03-06", "--to", "2026-03-10"],
+    )
+    .args(["--project", "alpha"])
+    .env(PASSWORD_ENV, PASSWORD)
+    .output()
+    .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    // alpha has 3 pages a day: 15 requests, logged in the database, which the other process's
+    // plan counts.
+    assert_eq!(server.psql("SELECT COUNT(*) FROM requests"), "15");
+    let plan = docpipe_command(
+        &b,
+        &["backfill", "--from", "2026-03-06", "--to", "2026-03-10"],
+    )
+    .arg("--dry-run")
+    .env(PASSWORD_ENV, PASSWORD)
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&plan.stdout).to_string();
+    assert!(
+        text.contains("budget of org-a: 95000 requests/hour, 15 used in the last hour"),
+        "{text}"
+    );
+    assert!(
+        !sqlite_tables(&dir.path().join("a/state.sqlite")).contains(&"requests".to_string()),
+        "the output's state holds no request log"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_budget_db_that_cannot_be_used_is_one_line_exit_2_with_no_secret() {
+    let server = Postgres::start();
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["backfill", "--from", "2026-03-06", "--to", "2026-03-06"];
+    // A password in the URL: refused as a config error, the password not repeated.
+    let with_password = server
+        .url()
+        .replace("docpipe@", &format!("docpipe:{PASSWORD}@"));
+    let cfg = config_with(
+        &live.server.base_url(),
+        &dir.path().join("p"),
+        &with_password,
+    );
+    let out = docpipe_command(&cfg, &args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("budget_db") && err.contains(&format!("give it in {PASSWORD_ENV} instead")),
+        "{err}"
+    );
+    assert!(!err.contains(PASSWORD), "{err}");
+    // A wrong password, then an unreachable server: one line each, nothing written.
+    let cfg = config_with(
+        &live.server.base_url(),
+        &dir.path().join("w"),
+        &server.url(),
+    );
+    let out = docpipe_command(&cfg, &args)
+        .env(PASSWORD_ENV, "not-the-password-4410")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim(),
+        format!(
+            "error: state database {}: FATAL: password authentication failed for user \"docpipe\"",
+            server.url()
+        )
+    );
+    assert!(!dir.path().join("w/state.sqlite").exists());
+    let gone = format!("postgres://docpipe@127.0.0.1:{}/postgres", free_port());
+    let cfg = config_with(&live.server.base_url(), &dir.path().join("u"), &gone);
+    let out = docpipe_command(&cfg, &args)
+        .env(PASSWORD_ENV, PASSWORD)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("error: state database {gone}: ")) && err.contains("onnect"),
+        "{err}"
+    );
+    assert!(!dir.path().join("u/state.sqlite").exists());
+}
