@@ -73,7 +73,7 @@ pub struct RawFreshness {
     /// ...at most this long (default 6h).
     pub oldest: Option<String>,
     /// A span's full re-check (feedback's 14 days of mutable statuses) after this long
-    /// (default 24h).
+    /// (default 6h).
     pub full: Option<String>,
     /// Percent of each hour's budget kept for missing days while any are pending (default 10).
     pub backfill_share_percent: Option<u32>,
@@ -1124,7 +1124,7 @@ mod tests {
                 today: chrono::Duration::minutes(90),
                 recent: h(3),
                 oldest: h(6),
-                full: h(24)
+                full: h(6)
             }
         );
         assert_eq!(s.freshness.policy("feedback").full, h(12));

@@ -28,7 +28,7 @@ impl Default for Policy {
             today: Duration::hours(1),
             recent: Duration::hours(2),
             oldest: Duration::hours(6),
-            full: Duration::hours(24),
+            full: Duration::hours(6),
         }
     }
 }

@@ -519,15 +519,15 @@ async fn feedback_status_changes_and_late_turns_land_through_the_recheck_and_the
         categorized,
         rows_of(&out, "assistant_turns", "alpha")[&day("2026-03-15")].len()
     );
-    // The full re-check comes back after `full` (24 h); until then an hour later walks today
-    // only. A config asking for it every 6 hours gets it then.
+    // The full re-check comes back after `full` (6 h); until then an hour later walks today
+    // only. A config asking for it once a day gets it 24 hours later.
     let sorted_spans = |plan: &docpipe::export::Plan| {
         let mut s = spans(plan);
         s.sort();
         s
     };
     let hour = std::time::Duration::from_secs(3600);
-    live.clock.advance(hour * 6);
+    live.clock.advance(hour * 5);
     let today = day("2026-03-17");
     let only_today = [
         ("assistant", day("2026-03-17"), day("2026-03-18")),
@@ -537,11 +537,19 @@ async fn feedback_status_changes_and_late_turns_land_through_the_recheck_and_the
         sorted_spans(&exporter.plan(&targets, today, today).unwrap()),
         only_today
     );
-    let every_6h = docpipe::planner::Freshness {
+    live.clock.advance(hour);
+    assert_eq!(
+        sorted_spans(&exporter.plan(&targets, today, today).unwrap()),
+        [
+            ("assistant", day("2026-03-17"), day("2026-03-18")),
+            ("feedback", day("2026-03-04"), day("2026-03-18"))
+        ]
+    );
+    let daily = docpipe::planner::Freshness {
         by_dataset: vec![(
             "feedback",
             docpipe::planner::Policy {
-                full: chrono::Duration::hours(6),
+                full: chrono::Duration::hours(24),
                 ..Default::default()
             },
         )],
@@ -549,21 +557,14 @@ async fn feedback_status_changes_and_late_turns_land_through_the_recheck_and_the
     };
     // One exporter holds an output folder at a time.
     drop(exporter);
-    let eager = docpipe::export::Exporter::open(&out, live.clock.clone(), 3)
-        .await
-        .unwrap()
-        .with_freshness(every_6h);
-    assert_eq!(
-        sorted_spans(&eager.plan(&targets, today, today).unwrap()),
-        [
-            ("assistant", day("2026-03-17"), day("2026-03-18")),
-            ("feedback", day("2026-03-04"), day("2026-03-18"))
-        ]
-    );
-    drop(eager);
     let exporter = docpipe::export::Exporter::open(&out, live.clock.clone(), 3)
         .await
-        .unwrap();
+        .unwrap()
+        .with_freshness(daily);
+    assert_eq!(
+        sorted_spans(&exporter.plan(&targets, today, today).unwrap()),
+        only_today
+    );
     // 23 hours after the full re-check (23:00), today still; at midnight it is due again.
     live.clock.advance(hour * 17);
     assert_eq!(
