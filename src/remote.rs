@@ -269,22 +269,15 @@ impl Remote {
     }
 }
 
-/// The text of the error and of each of its causes, outermost first.
-fn causes(e: &object_store::Error) -> Vec<String> {
-    std::iter::successors(Some(e as &dyn std::error::Error), |c| c.source())
-        .map(ToString::to_string)
-        .collect()
-}
-
 /// Every cause's text, joined.
 fn chain_text(e: &object_store::Error) -> String {
-    causes(e).join("\n")
+    crate::text::causes(e).join("\n")
 }
 
 /// The innermost cause's first line (at most 200 characters), without the request's URL
 /// details the outer ones repeat.
 fn source_text(e: &object_store::Error) -> Option<String> {
-    causes(e)
+    crate::text::causes(e)
         .into_iter()
         .rev()
         .find(|t| !t.trim().is_empty())

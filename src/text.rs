@@ -28,6 +28,13 @@ pub fn lines(s: &str) -> Cow<'_, str> {
     escaped(s, |c| c == '\n' || c == '\t')
 }
 
+/// The text of an error and of each of its causes, outermost first.
+pub fn causes(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    std::iter::successors(Some(e), |c| c.source())
+        .map(ToString::to_string)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -58,16 +58,17 @@ fn describe(e: &postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
         return format!("{}: {}", db.severity(), db.message());
     }
-    let mut text = e.to_string();
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        let s = c.to_string();
-        if !text.contains(&s) {
-            text = format!("{text}: {s}");
-        }
-        cause = c.source();
-    }
-    text
+    crate::text::causes(e)
+        .into_iter()
+        .fold(String::new(), |text, c| {
+            if text.is_empty() {
+                c
+            } else if text.contains(&c) {
+                text
+            } else {
+                format!("{text}: {c}")
+            }
+        })
 }
 
 type Job = Box<dyn FnOnce(&mut Session) + Send>;
