@@ -112,9 +112,22 @@ fn export_others(out: &std::path::Path, start: NaiveDate) -> Vec<(&'static str, 
 }
 
 fn main() {
+    // `DOCPIPE_BENCH_DIR=folder` keeps the generated and exported files there and reuses them
+    // on the next run (the export from the emulator is most of the bench's 5 minutes).
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path();
+    let kept = std::env::var_os("DOCPIPE_BENCH_DIR").map(std::path::PathBuf::from);
+    let out = kept.as_deref().unwrap_or(dir.path());
     let start = NaiveDate::from_ymd_opt(2024, 11, 1).unwrap();
+    if out.join("assistant_callers").is_dir() {
+        println!("trends benchmark: the files kept in {}", out.display());
+    } else {
+        generate(out, start);
+    }
+    measure(out);
+}
+
+/// The page views generated in the exporter's layout, and the other datasets exported.
+fn generate(out: &std::path::Path, start: NaiveDate) {
     let t0 = Instant::now();
     let paths: Vec<String> = (0..PATHS)
         .map(docpipe::emulator::generate::page_path)
@@ -170,7 +183,10 @@ fn main() {
             .collect::<Vec<_>>()
             .join(", ")
     );
+}
 
+/// Times the trends and the docs gaps (and DuckDB on the page-view aggregations).
+fn measure(out: &std::path::Path) {
     let t = Instant::now();
     let mut tables = compute(out, &Selection::default()).unwrap();
     let computed = t.elapsed().as_secs_f64();
@@ -196,6 +212,8 @@ fn main() {
         t.elapsed().as_secs_f64(),
         gaps.named().len()
     );
+
+    gap_parts(out);
 
     let script = format!(
         r#"
@@ -249,4 +267,80 @@ print(f"  DuckDB, same aggregations on the same files: {{time.perf_counter() - t
         ),
         Err(e) => println!("  DuckDB: not run ({e})"),
     }
+}
+
+/// Where the docs gaps' time goes: each table read whole, then each gap table computed from
+/// the frames in memory.
+fn gap_parts(out: &std::path::Path) {
+    use docpipe::trends::gaps;
+    use polars::prelude::{DataFrame, IntoLazy};
+    let sel = Selection::default();
+    let mut reads = Vec::new();
+    let mut read = |table: &'static str| -> DataFrame {
+        let t = Instant::now();
+        let df = docpipe::trends::scan(out, table, &sel)
+            .unwrap()
+            .collect()
+            .unwrap();
+        reads.push(format!("{table} {:.2}", t.elapsed().as_secs_f64()));
+        df
+    };
+    let searches = read("searches");
+    let totals = read("search_totals");
+    let turns = read("assistant_turns");
+    let feedback = read("feedback");
+    let visitors = read("site_visitors");
+    let views = read("site_totals");
+    let callers = read("assistant_callers");
+    println!("    reading each table whole (s): {}", reads.join(", "));
+    let mut parts = Vec::new();
+    let mut time = |name: &str, f: &dyn Fn() -> DataFrame| {
+        let t = Instant::now();
+        f();
+        parts.push(format!("{name} {:.2}", t.elapsed().as_secs_f64()));
+    };
+    time("search_terms", &|| {
+        gaps::search_terms(searches.clone().lazy(), totals.clone().lazy())
+            .unwrap()
+            .collect()
+            .unwrap()
+    });
+    time("search_daily", &|| {
+        gaps::search_daily(searches.clone().lazy(), totals.clone().lazy())
+            .collect()
+            .unwrap()
+    });
+    time("assistant_daily", &|| {
+        gaps::assistant_daily(turns.clone().lazy())
+            .collect()
+            .unwrap()
+    });
+    time("assistant_categories", &|| {
+        gaps::assistant_categories(turns.clone().lazy())
+            .collect()
+            .unwrap()
+    });
+    time("unanswered_questions", &|| {
+        gaps::unanswered_questions(turns.clone().lazy())
+            .unwrap()
+            .collect()
+            .unwrap()
+    });
+    time("feedback_pages", &|| {
+        gaps::feedback_pages(feedback.clone().lazy())
+            .unwrap()
+            .collect()
+            .unwrap()
+    });
+    time("visitors_daily", &|| {
+        gaps::visitors_daily(visitors.clone().lazy(), views.clone().lazy())
+            .collect()
+            .unwrap()
+    });
+    time("callers_weekly", &|| {
+        gaps::callers_weekly(callers.clone().lazy())
+            .collect()
+            .unwrap()
+    });
+    println!("    each gap table from memory (s): {}", parts.join(", "));
 }

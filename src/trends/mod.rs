@@ -473,18 +473,26 @@ fn empty_here() -> Result<Tables, TrendsError> {
 }
 
 fn compute_here(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
-    let daily_lf = daily(out, sel)?;
-    let daily = daily_lf.clone().collect()?;
-    if daily.height() == 0 {
-        return Err(TrendsError::NoData(out.display().to_string()));
-    }
-    let weekly = weekly(daily.clone().lazy()).collect()?;
-    let pages = pages(out, sel)?.collect()?;
-    Ok(Tables {
-        daily,
-        weekly,
-        pages,
-        gaps: gaps::compute(out, sel)?,
+    // The docs gaps (many small files) are read while the page-view tables are computed.
+    std::thread::scope(|s| {
+        let gaps = s.spawn(|| gaps::compute(out, sel));
+        let daily = daily(out, sel)?.collect()?;
+        if daily.height() == 0 {
+            return Err(TrendsError::NoData(out.display().to_string()));
+        }
+        let weekly = weekly(daily.clone().lazy()).collect()?;
+        let pages = pages(out, sel)?.collect()?;
+        let gaps = gaps.join().unwrap_or_else(|_| {
+            Err(TrendsError::Polars(PolarsError::ComputeError(
+                "the docs gaps computation panicked".into(),
+            )))
+        })?;
+        Ok(Tables {
+            daily,
+            weekly,
+            pages,
+            gaps,
+        })
     })
 }
 
