@@ -27,10 +27,10 @@ pub fn plan_view(ctx: &Context) -> Result<PlanView, ExportError> {
     let exporter = ctx.exporter();
     let all = ctx.targets(&[]).unwrap_or_default();
     let mut due = plan_due(ctx, &exporter, &all)?;
-    due.backfill_queued = !ctx.store().queued()?.is_empty();
+    due.backfill_queued = !ctx.store().queue().pending(ctx.clock.now())?.is_empty();
     due.fit(exporter.freshness());
     let mut queued = Vec::new();
-    for q in ctx.store().queued()? {
+    for q in ctx.store().queue().pending(ctx.clock.now())? {
         let targets: Vec<_> = all
             .iter()
             .filter(|t| q.projects.is_empty() || q.projects.contains(&t.project))

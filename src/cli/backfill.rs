@@ -44,7 +44,8 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
             Context::open(settings.clone(), clock.clone(), Access::Shared, Keys::None).await?;
         let id = ctx
             .store()
-            .queue_backfill(&args.projects, args.from, to, clock.now())?;
+            .queue()
+            .push(&args.projects, args.from, to, clock.now())?;
         println!(
             "queued backfill {id}: {}..{to} of {}; `docpipe run` drains it between scheduled runs, within the budget",
             args.from,

@@ -131,12 +131,24 @@ async fn start(
             engine,
             reserve: HashMap::new(),
             tried: HashMap::new(),
+            me: name(),
         },
         scheduler,
         ticks,
         server,
         stopped,
     })
+}
+
+/// This daemon's name among those sharing the state: the machine and the process.
+fn name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{host}:{}", std::process::id())
 }
 
 /// Runs the daemon until `stop` resolves; then lets the work in progress finish for the grace
@@ -231,6 +243,10 @@ pub async fn run(
             // Nothing queued: look again now and then (a `backfill --queue` may add some).
             Step::Idle => Duration::from_secs(5),
         };
+    }
+    // What this daemon held is another's to take at once, not when its lease runs out.
+    if let Err(e) = daemon.ctx.store().queue().release(&daemon.me) {
+        tracing::warn!("backfill queue: cannot give back the range this daemon held: {e}");
     }
     let _ = scheduler.shutdown().await;
     let _ = stopped.send(true);

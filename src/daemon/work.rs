@@ -29,6 +29,10 @@ pub(super) enum Tick {
 /// The longest a waiting backfill sleeps before looking at the budget again.
 const BACKFILL_RECHECK: Duration = Duration::from_secs(60);
 
+/// How long a claimed backfill stays this daemon's without a step (renewed at every step): when
+/// the daemon dies, another takes the range over after this.
+pub const BACKFILL_LEASE: chrono::Duration = chrono::Duration::minutes(10);
+
 /// The daemon's state.
 pub(super) struct Daemon {
     pub(super) ctx: Context,
@@ -41,6 +45,8 @@ pub(super) struct Daemon {
     /// Backfill windows tried in this process, per queue entry (each is tried once per start):
     /// (dataset, project, first day).
     pub(super) tried: HashMap<i64, HashSet<(&'static str, String, NaiveDate)>>,
+    /// This daemon's name: the holder of the queued backfill it works on.
+    pub(super) me: String,
 }
 
 /// What a backfill step did.
@@ -112,7 +118,8 @@ impl Daemon {
         let queued = self
             .ctx
             .store()
-            .queued()
+            .queue()
+            .pending(self.ctx.clock.now())
             .map(|q| !q.is_empty())
             .unwrap_or(false);
         let plan = match plan_fitted(&self.ctx, &self.exporter, &self.targets, queued) {
@@ -289,17 +296,23 @@ impl Daemon {
     /// One window of the oldest queued backfill, if the budget has room for it beyond what the
     /// next scheduled export needs.
     pub(super) async fn backfill_step(&mut self) -> Step {
-        let state = self.ctx.store();
-        let queued = match state.queued() {
-            Ok(q) => q,
+        let queue = self.ctx.store().queue();
+        let now = self.ctx.clock.now();
+        match queue.pending(now) {
+            Ok(q) => metrics::gauge!("docpipe_backfills_queued").set(q.len() as f64),
             Err(e) => {
                 tracing::error!("backfill queue: {e}");
                 return Step::Wait(BACKFILL_RECHECK);
             }
-        };
-        metrics::gauge!("docpipe_backfills_queued").set(queued.len() as f64);
-        let Some(q) = queued.first().cloned() else {
-            return Step::Idle;
+        }
+        // The oldest range not held by another daemon (this one's own first), its lease renewed.
+        let q = match queue.claim(&self.me, now, BACKFILL_LEASE) {
+            Ok(Some(q)) => q,
+            Ok(None) => return Step::Idle,
+            Err(e) => {
+                tracing::error!("backfill queue: {e}");
+                return Step::Wait(BACKFILL_RECHECK);
+            }
         };
         let targets: Vec<Target> = self
             .targets
@@ -338,7 +351,7 @@ impl Daemon {
                 // A span is due on every plan (its recent days are fetched again): walked once
                 // here, it is done; a day window left is one that is not final yet.
                 let left = plan.due.len() + plan.records.iter().filter(|r| !r.is_span()).count();
-                if let Err(e) = state.queue_done(q.id, self.ctx.clock.now()) {
+                if let Err(e) = queue.done(q.id, self.ctx.clock.now()) {
                     tracing::error!("backfill queue: {e}");
                 }
                 self.tried.remove(&q.id);

@@ -10,13 +10,14 @@ pub mod ledger;
 pub mod pg;
 mod queue;
 mod records;
+pub mod sql;
 mod walks;
 mod windows;
 
 pub use budget::SqliteBudget;
 pub use freshness::{Look, SpanLook};
 pub use journal::StoredPage;
-pub use queue::Queued;
+pub use queue::{Queue, Queued};
 pub use records::{RecordWalk, RecordsWritten};
 pub use windows::{WindowState, WrittenWindow};
 
@@ -53,6 +54,17 @@ pub enum StoreError {
         /// Cause.
         source: std::io::Error,
     },
+    /// A statement failed on SQLite (through the store's common interface, see `sql.rs`).
+    #[error("state database {name}: {message}")]
+    Sql {
+        /// The database file.
+        name: String,
+        /// What failed.
+        message: String,
+    },
+    /// The shared state database (PostgreSQL) failed.
+    #[error(transparent)]
+    Shared(#[from] pg::PgError),
     /// A stored page does not decode (the journal was edited or damaged).
     #[error("walk journal {path}: stored page of {project} {day} at offset {offset} is damaged")]
     Damaged {
@@ -163,14 +175,6 @@ CREATE TABLE IF NOT EXISTS settings (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS backfill_queue (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    projects TEXT NOT NULL,
-    from_day TEXT NOT NULL,
-    to_day TEXT NOT NULL,
-    queued_at TEXT NOT NULL,
-    done_at TEXT
-);
 ";
 
 /// The state of an output folder: one connection, shared by the exporter, the backfill queue,
@@ -205,6 +209,8 @@ impl Store {
         let db = Arc::new(Db::open(path, SCHEMA)?);
         db.ensure(records::SCHEMA)?;
         db.ensure(freshness::SCHEMA)?;
+        db.ensure(queue::SCHEMA)?;
+        db.with_conn(|c| queue::add_lease_columns(c))?;
         ledger::Ledger::on(db.clone())?;
         Ok(Self {
             db,
@@ -217,6 +223,11 @@ impl Store {
     /// The connection, for the budget and the ledger to share.
     pub fn db(&self) -> &Arc<Db> {
         &self.db
+    }
+
+    /// The backfill queue, on this store's connection.
+    pub fn queue(&self) -> Queue {
+        Queue::new(sql::Sql::Lite(self.db.clone()))
     }
 
     /// The rule ledger, on this store's connection.

@@ -54,7 +54,7 @@ pub struct PgError {
 }
 
 /// The message of a `postgres` error: the server's own, or the chain of causes.
-fn describe(e: &postgres::Error) -> String {
+pub(crate) fn describe(e: &postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
         return format!("{}: {}", db.severity(), db.message());
     }
@@ -104,19 +104,35 @@ impl std::fmt::Debug for Pg {
 
 /// The schema, one migration a version: each applied once, in order, in one transaction with
 /// its record in `docpipe_migrations`. Never edit one that was released: add the next.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "the rate budget's request log",
-    "CREATE TABLE requests (
-        scope TEXT NOT NULL,
-        sent_at_ms BIGINT NOT NULL
-    );
-    CREATE INDEX requests_by_scope ON requests (scope, sent_at_ms);
-    CREATE TABLE request_counts (
-        scope TEXT PRIMARY KEY,
-        n BIGINT NOT NULL
-    );",
-)];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "the rate budget's request log",
+        "CREATE TABLE requests (
+            scope TEXT NOT NULL,
+            sent_at_ms BIGINT NOT NULL
+        );
+        CREATE INDEX requests_by_scope ON requests (scope, sent_at_ms);
+        CREATE TABLE request_counts (
+            scope TEXT PRIMARY KEY,
+            n BIGINT NOT NULL
+        );",
+    ),
+    (
+        2,
+        "the backfill queue, claimed with a lease",
+        "CREATE TABLE backfill_queue (
+            id BIGSERIAL PRIMARY KEY,
+            projects TEXT NOT NULL,
+            from_day TEXT NOT NULL,
+            to_day TEXT NOT NULL,
+            queued_at TEXT NOT NULL,
+            done_at TEXT,
+            holder TEXT,
+            lease_until_ms BIGINT
+        );",
+    ),
+];
 
 /// The advisory lock key that serializes migrations ("docpipe" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0064_6f63_7069_7065;

@@ -6,6 +6,8 @@ use crate::common::*;
 use docpipe::api::budget::{Budget, Refusal, window};
 use docpipe::store::SqliteBudget;
 use docpipe::store::pg::{PASSWORD_ENV, Pg, PgBudget, RECONNECT_WAIT};
+use docpipe::store::sql::Sql;
+use docpipe::store::{Queue, Queued};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -280,14 +282,14 @@ fn processes_starting_at_once_migrate_the_schema_once_and_a_newer_schema_is_refu
     assert!(opened.iter().all(Result::is_ok), "{opened:?}");
     assert_eq!(
         server.psql("SELECT version || ' ' || name FROM docpipe_migrations ORDER BY version"),
-        "1 the rate budget's request log"
+        "1 the rate budget's request log\n2 the backfill queue, claimed with a lease"
     );
     server.psql("INSERT INTO docpipe_migrations (version, name) VALUES (99, 'from the future')");
     let err = Pg::open(&server.url()).unwrap_err().to_string();
     assert_eq!(
         err,
         format!(
-            "state database {}: its schema is version 99, newer than this docpipe's 1: run a newer docpipe",
+            "state database {}: its schema is version 99, newer than this docpipe's 2: run a newer docpipe",
             server.url()
         )
     );
@@ -435,4 +437,103 @@ async fn a_postgres_budget_db_that_cannot_be_used_is_one_line_exit_2_with_no_sec
         "{err}"
     );
     assert!(!dir.path().join("u/state.sqlite").exists());
+}
+
+fn day(s: &str) -> chrono::NaiveDate {
+    s.parse().unwrap()
+}
+
+/// The same rules for every backfill queue: a daemon claims the oldest range nobody holds and
+/// keeps it while its lease runs (claiming again renews it), another gets the next one, a dead
+/// holder's range is taken over when its lease has run out, a released one at once, a drained
+/// one never again; and 6 daemons claiming at once never hold one range together.
+fn queue_rules(a: Queue, b: Queue) {
+    let lease = chrono::Duration::minutes(10);
+    let first = a
+        .push(&[], day("2026-01-01"), day("2026-01-31"), t0())
+        .unwrap();
+    let second = b
+        .push(&["beta".into()], day("2026-02-01"), day("2026-02-10"), t0())
+        .unwrap();
+    assert!(second > first);
+    let held = a.claim("one", t0(), lease).unwrap().unwrap();
+    assert_eq!(
+        held,
+        Queued {
+            id: first,
+            projects: vec![],
+            from: day("2026-01-01"),
+            to: day("2026-01-31"),
+            holder: Some("one".into()),
+        }
+    );
+    let other = b.claim("two", t0(), lease).unwrap().unwrap();
+    assert_eq!(
+        (other.id, other.projects.clone()),
+        (second, vec!["beta".to_string()])
+    );
+    assert_eq!(b.claim("three", t0(), lease).unwrap(), None);
+    // "one" renews its lease at every step; "two" dies.
+    let later = t0() + chrono::Duration::minutes(8);
+    assert_eq!(a.claim("one", later, lease).unwrap().unwrap().id, first);
+    let expired = t0() + chrono::Duration::minutes(11);
+    assert_eq!(
+        b.claim("three", expired, lease).unwrap().unwrap().id,
+        second
+    );
+    let pending = a.pending(expired).unwrap();
+    assert_eq!(
+        pending
+            .iter()
+            .map(|q| (q.id, q.holder.clone()))
+            .collect::<Vec<_>>(),
+        vec![(first, Some("one".into())), (second, Some("three".into()))]
+    );
+    a.done(first, expired).unwrap();
+    b.release("three").unwrap();
+    assert_eq!(a.claim("one", expired, lease).unwrap().unwrap().id, second);
+    a.done(second, expired).unwrap();
+    assert_eq!(a.claim("one", expired, lease).unwrap(), None);
+    assert!(b.pending(expired).unwrap().is_empty());
+
+    // 6 daemons, 3 ranges, all claiming at the same instant: 3 get one each, 3 get none.
+    let ranges: Vec<i64> = (1..=3)
+        .map(|m| {
+            let from = day(&format!("2025-0{m}-01"));
+            a.push(&[], from, from, t0()).unwrap()
+        })
+        .collect();
+    let got: Vec<Option<i64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6)
+            .map(|i| {
+                let q = if i % 2 == 0 { a.clone() } else { b.clone() };
+                s.spawn(move || {
+                    q.claim(&format!("daemon-{i}"), expired, lease)
+                        .unwrap()
+                        .map(|q| q.id)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut ids: Vec<i64> = got.iter().flatten().copied().collect();
+    ids.sort();
+    assert_eq!(ids, ranges, "{got:?}");
+}
+
+#[test]
+fn a_backfill_queue_on_postgres_follows_the_same_rules_as_one_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("state.sqlite");
+    let store = |_: ()| docpipe::store::Store::open(&file).unwrap().queue();
+    queue_rules(store(()), store(()));
+    let server = Postgres::start();
+    queue_rules(
+        Queue::new(Sql::Pg(Arc::new(server.open()))),
+        Queue::new(Sql::Pg(Arc::new(server.open()))),
+    );
+    assert_eq!(
+        server.psql("SELECT count(*), count(done_at) FROM backfill_queue"),
+        "5|2"
+    );
 }

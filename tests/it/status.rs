@@ -77,7 +77,8 @@ async fn status_reports_days_budgets_and_firings() {
 
     docpipe::store::Store::open(&state)
         .unwrap()
-        .queue_backfill(
+        .queue()
+        .push(
             &["beta".to_string()],
             day("2026-02-01"),
             day("2026-03-02"),
