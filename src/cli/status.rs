@@ -219,8 +219,11 @@ pub async fn describe(
     for (q, plan) in &view.queued {
         let _ = writeln!(
             out,
-            "backfill queued ({}): {}..{} of {}: {} windows not final yet, about {} requests, ETA {}",
+            "backfill queued ({}{}): {}..{} of {}: {} windows not final yet, about {} requests, ETA {}",
             q.id,
+            q.holder
+                .as_ref()
+                .map_or(String::new(), |h| format!(", held by daemon {h}")),
             q.from,
             q.to,
             if q.projects.is_empty() {
@@ -232,6 +235,38 @@ pub async fn describe(
             plan.expected_requests,
             eta(plan)
         );
+    }
+    let daemons = state.daemons().all()?;
+    if daemons.is_empty() {
+        let _ = writeln!(out, "daemons: none running");
+    }
+    for d in &daemons {
+        let holds: Vec<String> = view
+            .queued
+            .iter()
+            .filter(|(q, _)| q.holder.as_ref() == Some(&d.name))
+            .map(|(q, _)| format!("backfill {}", q.id))
+            .collect();
+        let holds = if holds.is_empty() {
+            "nothing".to_string()
+        } else {
+            holds.join(", ")
+        };
+        let seen = short(now - d.seen_at);
+        let started = d.started_at.format("%Y-%m-%d %H:%M:%SZ");
+        let _ = if d.alive(now) {
+            writeln!(
+                out,
+                "daemon {}: alive (heartbeat {seen} ago), started {started}, holds {holds}",
+                d.name
+            )
+        } else {
+            writeln!(
+                out,
+                "daemon {}: no heartbeat for {seen} (stopped without leaving, or cut off), started {started}; what it held is taken over when its lease runs out",
+                d.name
+            )
+        };
     }
     {
         let budget = ctx.budget();

@@ -15,6 +15,7 @@ use crate::app::{Access, Context, Keys};
 use crate::clock::SharedClock;
 use crate::config::Settings;
 use crate::error::UserError;
+use crate::store::daemons::HEARTBEAT_EVERY;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::collections::HashMap;
 use std::future::Future;
@@ -34,6 +35,8 @@ struct Started {
     scheduler: JobScheduler,
     ticks: mpsc::UnboundedReceiver<Tick>,
     server: Option<tokio::task::JoinHandle<()>>,
+    /// Writes this daemon's heartbeat every [`HEARTBEAT_EVERY`].
+    beats: tokio::task::JoinHandle<()>,
     /// Tells the health server to stop.
     stopped: watch::Sender<bool>,
 }
@@ -122,6 +125,22 @@ async fn start(
     let _ = tx.send(Tick::Export);
     let _ = tx.send(Tick::Poll);
     let exporter = ctx.exporter();
+    let me = name();
+    let beats = {
+        let daemons = ctx.store().daemons();
+        let clock = ctx.clock.clone();
+        let me = me.clone();
+        let started = clock.now();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(HEARTBEAT_EVERY);
+            loop {
+                every.tick().await;
+                if let Err(e) = daemons.beat(&me, started, clock.now()) {
+                    tracing::warn!("heartbeat: {e}");
+                }
+            }
+        })
+    };
     Ok(Started {
         daemon: Daemon {
             ctx,
@@ -131,9 +150,10 @@ async fn start(
             engine,
             reserve: HashMap::new(),
             tried: HashMap::new(),
-            me: name(),
+            me,
         },
         scheduler,
+        beats,
         ticks,
         server,
         stopped,
@@ -175,6 +195,7 @@ pub async fn run(
         mut scheduler,
         ticks: mut rx,
         server,
+        beats,
         stopped,
     } = started;
     let mut backfill_wait = Duration::ZERO;
@@ -247,6 +268,10 @@ pub async fn run(
     // What this daemon held is another's to take at once, not when its lease runs out.
     if let Err(e) = daemon.ctx.store().queue().release(&daemon.me) {
         tracing::warn!("backfill queue: cannot give back the range this daemon held: {e}");
+    }
+    beats.abort();
+    if let Err(e) = daemon.ctx.store().daemons().leave(&daemon.me) {
+        tracing::warn!("heartbeat: cannot remove this daemon's: {e}");
     }
     let _ = scheduler.shutdown().await;
     let _ = stopped.send(true);

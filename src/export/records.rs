@@ -563,9 +563,12 @@ impl Exporter {
                             full,
                             recent,
                             urgency,
-                            // A span's full re-check is not a provisional day's probe: it
-                            // waits its turn with today's data.
-                            deadline: false,
+                            // A span's full re-check that has waited the policy's `oldest`
+                            // goes before the windows of today (its provisional days are
+                            // re-checked at least that often).
+                            deadline: purpose == Purpose::Recheck
+                                && full
+                                && Policy::is_due(policy.oldest, look.full_at, now),
                             part: None,
                         });
                     }

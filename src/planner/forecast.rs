@@ -207,6 +207,7 @@ pub fn forecast(
                 }
                 Windows::Span { walked_at, full } => {
                     let newness = newness(today);
+                    let deadline_after = s.policy.oldest;
                     let mut push = |purpose, cost: u64, is_full, interval, at| {
                         let done = progress
                             .get(&Slot::Span(i, is_full).key())
@@ -221,7 +222,7 @@ pub fn forecast(
                             cost: cost.saturating_sub(done).max(1),
                             urgency: Policy::urgency(interval, at, t),
                             started: done > 0,
-                            deadline: false,
+                            deadline: is_full && Policy::is_due(deadline_after, at, t),
                         });
                         slots.push(Slot::Span(i, is_full));
                     };

@@ -260,15 +260,16 @@ pub struct Candidate {
     pub urgency: u32,
     /// Some of its pages are stored (a backfill walk under way goes on first).
     pub started: bool,
-    /// A provisional day's re-check (a probe, one request) whose day has waited the policy's
-    /// `oldest` since its last look: the longest any provisional day waits, so it goes before
-    /// the other windows due (a span's full re-check is not one).
+    /// A re-check that has waited the policy's `oldest` since its last look (a provisional
+    /// day's probe, or a span's full re-check of its mutable days): the longest any
+    /// provisional day waits, so it goes before the other windows due.
     pub deadline: bool,
 }
 
 impl Candidate {
     /// Its group in the serving order: unfinished walks; today's page views (what every
-    /// report reads first); re-checks at their deadline (see [`Candidate::deadline`]); then
+    /// report reads first); re-checks at their deadline (see [`Candidate::deadline`]; as late,
+    /// probes before full walks); then
     /// the rest of today's freshness and the re-checks together, the latest first (a window
     /// passed over last hour comes before one just due), today's before a re-check as late;
     /// then the backfill, walks under way first.
@@ -279,7 +280,8 @@ impl Candidate {
             Purpose::Fresh if self.dataset == LEADING => {
                 (1, std::cmp::Reverse(0), self.purpose, false)
             }
-            Purpose::Recheck if self.deadline => (2, latest, self.purpose, false),
+            // At their deadline, as late: a day's probe (one request) before a span's full walk.
+            Purpose::Recheck if self.deadline => (2, latest, self.purpose, self.cost > 1),
             Purpose::Fresh | Purpose::Recheck => (3, latest, self.purpose, false),
             Purpose::Backfill => (4, std::cmp::Reverse(0), self.purpose, !self.started),
         }

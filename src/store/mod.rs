@@ -4,6 +4,7 @@
 //! (in the same file, or in `budget_db`, which then holds only the budget's tables).
 
 pub mod budget;
+pub mod daemons;
 mod freshness;
 pub mod journal;
 pub mod ledger;
@@ -210,6 +211,7 @@ impl Store {
         db.ensure(records::SCHEMA)?;
         db.ensure(freshness::SCHEMA)?;
         db.ensure(queue::SCHEMA)?;
+        db.ensure(daemons::SCHEMA)?;
         db.with_conn(|c| queue::add_lease_columns(c))?;
         ledger::Ledger::on(db.clone())?;
         Ok(Self {
@@ -228,6 +230,11 @@ impl Store {
     /// The backfill queue, on this store's connection.
     pub fn queue(&self) -> Queue {
         Queue::new(sql::Sql::Lite(self.db.clone()))
+    }
+
+    /// The daemons' heartbeats, on this store's connection.
+    pub fn daemons(&self) -> daemons::Daemons {
+        daemons::Daemons::new(sql::Sql::Lite(self.db.clone()))
     }
 
     /// The rule ledger, on this store's connection.

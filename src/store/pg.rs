@@ -132,6 +132,15 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
             lease_until_ms BIGINT
         );",
     ),
+    (
+        3,
+        "the daemons' heartbeats",
+        "CREATE TABLE daemons (
+            name TEXT PRIMARY KEY,
+            started_at TEXT NOT NULL,
+            seen_at_ms BIGINT NOT NULL
+        );",
+    ),
 ];
 
 /// The advisory lock key that serializes migrations ("docpipe" in ASCII).

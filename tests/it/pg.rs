@@ -5,6 +5,7 @@
 use crate::common::*;
 use docpipe::api::budget::{Budget, Refusal, window};
 use docpipe::store::SqliteBudget;
+use docpipe::store::daemons::Daemons;
 use docpipe::store::pg::{PASSWORD_ENV, Pg, PgBudget, RECONNECT_WAIT};
 use docpipe::store::sql::Sql;
 use docpipe::store::{Queue, Queued};
@@ -282,14 +283,14 @@ fn processes_starting_at_once_migrate_the_schema_once_and_a_newer_schema_is_refu
     assert!(opened.iter().all(Result::is_ok), "{opened:?}");
     assert_eq!(
         server.psql("SELECT version || ' ' || name FROM docpipe_migrations ORDER BY version"),
-        "1 the rate budget's request log\n2 the backfill queue, claimed with a lease"
+        "1 the rate budget's request log\n2 the backfill queue, claimed with a lease\n3 the daemons' heartbeats"
     );
     server.psql("INSERT INTO docpipe_migrations (version, name) VALUES (99, 'from the future')");
     let err = Pg::open(&server.url()).unwrap_err().to_string();
     assert_eq!(
         err,
         format!(
-            "state database {}: its schema is version 99, newer than this docpipe's 2: run a newer docpipe",
+            "state database {}: its schema is version 99, newer than this docpipe's 3: run a newer docpipe",
             server.url()
         )
     );
@@ -536,4 +537,42 @@ fn a_backfill_queue_on_postgres_follows_the_same_rules_as_one_on_sqlite() {
         server.psql("SELECT count(*), count(done_at) FROM backfill_queue"),
         "5|2"
     );
+}
+
+/// The same heartbeats on every state: a beat records a daemon or moves its time on, a daemon
+/// not seen for three heartbeats is gone, one that leaves is no longer listed.
+fn heartbeat_rules(a: Daemons, b: Daemons) {
+    let started = t0();
+    a.beat("box-1:41", started, t0()).unwrap();
+    b.beat("box-2:77", started, t0()).unwrap();
+    a.beat("box-1:41", started, t0() + chrono::Duration::seconds(90))
+        .unwrap();
+    let now = t0() + chrono::Duration::seconds(100);
+    let all = b.all().unwrap();
+    assert_eq!(
+        all.iter()
+            .map(|d| (d.name.as_str(), d.alive(now), d.seen_at))
+            .collect::<Vec<_>>(),
+        vec![
+            ("box-1:41", true, t0() + chrono::Duration::seconds(90)),
+            ("box-2:77", false, t0()),
+        ]
+    );
+    assert_eq!(all[0].started_at, started);
+    b.leave("box-2:77").unwrap();
+    assert_eq!(a.all().unwrap().len(), 1);
+}
+
+#[test]
+fn heartbeats_on_postgres_follow_the_same_rules_as_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("state.sqlite");
+    let store = |_: ()| docpipe::store::Store::open(&file).unwrap().daemons();
+    heartbeat_rules(store(()), store(()));
+    let server = Postgres::start();
+    heartbeat_rules(
+        Daemons::new(Sql::Pg(Arc::new(server.open()))),
+        Daemons::new(Sql::Pg(Arc::new(server.open()))),
+    );
+    assert_eq!(server.psql("SELECT name FROM daemons"), "box-1:41");
 }

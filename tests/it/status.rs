@@ -75,8 +75,8 @@ async fn status_reports_days_budgets_and_firings() {
     firing.seconds_to_done = Some(7.0);
     ledger.update(&firing, now).unwrap();
 
-    docpipe::store::Store::open(&state)
-        .unwrap()
+    let store = docpipe::store::Store::open(&state).unwrap();
+    store
         .queue()
         .push(
             &["beta".to_string()],
@@ -85,6 +85,19 @@ async fn status_reports_days_budgets_and_firings() {
             now,
         )
         .unwrap();
+    // Two daemons on this state: one alive, holding the backfill; one cut off 10 minutes ago.
+    let (min, sec) = (chrono::Duration::minutes, chrono::Duration::seconds);
+    store.queue().claim("box-1:41", now, min(10)).unwrap();
+    let daemons = store.daemons();
+    daemons
+        .beat("box-1:41", now - min(60), now - sec(20))
+        .unwrap();
+    daemons
+        .beat("box-2:77", now - min(180), now - min(10))
+        .unwrap();
+    daemons.beat("box-3:9", now - min(5), now - min(5)).unwrap();
+    daemons.leave("box-3:9").unwrap();
+    drop(store);
     let status =
         docpipe::cli::status::describe(&settings, docpipe::clock::ManualClock::new(now), 5)
             .await
@@ -107,7 +120,9 @@ planner, the next 24 hours:
   organization org-b: the config asks for 2 requests an hour (page_views 2.0), the budget gives 95000: it fits. 15 missing windows will be in within about 1 h.
     requests an hour by dataset: page_views 2.4
     gamma: page_views today <= 1h, days every <= 6h
-backfill queued (1): 2026-02-01..2026-03-02 of beta: 28 windows not final yet, about 28 requests, ETA within the current hour's budget
+backfill queued (1, held by daemon box-1:41): 2026-02-01..2026-03-02 of beta: 28 windows not final yet, about 28 requests, ETA within the current hour's budget
+daemon box-1:41: alive (heartbeat 0m ago), started 2026-03-15 11:00:00Z, holds backfill 1
+daemon box-2:77: no heartbeat for 10m (stopped without leaving, or cut off), started 2026-03-15 09:00:00Z; what it held is taken over when its lease runs out
 budget analytics:org-a: 3 of 95000 requests used in the last hour
 budget analytics:org-b: 0 of 95000 requests used in the last hour
 budget agent:alpha: 1 of 95 follow-ups and job creations used in the last hour
