@@ -94,15 +94,9 @@ impl Daemons {
             )?
             .iter()
             .map(|r| {
-                let started = r.text(1)?;
                 Ok(Seen {
                     name: r.text(0)?,
-                    started_at: DateTime::parse_from_rfc3339(&started)
-                        .map_err(|_| super::sql::SqlError {
-                            message: format!("daemons: started_at is not a time: {started:?}"),
-                            connection: false,
-                        })?
-                        .to_utc(),
+                    started_at: r.time(1)?,
                     seen_at: DateTime::from_timestamp_millis(r.int(2)?).unwrap_or_default(),
                 })
             })

@@ -108,6 +108,14 @@ impl Row {
         }
     }
 
+    /// A time column (RFC 3339 text).
+    pub fn time(&self, i: usize) -> Result<chrono::DateTime<chrono::Utc>, SqlError> {
+        let v = self.text(i)?;
+        chrono::DateTime::parse_from_rfc3339(&v)
+            .map(|t| t.to_utc())
+            .map_err(|_| wrong(i, "a time", &Value::Text(v)))
+    }
+
     /// A day column.
     pub fn day(&self, i: usize) -> Result<NaiveDate, SqlError> {
         let v = self.text(i)?;

@@ -709,11 +709,8 @@ where
     E: Send + From<PolarsError>,
 {
     std::thread::scope(|s| {
-        jobs.map(|job| s.spawn(job)).map(|h| {
-            h.join().unwrap_or_else(|_| {
-                Err(PolarsError::ComputeError("a docs gap computation panicked".into()).into())
-            })
-        })
+        jobs.map(|job| s.spawn(job))
+            .map(|h| super::joined(h, "a docs gap computation"))
     })
 }
 

@@ -416,21 +416,24 @@ fn pages_of(site_totals: LazyFrame, page_views: LazyFrame) -> Result<LazyFrame, 
 /// so the work runs on a thread of its own: callable from anywhere.
 pub fn compute(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
     tracing::debug!(output = %out.display(), "trend tables computed");
-    std::thread::scope(|s| s.spawn(|| compute_here(out, sel)).join()).unwrap_or_else(|_| {
-        Err(TrendsError::Polars(PolarsError::ComputeError(
-            "the trends computation panicked".into(),
-        )))
+    std::thread::scope(|s| joined(s.spawn(|| compute_here(out, sel)), "the trends computation"))
+}
+
+/// A scoped thread's result; a thread that panicked gives a polars compute error saying that
+/// `what` panicked.
+pub(crate) fn joined<T, E: From<PolarsError>>(
+    thread: std::thread::ScopedJoinHandle<'_, Result<T, E>>,
+    what: &str,
+) -> Result<T, E> {
+    thread.join().unwrap_or_else(|_| {
+        Err(PolarsError::ComputeError(format!("{what} panicked").into()).into())
     })
 }
 
 /// The tables of an output folder with nothing exported: no rows, the real columns and types
 /// (what rule queries are checked against before there is data).
 pub fn empty_tables() -> Result<Tables, TrendsError> {
-    std::thread::scope(|s| s.spawn(empty_here).join()).unwrap_or_else(|_| {
-        Err(TrendsError::Polars(PolarsError::ComputeError(
-            "the trends computation panicked".into(),
-        )))
-    })
+    std::thread::scope(|s| joined(s.spawn(empty_here), "the trends computation"))
 }
 
 fn empty_here() -> Result<Tables, TrendsError> {
@@ -482,11 +485,7 @@ fn compute_here(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
         }
         let weekly = weekly(daily.clone().lazy()).collect()?;
         let pages = pages(out, sel)?.collect()?;
-        let gaps = gaps.join().unwrap_or_else(|_| {
-            Err(TrendsError::Polars(PolarsError::ComputeError(
-                "the docs gaps computation panicked".into(),
-            )))
-        })?;
+        let gaps = joined(gaps, "the docs gaps computation")?;
         Ok(Tables {
             daily,
             weekly,
