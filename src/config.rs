@@ -60,6 +60,36 @@ pub struct RawConfig {
     /// How often days are looked at again, by age; the backfill's share of the budget.
     #[serde(default)]
     pub freshness: RawFreshness,
+    /// Where the state is kept (several daemons share a PostgreSQL database).
+    #[serde(default)]
+    pub state: RawState,
+}
+
+/// `[state]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawState {
+    /// A `postgres://` URL (the password in `DOCPIPE_STATE_PASSWORD`): every piece of state
+    /// goes there, shared by every docpipe that names it (default: the output folder's
+    /// `state.sqlite`).
+    pub url: Option<String>,
+    /// Seconds a window claim lasts without its holder renewing it (a daemon that died holds
+    /// its windows that long).
+    #[serde(default = "default_lease")]
+    pub lease_secs: u64,
+}
+
+const fn default_lease() -> u64 {
+    120
+}
+
+impl Default for RawState {
+    fn default() -> Self {
+        Self {
+            url: None,
+            lease_secs: default_lease(),
+        }
+    }
 }
 
 /// `[freshness]` (and `[freshness.dataset.<name>]`): durations such as "1h", "90m", "2h 30m".
@@ -527,6 +557,10 @@ pub struct Settings {
     pub output: Option<Location>,
     /// Where the rate budgets' request log lives.
     pub budget_db: BudgetDb,
+    /// The shared state database (`[state] url`), if any: every piece of state goes there.
+    pub state_url: Option<String>,
+    /// How long a window claim lasts without renewal.
+    pub window_lease: Duration,
     /// Lateness allowance in days.
     pub lookback_days: u32,
     /// Days of feedback fetched again on every run.
@@ -871,6 +905,22 @@ impl RawConfig {
             // Not the URL itself: it may carry the password.
             problems.push(format!("[service] budget_db: {m}"));
         }
+        if let Some(url) = &self.state.url {
+            if !crate::store::pg::is_url(url) {
+                problems.push(
+                    "[state] url: not a postgres:// URL (the state of one machine needs no setting: it is the output folder's state.sqlite)"
+                        .into(),
+                );
+            } else if let Err(m) = crate::store::pg::parse_url(url) {
+                problems.push(format!("[state] url: {m}"));
+            }
+        }
+        if self.state.lease_secs < 10 {
+            problems.push(format!(
+                "[state] lease_secs: {} is too short (at least 10: the holder renews it every third of it)",
+                self.state.lease_secs
+            ));
+        }
         if !problems.is_empty() {
             return Err(ConfigError::Invalid {
                 path: origin.to_string(),
@@ -893,11 +943,14 @@ impl RawConfig {
                 .local()
                 .is_none_or(|dir| !same_dir(dir, &local))
                 .then_some(location),
-            budget_db: match &s.budget_db {
-                None => BudgetDb::File(crate::store::state_path(&local)),
-                Some(url) if crate::store::pg::is_url(url) => BudgetDb::Postgres(url.clone()),
-                Some(file) => BudgetDb::File(PathBuf::from(file)),
+            budget_db: match (&s.budget_db, &self.state.url) {
+                (None, Some(url)) => BudgetDb::Postgres(url.clone()),
+                (None, None) => BudgetDb::File(crate::store::state_path(&local)),
+                (Some(url), _) if crate::store::pg::is_url(url) => BudgetDb::Postgres(url.clone()),
+                (Some(file), _) => BudgetDb::File(PathBuf::from(file)),
             },
+            state_url: self.state.url.clone(),
+            window_lease: Duration::from_secs(self.state.lease_secs),
             output_dir: local,
             lookback_days: self.export.lookback_days,
             feedback_recheck_days: self.export.feedback_recheck_days,

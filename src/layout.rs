@@ -106,18 +106,22 @@ impl Pending {
 
 /// Whether the process that named a temporary file `.tmp-<pid>-...` is gone.
 fn writer_is_gone(name: &str) -> bool {
-    let Some(pid) = name
-        .strip_prefix(TMP_PREFIX)
+    name.strip_prefix(TMP_PREFIX)
         .and_then(|rest| rest.split('-').next())
-        .and_then(|p| p.parse::<i32>().ok())
-    else {
-        return true;
-    };
-    if pid == std::process::id() as i32 {
+        .and_then(|p| p.parse::<u32>().ok())
+        .is_none_or(process_is_gone)
+}
+
+/// Whether process `pid` of this machine has ended (never this one).
+pub fn process_is_gone(pid: u32) -> bool {
+    if pid == std::process::id() {
         return false;
     }
     #[cfg(unix)]
     {
+        let Ok(pid) = i32::try_from(pid) else {
+            return true;
+        };
         // SAFETY: kill with signal 0 only checks that the process exists; it sends nothing.
         let alive = unsafe { libc::kill(pid, 0) } == 0
             || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);

@@ -127,16 +127,22 @@ impl Context {
             }
             None => None,
         };
-        // A shared database is reached before anything is written here.
-        let shared = match &settings.budget_db {
-            BudgetDb::Postgres(url) => Some(Arc::new(
-                Pg::open(url).map_err(|e| UserError::new(e.to_string()))?,
-            )),
-            BudgetDb::File(_) => None,
+        // A shared database is reached before anything is written here (one connection when
+        // the state and the budget name the same one).
+        let open = |url: &str| {
+            Pg::open(url)
+                .map(Arc::new)
+                .map_err(|e| UserError::new(e.to_string()))
+        };
+        let state = settings.state_url.as_deref().map(open).transpose()?;
+        let shared = match (&settings.budget_db, &state) {
+            (BudgetDb::Postgres(url), Some(pg)) if pg.name() == url => Some(pg.clone()),
+            (BudgetDb::Postgres(url), _) => Some(open(url)?),
+            (BudgetDb::File(_), _) => None,
         };
         let folder = match access {
-            Access::Export => Folder::open_locked(&out, settings.timezone.name()).await,
-            Access::Shared => Folder::open_shared(&out),
+            Access::Export => Folder::open_for_export(&out, settings.timezone.name(), state).await,
+            Access::Shared => Folder::open_shared(&out, state),
         }
         .map_err(folder_error)?;
         let budget: Arc<dyn Budget> = match &settings.budget_db {
@@ -286,6 +292,10 @@ impl Context {
         .with_records(self.record_settings())
         .with_freshness(self.settings.freshness.clone())
         .with_events(self.events.clone())
+        .with_lease(
+            chrono::Duration::from_std(self.settings.window_lease)
+                .unwrap_or(chrono::Duration::minutes(2)),
+        )
     }
 
     /// The rules' engine: the store's ledger, the shared budget, and a client per project.

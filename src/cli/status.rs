@@ -56,7 +56,7 @@ pub async fn describe(
 ) -> anyhow::Result<String> {
     let state_file = state_path(&settings.output_dir);
     let mut out = String::new();
-    if !state_file.exists() {
+    if !state_file.exists() && settings.state_url.is_none() {
         return Ok(format!(
             "nothing exported yet: no state database at {}\n",
             state_file.display()
@@ -67,7 +67,7 @@ pub async fn describe(
     let state = ctx.store();
     let view = plan_view(&ctx)?;
     let today = settings.today(now);
-    let _ = writeln!(out, "state: {}", state_file.display());
+    let _ = writeln!(out, "state: {}", state.sql().name());
     for p in &settings.projects {
         let windows = state.windows(&p.id)?;
         let mut known: Vec<NaiveDate> = windows.keys().copied().collect();
@@ -240,13 +240,28 @@ pub async fn describe(
     if daemons.is_empty() {
         let _ = writeln!(out, "daemons: none running");
     }
+    let (held, done_by) = if state.is_shared() {
+        let claims = state.claims();
+        (claims.held(now)?, claims.done_by()?)
+    } else {
+        (Vec::new(), Vec::new())
+    };
     for d in &daemons {
-        let holds: Vec<String> = view
+        let mut holds: Vec<String> = view
             .queued
             .iter()
             .filter(|(q, _)| q.holder.as_ref() == Some(&d.name))
             .map(|(q, _)| format!("backfill {}", q.id))
             .collect();
+        holds.extend(
+            held.iter()
+                .filter(|(_, h)| *h == d.name)
+                .map(|(k, _)| format!("window {k}")),
+        );
+        let done = done_by
+            .iter()
+            .find(|(h, _)| *h == d.name)
+            .map_or(0, |(_, n)| *n);
         let holds = if holds.is_empty() {
             "nothing".to_string()
         } else {
@@ -257,8 +272,13 @@ pub async fn describe(
         let _ = if d.alive(now) {
             writeln!(
                 out,
-                "daemon {}: alive (heartbeat {seen} ago), started {started}, holds {holds}",
-                d.name
+                "daemon {}: alive (heartbeat {seen} ago), started {started}, holds {holds}{}",
+                d.name,
+                if state.is_shared() {
+                    format!("; {done} windows done")
+                } else {
+                    String::new()
+                }
             )
         } else {
             writeln!(

@@ -125,7 +125,7 @@ async fn start(
     let _ = tx.send(Tick::Export);
     let _ = tx.send(Tick::Poll);
     let exporter = ctx.exporter();
-    let me = name();
+    let me = crate::store::daemons::this_process();
     let beats = {
         let daemons = ctx.store().daemons();
         let clock = ctx.clock.clone();
@@ -158,17 +158,6 @@ async fn start(
         server,
         stopped,
     })
-}
-
-/// This daemon's name among those sharing the state: the machine and the process.
-fn name() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into());
-    format!("{host}:{}", std::process::id())
 }
 
 /// Runs the daemon until `stop` resolves; then lets the work in progress finish for the grace

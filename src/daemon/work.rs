@@ -29,8 +29,9 @@ pub(super) enum Tick {
 /// The longest a waiting backfill sleeps before looking at the budget again.
 const BACKFILL_RECHECK: Duration = Duration::from_secs(60);
 
-/// How long a claimed backfill stays this daemon's without a step (renewed at every step): when
-/// the daemon dies, another takes the range over after this.
+/// How long a claimed backfill stays this daemon's without a step (renewed at every step) on
+/// a folder's own state: when the daemon dies, another takes the range over after this. On a
+/// shared database, `[state] lease_secs`.
 pub const BACKFILL_LEASE: chrono::Duration = chrono::Duration::minutes(10);
 
 /// The daemon's state.
@@ -306,7 +307,12 @@ impl Daemon {
             }
         }
         // The oldest range not held by another daemon (this one's own first), its lease renewed.
-        let q = match queue.claim(&self.me, now, BACKFILL_LEASE) {
+        let lease = if self.ctx.store().is_shared() {
+            chrono::Duration::from_std(self.ctx.settings.window_lease).unwrap_or(BACKFILL_LEASE)
+        } else {
+            BACKFILL_LEASE
+        };
+        let q = match queue.claim(&self.me, now, lease) {
             Ok(Some(q)) => q,
             Ok(None) => return Step::Idle,
             Err(e) => {

@@ -158,6 +158,8 @@ pub struct Plan {
     /// Per organization, the requests the run may spend (none: no limit but the budget's
     /// waits): set by [`Plan::fit`].
     pub allowance: HashMap<String, u64>,
+    /// When it was made: a window another process did since is not walked again.
+    pub made_at: DateTime<Utc>,
 }
 
 impl Plan {
@@ -475,6 +477,8 @@ pub struct Summary {
     pub failed: Vec<(String, NaiveDate, String)>,
     /// Days a probe found unchanged (nothing written; the day is final when `is_final`).
     pub checked: Vec<Checked>,
+    /// Windows another process (sharing the state) held or did since the plan was made.
+    pub elsewhere: u64,
     /// Windows of the plan not fetched: the run's allowance had no room for them (left for
     /// the next run; a probed day that changed keeps its first page and resumes).
     pub deferred: u64,
@@ -599,6 +603,29 @@ pub struct Exporter {
     records: RecordSettings,
     freshness: Freshness,
     refresh: bool,
+    /// This process's name on its window claims.
+    holder: String,
+    /// How long a window claim lasts without renewal.
+    lease: chrono::Duration,
+}
+
+/// A window's claim key: a day of a daily dataset, or a span (one walk at a time per dataset
+/// and project, whatever its days).
+fn claim_key(dataset: &str, project: &str, day: Option<NaiveDate>) -> String {
+    match day {
+        Some(d) => format!("{dataset}/{project}/{d}"),
+        None => format!("{dataset}/{project}"),
+    }
+}
+
+/// Renews a process's window claims while a run goes on (every third of the lease); stops
+/// when dropped.
+struct Renewing(tokio::task::JoinHandle<()>);
+
+impl Drop for Renewing {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Exporter {
@@ -615,6 +642,94 @@ impl Exporter {
             records: RecordSettings::default(),
             freshness: Freshness::default(),
             refresh: false,
+            holder: crate::store::daemons::this_process(),
+            lease: chrono::Duration::minutes(2),
+        }
+    }
+
+    /// Claims windows for `lease` (renewed every third of it while a run goes on).
+    pub fn with_lease(mut self, lease: chrono::Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Claims windows as `holder` (default: this machine and process).
+    pub fn with_holder(mut self, holder: &str) -> Self {
+        self.holder = holder.to_string();
+        self
+    }
+
+    /// Renews this process's claims from a task while the returned guard lives.
+    fn renewing(&self) -> Renewing {
+        let claims = self.state().claims();
+        let (holder, lease, clock) = (self.holder.clone(), self.lease, self.clock.clone());
+        let every = (lease / 3)
+            .to_std()
+            .unwrap_or(std::time::Duration::from_secs(10));
+        Renewing(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let (claims, holder, now) = (claims.clone(), holder.clone(), clock.now());
+                let renewed =
+                    tokio::task::spawn_blocking(move || claims.renew(&holder, now, lease)).await;
+                if let Ok(Err(e)) = renewed {
+                    tracing::warn!(error = %e, "window claims not renewed");
+                }
+            }
+        }))
+    }
+
+    /// Claims a window for this process; `None` when it is taken (another process holds it,
+    /// or did it since `plan` was made: counted as done elsewhere) or the claim failed
+    /// (counted as failed).
+    fn claim(
+        &self,
+        key: &str,
+        project: &str,
+        day: NaiveDate,
+        plan: &Plan,
+        summary: &mut Summary,
+    ) -> Option<()> {
+        // One process exports into a folder whose state is its own (it holds the folder's
+        // lock): nothing to claim.
+        if !self.state().is_shared() {
+            return Some(());
+        }
+        let claims = self.state().claims();
+        match claims.take(
+            key,
+            &self.holder,
+            self.clock.now(),
+            self.lease,
+            plan.made_at,
+        ) {
+            Ok(crate::store::claims::Claim::Taken) => Some(()),
+            Ok(other) => {
+                tracing::debug!(window = key, found = ?other, "window left to another process");
+                summary.elsewhere += 1;
+                None
+            }
+            Err(e) => {
+                summary
+                    .failed
+                    .push((project.to_string(), day, format!("claiming {key}: {e}")));
+                None
+            }
+        }
+    }
+
+    /// Ends this process's claim of a window: done when the window was written or looked at
+    /// (nothing failed, paused or deferred meanwhile), else given back.
+    fn unclaim(&self, key: &str, before: (usize, u64, u64), summary: &Summary) {
+        if !self.state().is_shared() {
+            return;
+        }
+        let done = before == (summary.failed.len(), summary.paused, summary.deferred);
+        let at = done.then(|| self.clock.now());
+        if let Err(e) = self.state().claims().end(key, &self.holder, at) {
+            tracing::warn!(window = key, error = %e, "window claim not ended (its lease runs out)");
         }
     }
 
@@ -725,7 +840,10 @@ impl Exporter {
         from: NaiveDate,
         to: NaiveDate,
     ) -> Result<Plan, ExportError> {
-        let mut plan = Plan::default();
+        let mut plan = Plan {
+            made_at: self.clock.now(),
+            ..Plan::default()
+        };
         let to = to.min(self.today());
         let (records, skipped, fresh) = self.plan_records(targets, from, to)?;
         plan.records = records;
@@ -876,6 +994,7 @@ impl Exporter {
         let mut stops = Stops::default();
         let mut spend = Spend::new(plan);
         let mut unanswered: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let _renewing = self.state().is_shared().then(|| self.renewing());
         for &slot in &plan.order {
             let c = plan.candidate(slot);
             spend.starting(&c);
@@ -896,6 +1015,14 @@ impl Exporter {
                         self.events.window_failed();
                         continue;
                     }
+                    let key = claim_key(PAGE_VIEWS, &due.project, Some(due.day));
+                    if self
+                        .claim(&key, &due.project, due.day, plan, &mut summary)
+                        .is_none()
+                    {
+                        continue;
+                    }
+                    let marks = (summary.failed.len(), summary.paused, summary.deferred);
                     let before = client.requests_sent();
                     let result = self
                         .view_window(client, due, &mut sent, &mut summary, &spend, &c.org)
@@ -906,6 +1033,7 @@ impl Exporter {
                     if let Err(e) = result {
                         self.failed(due, client, e, &mut summary, &mut stops);
                     }
+                    self.unclaim(&key, marks, &summary);
                 }
                 Slot::Records(i) => {
                     let d = &RecordDue {
@@ -915,6 +1043,18 @@ impl Exporter {
                     let Some(client) = clients.get(d.walk.project.as_str()) else {
                         continue;
                     };
+                    let key = claim_key(
+                        d.dataset(),
+                        &d.walk.project,
+                        (!d.is_span()).then_some(d.walk.from),
+                    );
+                    if self
+                        .claim(&key, &d.walk.project, d.walk.from, plan, &mut summary)
+                        .is_none()
+                    {
+                        continue;
+                    }
+                    let marks = (summary.failed.len(), summary.paused, summary.deferred);
                     let before = client.requests_sent();
                     self.record_slot(
                         client,
@@ -930,6 +1070,7 @@ impl Exporter {
                     let n = client.requests_sent() - before;
                     spend.spent(&c.org, n);
                     summary.requests += n;
+                    self.unclaim(&key, marks, &summary);
                 }
             }
         }

@@ -82,6 +82,10 @@ pub struct RecordDue {
     pub deadline: bool,
     /// The most requests it may take this run (see [`super::Due::part`]).
     pub part: Option<u64>,
+    /// For a span's first walk: how much earlier than its walk its first full re-check
+    /// falls due, so the projects' full re-checks fall in different hours (see
+    /// [`Exporter::record_plan`]).
+    pub stagger: chrono::Duration,
 }
 
 impl RecordDue {
@@ -393,6 +397,13 @@ impl Exporter {
                     continue;
                 };
                 let policy = self.freshness.policy(shape.name);
+                // The projects with this dataset, and this one's rank among them: a span's first
+                // full re-check comes `rank / n` of its interval early, so the projects' full
+                // re-checks (a few dozen requests each) do not all fall due in the same hour.
+                let with = targets.iter().filter(|o| o.datasets.contains(name));
+                let n = with.clone().count().max(1) as i32;
+                let rank = with.take_while(|o| o.project != t.project).count() as i32;
+                let stagger = policy.full * rank / n;
                 let in_progress = self.state().record_walk(shape.name, &t.project)?;
                 // What its latest windows took at most (retries included), at least one request.
                 let per_window = self
@@ -468,6 +479,7 @@ impl Exporter {
                                             urgency,
                                             deadline,
                                             part: None,
+                                            stagger: chrono::Duration::zero(),
                                         });
                                     }
                                 }
@@ -570,6 +582,11 @@ impl Exporter {
                                 && full
                                 && Policy::is_due(policy.oldest, look.full_at, now),
                             part: None,
+                            stagger: if purpose == Purpose::Backfill {
+                                stagger
+                            } else {
+                                chrono::Duration::zero()
+                            },
                         });
                     }
                 }
@@ -857,7 +874,7 @@ impl Exporter {
             // than them).
             Windowing::Span { .. } if d.recent => {
                 self.state()
-                    .span_walked(shape.name, &d.walk.project, d.full, at)?;
+                    .span_walked(shape.name, &d.walk.project, d.full, at, d.stagger)?;
             }
             Windowing::Span { .. } => {}
             _ => {

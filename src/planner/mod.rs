@@ -199,8 +199,12 @@ impl DayState {
             Some(self.checked_at.unwrap_or(day_start)),
             now,
         );
-        let deadline =
-            purpose == Purpose::Recheck && Policy::is_due(policy.oldest, self.checked_at, now);
+        let deadline = match purpose {
+            Purpose::Recheck => Policy::is_due(policy.oldest, self.checked_at, now),
+            // Today's data twice its interval old (walked last two runs ago when hourly).
+            Purpose::Fresh => Policy::is_due(policy.today * 2, self.checked_at, now),
+            _ => false,
+        };
         (urgency, deadline)
     }
 }
@@ -262,28 +266,34 @@ pub struct Candidate {
     pub started: bool,
     /// A re-check that has waited the policy's `oldest` since its last look (a provisional
     /// day's probe, or a span's full re-check of its mutable days): the longest any
-    /// provisional day waits, so it goes before the other windows due.
+    /// provisional day waits, so it goes before the other windows due. For today's data:
+    /// twice its `today` interval since its last walk.
     pub deadline: bool,
 }
 
 impl Candidate {
     /// Its group in the serving order: unfinished walks; today's page views (what every
-    /// report reads first); re-checks at their deadline (see [`Candidate::deadline`]; as late,
-    /// probes before full walks); then
-    /// the rest of today's freshness and the re-checks together, the latest first (a window
-    /// passed over last hour comes before one just due), today's before a re-check as late;
-    /// then the backfill, walks under way first.
+    /// report reads first) when twice their interval old; re-checks at their deadline (see
+    /// [`Candidate::deadline`]; as late, probes before full walks); today's page views just
+    /// due; then the rest of today's freshness and the re-checks together, the latest first (a
+    /// window passed over last hour comes before one just due), today's before a re-check as
+    /// late; then the backfill, walks under way first. When the budget is short, today's page
+    /// views wait one run (two hours old at most when hourly) before a provisional day waits
+    /// past its deadline.
     fn group(&self) -> (u8, std::cmp::Reverse<u32>, Purpose, bool) {
         let latest = std::cmp::Reverse(self.urgency);
         match self.purpose {
             Purpose::Resume => (0, std::cmp::Reverse(0), self.purpose, false),
-            Purpose::Fresh if self.dataset == LEADING => {
+            Purpose::Fresh if self.dataset == LEADING && self.deadline => {
                 (1, std::cmp::Reverse(0), self.purpose, false)
             }
             // At their deadline, as late: a day's probe (one request) before a span's full walk.
             Purpose::Recheck if self.deadline => (2, latest, self.purpose, self.cost > 1),
-            Purpose::Fresh | Purpose::Recheck => (3, latest, self.purpose, false),
-            Purpose::Backfill => (4, std::cmp::Reverse(0), self.purpose, !self.started),
+            Purpose::Fresh if self.dataset == LEADING => {
+                (3, std::cmp::Reverse(0), self.purpose, false)
+            }
+            Purpose::Fresh | Purpose::Recheck => (4, latest, self.purpose, false),
+            Purpose::Backfill => (5, std::cmp::Reverse(0), self.purpose, !self.started),
         }
     }
 }
@@ -470,13 +480,18 @@ mod tests {
         c[2].urgency = 12;
         c[4].started = true;
         assert_eq!(order(&c), vec![2, 1, 0, 4, 3]);
-        // Today's page views go before every other window due, however late.
+        // Today's page views go before every other window due, however late, but a re-check
+        // at its deadline.
         c[0].dataset = LEADING;
         assert_eq!(order(&c), vec![0, 2, 1, 4, 3]);
         // A re-check at its deadline goes before a later window of today.
         c[2].urgency = 0;
         assert_eq!(order(&c), vec![0, 1, 2, 4, 3]);
         c[2].deadline = true;
+        // ... and before today's page views just due (an hour old when hourly),
+        assert_eq!(order(&c), vec![2, 0, 1, 4, 3]);
+        // ... but not before today's page views twice their interval old.
+        c[0].deadline = true;
         assert_eq!(order(&c), vec![0, 2, 1, 4, 3]);
     }
 

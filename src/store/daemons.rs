@@ -104,3 +104,26 @@ impl Daemons {
         })
     }
 }
+
+/// This process's name among those sharing the state (a daemon's, a window claim's holder):
+/// the machine and the process.
+pub fn this_process() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{host}:{}", std::process::id())
+}
+
+/// Whether `holder` (a [`this_process`] name) is a process of this machine that has ended: what
+/// it held is free at once, without waiting for its lease (a killed command run again).
+pub fn gone(holder: &str) -> bool {
+    let Some((host, pid)) = holder.rsplit_once(':') else {
+        return false;
+    };
+    let me = this_process();
+    let my_host = me.rsplit_once(':').map_or("", |(h, _)| h);
+    host == my_host && pid.parse::<u32>().is_ok_and(crate::layout::process_is_gone)
+}

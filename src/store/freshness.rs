@@ -2,9 +2,9 @@
 //! the fingerprint of what was stored (a day's totals) that a probe compares; when each span
 //! was last walked, recent days and full re-check apart. What the planner decides from.
 
+use super::sql::{Row, SqlError, Value};
 use super::{Store, StoreError};
 use chrono::{DateTime, NaiveDate, Utc};
-use rusqlite::{OptionalExtension, params};
 use std::collections::HashMap;
 
 pub(super) const SCHEMA: &str = "
@@ -49,23 +49,21 @@ pub struct SpanLook {
 }
 
 /// A `freshness` row read as `(day, checked_at, changed_at, fingerprint)`.
-fn look_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Look)> {
+const LOOK: &str = "day, checked_at, changed_at, fingerprint";
+
+fn look_row(r: &Row) -> Result<(NaiveDate, Look), SqlError> {
     Ok((
-        r.get(0)?,
+        r.day(0)?,
         Look {
-            checked_at: instant(r.get(1)?)?,
-            changed_at: instant(r.get(2)?)?,
-            fingerprint: r.get(3)?,
+            checked_at: r.time(1)?,
+            changed_at: r.time(2)?,
+            fingerprint: r.opt_text(3)?,
         },
     ))
 }
 
-fn instant(s: String) -> rusqlite::Result<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(&s)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
-        })
+fn three(dataset: &str, project: &str, day: NaiveDate) -> Vec<Value> {
+    vec![Value::from(dataset), project.into(), day.into()]
 }
 
 impl Store {
@@ -80,36 +78,33 @@ impl Store {
         fingerprint: Option<&str>,
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let at = at.to_rfc3339();
-        self.db.with_conn(|c| {
-            let old: Option<Option<String>> = c
-                .prepare_cached(
-                    "SELECT fingerprint FROM freshness WHERE dataset = ?1 AND project = ?2 AND day = ?3",
-                )?
-                .query_row(params![dataset, project, day.to_string()], |r| r.get(0))
-                .optional()?;
-            let changed = match (&old, fingerprint) {
+        let mut p = three(dataset, project, day);
+        let fingerprint = fingerprint.map(str::to_string);
+        p.push(fingerprint.clone().into());
+        p.push(at.to_rfc3339().into());
+        self.sql.tx(move |tx| {
+            let old = tx.row(
+                "SELECT fingerprint FROM freshness WHERE dataset = ?1 AND project = ?2 AND day = ?3",
+                &p[..3],
+            )?;
+            let old = old.map(|r| r.opt_text(0)).transpose()?;
+            let changed = match (&old, &fingerprint) {
                 (Some(Some(o)), Some(n)) => o != n,
                 _ => true,
             };
-            c.prepare_cached(
+            let mut p = p.clone();
+            p.push(Value::Int(i64::from(changed)));
+            tx.exec(
                 "INSERT INTO freshness (dataset, project, day, fingerprint, checked_at, changed_at, looks, changes)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?5, 1, 1)
                  ON CONFLICT (dataset, project, day) DO UPDATE SET
                    fingerprint = excluded.fingerprint,
                    checked_at = excluded.checked_at,
-                   changed_at = CASE WHEN ?6 THEN excluded.checked_at ELSE changed_at END,
-                   looks = looks + 1,
-                   changes = changes + ?6",
-            )?
-            .execute(params![
-                dataset,
-                project,
-                day.to_string(),
-                fingerprint,
-                at,
-                changed as i64
-            ])?;
+                   changed_at = CASE WHEN ?6 = 1 THEN excluded.checked_at ELSE freshness.changed_at END,
+                   looks = freshness.looks + 1,
+                   changes = freshness.changes + ?6",
+                &p,
+            )?;
             Ok(changed)
         })
     }
@@ -121,18 +116,16 @@ impl Store {
         project: &str,
         day: NaiveDate,
     ) -> Result<Option<Look>, StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached(
-                "SELECT checked_at, changed_at, fingerprint FROM freshness WHERE dataset = ?1 AND project = ?2 AND day = ?3",
+        let p = three(dataset, project, day);
+        self.sql.tx(move |tx| {
+            tx.row(
+                &format!(
+                    "SELECT {LOOK} FROM freshness WHERE dataset = ?1 AND project = ?2 AND day = ?3"
+                ),
+                &p,
             )?
-            .query_row(params![dataset, project, day.to_string()], |r| {
-                Ok(Look {
-                    checked_at: instant(r.get(0)?)?,
-                    changed_at: instant(r.get(1)?)?,
-                    fingerprint: r.get(2)?,
-                })
-            })
-            .optional()
+            .map(|r| look_row(&r).map(|(_, l)| l))
+            .transpose()
         })
     }
 
@@ -142,13 +135,16 @@ impl Store {
         dataset: &str,
         project: &str,
     ) -> Result<Option<(NaiveDate, Look)>, StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached(
-                "SELECT day, checked_at, changed_at, fingerprint FROM freshness WHERE dataset = ?1 AND project = ?2 ORDER BY day DESC LIMIT 1",
+        let p = vec![Value::from(dataset), project.into()];
+        self.sql.tx(move |tx| {
+            tx.row(
+                &format!(
+                    "SELECT {LOOK} FROM freshness WHERE dataset = ?1 AND project = ?2 ORDER BY day DESC LIMIT 1"
+                ),
+                &p,
             )?
-            .query_row(params![dataset, project], look_row)
-            .optional()
-            .map(|row| row.and_then(|(d, l)| d.parse().ok().map(|d| (d, l))))
+            .map(|r| look_row(&r))
+            .transpose()
         })
     }
 
@@ -158,15 +154,14 @@ impl Store {
         dataset: &str,
         project: &str,
     ) -> Result<HashMap<NaiveDate, Look>, StoreError> {
-        self.db.with_conn(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT day, checked_at, changed_at, fingerprint FROM freshness WHERE dataset = ?1 AND project = ?2",
-            )?;
-            st.query_map(params![dataset, project], look_row)?
-            .filter_map(|row| match row {
-                Ok((d, l)) => d.parse().ok().map(|d| Ok((d, l))),
-                Err(e) => Some(Err(e)),
-            })
+        let p = vec![Value::from(dataset), project.into()];
+        self.sql.tx(move |tx| {
+            tx.rows(
+                &format!("SELECT {LOOK} FROM freshness WHERE dataset = ?1 AND project = ?2"),
+                &p,
+            )?
+            .iter()
+            .map(look_row)
             .collect()
         })
     }
@@ -174,65 +169,79 @@ impl Store {
     /// The share of looks at a dataset's days (of a project) that found a change, over the
     /// days still looked at (for estimates).
     pub fn change_rate(&self, dataset: &str, project: &str) -> Result<Option<f64>, StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached(
-                "SELECT sum(changes), sum(looks) FROM freshness WHERE dataset = ?1 AND project = ?2 AND looks > 1",
+        let p = vec![Value::from(dataset), project.into()];
+        self.sql.tx(move |tx| {
+            let Some(r) = tx.row(
+                "SELECT CAST(sum(changes) AS BIGINT), CAST(sum(looks) AS BIGINT) FROM freshness
+                 WHERE dataset = ?1 AND project = ?2 AND looks > 1",
+                &p,
             )?
-            .query_row(params![dataset, project], |r| {
-                let (ch, lo): (Option<i64>, Option<i64>) = (r.get(0)?, r.get(1)?);
-                Ok(match (ch, lo) {
-                    (Some(ch), Some(lo)) if lo > 0 => Some(ch as f64 / lo as f64),
-                    _ => None,
-                })
+            else {
+                return Ok(None);
+            };
+            Ok(match (r.opt_int(0)?, r.opt_int(1)?) {
+                (Some(ch), Some(lo)) if lo > 0 => Some(ch as f64 / lo as f64),
+                _ => None,
             })
         })
     }
 
-    /// Records a span's walk at `at` (`full`: it was the full re-check).
+    /// Records a span's walk at `at` (`full`: it was the full re-check, counted from
+    /// `stagger` before `at` so that the next one falls due that much earlier).
     pub fn span_walked(
         &self,
         dataset: &str,
         project: &str,
         full: bool,
         at: DateTime<Utc>,
+        stagger: chrono::Duration,
     ) -> Result<(), StoreError> {
-        let at = at.to_rfc3339();
-        self.db.with_conn(|c| {
-            c.prepare_cached(
-                "INSERT INTO span_looks (dataset, project, walked_at, full_at) VALUES (?1, ?2, ?3, CASE WHEN ?4 THEN ?3 END)
+        let p = vec![
+            Value::from(dataset),
+            project.into(),
+            at.to_rfc3339().into(),
+            full.into(),
+            (at - stagger).to_rfc3339().into(),
+        ];
+        self.sql.tx(move |tx| {
+            tx.exec(
+                "INSERT INTO span_looks (dataset, project, walked_at, full_at)
+                 VALUES (?1, ?2, ?3, CASE WHEN ?4 = 1 THEN ?5 END)
                  ON CONFLICT (dataset, project) DO UPDATE SET walked_at = excluded.walked_at,
-                   full_at = CASE WHEN ?4 THEN excluded.walked_at ELSE full_at END",
-            )?
-            .execute(params![dataset, project, at, full as i64])
+                   full_at = CASE WHEN ?4 = 1 THEN ?5 ELSE span_looks.full_at END",
+                &p,
+            )
             .map(|_| ())
         })
     }
 
     /// When a span was last walked, and last walked whole.
     pub fn span_look(&self, dataset: &str, project: &str) -> Result<SpanLook, StoreError> {
-        self.db.with_conn(|c| {
-            let got = c
-                .prepare_cached(
-                    "SELECT walked_at, full_at FROM span_looks WHERE dataset = ?1 AND project = ?2",
-                )?
-                .query_row(params![dataset, project], |r| {
-                    let full: Option<String> = r.get(1)?;
-                    Ok(SpanLook {
-                        walked_at: Some(instant(r.get(0)?)?),
-                        full_at: full.map(instant).transpose()?,
-                    })
-                })
-                .optional()?;
-            Ok(got.unwrap_or_default())
+        let p = vec![Value::from(dataset), project.into()];
+        self.sql.tx(move |tx| {
+            let Some(r) = tx.row(
+                "SELECT walked_at, full_at FROM span_looks WHERE dataset = ?1 AND project = ?2",
+                &p,
+            )?
+            else {
+                return Ok(SpanLook::default());
+            };
+            Ok(SpanLook {
+                walked_at: Some(r.time(0)?),
+                full_at: r.opt_text(1)?.map(|_| r.time(1)).transpose()?,
+            })
         })
     }
 
     /// Marks a page-view day final (a probe found it unchanged past the lateness allowance).
     pub fn finalize_window(&self, project: &str, day: NaiveDate) -> Result<(), StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached("UPDATE windows SET final = 1 WHERE project = ?1 AND day = ?2")?
-                .execute(params![project, day.to_string()])
-                .map(|_| ())
+        let p = vec![Value::from(project), day.into()];
+        self.sql.tx(move |tx| {
+            tx.exec(
+                "UPDATE windows SET final = 1 WHERE project = ?1 AND day = ?2",
+                &p,
+            )
+            .map(|_| ())
         })
     }
 
@@ -243,17 +252,17 @@ impl Store {
         project: &str,
         day: NaiveDate,
     ) -> Result<i64, StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached(
+        let p = three(dataset, project, day);
+        self.sql.tx(move |tx| {
+            tx.exec(
                 "UPDATE record_windows SET final = 1 WHERE dataset = ?1 AND project = ?2 AND day = ?3",
-            )?
-            .execute(params![dataset, project, day.to_string()])?;
-            c.prepare_cached(
+                &p,
+            )?;
+            tx.row(
                 "SELECT rows FROM record_windows WHERE dataset = ?1 AND project = ?2 AND day = ?3",
+                &p,
             )?
-            .query_row(params![dataset, project, day.to_string()], |r| r.get(0))
-            .optional()
-            .map(Option::unwrap_or_default)
+            .map_or(Ok(0), |r| r.int(0))
         })
     }
 }

@@ -134,6 +134,17 @@ pub fn read(bytes: &[u8]) -> Read<'_> {
     }
 }
 
+/// A frame's payload alone (as the shared database keeps a page: the database checks its
+/// bytes, so it needs no length and CRC of its own).
+pub fn payload(frame: &[u8]) -> &[u8] {
+    frame.get(8..).unwrap_or_default()
+}
+
+/// Whether a payload read back is long enough to be one (`peek` reads its first bytes).
+pub fn is_whole(payload: &[u8]) -> bool {
+    payload.len() >= FIXED
+}
+
 /// A frame's offset and `hasMore`, without decoding its rows.
 pub fn peek(payload: &[u8]) -> (u64, bool) {
     let offset = u64::from_le_bytes(payload[..8].try_into().unwrap_or_default());

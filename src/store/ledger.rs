@@ -2,9 +2,9 @@
 //! (`sending`) in the same transaction that checks the cooldown and the prompt hash, before
 //! anything is sent, so that no process, restart or timeout can send it twice.
 
+use super::sql::{Row, Sql, SqlError, Tx, Value};
 use super::{Db, StoreError};
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, TransactionBehavior, params};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -192,7 +192,7 @@ pub struct RuleKey<'a> {
 /// The ledger.
 #[derive(Debug)]
 pub struct Ledger {
-    db: Arc<Db>,
+    sql: Sql,
 }
 
 fn ms(t: DateTime<Utc>) -> i64 {
@@ -204,18 +204,22 @@ fn from_ms(v: i64) -> DateTime<Utc> {
 }
 
 fn skip_for(
-    c: &Connection,
-    rule: RuleKey<'_>,
+    tx: &mut dyn Tx,
+    name: &str,
+    cooldown: Duration,
     hash: &str,
     now: DateTime<Utc>,
-) -> rusqlite::Result<Option<Skip>> {
-    let last: Option<i64> = c
-        .prepare_cached(&format!(
-            "SELECT max(fired_at_ms) FROM rule_firings WHERE rule = ?1 AND sent IN {DELIVERED}"
-        ))?
-        .query_row(params![rule.name], |r| r.get(0))?;
+) -> Result<Option<Skip>, SqlError> {
+    let last = tx
+        .row(
+            &format!(
+                "SELECT max(fired_at_ms) FROM rule_firings WHERE rule = ?1 AND sent IN {DELIVERED}"
+            ),
+            &[name.into()],
+        )?
+        .map_or(Ok(None), |r| r.opt_int(0))?;
     if let Some(last) = last.map(from_ms) {
-        let until = chrono::Duration::from_std(rule.cooldown)
+        let until = chrono::Duration::from_std(cooldown)
             .ok()
             .and_then(|d| last.checked_add_signed(d))
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
@@ -223,12 +227,22 @@ fn skip_for(
             return Ok(Some(Skip::CoolingDown { last, until }));
         }
     }
-    let same: Option<i64> = c
-        .prepare_cached(&format!(
-            "SELECT max(fired_at_ms) FROM rule_firings WHERE rule = ?1 AND prompt_hash = ?2 AND sent IN {DELIVERED}"
-        ))?
-        .query_row(params![rule.name, hash], |r| r.get(0))?;
+    let same = tx
+        .row(
+            &format!(
+                "SELECT max(fired_at_ms) FROM rule_firings WHERE rule = ?1 AND prompt_hash = ?2 AND sent IN {DELIVERED}"
+            ),
+            &[name.into(), hash.into()],
+        )?
+        .map_or(Ok(None), |r| r.opt_int(0))?;
     Ok(same.map(|at| Skip::SamePrompt { at: from_ms(at) }))
+}
+
+/// The advisory lock that serializes firings of one rule on PostgreSQL (two daemons checking
+/// the cooldown at once must not both find it free): the rule's name hashed.
+fn rule_lock(name: &str) -> i64 {
+    let h = crc32fast::hash(name.as_bytes());
+    0x0064_7000_0000_0000 | i64::from(h)
 }
 
 impl Ledger {
@@ -239,8 +253,8 @@ impl Ledger {
     }
 
     /// The ledger on a connection whose tables [`Ledger::on`] made.
-    pub(super) fn on_ready(db: Arc<Db>) -> Self {
-        Self { db }
+    pub(super) fn on_ready(sql: Sql) -> Self {
+        Self { sql }
     }
 
     /// The ledger on an open connection (adds its table, and the polling column to a ledger
@@ -258,21 +272,24 @@ impl Ledger {
             }
             Ok(())
         })?;
-        Ok(Self { db })
+        Ok(Self { sql: Sql::Lite(db) })
     }
 
-    /// Why the rule would not fire now with this prompt, if it would not (reads only).
+    /// Why the rule should not fire now, if it should not: its cooldown runs, or the same
+    /// prompt was sent.
     pub fn skip(
         &self,
         rule: RuleKey<'_>,
         hash: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<Skip>, StoreError> {
-        self.db.with_conn(|c| skip_for(c, rule, hash, now))
+        let (name, cooldown, hash) = (rule.name.to_string(), rule.cooldown, hash.to_string());
+        self.sql
+            .tx(move |tx| skip_for(tx, &name, cooldown, &hash, now))
     }
 
-    /// Records a firing as `sending` unless the cooldown or the prompt hash forbids it, in one
-    /// transaction that other processes wait on. Returns the firing's id, or why it is skipped.
+    /// Records a firing as `sending` unless it should be skipped, in one transaction (the
+    /// check and the record taken together: no two processes both fire); its id.
     #[allow(clippy::too_many_arguments)]
     pub fn begin(
         &self,
@@ -284,69 +301,78 @@ impl Ledger {
         keys: &[String],
         now: DateTime<Utc>,
     ) -> Result<Result<i64, Skip>, StoreError> {
-        self.db.with_conn(|c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            if let Some(skip) = skip_for(&tx, rule, hash, now)? {
+        let (name, cooldown, hash) = (rule.name.to_string(), rule.cooldown, hash.to_string());
+        let p = vec![
+            Value::from(rule.name),
+            rule.project.into(),
+            job.into(),
+            Value::Int(ms(now)),
+            hash.as_str().into(),
+            prompt.into(),
+            Value::Int(rows_matched as i64),
+            rule.kind.as_str().into(),
+        ];
+        let keys = keys.to_vec();
+        self.sql.tx(move |tx| {
+            if tx.postgres() {
+                tx.exec(
+                    "SELECT pg_advisory_xact_lock(?1)",
+                    &[Value::Int(rule_lock(&name))],
+                )?;
+            }
+            if let Some(skip) = skip_for(tx, &name, cooldown, &hash, now)? {
                 return Ok(Err(skip));
             }
-            tx.prepare_cached(
-                "INSERT INTO rule_firings (rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched, sent, updated_at_ms, action)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'sending', ?4, ?8)",
-            )?
-            .execute(params![
-                rule.name,
-                rule.project,
-                job,
-                ms(now),
-                hash,
-                prompt,
-                rows_matched as i64,
-                rule.kind.as_str()
-            ])?;
-            let id = tx.last_insert_rowid();
-            {
-                let mut add = tx.prepare_cached(
-                    "INSERT OR IGNORE INTO rule_firing_keys (firing_id, key) VALUES (?1, ?2)",
+            let id = tx
+                .row(
+                    "INSERT INTO rule_firings (rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched, sent, updated_at_ms, action)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'sending', ?4, ?8) RETURNING id",
+                    &p,
+                )?
+                .map_or(Ok(0), |r| r.int(0))?;
+            for k in &keys {
+                tx.exec(
+                    "INSERT INTO rule_firing_keys (firing_id, key) VALUES (?1, ?2)
+                     ON CONFLICT (firing_id, key) DO NOTHING",
+                    &[Value::Int(id), k.as_str().into()],
                 )?;
-                for k in keys {
-                    add.execute(params![id, k])?;
-                }
             }
-            tx.commit()?;
             Ok(Ok(id))
         })
     }
 
     /// Stores a firing's outcome so far.
     pub fn update(&self, f: &Firing, now: DateTime<Utc>) -> Result<(), StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached(
+        let p = vec![
+            Value::Int(f.id),
+            f.job.clone().into(),
+            f.sent.as_str().into(),
+            f.status.clone().into(),
+            f.pr_link.clone().into(),
+            f.seconds_to_done.into(),
+            f.error.clone().into(),
+            Value::Int(ms(now)),
+        ];
+        self.sql.tx(move |tx| {
+            tx.exec(
                 "UPDATE rule_firings SET job = ?2, sent = ?3, status = ?4, pr_link = ?5,
                  seconds_to_done = ?6, error = ?7, updated_at_ms = ?8 WHERE id = ?1",
-            )?
-            .execute(params![
-                f.id,
-                f.job,
-                f.sent.as_str(),
-                f.status,
-                f.pr_link,
-                f.seconds_to_done,
-                f.error,
-                ms(now)
-            ])
+                &p,
+            )
             .map(|_| ())
         })
     }
 
     /// Forgets a firing that surely did not leave this process (and the keys it held).
     pub fn discard(&self, id: i64) -> Result<(), StoreError> {
-        self.db.with_conn(|c| {
-            let gone = c
-                .prepare_cached("DELETE FROM rule_firings WHERE id = ?1 AND sent = 'sending'")?
-                .execute(params![id])?;
+        self.sql.tx(move |tx| {
+            let p = [Value::Int(id)];
+            let gone = tx.exec(
+                "DELETE FROM rule_firings WHERE id = ?1 AND sent = 'sending'",
+                &p,
+            )?;
             if gone > 0 {
-                c.prepare_cached("DELETE FROM rule_firing_keys WHERE firing_id = ?1")?
-                    .execute(params![id])?;
+                tx.exec("DELETE FROM rule_firing_keys WHERE firing_id = ?1", &p)?;
             }
             Ok(())
         })
@@ -359,13 +385,18 @@ impl Ledger {
         project: &str,
         since: DateTime<Utc>,
     ) -> Result<std::collections::HashSet<String>, StoreError> {
-        self.db.with_conn(|c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT k.key FROM rule_firing_keys k JOIN rule_firings f ON f.id = k.firing_id
-                 WHERE f.rule = ?1 AND f.project = ?2 AND f.sent IN {DELIVERED} AND f.fired_at_ms >= ?3"
-            ))?;
-            st.query_map(params![rule, project, ms(since)], |r| r.get(0))?
-                .collect()
+        let p = vec![Value::from(rule), project.into(), Value::Int(ms(since))];
+        self.sql.tx(move |tx| {
+            tx.rows(
+                &format!(
+                    "SELECT k.key FROM rule_firing_keys k JOIN rule_firings f ON f.id = k.firing_id
+                     WHERE f.rule = ?1 AND f.project = ?2 AND f.sent IN {DELIVERED} AND f.fired_at_ms >= ?3"
+                ),
+                &p,
+            )?
+            .iter()
+            .map(|r| r.text(0))
+            .collect()
         })
     }
 
@@ -376,29 +407,34 @@ impl Ledger {
         before: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<usize, StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached(
+        let p = vec![Value::Int(ms(before)), Value::Int(ms(now))];
+        self.sql.tx(move |tx| {
+            tx.exec(
                 "UPDATE rule_firings SET sent = 'unknown',
                  error = 'interrupted while sending (the process stopped); not sent again',
                  updated_at_ms = ?2 WHERE sent = 'sending' AND updated_at_ms < ?1",
-            )?
-            .execute(params![ms(before), ms(now)])
+                &p,
+            )
+            .map(|n| n as usize)
         })
     }
 
     /// Marks a firing's job to be polled until it ends or until `until` (`None`: not polled).
     pub fn poll_until(&self, id: i64, until: Option<DateTime<Utc>>) -> Result<(), StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached("UPDATE rule_firings SET poll_until_ms = ?2 WHERE id = ?1")?
-                .execute(params![id, until.map(ms)])
-                .map(|_| ())
+        let p = vec![Value::Int(id), until.map(ms).into()];
+        self.sql.tx(move |tx| {
+            tx.exec(
+                "UPDATE rule_firings SET poll_until_ms = ?2 WHERE id = ?1",
+                &p,
+            )
+            .map(|_| ())
         })
     }
 
     /// The firings whose jobs are being polled, oldest first, with the time polling gives up.
     pub fn polling(&self) -> Result<Vec<(Firing, DateTime<Utc>)>, StoreError> {
         self.select("WHERE poll_until_ms IS NOT NULL", |r| {
-            Ok(from_ms(r.get(14)?))
+            Ok(from_ms(r.int(14)?))
         })
     }
 
@@ -411,41 +447,45 @@ impl Ledger {
             .collect())
     }
 
-    fn select<T>(
+    fn select<T: Send + 'static>(
         &self,
-        filter: &str,
-        extra: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+        filter: &'static str,
+        extra: impl Fn(&Row) -> Result<T, SqlError> + Send + 'static,
     ) -> Result<Vec<(Firing, T)>, StoreError> {
-        self.db.with_conn(|c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT id, rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched,
-                 sent, status, pr_link, seconds_to_done, error, action, poll_until_ms
-                 FROM rule_firings {filter} ORDER BY id"
-            ))?;
-            let rows = st.query_map([], |r| {
+        self.sql.tx(move |tx| {
+            tx.rows(
+                &format!(
+                    "SELECT id, rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched,
+                     sent, status, pr_link, seconds_to_done, error, action, poll_until_ms
+                     FROM rule_firings {filter} ORDER BY id"
+                ),
+                &[],
+            )?
+            .iter()
+            .map(|r| {
                 let f = Firing {
-                    id: r.get(0)?,
-                    rule: r.get(1)?,
-                    project: r.get(2)?,
-                    kind: if r.get::<_, String>(13)? == "create" {
+                    id: r.int(0)?,
+                    rule: r.text(1)?,
+                    project: r.text(2)?,
+                    kind: if r.text(13)? == "create" {
                         Kind::Create
                     } else {
                         Kind::FollowUp
                     },
-                    job: r.get(3)?,
-                    fired_at: from_ms(r.get(4)?),
-                    prompt_hash: r.get(5)?,
-                    prompt: r.get(6)?,
-                    rows_matched: r.get(7)?,
-                    sent: Sent::parse(&r.get::<_, String>(8)?),
-                    status: r.get(9)?,
-                    pr_link: r.get(10)?,
-                    seconds_to_done: r.get(11)?,
-                    error: r.get(12)?,
+                    job: r.opt_text(3)?,
+                    fired_at: from_ms(r.int(4)?),
+                    prompt_hash: r.text(5)?,
+                    prompt: r.text(6)?,
+                    rows_matched: r.int(7)?,
+                    sent: Sent::parse(&r.text(8)?),
+                    status: r.opt_text(9)?,
+                    pr_link: r.opt_text(10)?,
+                    seconds_to_done: r.opt_real(11)?,
+                    error: r.opt_text(12)?,
                 };
                 Ok((f, extra(r)?))
-            })?;
-            rows.collect()
+            })
+            .collect()
         })
     }
 }

@@ -4,6 +4,7 @@
 //! (in the same file, or in `budget_db`, which then holds only the budget's tables).
 
 pub mod budget;
+pub mod claims;
 pub mod daemons;
 mod freshness;
 pub mod journal;
@@ -182,7 +183,11 @@ CREATE TABLE IF NOT EXISTS settings (
 /// the rule ledger and (when `budget_db` is this file) the rate budget.
 #[derive(Debug)]
 pub struct Store {
+    /// The local SQLite file (the state itself, or beside a shared database what belongs to
+    /// this machine alone: the output mirror's manifest).
     db: Arc<Db>,
+    /// Where the state is: the local file, or a database shared by several daemons.
+    sql: sql::Sql,
     /// The output folder (the journals are in its `.walks/`).
     out: PathBuf,
     /// Journals this handle has read or written: their walk id and the end of their last frame.
@@ -212,14 +217,34 @@ impl Store {
         db.ensure(freshness::SCHEMA)?;
         db.ensure(queue::SCHEMA)?;
         db.ensure(daemons::SCHEMA)?;
+        db.ensure(claims::SCHEMA)?;
         db.with_conn(|c| queue::add_lease_columns(c))?;
         ledger::Ledger::on(db.clone())?;
         Ok(Self {
+            sql: sql::Sql::Lite(db.clone()),
             db,
             out: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
             journal_ends: Mutex::default(),
             appending: Mutex::default(),
         })
+    }
+
+    /// Opens the state on a database shared by several daemons (`pg`, its schema migrated),
+    /// with the local file at `path` for what belongs to this machine alone.
+    pub fn open_shared(path: &Path, pg: Arc<pg::Pg>) -> Result<Self, StoreError> {
+        let mut store = Self::open(path)?;
+        store.sql = sql::Sql::Pg(pg);
+        Ok(store)
+    }
+
+    /// Whether the state is on a database several processes share (PostgreSQL).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.sql, sql::Sql::Pg(_))
+    }
+
+    /// Where the state is (for status and messages).
+    pub fn sql(&self) -> &sql::Sql {
+        &self.sql
     }
 
     /// The connection, for the budget and the ledger to share.
@@ -229,17 +254,22 @@ impl Store {
 
     /// The backfill queue, on this store's connection.
     pub fn queue(&self) -> Queue {
-        Queue::new(sql::Sql::Lite(self.db.clone()))
+        Queue::new(self.sql.clone())
+    }
+
+    /// The window claims, on this store's connection.
+    pub fn claims(&self) -> claims::Claims {
+        claims::Claims::new(self.sql.clone())
     }
 
     /// The daemons' heartbeats, on this store's connection.
     pub fn daemons(&self) -> daemons::Daemons {
-        daemons::Daemons::new(sql::Sql::Lite(self.db.clone()))
+        daemons::Daemons::new(self.sql.clone())
     }
 
     /// The rule ledger, on this store's connection.
     pub fn ledger(&self) -> ledger::Ledger {
-        ledger::Ledger::on_ready(self.db.clone())
+        ledger::Ledger::on_ready(self.sql.clone())
     }
 }
 
@@ -257,11 +287,65 @@ impl Folder {
     /// that holds it), removes temporary files killed runs left, opens the store, and refuses a
     /// folder whose days are another time zone's than `tz`.
     pub async fn open_locked(out: &Path, tz: &str) -> Result<Self, StoreError> {
+        Self::open_for_export(out, tz, None).await
+    }
+
+    /// [`Folder::open_locked`], with the state on `shared` when given (a database several
+    /// daemons share): then no lock (the other daemons write into the folder at the same time,
+    /// each window claimed by one of them) and no journals to sweep (the pages are rows).
+    pub async fn open_for_export(
+        out: &Path,
+        tz: &str,
+        shared: Option<Arc<pg::Pg>>,
+    ) -> Result<Self, StoreError> {
         let fail = |message: String| StoreError::Folder {
             path: out.display().to_string(),
             message,
         };
         std::fs::create_dir_all(out).map_err(|e| fail(format!("cannot create it: {e}")))?;
+        let lock = match shared {
+            Some(_) => None,
+            None => Some(Self::lock(out).await?),
+        };
+        // Only the files of processes that ended (the other daemons of this machine write
+        // theirs meanwhile).
+        let removed = crate::layout::sweep_leftovers(out);
+        if removed > 0 {
+            tracing::info!(removed, "removed temporary files of an interrupted run");
+        }
+        let (store, lock) = match shared {
+            Some(pg) => (Store::open_shared(&state_path(out), pg)?, lock),
+            None => {
+                let store = Store::open(&state_path(out))?;
+                let swept = store.sweep_journals()?;
+                if swept > 0 {
+                    tracing::info!(
+                        removed = swept,
+                        "removed walk journals of an interrupted run"
+                    );
+                }
+                (store, lock)
+            }
+        };
+        let recorded = store.claim_timezone(tz)?;
+        if recorded != tz {
+            return Err(fail(format!(
+                "its days are {recorded} days, not {tz}: set export.timezone = {recorded:?} or use another output folder"
+            )));
+        }
+        Ok(Self {
+            out: out.to_path_buf(),
+            store,
+            _lock: lock,
+        })
+    }
+
+    /// Takes the folder's lock, waiting for another docpipe that holds it.
+    async fn lock(out: &Path) -> Result<std::fs::File, StoreError> {
+        let fail = |message: String| StoreError::Folder {
+            path: out.display().to_string(),
+            message,
+        };
         let lock = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -273,7 +357,7 @@ impl Folder {
         let mut told = false;
         loop {
             match lock.try_lock() {
-                Ok(()) => break,
+                Ok(()) => return Ok(lock),
                 Err(std::fs::TryLockError::WouldBlock) => {
                     if !std::mem::replace(&mut told, true) {
                         tracing::info!(output = %out.display(), "another docpipe is exporting to this folder; waiting for it");
@@ -285,41 +369,23 @@ impl Folder {
                 }
             }
         }
-        let removed = crate::layout::sweep_leftovers(out);
-        if removed > 0 {
-            tracing::info!(removed, "removed temporary files of an interrupted run");
-        }
-        let store = Store::open(&state_path(out))?;
-        let swept = store.sweep_journals()?;
-        if swept > 0 {
-            tracing::info!(
-                removed = swept,
-                "removed walk journals of an interrupted run"
-            );
-        }
-        let recorded = store.claim_timezone(tz)?;
-        if recorded != tz {
-            return Err(fail(format!(
-                "its days are {recorded} days, not {tz}: set export.timezone = {recorded:?} or use another output folder"
-            )));
-        }
-        Ok(Self {
-            out: out.to_path_buf(),
-            store,
-            _lock: Some(lock),
-        })
     }
 
     /// Opens `out` beside a process that may be exporting into it (to read it, queue a backfill
-    /// or fire rules): creates it and opens the store; no lock, no sweep.
-    pub fn open_shared(out: &Path) -> Result<Self, StoreError> {
+    /// or fire rules): creates it and opens the store (on `shared` when given); no lock, no
+    /// sweep.
+    pub fn open_shared(out: &Path, shared: Option<Arc<pg::Pg>>) -> Result<Self, StoreError> {
         std::fs::create_dir_all(out).map_err(|e| StoreError::Folder {
             path: out.display().to_string(),
             message: format!("cannot create it: {e}"),
         })?;
+        let store = match shared {
+            Some(pg) => Store::open_shared(&state_path(out), pg)?,
+            None => Store::open(&state_path(out))?,
+        };
         Ok(Self {
             out: out.to_path_buf(),
-            store: Store::open(&state_path(out))?,
+            store,
             _lock: None,
         })
     }

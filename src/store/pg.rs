@@ -141,6 +141,121 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
             seen_at_ms BIGINT NOT NULL
         );",
     ),
+    (
+        4,
+        "every other piece of state: windows, walks and their pages, looks, rules, claims",
+        "CREATE TABLE windows (
+            project TEXT NOT NULL,
+            day TEXT NOT NULL,
+            final BIGINT NOT NULL DEFAULT 0,
+            rows BIGINT,
+            human BIGINT,
+            ai BIGINT,
+            total BIGINT,
+            requests BIGINT NOT NULL DEFAULT 0,
+            mismatch TEXT,
+            done_at TEXT,
+            PRIMARY KEY (project, day)
+        );
+        CREATE TABLE walks (
+            id BIGSERIAL PRIMARY KEY,
+            project TEXT NOT NULL,
+            day TEXT NOT NULL,
+            UNIQUE (project, day)
+        );
+        CREATE TABLE walk_pages (
+            walk_id BIGINT NOT NULL,
+            page_offset BIGINT NOT NULL,
+            frame BYTEA NOT NULL,
+            PRIMARY KEY (walk_id, page_offset)
+        );
+        CREATE TABLE settings (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        CREATE TABLE record_pages (
+            dataset TEXT NOT NULL,
+            project TEXT NOT NULL,
+            from_day TEXT NOT NULL,
+            to_day TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            body BYTEA NOT NULL,
+            PRIMARY KEY (dataset, project, from_day, seq)
+        );
+        CREATE TABLE record_windows (
+            dataset TEXT NOT NULL,
+            project TEXT NOT NULL,
+            day TEXT NOT NULL,
+            final BIGINT NOT NULL,
+            rows BIGINT NOT NULL,
+            requests BIGINT NOT NULL,
+            done_at TEXT NOT NULL,
+            PRIMARY KEY (dataset, project, day)
+        );
+        CREATE TABLE record_spans (
+            dataset TEXT NOT NULL,
+            project TEXT NOT NULL,
+            through TEXT NOT NULL,
+            done_at TEXT NOT NULL,
+            PRIMARY KEY (dataset, project)
+        );
+        CREATE TABLE threads_fetched (
+            project TEXT NOT NULL,
+            thread_id TEXT NOT NULL,
+            messages BIGINT NOT NULL,
+            done_at TEXT NOT NULL,
+            PRIMARY KEY (project, thread_id)
+        );
+        CREATE TABLE freshness (
+            dataset TEXT NOT NULL,
+            project TEXT NOT NULL,
+            day TEXT NOT NULL,
+            fingerprint TEXT,
+            checked_at TEXT NOT NULL,
+            changed_at TEXT NOT NULL,
+            looks BIGINT NOT NULL DEFAULT 0,
+            changes BIGINT NOT NULL DEFAULT 0,
+            PRIMARY KEY (dataset, project, day)
+        );
+        CREATE TABLE span_looks (
+            dataset TEXT NOT NULL,
+            project TEXT NOT NULL,
+            walked_at TEXT NOT NULL,
+            full_at TEXT,
+            PRIMARY KEY (dataset, project)
+        );
+        CREATE TABLE rule_firings (
+            id BIGSERIAL PRIMARY KEY,
+            rule TEXT NOT NULL,
+            project TEXT NOT NULL,
+            action TEXT NOT NULL,
+            job TEXT,
+            fired_at_ms BIGINT NOT NULL,
+            prompt_hash TEXT NOT NULL,
+            prompt TEXT NOT NULL,
+            rows_matched BIGINT NOT NULL,
+            sent TEXT NOT NULL,
+            status TEXT,
+            pr_link TEXT,
+            seconds_to_done DOUBLE PRECISION,
+            error TEXT,
+            updated_at_ms BIGINT NOT NULL,
+            poll_until_ms BIGINT
+        );
+        CREATE INDEX rule_firings_by_rule ON rule_firings (rule, fired_at_ms);
+        CREATE TABLE rule_firing_keys (
+            firing_id BIGINT NOT NULL,
+            key TEXT NOT NULL,
+            PRIMARY KEY (firing_id, key)
+        );
+        CREATE TABLE window_claims (
+            key TEXT PRIMARY KEY,
+            holder TEXT,
+            lease_until_ms BIGINT,
+            done_at_ms BIGINT,
+            done_by TEXT
+        );",
+    ),
 ];
 
 /// The advisory lock key that serializes migrations ("docpipe" in ASCII).

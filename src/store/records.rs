@@ -2,9 +2,9 @@
 //! (their bodies as the service sent them, so that a killed run resumes at the next page), the
 //! days written, the last day a span walk reached, and the threads fetched.
 
+use super::sql::{Row, SqlError, Value};
 use super::{Store, StoreError};
 use chrono::{DateTime, NaiveDate, Utc};
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use std::collections::{HashMap, HashSet};
 
 pub(super) const SCHEMA: &str = "
@@ -73,80 +73,85 @@ pub struct RecordsWritten<'a> {
     pub at: DateTime<Utc>,
 }
 
-fn day(s: String) -> rusqlite::Result<NaiveDate> {
-    s.parse().map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
-    })
+fn walk_params(w: &RecordWalk) -> Vec<Value> {
+    vec![
+        Value::from(w.dataset),
+        w.project.as_str().into(),
+        w.from.into(),
+        w.to.into(),
+    ]
+}
+
+fn two(a: &str, b: &str) -> Vec<Value> {
+    vec![Value::from(a), Value::from(b)]
 }
 
 impl Store {
-    /// Stores page `seq` of a walk; page 0 starts it (dropping pages an earlier walk of the
-    /// same window left).
+    /// Stores a page of a walk (`seq` from 0; the first forgets any other walk of the dataset
+    /// and project).
     pub fn put_record_page(&self, w: &RecordWalk, seq: u64, body: &[u8]) -> Result<(), StoreError> {
-        self.db.with_conn(|c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut p = walk_params(w);
+        p.push(Value::Int(seq as i64));
+        p.push(body.to_vec().into());
+        self.sql.tx(move |tx| {
             if seq == 0 {
-                tx.prepare_cached("DELETE FROM record_pages WHERE dataset = ?1 AND project = ?2")?
-                    .execute(params![w.dataset, w.project])?;
+                tx.exec(
+                    "DELETE FROM record_pages WHERE dataset = ?1 AND project = ?2",
+                    &p[..2],
+                )?;
             }
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO record_pages (dataset, project, from_day, to_day, seq, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![
-                w.dataset,
-                w.project,
-                w.from.to_string(),
-                w.to.to_string(),
-                seq as i64,
-                body
-            ])?;
-            tx.commit()
+            tx.exec(
+                "INSERT INTO record_pages (dataset, project, from_day, to_day, seq, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (dataset, project, from_day, seq)
+                 DO UPDATE SET to_day = excluded.to_day, body = excluded.body",
+                &p,
+            )
+            .map(|_| ())
         })
     }
 
     /// The stored pages of a walk, in order.
     pub fn record_pages(&self, w: &RecordWalk) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.db.with_conn(|c| {
-            let mut st = c.prepare_cached(
+        let p = walk_params(w);
+        self.sql.tx(move |tx| {
+            tx.rows(
                 "SELECT body FROM record_pages WHERE dataset = ?1 AND project = ?2 AND from_day = ?3 AND to_day = ?4 ORDER BY seq",
-            )?;
-            st.query_map(
-                params![w.dataset, w.project, w.from.to_string(), w.to.to_string()],
-                |r| r.get(0),
+                &p,
             )?
+            .iter()
+            .map(|r| r.blob(0))
             .collect()
         })
     }
 
-    /// How many pages of a walk are stored (without reading them).
+    /// How many pages of a walk are stored.
     pub fn record_page_count(&self, w: &RecordWalk) -> Result<u64, StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached(
+        let p = walk_params(w);
+        self.sql.tx(move |tx| {
+            tx.row(
                 "SELECT count(*) FROM record_pages WHERE dataset = ?1 AND project = ?2 AND from_day = ?3 AND to_day = ?4",
+                &p,
             )?
-            .query_row(
-                params![w.dataset, w.project, w.from.to_string(), w.to.to_string()],
-                |r| r.get::<_, i64>(0),
-            )
+            .map_or(Ok(0), |r| r.int(0))
             .map(|n| n as u64)
         })
     }
 
-    /// The walk in progress of a dataset and project (one at a time: a new one drops it).
+    /// The walk in progress of a dataset and project, if any.
     pub fn record_walk(
         &self,
         dataset: &'static str,
         project: &str,
     ) -> Result<Option<RecordWalk>, StoreError> {
-        let found = self.db.with_conn(|c| {
-            c.prepare_cached(
+        let p = two(dataset, project);
+        let found = self.sql.tx(move |tx| {
+            tx.row(
                 "SELECT from_day, to_day FROM record_pages WHERE dataset = ?1 AND project = ?2 LIMIT 1",
+                &p,
             )?
-            .query_row(params![dataset, project], |r| {
-                Ok((day(r.get(0)?)?, day(r.get(1)?)?))
-            })
-            .optional()
+            .map(|r| Ok((r.day(0)?, r.day(1)?)))
+            .transpose()
         })?;
         Ok(found.map(|(from, to)| RecordWalk {
             dataset,
@@ -156,122 +161,145 @@ impl Store {
         }))
     }
 
-    /// Drops a walk's pages (to walk it again from the start).
+    /// Forgets the stored pages of a walk (to walk it again).
     pub fn drop_record_pages(&self, w: &RecordWalk) -> Result<(), StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached("DELETE FROM record_pages WHERE dataset = ?1 AND project = ?2")?
-                .execute(params![w.dataset, w.project])
-                .map(|_| ())
+        let p = two(w.dataset, &w.project);
+        self.sql.tx(move |tx| {
+            tx.exec(
+                "DELETE FROM record_pages WHERE dataset = ?1 AND project = ?2",
+                &p,
+            )
+            .map(|_| ())
         })
     }
 
-    /// Records a written window and ends its walk, in one transaction.
+    /// Records the days a walk wrote and ends it, in one transaction.
     pub fn finish_records(&self, done: &RecordsWritten<'_>) -> Result<(), StoreError> {
         let w = done.walk;
-        let at = done.at.to_rfc3339();
-        self.db.with_conn(|c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            {
-                let mut put = tx.prepare_cached(
-                    "INSERT OR REPLACE INTO record_windows (dataset, project, day, final, rows, requests, done_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        let base = [
+            Value::from(w.dataset),
+            w.project.as_str().into(),
+            w.to.into(),
+            done.at.to_rfc3339().into(),
+            done.is_final.into(),
+            (done.requests as i64).into(),
+        ];
+        let days: Vec<(NaiveDate, i64)> = done.days.to_vec();
+        let span = done.span;
+        self.sql.tx(move |tx| {
+            for (d, rows) in &days {
+                tx.exec(
+                    "INSERT INTO record_windows (dataset, project, day, final, rows, requests, done_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     ON CONFLICT (dataset, project, day) DO UPDATE SET final = excluded.final,
+                       rows = excluded.rows, requests = excluded.requests, done_at = excluded.done_at",
+                    &[
+                        base[0].clone(),
+                        base[1].clone(),
+                        (*d).into(),
+                        base[4].clone(),
+                        Value::Int(*rows),
+                        base[5].clone(),
+                        base[3].clone(),
+                    ],
                 )?;
-                for (d, rows) in done.days {
-                    put.execute(params![
-                        w.dataset,
-                        w.project,
-                        d.to_string(),
-                        done.is_final as i64,
-                        rows,
-                        done.requests as i64,
-                        at
-                    ])?;
-                }
             }
-            if done.span {
-                tx.prepare_cached(
-                    "INSERT OR REPLACE INTO record_spans (dataset, project, through, done_at) VALUES (?1, ?2, ?3, ?4)",
-                )?
-                .execute(params![w.dataset, w.project, w.to.to_string(), at])?;
+            if span {
+                tx.exec(
+                    "INSERT INTO record_spans (dataset, project, through, done_at) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (dataset, project) DO UPDATE SET through = excluded.through,
+                       done_at = excluded.done_at",
+                    &base[..4],
+                )?;
             }
-            tx.prepare_cached("DELETE FROM record_pages WHERE dataset = ?1 AND project = ?2")?
-                .execute(params![w.dataset, w.project])?;
-            tx.commit()
+            tx.exec(
+                "DELETE FROM record_pages WHERE dataset = ?1 AND project = ?2",
+                &base[..2],
+            )
+            .map(|_| ())
         })
     }
 
-    /// The days written of a dataset and project, with whether each is final.
+    /// The days of a dataset and project written, and whether each is final.
     pub fn record_days(
         &self,
         dataset: &str,
         project: &str,
     ) -> Result<HashMap<NaiveDate, bool>, StoreError> {
-        self.db.with_conn(|c| {
-            let mut st = c.prepare_cached(
+        let p = two(dataset, project);
+        self.sql.tx(move |tx| {
+            tx.rows(
                 "SELECT day, final FROM record_windows WHERE dataset = ?1 AND project = ?2",
-            )?;
-            st.query_map(params![dataset, project], |r| {
-                Ok((day(r.get(0)?)?, r.get::<_, i64>(1)? != 0))
-            })?
+                &p,
+            )?
+            .iter()
+            .map(|r| Ok((r.day(0)?, r.int(1)? != 0)))
             .collect()
         })
     }
 
-    /// The most requests one of the latest 7 windows of a dataset and project took (for
-    /// estimates: today's window is young and small), if any.
+    /// The most requests one of the latest 7 windows took (for estimates), if any.
     pub fn recent_requests(&self, dataset: &str, project: &str) -> Result<Option<i64>, StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached(
-                "SELECT max(requests) FROM (SELECT requests FROM record_windows WHERE dataset = ?1 AND project = ?2 ORDER BY day DESC LIMIT 7)",
+        let p = two(dataset, project);
+        self.sql.tx(move |tx| {
+            tx.row(
+                "SELECT max(requests) FROM (SELECT requests FROM record_windows WHERE dataset = ?1 AND project = ?2 ORDER BY day DESC LIMIT 7) AS latest",
+                &p,
             )?
-            .query_row(params![dataset, project], |r| r.get::<_, Option<i64>>(0))
+            .map_or(Ok(None), |r| r.opt_int(0))
         })
     }
 
-    /// What a span dataset's latest walk took: its requests and its days (for estimates: a
-    /// walk of the recent days costs its share of them).
+    /// A span's latest walk: the most requests a day took and how many days it wrote.
     pub fn span_cost(
         &self,
         dataset: &str,
         project: &str,
     ) -> Result<Option<(u64, u64)>, StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached(
+        let p = two(dataset, project);
+        self.sql.tx(move |tx| {
+            tx.row(
                 "SELECT max(requests), count(*) FROM record_windows WHERE dataset = ?1 AND project = ?2
                  GROUP BY done_at ORDER BY done_at DESC LIMIT 1",
+                &p,
             )?
-            .query_row(params![dataset, project], |r| {
-                Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get::<_, i64>(1)?.max(1) as u64))
-            })
-            .optional()
+            .map(|r: Row| Ok((r.int(0)?.max(0) as u64, r.int(1)?.max(1) as u64)))
+            .transpose()
         })
     }
 
-    /// The day after the last one a span dataset's walk reached, if any.
+    /// The end (excluded) of a span's latest walk, if any.
     pub fn span_through(
         &self,
         dataset: &str,
         project: &str,
     ) -> Result<Option<NaiveDate>, StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached(
+        let p = two(dataset, project);
+        self.sql.tx(move |tx| {
+            tx.row(
                 "SELECT through FROM record_spans WHERE dataset = ?1 AND project = ?2",
+                &p,
             )?
-            .query_row(params![dataset, project], |r| day(r.get(0)?))
-            .optional()
+            .map(|r| r.day(0))
+            .transpose()
         })
     }
 
-    /// The threads of a project fetched already.
+    /// The threads of a project already fetched.
     pub fn threads_fetched(&self, project: &str) -> Result<HashSet<String>, StoreError> {
-        self.db.with_conn(|c| {
-            let mut st =
-                c.prepare_cached("SELECT thread_id FROM threads_fetched WHERE project = ?1")?;
-            st.query_map(params![project], |r| r.get(0))?.collect()
+        let p = vec![Value::from(project)];
+        self.sql.tx(move |tx| {
+            tx.rows(
+                "SELECT thread_id FROM threads_fetched WHERE project = ?1",
+                &p,
+            )?
+            .iter()
+            .map(|r| r.text(0))
+            .collect::<Result<HashSet<String>, SqlError>>()
         })
     }
 
-    /// Records a thread as fetched.
+    /// Records a thread fetched.
     pub fn thread_fetched(
         &self,
         project: &str,
@@ -279,11 +307,19 @@ impl Store {
         messages: i64,
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached(
-                "INSERT OR REPLACE INTO threads_fetched (project, thread_id, messages, done_at) VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![project, thread, messages, at.to_rfc3339()])
+        let p = vec![
+            Value::from(project),
+            thread.into(),
+            messages.into(),
+            at.to_rfc3339().into(),
+        ];
+        self.sql.tx(move |tx| {
+            tx.exec(
+                "INSERT INTO threads_fetched (project, thread_id, messages, done_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (project, thread_id) DO UPDATE SET messages = excluded.messages,
+                   done_at = excluded.done_at",
+                &p,
+            )
             .map(|_| ())
         })
     }

@@ -17,6 +17,8 @@ pub enum Value {
     Null,
     /// An integer (booleans are 0 and 1).
     Int(i64),
+    /// A floating-point number.
+    Real(f64),
     /// Text (days and times as ISO 8601).
     Text(String),
     /// Bytes.
@@ -32,6 +34,18 @@ impl From<i64> for Value {
 impl From<bool> for Value {
     fn from(v: bool) -> Self {
         Value::Int(i64::from(v))
+    }
+}
+
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::Real(v)
+    }
+}
+
+impl From<Vec<u8>> for Value {
+    fn from(v: Vec<u8>) -> Self {
+        Value::Blob(v)
     }
 }
 
@@ -108,6 +122,24 @@ impl Row {
         }
     }
 
+    /// A floating-point column that may be NULL (an integer one is read as a float).
+    pub fn opt_real(&self, i: usize) -> Result<Option<f64>, SqlError> {
+        match self.at(i) {
+            Value::Null => Ok(None),
+            Value::Real(v) => Ok(Some(*v)),
+            Value::Int(v) => Ok(Some(*v as f64)),
+            v => Err(wrong(i, "a number", v)),
+        }
+    }
+
+    /// A bytes column.
+    pub fn blob(&self, i: usize) -> Result<Vec<u8>, SqlError> {
+        match self.at(i) {
+            Value::Blob(v) => Ok(v.clone()),
+            v => Err(wrong(i, "bytes", v)),
+        }
+    }
+
     /// A time column (RFC 3339 text).
     pub fn time(&self, i: usize) -> Result<chrono::DateTime<chrono::Utc>, SqlError> {
         let v = self.text(i)?;
@@ -175,7 +207,7 @@ impl Tx for Lite<'_> {
                         Ok(match r.get_ref(i)? {
                             rusqlite::types::ValueRef::Null => Value::Null,
                             rusqlite::types::ValueRef::Integer(v) => Value::Int(v),
-                            rusqlite::types::ValueRef::Real(v) => Value::Text(v.to_string()),
+                            rusqlite::types::ValueRef::Real(v) => Value::Real(v),
                             rusqlite::types::ValueRef::Text(v) => {
                                 Value::Text(String::from_utf8_lossy(v).into_owned())
                             }
@@ -198,6 +230,7 @@ fn lite_value(v: &Value) -> rusqlite::types::Value {
     match v {
         Value::Null => rusqlite::types::Value::Null,
         Value::Int(v) => rusqlite::types::Value::Integer(*v),
+        Value::Real(v) => rusqlite::types::Value::Real(*v),
         Value::Text(v) => rusqlite::types::Value::Text(v.clone()),
         Value::Blob(v) => rusqlite::types::Value::Blob(v.clone()),
     }
@@ -221,6 +254,10 @@ impl postgres::types::ToSql for Value {
                 Type::INT4 => i32::try_from(*v)?.to_sql(ty, out),
                 Type::INT2 => i16::try_from(*v)?.to_sql(ty, out),
                 Type::BOOL => (*v != 0).to_sql(ty, out),
+                _ => v.to_sql(ty, out),
+            },
+            Value::Real(v) => match *ty {
+                Type::FLOAT4 => (*v as f32).to_sql(ty, out),
                 _ => v.to_sql(ty, out),
             },
             Value::Text(v) => v.to_sql(ty, out),
@@ -277,6 +314,10 @@ impl Tx for Remote<'_> {
                                 .try_get::<_, Option<bool>>(i)?
                                 .map(|v| Value::Int(v.into())),
                             Type::BYTEA => r.try_get::<_, Option<Vec<u8>>>(i)?.map(Value::Blob),
+                            Type::FLOAT8 => r.try_get::<_, Option<f64>>(i)?.map(Value::Real),
+                            Type::FLOAT4 => r
+                                .try_get::<_, Option<f32>>(i)?
+                                .map(|v| Value::Real(v.into())),
                             _ => r.try_get::<_, Option<String>>(i)?.map(Value::Text),
                         };
                         Ok(v.unwrap_or(Value::Null))

@@ -1,12 +1,14 @@
 //! The walks in progress: the `walks` table names the walk each journal belongs to, and the
-//! journal files (`<out>/.walks/project=<p>/date=<d>.pages`) hold its pages.
+//! journal files (`<out>/.walks/project=<p>/date=<d>.pages`) hold its pages. On a shared
+//! database (PostgreSQL) the pages are rows of `walk_pages` instead, so that a walk begun on one
+//! machine resumes on another.
 
 use super::journal::{self, StoredPage};
+use super::sql::{Sql, SqlError, Tx, Value};
 use super::{Appending, JournalEnd, Store, StoreError};
 use crate::api::views::ViewsPage;
 use crate::layout;
 use chrono::NaiveDate;
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use std::collections::{HashMap, HashSet};
 use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
@@ -26,11 +28,37 @@ impl Store {
 
     /// The id of the window's walk in progress, if any.
     fn walk_id(&self, project: &str, day: NaiveDate) -> Result<Option<u64>, StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached("SELECT id FROM walks WHERE project = ?1 AND day = ?2")?
-                .query_row(params![project, day.to_string()], |r| r.get::<_, i64>(0))
-                .optional()
-                .map(|id| id.map(|i| i as u64))
+        let p = vec![Value::from(project), day.into()];
+        self.sql.tx(move |tx| {
+            tx.row("SELECT id FROM walks WHERE project = ?1 AND day = ?2", &p)?
+                .map(|r| r.int(0).map(|i| i as u64))
+                .transpose()
+        })
+    }
+
+    /// The stored pages' payloads of a window's walk on the shared database, by offset.
+    fn shared_pages(&self, project: &str, day: NaiveDate) -> Result<Vec<Vec<u8>>, StoreError> {
+        let p = vec![Value::from(project), day.into()];
+        let name = self.sql.name().to_string();
+        self.sql.tx(move |tx| {
+            tx.rows(
+                "SELECT g.frame FROM walk_pages g JOIN walks w ON w.id = g.walk_id
+                 WHERE w.project = ?1 AND w.day = ?2 ORDER BY g.page_offset",
+                &p,
+            )?
+            .iter()
+            .map(|r| {
+                let b = r.blob(0)?;
+                if journal::is_whole(&b) {
+                    Ok(b)
+                } else {
+                    Err(SqlError {
+                        message: format!("{name}: a stored page is cut short"),
+                        connection: false,
+                    })
+                }
+            })
+            .collect()
         })
     }
 
@@ -59,19 +87,47 @@ impl Store {
     ) -> Result<(), StoreError> {
         let key = (project.to_string(), day);
         let frame = journal::frame(offset, page);
+        if matches!(self.sql, Sql::Pg(_)) {
+            let p = vec![
+                Value::from(project),
+                day.into(),
+                Value::Int(offset as i64),
+                journal::payload(&frame).to_vec().into(),
+            ];
+            return self.sql.tx(move |tx| {
+                if offset == 0 {
+                    end_walk(tx, &p[0], &p[1])?;
+                    tx.exec("INSERT INTO walks (project, day) VALUES (?1, ?2)", &p[..2])?;
+                }
+                let added = tx.exec(
+                    "INSERT INTO walk_pages (walk_id, page_offset, frame)
+                     SELECT id, ?3, ?4 FROM walks WHERE project = ?1 AND day = ?2
+                     ON CONFLICT (walk_id, page_offset) DO UPDATE SET frame = excluded.frame",
+                    &p,
+                )?;
+                if added == 0 {
+                    return Err(SqlError {
+                        message: format!(
+                            "no walk in progress to add the page at offset {offset} to"
+                        ),
+                        connection: false,
+                    });
+                }
+                Ok(())
+            });
+        }
         let path = self.journal_path(project, day);
         let io = |e| self.journal_error(&path, e);
         if offset == 0 {
-            let id = self.db.with_conn(|c| {
-                let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                tx.prepare_cached("DELETE FROM walks WHERE project = ?1 AND day = ?2")?
-                    .execute(params![project, day.to_string()])?;
-                tx.prepare_cached("INSERT INTO walks (project, day) VALUES (?1, ?2)")?
-                    .execute(params![project, day.to_string()])?;
-                let id = tx.last_insert_rowid() as u64;
-                tx.commit()?;
-                Ok(id)
-            })?;
+            let p = vec![Value::from(project), day.into()];
+            let id = self.sql.tx(move |tx| {
+                end_walk(tx, &p[0], &p[1])?;
+                tx.row(
+                    "INSERT INTO walks (project, day) VALUES (?1, ?2) RETURNING id",
+                    &p,
+                )?
+                .map_or(Ok(0), |r| r.int(0))
+            })? as u64;
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).map_err(io)?;
             }
@@ -131,6 +187,20 @@ impl Store {
 
     /// The stored pages of a window, by offset.
     pub fn pages(&self, project: &str, day: NaiveDate) -> Result<Vec<StoredPage>, StoreError> {
+        if matches!(self.sql, Sql::Pg(_)) {
+            return self
+                .shared_pages(project, day)?
+                .iter()
+                .map(|f| {
+                    journal::page(f).ok_or_else(|| StoreError::Damaged {
+                        path: self.sql.name().to_string(),
+                        project: project.to_string(),
+                        day,
+                        offset: journal::peek(f).0,
+                    })
+                })
+                .collect();
+        }
         let Some((id, bytes)) = self.journal(project, day)? else {
             return Ok(Vec::new());
         };
@@ -151,6 +221,14 @@ impl Store {
 
     /// Offsets of the stored pages of a window, and whether the last one ends it.
     pub fn progress(&self, project: &str, day: NaiveDate) -> Result<(Vec<u64>, bool), StoreError> {
+        if matches!(self.sql, Sql::Pg(_)) {
+            let frames = self.shared_pages(project, day)?;
+            let complete = frames.last().is_some_and(|f| !journal::peek(f).1);
+            return Ok((
+                frames.iter().map(|f| journal::peek(f).0).collect(),
+                complete,
+            ));
+        }
         let Some((id, bytes)) = self.journal(project, day)? else {
             return Ok((Vec::new(), false));
         };
@@ -185,11 +263,14 @@ impl Store {
 
     /// The windows with a walk in progress.
     fn walk_keys(&self) -> Result<Vec<(String, NaiveDate)>, StoreError> {
-        let keys: Vec<(String, String)> = self.db.with_conn(|c| {
-            let mut st =
-                c.prepare_cached("SELECT project, day FROM walks ORDER BY day DESC, project")?;
-            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            rows.collect()
+        let keys: Vec<(String, String)> = self.sql.tx(|tx| {
+            tx.rows(
+                "SELECT project, day FROM walks ORDER BY day DESC, project",
+                &[],
+            )?
+            .iter()
+            .map(|r| Ok((r.text(0)?, r.text(1)?)))
+            .collect()
         })?;
         Ok(keys
             .into_iter()
@@ -210,6 +291,9 @@ impl Store {
     /// Removes journal files that belong to no walk in progress (a run killed between recording
     /// a window and removing its journal leaves one). Returns how many.
     pub fn sweep_journals(&self) -> Result<usize, StoreError> {
+        if matches!(self.sql, Sql::Pg(_)) {
+            return Ok(0);
+        }
         let live: HashSet<PathBuf> = self
             .walk_keys()?
             .into_iter()
@@ -257,11 +341,23 @@ impl Store {
 
     /// Forgets the stored pages of a window (to walk it again).
     pub fn drop_pages(&self, project: &str, day: NaiveDate) -> Result<(), StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached("DELETE FROM walks WHERE project = ?1 AND day = ?2")?
-                .execute(params![project, day.to_string()])?;
-            Ok(())
-        })?;
+        let p = [Value::from(project), day.into()];
+        self.sql.tx(move |tx| end_walk(tx, &p[0], &p[1]))?;
         self.remove_journal(project, day)
     }
+}
+
+/// Ends a window's walk in progress (`project`, `day`): its row, and its pages when the shared
+/// database keeps them.
+pub(super) fn end_walk(tx: &mut dyn Tx, project: &Value, day: &Value) -> Result<(), SqlError> {
+    let p = [project.clone(), day.clone()];
+    if tx.postgres() {
+        tx.exec(
+            "DELETE FROM walk_pages WHERE walk_id IN
+               (SELECT id FROM walks WHERE project = ?1 AND day = ?2)",
+            &p,
+        )?;
+    }
+    tx.exec("DELETE FROM walks WHERE project = ?1 AND day = ?2", &p)?;
+    Ok(())
 }

@@ -1,9 +1,9 @@
 //! The `windows` table: what was written for each project-day, and whether it is final.
 
+use super::sql::Value;
 use super::{Store, StoreError};
 use crate::api::views::Counts;
 use chrono::{DateTime, NaiveDate, Utc};
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 /// What the state knows of a window.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -43,26 +43,22 @@ impl Store {
         &self,
         project: &str,
     ) -> Result<std::collections::HashMap<NaiveDate, WindowState>, StoreError> {
-        self.db.with_conn(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT day, final, rows, mismatch FROM windows WHERE project = ?1",
-            )?;
-            let rows = st.query_map(params![project], |r| {
-                let day: String = r.get(0)?;
-                Ok((
-                    day,
-                    WindowState {
-                        is_final: r.get::<_, i64>(1)? != 0,
-                        rows: r.get(2)?,
-                        mismatch: r.get(3)?,
-                    },
-                ))
-            })?;
+        let p = vec![Value::from(project)];
+        self.sql.tx(move |tx| {
             let mut out = std::collections::HashMap::new();
-            for row in rows {
-                let (day, ws) = row?;
-                if let Ok(d) = NaiveDate::parse_from_str(&day, "%Y-%m-%d") {
-                    out.insert(d, ws);
+            for r in tx.rows(
+                "SELECT day, final, rows, mismatch FROM windows WHERE project = ?1",
+                &p,
+            )? {
+                if let Ok(d) = NaiveDate::parse_from_str(&r.text(0)?, "%Y-%m-%d") {
+                    out.insert(
+                        d,
+                        WindowState {
+                            is_final: r.int(1)? != 0,
+                            rows: r.opt_int(2)?,
+                            mismatch: r.opt_text(3)?,
+                        },
+                    );
                 }
             }
             Ok(out)
@@ -72,58 +68,54 @@ impl Store {
     /// The time zone of the folder's days: the one recorded, or `tz` when none is (folders
     /// written before the setting existed are UTC).
     pub fn claim_timezone(&self, tz: &str) -> Result<String, StoreError> {
-        self.db.with_conn(|c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let recorded: Option<String> = tx
-                .query_row(
-                    "SELECT value FROM settings WHERE key = 'timezone'",
-                    [],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            let zone = match recorded {
-                Some(z) => z,
-                None => {
-                    let any: i64 =
-                        tx.query_row("SELECT COUNT(*) FROM windows", [], |r| r.get(0))?;
-                    let zone = if any > 0 {
-                        "UTC".to_string()
-                    } else {
-                        tz.to_string()
-                    };
-                    tx.execute(
-                        "INSERT INTO settings (key, value) VALUES ('timezone', ?1)",
-                        params![zone],
-                    )?;
-                    zone
-                }
+        let tz = tz.to_string();
+        self.sql.tx(move |tx| {
+            if let Some(r) = tx.row("SELECT value FROM settings WHERE key = 'timezone'", &[])? {
+                return r.text(0);
+            }
+            let any = tx
+                .row("SELECT COUNT(*) FROM windows", &[])?
+                .map_or(Ok(0), |r| r.int(0))?;
+            let zone = if any > 0 {
+                "UTC".to_string()
+            } else {
+                tz.clone()
             };
-            tx.commit()?;
-            Ok(zone)
+            tx.exec(
+                "INSERT INTO settings (key, value) VALUES ('timezone', ?1)
+                 ON CONFLICT (key) DO NOTHING",
+                &[zone.clone().into()],
+            )?;
+            // Another process may have recorded one first (PostgreSQL): its stands.
+            tx.row("SELECT value FROM settings WHERE key = 'timezone'", &[])?
+                .map_or(Ok(zone), |r| r.text(0))
         })
     }
 
     /// Records a written window and ends its walk, in one transaction; then removes the journal.
     pub fn finish(&self, done: &WrittenWindow) -> Result<(), StoreError> {
-        self.db.with_conn(|c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.prepare_cached("INSERT OR REPLACE INTO windows (project, day, final, rows, human, ai, total, requests, mismatch, done_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)")?.execute(
-                params![
-                    done.project,
-                    done.day.to_string(),
-                    done.is_final as i64,
-                    done.rows,
-                    done.totals.human,
-                    done.totals.ai,
-                    done.totals.total,
-                    done.requests as i64,
-                    done.mismatch,
-                    done.at.to_rfc3339(),
-                ],
+        let p = vec![
+            Value::from(done.project.as_str()),
+            done.day.into(),
+            done.is_final.into(),
+            done.rows.into(),
+            done.totals.human.into(),
+            done.totals.ai.into(),
+            done.totals.total.into(),
+            (done.requests as i64).into(),
+            done.mismatch.clone().into(),
+            done.at.to_rfc3339().into(),
+        ];
+        self.sql.tx(move |tx| {
+            tx.exec(
+                "INSERT INTO windows (project, day, final, rows, human, ai, total, requests, mismatch, done_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT (project, day) DO UPDATE SET final = excluded.final, rows = excluded.rows,
+                   human = excluded.human, ai = excluded.ai, total = excluded.total,
+                   requests = excluded.requests, mismatch = excluded.mismatch, done_at = excluded.done_at",
+                &p,
             )?;
-            tx.prepare_cached("DELETE FROM walks WHERE project = ?1 AND day = ?2")?.execute( params![done.project, done.day.to_string()])?;
-            tx.commit()
+            super::walks::end_walk(tx, &p[0], &p[1])
         })?;
         // Killed before this, the journal belongs to no walk: ignored, and swept at the next open.
         self.remove_journal(&done.project, done.day)
@@ -131,12 +123,14 @@ impl Store {
 
     /// The most recent row count of a project (for estimates), if any.
     pub fn recent_rows(&self, project: &str) -> Result<Option<i64>, StoreError> {
-        self.db.with_conn(|c| {
-            c.prepare_cached("SELECT rows FROM windows WHERE project = ?1 AND rows IS NOT NULL ORDER BY day DESC LIMIT 1")?.query_row(
-                params![project],
-                |r| r.get(0),
-            )
-            .optional()
+        let p = vec![Value::from(project)];
+        self.sql.tx(move |tx| {
+            tx.row(
+                "SELECT rows FROM windows WHERE project = ?1 AND rows IS NOT NULL ORDER BY day DESC LIMIT 1",
+                &p,
+            )?
+            .map(|r| r.int(0))
+            .transpose()
         })
     }
 }

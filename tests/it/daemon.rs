@@ -657,3 +657,290 @@ async fn a_queued_backfill_of_every_dataset_drains_one_window_a_step_to_what_the
     );
     assert_eq!(got, of_range(&ref_dir.join("out")));
 }
+
+/// Daemons sharing their state on PostgreSQL: the config of one of `n` (each its own folder
+/// for its config, one output folder), the database's password in their environment.
+mod shared {
+    use super::*;
+    use crate::pg::{PASSWORD, Postgres};
+    use docpipe::store::pg::PASSWORD_ENV;
+
+    /// The config: every project from yesterday, a rule after each export (its cooldown lets
+    /// it fire once), the state on `server` with 10-second leases.
+    pub fn config(live: &Live, dir: &Path, server: &Postgres) -> PathBuf {
+        let rules = dir.join("jobs");
+        std::fs::create_dir_all(&rules).unwrap();
+        std::fs::write(
+            rules.join("after.toml"),
+            "name = \"after\"\nproject = \"alpha\"\njob = \"job_ok\"\nwait = false\n\
+             when = \"SELECT date FROM daily ORDER BY date DESC LIMIT 1\"\n\
+             prompt = \"after: {{ rows[0].date }}\"\n",
+        )
+        .unwrap();
+        daemon_config(
+            &live.server.base_url(),
+            dir,
+            today() - chrono::Duration::days(1),
+            &format!(
+                "[rules]\ndir = \"{}\"\n{}\n[state]\nurl = \"{}\"\nlease_secs = 10",
+                rules.display(),
+                DAEMON,
+                server.url()
+            ),
+        )
+    }
+
+    pub fn start(cfg: &Path) -> Daemon {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_docpipe"));
+        cmd.env(PASSWORD_ENV, PASSWORD);
+        Daemon::start_with(cfg, cmd)
+    }
+
+    pub fn command(cfg: &Path, args: &[&str]) -> std::process::Output {
+        docpipe_command(cfg, args)
+            .env(PASSWORD_ENV, PASSWORD)
+            .output()
+            .unwrap()
+    }
+
+    /// Queues a backfill of every project.
+    pub fn queue(cfg: &Path, from: &str, to: &str) {
+        let out = command(cfg, &["backfill", "--queue", "--from", from, "--to", to]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Waits (real time) until the database says every queued backfill is done.
+    pub async fn drained(server: &Postgres, secs: u64, daemons: &[&Daemon]) {
+        let start = Instant::now();
+        while server.psql("SELECT COUNT(*) FROM backfill_queue WHERE done_at IS NULL") != "0" {
+            assert!(
+                start.elapsed() < Duration::from_secs(secs),
+                "the backfill did not drain; logs:\n{}",
+                daemons
+                    .iter()
+                    .map(|d| d.lines().join("\n"))
+                    .collect::<Vec<_>>()
+                    .join("\n---\n")
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits until every daemon's scheduled export ran twice at least.
+    pub async fn exported_twice(daemons: &[Daemon]) {
+        for d in daemons {
+            d.wait_until(60, "two scheduled exports", async |d| {
+                d.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}")
+                    .await
+                    >= 2.0
+            })
+            .await;
+        }
+    }
+
+    /// Stops every daemon with SIGTERM: each exits 0.
+    pub fn stop(daemons: Vec<Daemon>) {
+        for d in daemons {
+            let (code, log) = d.terminate();
+            assert_eq!(code, Some(0), "{}", log.join("\n"));
+        }
+    }
+
+    /// Every day of `from..=to` of every project equals the emulator's truth; nothing refused
+    /// for the limit; org-a's requests within its 100 an hour; every page-view request the
+    /// emulator served is one a written window counted, give or take `lost` (pages a killed
+    /// daemon fetched and a resumed walk did not count).
+    pub fn equals_the_truth(
+        live: &Live,
+        out: &Path,
+        server: &Postgres,
+        days: (&str, &str),
+        lost: u64,
+    ) {
+        let (from, to) = (crate::common::day(days.0), crate::common::day(days.1));
+        for p in ["alpha", "beta", "gamma"] {
+            let mut d = from;
+            while d <= to {
+                let truth = live.emu().truth(p, d, d.succ_opt().unwrap()).unwrap();
+                let file = out.join(format!(
+                    "page_views/project={p}/date={d}/part-00000.parquet"
+                ));
+                assert_eq!(parquet_rows(&file).len(), truth.len(), "{p} {d}");
+                d = d.succ_opt().unwrap();
+            }
+        }
+        let stats = live.emu().stats();
+        let views = &stats["views"];
+        assert_eq!(views.by_status.get(&429), None);
+        assert!(live.emu().refused_over_limit().values().all(|n| *n == 0));
+        let org_a = views.by_project.get("alpha").unwrap() + views.by_project.get("beta").unwrap();
+        assert!(org_a <= 100, "{org_a}");
+        let served: u64 = views.by_project.values().sum();
+        let counted: u64 = server
+            .psql("SELECT SUM(requests) FROM windows")
+            .parse()
+            .unwrap();
+        assert!(
+            served >= counted && served - counted <= lost,
+            "served {served}, counted {counted}"
+        );
+        assert!(tmp_files(out).is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_daemons_on_one_postgres_share_the_budget_walk_each_window_once_and_fire_once() {
+    let server = crate::pg::Postgres::start();
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = shared::config(&live, dir.path(), &server);
+    shared::queue(&cfg, "2026-03-01", "2026-03-07");
+    let started = Instant::now();
+    let daemons: Vec<Daemon> = (0..3).map(|_| shared::start(&cfg)).collect();
+    let all: Vec<&Daemon> = daemons.iter().collect();
+    shared::drained(&server, 180, &all).await;
+    shared::exported_twice(&daemons).await;
+    let took = started.elapsed();
+    // `status` on the shared state: three daemons alive, the budget of each organization.
+    let status = shared::command(&cfg, &["status"]);
+    let text = String::from_utf8_lossy(&status.stdout).to_string();
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains(": alive (heartbeat"))
+            .count(),
+        3,
+        "{text}"
+    );
+    assert!(text.contains(&format!("state: {}", server.url())), "{text}");
+    assert!(text.contains("budget analytics:org-a: "), "{text}");
+    let per_daemon = server.psql(
+        "SELECT string_agg(n::text, ' ' ORDER BY n DESC) FROM
+         (SELECT COUNT(*) AS n FROM window_claims WHERE done_by IS NOT NULL GROUP BY done_by) d",
+    );
+    let requests = server.psql("SELECT COUNT(*) FROM requests");
+    shared::stop(daemons);
+    // Every window once: the emulator served exactly the requests the written windows counted.
+    shared::equals_the_truth(
+        &live,
+        &dir.path().join("out"),
+        &server,
+        ("2026-03-01", "2026-03-07"),
+        0,
+    );
+    // 7 days and yesterday and today, for 3 projects: 27 windows, each done by one daemon.
+    let windows: i64 = per_daemon
+        .split(' ')
+        .map(|n| n.parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(windows, 27, "{per_daemon}");
+    // The rule fired once, whichever daemon ran it first.
+    assert_eq!(
+        live.emu().job_prompts("alpha", "job_ok").unwrap(),
+        vec![format!("after: {}", today())]
+    );
+    assert_eq!(
+        server.psql("SELECT COUNT(*) FROM rule_firings WHERE sent = 'sent'"),
+        "1"
+    );
+    eprintln!(
+        "three daemons: windows per daemon {per_daemon}, {requests} requests in {:.0} s",
+        took.as_secs_f64()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_mid_backfill_is_taken_over_when_its_lease_runs_out() {
+    let server = crate::pg::Postgres::start();
+    let mut data = small();
+    data.faults.latency_ms = 150;
+    data.faults.ops = vec!["views".into()];
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = shared::config(&live, dir.path(), &server);
+    shared::queue(&cfg, "2026-03-01", "2026-03-12");
+    let mut a = shared::start(&cfg);
+    a.wait_until(120, "a's first backfill windows", async |d| {
+        d.count("backfill window written") >= 3
+    })
+    .await;
+    let b = shared::start(&cfg);
+    // SIGKILL: no release, no leave; its claims run out in 10 s.
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let killed = Instant::now();
+    b.wait_until(120, "b taking the backfill over", async |d| {
+        d.count("backfill window written") >= 1
+    })
+    .await;
+    let takeover = killed.elapsed();
+    shared::drained(&server, 180, &[&b]).await;
+    let (code, log) = b.terminate();
+    assert_eq!(code, Some(0), "{}", log.join("\n"));
+    assert!(
+        takeover >= Duration::from_secs(5),
+        "taken over after {takeover:?}, before the lease ran out"
+    );
+    // Pages the killed daemon fetched for the walk it left are not counted by the window b
+    // finished from them (3 pages a day at most).
+    shared::equals_the_truth(
+        &live,
+        &dir.path().join("out"),
+        &server,
+        ("2026-03-01", "2026-03-12"),
+        3,
+    );
+    eprintln!("takeover after the kill: {:.1} s", takeover.as_secs_f64());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemons_wait_through_a_minute_without_their_database_and_go_on() {
+    let mut server = crate::pg::Postgres::start();
+    let mut data = small();
+    data.faults.latency_ms = 150;
+    data.faults.ops = vec!["views".into()];
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = shared::config(&live, dir.path(), &server);
+    shared::queue(&cfg, "2026-03-01", "2026-03-10");
+    let daemons: Vec<Daemon> = (0..2).map(|_| shared::start(&cfg)).collect();
+    daemons[0]
+        .wait_until(120, "the first backfill windows", async |d| {
+            d.count("backfill window written") >= 2
+        })
+        .await;
+    server.stop();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    server.resume();
+    let ok = "docpipe_runs_total{kind=\"export\",result=\"ok\"}";
+    let mut before = Vec::new();
+    for d in &daemons {
+        before.push(d.metric(ok).await);
+    }
+    let all: Vec<&Daemon> = daemons.iter().collect();
+    shared::drained(&server, 240, &all).await;
+    for (d, b) in daemons.iter().zip(before) {
+        d.wait_until(60, "an export after the outage", async |d| {
+            d.metric(ok).await > b
+        })
+        .await;
+    }
+    shared::stop(daemons);
+    // Nothing lost (every day equals the truth) or doubled (one firing; a window cut by the
+    // outage walked again from its stored pages: 3 pages a day at most per daemon).
+    shared::equals_the_truth(
+        &live,
+        &dir.path().join("out"),
+        &server,
+        ("2026-03-01", "2026-03-10"),
+        6,
+    );
+    assert_eq!(
+        live.emu().job_prompts("alpha", "job_ok").unwrap(),
+        vec![format!("after: {}", today())]
+    );
+}

@@ -1267,3 +1267,56 @@ async fn a_full_feedback_recheck_walked_in_parts_across_midnight_counts_as_done(
         [(day("2026-03-16"), day("2026-03-18"), Purpose::Fresh)]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_projects_first_full_feedback_rechecks_are_staggered_across_the_interval() {
+    // Three projects walk feedback for the first time in the same run: their next full
+    // re-checks fall due 0, 2 and 4 hours apart (k/3 of the 6-hour interval early), not in the
+    // same hour.
+    use docpipe::clock::Clock;
+    let live = Live::start_frozen(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let exporter = Exporter::open(&dir.path().join("out"), live.clock.clone(), 3)
+        .await
+        .unwrap();
+    let mut targets = targets(&live, open_limits());
+    for t in &mut targets {
+        t.start = Some(day("2026-03-01"));
+        t.datasets = vec!["feedback"];
+    }
+    let today = day("2026-03-15");
+    let plan = exporter.plan(&targets, today, today).unwrap();
+    let s = exporter.run(&targets, &plan).await;
+    assert!(s.failed.is_empty(), "{:?}", s.failed);
+    let now = live.clock.now();
+    let full: Vec<(String, i64)> = targets
+        .iter()
+        .map(|t| {
+            let look = exporter.state().span_look("feedback", &t.project).unwrap();
+            assert_eq!(look.walked_at, Some(now), "{}", t.project);
+            (
+                t.project.clone(),
+                (now - look.full_at.unwrap()).num_minutes(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        full,
+        [
+            ("alpha".to_string(), 0),
+            ("beta".to_string(), 120),
+            ("gamma".to_string(), 240)
+        ]
+    );
+    // 2 hours later, gamma's full re-check is due (6 h counted from 4 h before its walk),
+    // the others' recent walks only.
+    live.clock.advance(std::time::Duration::from_secs(2 * 3600));
+    let plan = exporter.plan(&targets, today, today).unwrap();
+    let full_due: Vec<&str> = plan
+        .records
+        .iter()
+        .filter(|d| d.full)
+        .map(|d| d.walk.project.as_str())
+        .collect();
+    assert_eq!(full_due, ["gamma"]);
+}

@@ -16,7 +16,7 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 
 /// The password of the test server's user.
-const PASSWORD: &str = "pg-test-secret-7731";
+pub const PASSWORD: &str = "pg-test-secret-7731";
 
 /// A PostgreSQL server on `127.0.0.1` with one user, `docpipe`, whose password is
 /// [`PASSWORD`]; stopped when dropped.
@@ -283,14 +283,14 @@ fn processes_starting_at_once_migrate_the_schema_once_and_a_newer_schema_is_refu
     assert!(opened.iter().all(Result::is_ok), "{opened:?}");
     assert_eq!(
         server.psql("SELECT version || ' ' || name FROM docpipe_migrations ORDER BY version"),
-        "1 the rate budget's request log\n2 the backfill queue, claimed with a lease\n3 the daemons' heartbeats"
+        "1 the rate budget's request log\n2 the backfill queue, claimed with a lease\n3 the daemons' heartbeats\n4 every other piece of state: windows, walks and their pages, looks, rules, claims"
     );
     server.psql("INSERT INTO docpipe_migrations (version, name) VALUES (99, 'from the future')");
     let err = Pg::open(&server.url()).unwrap_err().to_string();
     assert_eq!(
         err,
         format!(
-            "state database {}: its schema is version 99, newer than this docpipe's 3: run a newer docpipe",
+            "state database {}: its schema is version 99, newer than this docpipe's 4: run a newer docpipe",
             server.url()
         )
     );
@@ -575,4 +575,123 @@ fn heartbeats_on_postgres_follow_the_same_rules_as_on_sqlite() {
         Daemons::new(Sql::Pg(Arc::new(server.open()))),
     );
     assert_eq!(server.psql("SELECT name FROM daemons"), "box-1:41");
+}
+
+/// `[state] url` naming `server`'s database (appended to a config's `[export]` table).
+fn state_on(server: &Postgres) -> String {
+    format!("[state]\nurl = \"{}\"\nlease_secs = 10", server.url())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_dataset_exported_with_its_state_on_postgres_killed_at_random_moments_equals_one_on_sqlite()
+ {
+    let server = Postgres::start();
+    let mut data = small();
+    data.limits.analytics_per_hour = 100_000;
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ref_out, out) = (dir.path().join("ref"), dir.path().join("shared"));
+    let (ref_cfg, cfg) = (dir.path().join("ref.toml"), dir.path().join("shared.toml"));
+    std::fs::write(&ref_cfg, config_all(&live.server.base_url(), &ref_out, "")).unwrap();
+    std::fs::write(
+        &cfg,
+        config_all(&live.server.base_url(), &out, &state_on(&server)),
+    )
+    .unwrap();
+    let range = ["backfill", "--from", "2026-03-08", "--to", "2026-03-10"];
+    let reference = docpipe(&ref_cfg, &range, None);
+    assert!(
+        reference.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reference.stderr)
+    );
+    // Killed among page-view pages (rows of walk_pages here), the other datasets' stored pages,
+    // renames and state commits; each run resumes what the last one left in the database.
+    let mut crashed = 0;
+    for n in [31, 9, 25, 14, 7, 20] {
+        let run = docpipe_command(&cfg, &range)
+            .env("DOCPIPE_CRASH_AT", n.to_string())
+            .env(PASSWORD_ENV, PASSWORD)
+            .output()
+            .unwrap();
+        if run.status.success() {
+            break;
+        }
+        let err = String::from_utf8_lossy(&run.stderr).to_string();
+        assert!(err.contains(&format!("crash point {n}:")), "{err}");
+        crashed += 1;
+    }
+    assert!(crashed >= 4, "only {crashed} runs were killed");
+    let last = docpipe_command(&cfg, &range)
+        .env(PASSWORD_ENV, PASSWORD)
+        .output()
+        .unwrap();
+    assert!(
+        last.status.success(),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+    assert_eq!(dataset(&out), dataset(&ref_out));
+    // The state is in the database: 3 days of page views for 3 projects, no walk left; the
+    // folder's own file holds none of it.
+    assert_eq!(server.psql("SELECT COUNT(*) FROM windows"), "9");
+    assert_eq!(
+        server.psql("SELECT COUNT(*) FROM walks") + &server.psql("SELECT COUNT(*) FROM walk_pages"),
+        "00"
+    );
+    assert_eq!(server.psql("SELECT COUNT(*) FROM record_pages"), "0");
+    // The killed runs' claims were taken over at once (their processes gone from this
+    // machine), and the last run gave back every claim it took.
+    assert_eq!(
+        server.psql("SELECT COUNT(*) FROM window_claims WHERE holder IS NOT NULL"),
+        "0"
+    );
+    let local = rusqlite::Connection::open(out.join("state.sqlite")).unwrap();
+    let n: i64 = local
+        .query_row("SELECT COUNT(*) FROM windows", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 0);
+    assert!(!out.join(".walks").exists());
+    // `status` reads the same state.
+    let status = docpipe_command(&cfg, &["status"])
+        .env(PASSWORD_ENV, PASSWORD)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(status.status.success(), "{text}");
+    assert!(text.contains(&server.url()), "{text}");
+}
+
+#[test]
+fn a_state_url_that_is_not_postgres_or_carries_a_password_is_one_line_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    for (state, says) in [
+        (
+            "url = \"mysql://db/docpipe\"",
+            "[state] url: not a postgres:// URL",
+        ),
+        (
+            "url = \"postgres://docpipe:hunter2-secret@127.0.0.1:1/db\"",
+            "[state] url: the URL carries a password: give it in DOCPIPE_STATE_PASSWORD instead",
+        ),
+        ("lease_secs = 3", "[state] lease_secs: 3 is too short"),
+    ] {
+        let cfg = dir.path().join("c.toml");
+        std::fs::write(
+            &cfg,
+            config(
+                "http://127.0.0.1:1",
+                &dir.path().join("out"),
+                &format!("[state]\n{state}"),
+            ),
+        )
+        .unwrap();
+        let out = docpipe(&cfg, &["status"], None);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+        assert!(!dir.path().join("out").exists(), "{err}");
+    }
 }
