@@ -415,6 +415,18 @@ impl Daemon {
             tracing::warn!(id = q.id, project = %p, day = %d, "backfill window failed: {e}");
         }
         gauge_budget(&self.targets, self.ctx.clock.now());
+        // The state database failing is not the window's fault (a shared database away for a
+        // while): the window is tried again after a wait, not left out of the drain.
+        if summary
+            .failed
+            .iter()
+            .any(|(_, _, e)| e.contains("state database"))
+        {
+            if let Some(tried) = self.tried.get_mut(&q.id) {
+                tried.remove(&(dataset, project, day));
+            }
+            return Step::Wait(BACKFILL_RECHECK);
+        }
         Step::Worked
     }
 }

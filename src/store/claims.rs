@@ -156,7 +156,7 @@ impl Claims {
     /// The windows held at `now`: key and holder, by key.
     pub fn held(&self, now: DateTime<Utc>) -> Result<Vec<(String, String)>, StoreError> {
         let p = vec![Value::Int(now.timestamp_millis())];
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.rows(
                 "SELECT key, holder FROM window_claims
                  WHERE holder IS NOT NULL AND lease_until_ms > ?1 ORDER BY key",
@@ -172,7 +172,7 @@ impl Claims {
 impl Claims {
     /// How many windows each holder did, by holder.
     pub fn done_by(&self) -> Result<Vec<(String, i64)>, StoreError> {
-        self.sql.tx(|tx| {
+        self.sql.read(|tx| {
             tx.rows(
                 "SELECT done_by, COUNT(*) FROM window_claims WHERE done_by IS NOT NULL
                  GROUP BY done_by ORDER BY done_by",

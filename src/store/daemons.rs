@@ -87,7 +87,7 @@ impl Daemons {
 
     /// Every daemon that wrote a heartbeat and did not leave, by name.
     pub fn all(&self) -> Result<Vec<Seen>, StoreError> {
-        self.sql.tx(|tx| {
+        self.sql.read(|tx| {
             tx.rows(
                 "SELECT name, started_at, seen_at_ms FROM daemons ORDER BY name",
                 &[],

@@ -117,7 +117,7 @@ impl Store {
         day: NaiveDate,
     ) -> Result<Option<Look>, StoreError> {
         let p = three(dataset, project, day);
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.row(
                 &format!(
                     "SELECT {LOOK} FROM freshness WHERE dataset = ?1 AND project = ?2 AND day = ?3"
@@ -136,7 +136,7 @@ impl Store {
         project: &str,
     ) -> Result<Option<(NaiveDate, Look)>, StoreError> {
         let p = vec![Value::from(dataset), project.into()];
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.row(
                 &format!(
                     "SELECT {LOOK} FROM freshness WHERE dataset = ?1 AND project = ?2 ORDER BY day DESC LIMIT 1"
@@ -155,7 +155,7 @@ impl Store {
         project: &str,
     ) -> Result<HashMap<NaiveDate, Look>, StoreError> {
         let p = vec![Value::from(dataset), project.into()];
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.rows(
                 &format!("SELECT {LOOK} FROM freshness WHERE dataset = ?1 AND project = ?2"),
                 &p,
@@ -170,7 +170,7 @@ impl Store {
     /// days still looked at (for estimates).
     pub fn change_rate(&self, dataset: &str, project: &str) -> Result<Option<f64>, StoreError> {
         let p = vec![Value::from(dataset), project.into()];
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             let Some(r) = tx.row(
                 "SELECT CAST(sum(changes) AS BIGINT), CAST(sum(looks) AS BIGINT) FROM freshness
                  WHERE dataset = ?1 AND project = ?2 AND looks > 1",
@@ -218,7 +218,7 @@ impl Store {
     /// When a span was last walked, and last walked whole.
     pub fn span_look(&self, dataset: &str, project: &str) -> Result<SpanLook, StoreError> {
         let p = vec![Value::from(dataset), project.into()];
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             let Some(r) = tx.row(
                 "SELECT walked_at, full_at FROM span_looks WHERE dataset = ?1 AND project = ?2",
                 &p,

@@ -285,7 +285,7 @@ impl Ledger {
     ) -> Result<Option<Skip>, StoreError> {
         let (name, cooldown, hash) = (rule.name.to_string(), rule.cooldown, hash.to_string());
         self.sql
-            .tx(move |tx| skip_for(tx, &name, cooldown, &hash, now))
+            .read(move |tx| skip_for(tx, &name, cooldown, &hash, now))
     }
 
     /// Records a firing as `sending` unless it should be skipped, in one transaction (the
@@ -386,7 +386,7 @@ impl Ledger {
         since: DateTime<Utc>,
     ) -> Result<std::collections::HashSet<String>, StoreError> {
         let p = vec![Value::from(rule), project.into(), Value::Int(ms(since))];
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.rows(
                 &format!(
                     "SELECT k.key FROM rule_firing_keys k JOIN rule_firings f ON f.id = k.firing_id
@@ -452,7 +452,7 @@ impl Ledger {
         filter: &'static str,
         extra: impl Fn(&Row) -> Result<T, SqlError> + Send + 'static,
     ) -> Result<Vec<(Firing, T)>, StoreError> {
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.rows(
                 &format!(
                     "SELECT id, rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched,

@@ -110,7 +110,7 @@ impl Queue {
     /// Queued backfills not drained yet, oldest first, with their holders.
     pub fn pending(&self, now: DateTime<Utc>) -> Result<Vec<Queued>, StoreError> {
         let now_ms = now.timestamp_millis();
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.rows(
                 &format!("SELECT {COLUMNS} FROM backfill_queue WHERE done_at IS NULL ORDER BY id"),
                 &[],

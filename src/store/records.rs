@@ -114,7 +114,7 @@ impl Store {
     /// The stored pages of a walk, in order.
     pub fn record_pages(&self, w: &RecordWalk) -> Result<Vec<Vec<u8>>, StoreError> {
         let p = walk_params(w);
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.rows(
                 "SELECT body FROM record_pages WHERE dataset = ?1 AND project = ?2 AND from_day = ?3 AND to_day = ?4 ORDER BY seq",
                 &p,
@@ -128,7 +128,7 @@ impl Store {
     /// How many pages of a walk are stored.
     pub fn record_page_count(&self, w: &RecordWalk) -> Result<u64, StoreError> {
         let p = walk_params(w);
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.row(
                 "SELECT count(*) FROM record_pages WHERE dataset = ?1 AND project = ?2 AND from_day = ?3 AND to_day = ?4",
                 &p,
@@ -145,7 +145,7 @@ impl Store {
         project: &str,
     ) -> Result<Option<RecordWalk>, StoreError> {
         let p = two(dataset, project);
-        let found = self.sql.tx(move |tx| {
+        let found = self.sql.read(move |tx| {
             tx.row(
                 "SELECT from_day, to_day FROM record_pages WHERE dataset = ?1 AND project = ?2 LIMIT 1",
                 &p,
@@ -227,7 +227,7 @@ impl Store {
         project: &str,
     ) -> Result<HashMap<NaiveDate, bool>, StoreError> {
         let p = two(dataset, project);
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.rows(
                 "SELECT day, final FROM record_windows WHERE dataset = ?1 AND project = ?2",
                 &p,
@@ -241,7 +241,7 @@ impl Store {
     /// The most requests one of the latest 7 windows took (for estimates), if any.
     pub fn recent_requests(&self, dataset: &str, project: &str) -> Result<Option<i64>, StoreError> {
         let p = two(dataset, project);
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.row(
                 "SELECT max(requests) FROM (SELECT requests FROM record_windows WHERE dataset = ?1 AND project = ?2 ORDER BY day DESC LIMIT 7) AS latest",
                 &p,
@@ -257,7 +257,7 @@ impl Store {
         project: &str,
     ) -> Result<Option<(u64, u64)>, StoreError> {
         let p = two(dataset, project);
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.row(
                 "SELECT max(requests), count(*) FROM record_windows WHERE dataset = ?1 AND project = ?2
                  GROUP BY done_at ORDER BY done_at DESC LIMIT 1",
@@ -275,7 +275,7 @@ impl Store {
         project: &str,
     ) -> Result<Option<NaiveDate>, StoreError> {
         let p = two(dataset, project);
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.row(
                 "SELECT through FROM record_spans WHERE dataset = ?1 AND project = ?2",
                 &p,
@@ -288,7 +288,7 @@ impl Store {
     /// The threads of a project already fetched.
     pub fn threads_fetched(&self, project: &str) -> Result<HashSet<String>, StoreError> {
         let p = vec![Value::from(project)];
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.rows(
                 "SELECT thread_id FROM threads_fetched WHERE project = ?1",
                 &p,

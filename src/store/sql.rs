@@ -350,12 +350,28 @@ impl Sql {
         &self,
         f: impl FnOnce(&mut dyn Tx) -> Result<T, SqlError> + Send + 'static,
     ) -> Result<T, StoreError> {
+        self.run(rusqlite::TransactionBehavior::Immediate, f)
+    }
+
+    /// Runs `f`, which only reads, in one transaction: on SQLite without the write lock (a
+    /// reader never holds up the exporter's writes).
+    pub fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut dyn Tx) -> Result<T, SqlError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.run(rusqlite::TransactionBehavior::Deferred, f)
+    }
+
+    fn run<T: Send + 'static>(
+        &self,
+        behavior: rusqlite::TransactionBehavior,
+        f: impl FnOnce(&mut dyn Tx) -> Result<T, SqlError> + Send + 'static,
+    ) -> Result<T, StoreError> {
         match self {
             Sql::Lite(db) => {
                 let mut failed = None;
                 let result = db.with_conn(|c| {
-                    let tx =
-                        c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                    let tx = c.transaction_with_behavior(behavior)?;
                     let mut tx = Lite(tx);
                     match f(&mut tx) {
                         Ok(v) => {

@@ -29,7 +29,7 @@ impl Store {
     /// The id of the window's walk in progress, if any.
     fn walk_id(&self, project: &str, day: NaiveDate) -> Result<Option<u64>, StoreError> {
         let p = vec![Value::from(project), day.into()];
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.row("SELECT id FROM walks WHERE project = ?1 AND day = ?2", &p)?
                 .map(|r| r.int(0).map(|i| i as u64))
                 .transpose()
@@ -40,7 +40,7 @@ impl Store {
     fn shared_pages(&self, project: &str, day: NaiveDate) -> Result<Vec<Vec<u8>>, StoreError> {
         let p = vec![Value::from(project), day.into()];
         let name = self.sql.name().to_string();
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.rows(
                 "SELECT g.frame FROM walk_pages g JOIN walks w ON w.id = g.walk_id
                  WHERE w.project = ?1 AND w.day = ?2 ORDER BY g.page_offset",
@@ -263,7 +263,7 @@ impl Store {
 
     /// The windows with a walk in progress.
     fn walk_keys(&self) -> Result<Vec<(String, NaiveDate)>, StoreError> {
-        let keys: Vec<(String, String)> = self.sql.tx(|tx| {
+        let keys: Vec<(String, String)> = self.sql.read(|tx| {
             tx.rows(
                 "SELECT project, day FROM walks ORDER BY day DESC, project",
                 &[],

@@ -44,7 +44,7 @@ impl Store {
         project: &str,
     ) -> Result<std::collections::HashMap<NaiveDate, WindowState>, StoreError> {
         let p = vec![Value::from(project)];
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             let mut out = std::collections::HashMap::new();
             for r in tx.rows(
                 "SELECT day, final, rows, mismatch FROM windows WHERE project = ?1",
@@ -124,7 +124,7 @@ impl Store {
     /// The most recent row count of a project (for estimates), if any.
     pub fn recent_rows(&self, project: &str) -> Result<Option<i64>, StoreError> {
         let p = vec![Value::from(project)];
-        self.sql.tx(move |tx| {
+        self.sql.read(move |tx| {
             tx.row(
                 "SELECT rows FROM windows WHERE project = ?1 AND rows IS NOT NULL ORDER BY day DESC LIMIT 1",
                 &p,
