@@ -334,7 +334,7 @@ impl Engine {
                     .ok()
                     .and_then(|t| firing.fired_at.checked_add_signed(t))
                     .unwrap_or(DateTime::<Utc>::MAX_UTC);
-                self.ledger.poll_until(firing.id, Some(until))?;
+                self.ledger.poll_until(firing.id, until)?;
             }
         }
         Ok(Report::Fired(firing))
@@ -348,7 +348,7 @@ impl Engine {
         let mut ended = Vec::new();
         for (mut f, until) in self.ledger.polling()? {
             let Some(job) = f.job.clone() else {
-                self.ledger.poll_until(f.id, None)?;
+                self.ledger.end_polling(f.id)?;
                 continue;
             };
             let Some(client) = self.clients.get(&f.project) else {
@@ -376,8 +376,9 @@ impl Engine {
             };
             self.record(&mut f, outcome);
             self.ledger.update(&f, now)?;
-            self.ledger.poll_until(f.id, None)?;
-            ended.push(f);
+            if self.ledger.end_polling(f.id)? {
+                ended.push(f);
+            }
         }
         Ok(ended)
     }

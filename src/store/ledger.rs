@@ -419,15 +419,29 @@ impl Ledger {
         })
     }
 
-    /// Marks a firing's job to be polled until it ends or until `until` (`None`: not polled).
-    pub fn poll_until(&self, id: i64, until: Option<DateTime<Utc>>) -> Result<(), StoreError> {
-        let p = vec![Value::Int(id), until.map(ms).into()];
+    /// Marks a firing's job to be polled until it ends or until `until`.
+    pub fn poll_until(&self, id: i64, until: DateTime<Utc>) -> Result<(), StoreError> {
+        let p = vec![Value::Int(id), Value::Int(ms(until))];
         self.sql.tx(move |tx| {
             tx.exec(
                 "UPDATE rule_firings SET poll_until_ms = ?2 WHERE id = ?1",
                 &p,
             )
             .map(|_| ())
+        })
+    }
+
+    /// Ends the polling of a firing's job; `true` for the one caller that ended it (processes
+    /// sharing the ledger may look at the same job: only one of them reports its end).
+    pub fn end_polling(&self, id: i64) -> Result<bool, StoreError> {
+        let p = vec![Value::Int(id)];
+        self.sql.tx(move |tx| {
+            tx.exec(
+                "UPDATE rule_firings SET poll_until_ms = NULL \
+                 WHERE id = ?1 AND poll_until_ms IS NOT NULL",
+                &p,
+            )
+            .map(|n| n == 1)
         })
     }
 

@@ -653,6 +653,26 @@ fn a_firing_left_sending_by_a_stopped_process_is_settled_unknown_and_not_sent_ag
     );
 }
 
+#[test]
+fn a_polled_job_that_ended_is_reported_by_one_of_the_processes_sharing_the_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = rule("r", "alpha", "create = true", "SELECT 1", "x", "");
+    let t0 = noon();
+    let a = docpipe::store::ledger::Ledger::open(&state_path(dir.path())).unwrap();
+    let b = docpipe::store::ledger::Ledger::open(&state_path(dir.path())).unwrap();
+    let id = a
+        .begin(r.key(), None, "x", "h", 1, &[], t0)
+        .unwrap()
+        .unwrap();
+    a.poll_until(id, t0 + chrono::Duration::hours(1)).unwrap();
+    // Both processes looked at the job while it was polled, and both saw it end.
+    assert_eq!(a.polling().unwrap().len(), 1);
+    assert_eq!(b.polling().unwrap().len(), 1);
+    assert!(b.end_polling(id).unwrap());
+    assert!(!a.end_polling(id).unwrap());
+    assert!(a.polling().unwrap().is_empty());
+}
+
 // --- the binary ---------------------------------------------------------------------------------
 
 fn rules_config(live: &Live, dir: &Path, rules: &Path, extra_org: &str) -> std::path::PathBuf {
