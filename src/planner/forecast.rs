@@ -339,6 +339,16 @@ fn h(d: Duration) -> String {
     }
 }
 
+/// A duration as the config spells it: "40m", "2h", "2h 30m".
+fn setting(d: Duration) -> String {
+    let m = d.num_minutes();
+    match (m / 60, m % 60) {
+        (0, m) => format!("{m}m"),
+        (h, 0) => format!("{h}h"),
+        (h, m) => format!("{h}h {m}m"),
+    }
+}
+
 impl OrgForecast {
     /// Whether the config asks for more than the budget gives.
     pub fn short(&self) -> bool {
@@ -354,11 +364,11 @@ impl OrgForecast {
         if let Some(k) =
             (2..=24).find(|k| mine.iter().map(|s| demand(s, f64::from(*k))).sum::<f64>() <= limit)
         {
-            let every = self.today_hours * f64::from(k);
+            let every = Duration::minutes((self.today_hours * f64::from(k) * 60.0).ceil() as i64);
             options.push(format!(
-                "today's data every {} (freshness.today = \"{}h\")",
-                h(Duration::minutes((every * 60.0) as i64)),
-                every.ceil()
+                "today's data every {} (freshness.today = \"{}\")",
+                h(every),
+                setting(every)
             ));
         }
         let mut drops: Vec<(&'static str, f64)> = self
@@ -485,5 +495,39 @@ mod tests {
         );
         let p = f[0].paragraph(&both);
         assert!(p.starts_with("organization o: the config asks for 112 requests an hour (page_views 35.8, searches 39.8, visitors 35.8), the budget gives 95. It cannot be met: needs 112/h, has 95/h."), "{p}");
+    }
+
+    #[test]
+    fn a_today_interval_under_an_hour_is_suggested_as_the_config_spells_it() {
+        let now = at("2026-03-15T12:00:00Z");
+        let rooms: BTreeMap<String, Room> = [("o".to_string(), Room { limit: 95, used: 0 })].into();
+        let policy = Policy {
+            today: Duration::minutes(10),
+            ..Policy::default()
+        };
+        let freshness = Freshness {
+            default: policy,
+            ..Freshness::default()
+        };
+        let streams: Vec<Stream> = four("page_views", 2)
+            .into_iter()
+            .map(|s| Stream { policy, ..s })
+            .collect();
+        let f = forecast(&streams, &rooms, &freshness, Tz::UTC, now);
+        // 4 x (2 x 6 + 1/2 + 1/4 + 1/6 + 1/24) = 51.8 an hour: fits. Three such datasets do not.
+        assert_eq!(format!("{:.1}", f[0].demand), "51.8");
+        let mut three = streams.clone();
+        for d in ["visitors", "searches"] {
+            three.extend(streams.iter().map(|s| Stream {
+                dataset: d,
+                ..s.clone()
+            }));
+        }
+        let f = forecast(&three, &rooms, &freshness, Tz::UTC, now);
+        // Every 20 min: 4 x 3 x (2 x 3 + 0.96) = 83.5 an hour.
+        assert_eq!(
+            f[0].what_fits(&three),
+            "today's data every 20 min (freshness.today = \"20m\")"
+        );
     }
 }
