@@ -339,16 +339,6 @@ fn h(d: Duration) -> String {
     }
 }
 
-/// A duration as the config spells it: "40m", "2h", "2h 30m".
-fn setting(d: Duration) -> String {
-    let m = d.num_minutes();
-    match (m / 60, m % 60) {
-        (0, m) => format!("{m}m"),
-        (h, 0) => format!("{h}h"),
-        (h, m) => format!("{h}h {m}m"),
-    }
-}
-
 impl OrgForecast {
     /// Whether the config asks for more than the budget gives.
     pub fn short(&self) -> bool {
@@ -364,11 +354,12 @@ impl OrgForecast {
         if let Some(k) =
             (2..=24).find(|k| mine.iter().map(|s| demand(s, f64::from(*k))).sum::<f64>() <= limit)
         {
+            // Whole minutes, spelled as the config reads them ("40m", "2h 30m").
             let every = Duration::minutes((self.today_hours * f64::from(k) * 60.0).ceil() as i64);
             options.push(format!(
                 "today's data every {} (freshness.today = \"{}\")",
                 h(every),
-                setting(every)
+                humantime::format_duration(every.to_std().unwrap_or_default())
             ));
         }
         let mut drops: Vec<(&'static str, f64)> = self
