@@ -168,7 +168,7 @@ impl Daemon {
                 tracing::warn!("export: {line}");
             }
         }
-        let failed: HashSet<&str> = summary.failed.iter().map(|f| f.0.as_str()).collect();
+        let failed: HashSet<&str> = summary.failed.iter().map(|f| f.project.as_str()).collect();
         for t in &self.targets {
             metrics::gauge!("docpipe_windows_pending", "project" => t.project.clone())
                 .set(pending.get(&t.project).copied().unwrap_or(0) as f64);
@@ -411,17 +411,13 @@ impl Daemon {
         if let Some(w) = summary.records.first() {
             tracing::info!(id = q.id, dataset = w.dataset, project = %w.project, from = %w.from, rows = w.rows, "backfill window written");
         }
-        for (p, d, e) in &summary.failed {
-            tracing::warn!(id = q.id, project = %p, day = %d, "backfill window failed: {e}");
+        for f in &summary.failed {
+            tracing::warn!(id = q.id, project = %f.project, day = %f.day, "backfill window failed: {f}");
         }
         gauge_budget(&self.targets, self.ctx.clock.now());
         // The state database failing is not the window's fault (a shared database away for a
         // while): the window is tried again after a wait, not left out of the drain.
-        if summary
-            .failed
-            .iter()
-            .any(|(_, _, e)| e.contains("state database"))
-        {
+        if summary.failed.iter().any(|f| f.is_state_database()) {
             if let Some(tried) = self.tried.get_mut(&q.id) {
                 tried.remove(&(dataset, project, day));
             }

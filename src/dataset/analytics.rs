@@ -4,7 +4,7 @@
 //! means; the choices where the OpenAPI file is ambiguous are written beside each descriptor.
 
 use super::shape::{Cell, Column, Kind, Need, RowsAt, Shape, TotalsAt, col, table};
-use super::{Key, Paging, Table, Windowing};
+use super::{Key, Paging, Windowing};
 use arrow_schema::SchemaRef;
 
 const DAILY: &[Key] = &[Key::Project, Key::Date];
@@ -369,19 +369,3 @@ pub static THREAD_MESSAGES: Shape = Shape {
     flags: &[],
     by_default: false,
 };
-
-/// The shapes in export order (the descriptors of [`super::ALL`] after page views).
-pub static SHAPES: [&Shape; 7] = [
-    &VISITORS,
-    &SEARCHES,
-    &FEEDBACK,
-    &FEEDBACK_BY_PAGE,
-    &ASSISTANT,
-    &CALLER_STATS,
-    &THREADS,
-];
-
-/// Every table a shape writes, for the README and the tests: `(table, its schema)`.
-pub fn tables() -> Vec<&'static Table> {
-    SHAPES.iter().flat_map(|s| s.tables.iter()).collect()
-}

@@ -104,7 +104,7 @@ pub trait Dataset: Send + Sync {
     }
     /// Its descriptor for the generic walk (every dataset but page views, which has its own
     /// fast decoder and journal).
-    fn shape(&self) -> Option<&'static shape::Shape> {
+    fn shape(&'static self) -> Option<&'static shape::Shape> {
         None
     }
 }
@@ -128,7 +128,12 @@ pub fn by_name(name: &str) -> Option<&'static dyn Dataset> {
 
 /// A generic dataset's descriptor by its name.
 pub fn shape_by_name(name: &str) -> Option<&'static shape::Shape> {
-    analytics::SHAPES.iter().copied().find(|s| s.name == name)
+    by_name(name).and_then(|d| d.shape())
+}
+
+/// A table any dataset writes, by its name.
+pub fn table(name: &str) -> Option<&'static Table> {
+    ALL.iter().flat_map(|d| d.tables()).find(|t| t.name == name)
 }
 
 /// The names of the datasets exported when the config does not say.

@@ -1,8 +1,10 @@
 //! The export: date windows and request plan -> offset walk -> Parquet partitions -> state.
 
+mod failure;
 mod records;
 mod report;
 
+pub use failure::Failure;
 pub use records::{RecordDue, RecordOutcome, RecordSettings};
 pub use report::{describe_plan, describe_summary};
 
@@ -12,7 +14,7 @@ use crate::clock::SharedClock;
 use crate::dataset::page_views::{self, PAGE_VIEWS, check};
 use crate::dataset::parquet::{self as pq, WriteError};
 use crate::events::{Events, Quiet};
-use crate::planner::{self, Candidate, DayState, Freshness, Purpose, Room};
+use crate::planner::{self, Candidate, DayState, DueRule, Freshness, Purpose, Room};
 use crate::store::{Folder, Store, StoreError, StoredPage, WrittenWindow};
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
@@ -405,35 +407,55 @@ fn view_fingerprint(t: &Counts) -> String {
     format!("{}/{}/{}", t.human, t.ai, t.total)
 }
 
+/// What a failure stops for the rest of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Scope {
+    /// An organization (its key was refused, the service unreachable).
+    Organization(String),
+    /// A project (403).
+    Project(String),
+}
+
 /// Organizations (or projects, or the whole run) whose run stopped, and why.
 #[derive(Debug, Default)]
 struct Stops {
-    by_scope: HashMap<String, String>,
+    by_scope: HashMap<Scope, Arc<ExportError>>,
     /// A failure of the storage (the output folder, the state, the budget's log): every window
     /// after it would fail the same way, after spending its requests.
-    all: Option<String>,
+    all: Option<Arc<ExportError>>,
 }
 
 impl Stops {
     /// Why the run, the organization or the project stopped, if it did.
-    fn reason(&self, project: &str, client: &Client) -> Option<&String> {
+    fn reason(&self, project: &str, client: &Client) -> Option<&Arc<ExportError>> {
         self.all
             .as_ref()
             .or_else(|| {
                 self.by_scope
-                    .get(&format!("organization {}", client.organization()))
+                    .get(&Scope::Organization(client.organization().to_string()))
             })
-            .or_else(|| self.by_scope.get(&format!("project {project}")))
+            .or_else(|| self.by_scope.get(&Scope::Project(project.to_string())))
     }
 
     /// Whether a window is skipped because the run, its organization or its project stopped;
     /// records it.
-    fn skip(&self, due: &Due, client: &Client, summary: &mut Summary) -> bool {
-        match self.reason(&due.project, client) {
+    fn skip(
+        &self,
+        window: (&'static str, &str, NaiveDate, Option<NaiveDate>),
+        client: &Client,
+        summary: &mut Summary,
+    ) -> bool {
+        let (dataset, project, day, to) = window;
+        match self.reason(project, client) {
             Some(r) => {
-                summary
-                    .failed
-                    .push((due.project.clone(), due.day, format!("skipped: {r}")));
+                summary.failed.push(Failure {
+                    dataset,
+                    project: project.to_string(),
+                    day,
+                    to,
+                    skipped: true,
+                    cause: r.clone(),
+                });
                 true
             }
             None => false,
@@ -473,8 +495,8 @@ pub struct Summary {
     pub skipped_final: u64,
     /// Analytics requests sent.
     pub requests: u64,
-    /// Windows that failed, with the error.
-    pub failed: Vec<(String, NaiveDate, String)>,
+    /// Windows that failed, or were skipped after a failure that stopped their organization.
+    pub failed: Vec<Failure>,
     /// Days a probe found unchanged (nothing written; the day is final when `is_final`).
     pub checked: Vec<Checked>,
     /// Windows another process (sharing the state) held or did since the plan was made.
@@ -687,8 +709,7 @@ impl Exporter {
     fn claim(
         &self,
         key: &str,
-        project: &str,
-        day: NaiveDate,
+        window: (&'static str, &str, NaiveDate, Option<NaiveDate>),
         plan: &Plan,
         summary: &mut Summary,
     ) -> Option<()> {
@@ -712,9 +733,16 @@ impl Exporter {
                 None
             }
             Err(e) => {
-                summary
-                    .failed
-                    .push((project.to_string(), day, format!("claiming {key}: {e}")));
+                let (dataset, project, day, to) = window;
+                tracing::error!(window = key, "claiming the window: {e}");
+                summary.failed.push(Failure {
+                    dataset,
+                    project: project.to_string(),
+                    day,
+                    to,
+                    skipped: false,
+                    cause: Arc::new(e.into()),
+                });
                 None
             }
         }
@@ -749,6 +777,15 @@ impl Exporter {
     /// The planner's settings.
     pub fn freshness(&self) -> &Freshness {
         &self.freshness
+    }
+
+    /// The due rule of a dataset's days (its policy, the lateness allowance, `--refresh`).
+    pub fn due_rule(&self, dataset: &str) -> DueRule {
+        DueRule {
+            policy: self.freshness.policy(dataset),
+            lookback_days: self.lookback_days,
+            refresh: self.refresh,
+        }
     }
 
     /// Re-fetches the span datasets and fetches threads as `records` says.
@@ -872,7 +909,7 @@ impl Exporter {
             plan.org_of.insert(t.project.clone(), org);
         }
         let now = self.clock.now();
-        let policy = self.freshness.policy(PAGE_VIEWS);
+        let rule = self.due_rule(PAGE_VIEWS);
         for t in targets.iter().filter(|t| t.exports_page_views()) {
             let from = t.start.unwrap_or(from);
             let known = self.state().windows(&t.project)?;
@@ -899,43 +936,30 @@ impl Exporter {
                     plan.skipped_final += 1;
                 } else {
                     let (offsets, complete) = self.state().progress(&t.project, day)?;
-                    let stored = offsets.len() as u64;
                     let look = looks.get(&day);
                     let state = DayState {
                         age: (self.today() - day).num_days(),
                         written: files && !window.is_some_and(|w| w.is_final),
-                        unfinished: stored > 0,
+                        stored: offsets.len() as u64,
+                        complete,
+                        probe_able: look.is_some_and(|l| l.fingerprint.is_some()),
                         checked_at: look.map(|l| l.checked_at),
                     };
-                    match planner::day_due(&policy, self.lookback_days, state, now, self.refresh) {
+                    let day_start = crate::api::views::local_midnight(day, self.tz).to_utc();
+                    match rule.day(&state, per_window, day_start, now) {
                         None => plan.fresh += 1,
-                        Some(purpose) => {
-                            let probe = state.written
-                                && !state.unfinished
-                                && look.is_some_and(|l| l.fingerprint.is_some());
-                            let day_start = crate::api::views::local_midnight(day, self.tz);
-                            let (urgency, deadline) =
-                                state.urge(&policy, purpose, day_start.to_utc(), now);
-                            let expected = if complete {
-                                0
-                            } else if probe && purpose == Purpose::Recheck {
-                                1
-                            } else {
-                                per_window.saturating_sub(stored).max(1)
-                            };
-                            plan.due.push(Due {
-                                project: t.project.clone(),
-                                day,
-                                becomes_final: self.is_settled(day),
-                                stored_pages: stored,
-                                expected_requests: expected,
-                                purpose,
-                                probe,
-                                urgency,
-                                deadline,
-                                part: None,
-                            });
-                        }
+                        Some(d) => plan.due.push(Due {
+                            project: t.project.clone(),
+                            day,
+                            becomes_final: self.is_settled(day),
+                            stored_pages: state.stored,
+                            expected_requests: d.cost,
+                            purpose: d.purpose,
+                            probe: d.probe,
+                            urgency: d.urgency,
+                            deadline: d.deadline,
+                            part: None,
+                        }),
                     }
                 }
                 match day.pred_opt() {
@@ -1011,15 +1035,13 @@ impl Exporter {
                     let Some(client) = clients.get(due.project.as_str()) else {
                         continue;
                     };
-                    if stops.skip(due, client, &mut summary) {
+                    let window = (PAGE_VIEWS, due.project.as_str(), due.day, None);
+                    if stops.skip(window, client, &mut summary) {
                         self.events.window_failed();
                         continue;
                     }
                     let key = claim_key(PAGE_VIEWS, &due.project, Some(due.day));
-                    if self
-                        .claim(&key, &due.project, due.day, plan, &mut summary)
-                        .is_none()
-                    {
+                    if self.claim(&key, window, plan, &mut summary).is_none() {
                         continue;
                     }
                     let marks = (summary.failed.len(), summary.paused, summary.deferred);
@@ -1031,7 +1053,7 @@ impl Exporter {
                     spend.spent(&c.org, n);
                     summary.requests += n;
                     if let Err(e) = result {
-                        self.failed(due, client, e, &mut summary, &mut stops);
+                        self.failed(window, client, e, &mut summary, &mut stops);
                     }
                     self.unclaim(&key, marks, &summary);
                 }
@@ -1048,10 +1070,13 @@ impl Exporter {
                         &d.walk.project,
                         (!d.is_span()).then_some(d.walk.from),
                     );
-                    if self
-                        .claim(&key, &d.walk.project, d.walk.from, plan, &mut summary)
-                        .is_none()
-                    {
+                    let window = (
+                        d.dataset(),
+                        d.walk.project.as_str(),
+                        d.walk.from,
+                        Some(d.walk.to),
+                    );
+                    if self.claim(&key, window, plan, &mut summary).is_none() {
                         continue;
                     }
                     let marks = (summary.failed.len(), summary.paused, summary.deferred);
@@ -1190,80 +1215,58 @@ impl Exporter {
         Ok(Some(!page.has_more))
     }
 
-    /// Records a failed window. A rejected key or an unreachable service stops the rest of
-    /// the run for the organization (a 403, for the project): reported once, not per window.
+    /// Records a failed window of any dataset. A rejected key or an unreachable service stops
+    /// the rest of the run for the organization (a 403, for the project), a failed storage the
+    /// whole run: reported once, and the windows after it recorded as skipped.
     fn failed(
         &self,
-        due: &Due,
+        window: (&'static str, &str, NaiveDate, Option<NaiveDate>),
         client: &Client,
         e: ExportError,
         summary: &mut Summary,
         stops: &mut Stops,
     ) {
-        self.failed_scope(&due.project, due.day, client, "", e, summary, stops);
-    }
-
-    /// Records a failed window of any dataset (`label` names it in the summary, empty for a
-    /// page-view window); see [`Exporter::failed`].
-    #[allow(clippy::too_many_arguments)]
-    fn failed_scope(
-        &self,
-        project: &str,
-        day: NaiveDate,
-        client: &Client,
-        label: &str,
-        e: ExportError,
-        summary: &mut Summary,
-        stops: &mut Stops,
-    ) {
-        let due = Due {
+        let (dataset, project, day, to) = window;
+        let failure = Failure {
+            dataset,
             project: project.to_string(),
             day,
-            becomes_final: false,
-            stored_pages: 0,
-            expected_requests: 0,
-            purpose: Purpose::Fresh,
-            probe: false,
-            urgency: 0,
-            deadline: false,
-            part: None,
+            to,
+            skipped: false,
+            cause: Arc::new(e),
         };
-        let shown = if label.is_empty() {
-            e.to_string()
-        } else {
-            format!("{label}: {e}")
-        };
-        metrics::counter!("docpipe_windows_failed_total", "project" => due.project.clone())
+        metrics::counter!("docpipe_windows_failed_total", "project" => project.to_string())
             .increment(1);
+        let e = &failure.cause;
         if e.is_storage() {
-            tracing::error!(project = %due.project, day = %due.day, "{e}; the run stops sending");
-            stops.all = Some(e.to_string());
-            summary
-                .failed
-                .push((due.project.clone(), due.day, shown.clone()));
-            self.events.window_failed();
-            return;
-        }
-        let scope = match &e {
-            ExportError::Api(a) => match a.kind {
-                crate::api::ErrorKind::BadKey | crate::api::ErrorKind::Connect(_) => {
-                    Some(format!("organization {}", client.organization()))
-                }
-                crate::api::ErrorKind::Forbidden { .. } => Some(format!("project {}", due.project)),
+            tracing::error!(project, day = %day, "{e}; the run stops sending");
+            stops.all = Some(e.clone());
+        } else {
+            let scope = match &**e {
+                ExportError::Api(a) => match a.kind {
+                    crate::api::ErrorKind::BadKey | crate::api::ErrorKind::Connect(_) => {
+                        Some(Scope::Organization(client.organization().to_string()))
+                    }
+                    crate::api::ErrorKind::Forbidden { .. } => {
+                        Some(Scope::Project(project.to_string()))
+                    }
+                    _ => None,
+                },
                 _ => None,
-            },
-            _ => None,
-        };
-        match scope {
-            Some(scope) => {
-                tracing::error!(project = %due.project, day = %due.day, "{e}; the rest of this run for {scope} is skipped");
-                stops.by_scope.insert(scope, e.to_string());
-            }
-            None => {
-                tracing::error!(project = %due.project, day = %due.day, "window failed: {shown}")
+            };
+            match scope {
+                Some(scope) => {
+                    let named = match &scope {
+                        Scope::Organization(o) => format!("organization {o}"),
+                        Scope::Project(p) => format!("project {p}"),
+                    };
+                    tracing::error!(project, day = %day, "{e}; the rest of this run for {named} is skipped");
+                    stops.by_scope.insert(scope, e.clone());
+                }
+                None => tracing::error!(project, day = %day, "window failed: {failure}"),
             }
         }
-        summary.failed.push((due.project.clone(), due.day, shown));
+        summary.failed.push(failure);
         self.events.window_failed();
     }
 

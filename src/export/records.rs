@@ -396,7 +396,8 @@ impl Exporter {
                 let Some(shape) = crate::dataset::shape_by_name(name) else {
                     continue;
                 };
-                let policy = self.freshness.policy(shape.name);
+                let rule = self.due_rule(shape.name);
+                let policy = rule.policy;
                 // The projects with this dataset, and this one's rank among them: a span's first
                 // full re-check comes `rank / n` of its interval early, so the projects' full
                 // re-checks (a few dozen requests each) do not all fall due in the same hour.
@@ -436,52 +437,34 @@ impl Exporter {
                                     from: day,
                                     to: day.succ_opt().unwrap_or(day),
                                 };
-                                let stored_pages = stored(&walk)?;
                                 let look = looks.get(&day);
                                 let state = DayState {
                                     age: (self.today() - day).num_days(),
                                     written: exists && known.get(&day) == Some(&false),
-                                    unfinished: stored_pages > 0,
+                                    stored: stored(&walk)?,
+                                    complete: false,
+                                    probe_able: look.is_some_and(|l| l.fingerprint.is_some()),
                                     checked_at: look.map(|l| l.checked_at),
                                 };
-                                match planner::day_due(
-                                    &policy,
-                                    self.lookback_days,
-                                    state,
-                                    now,
-                                    self.refresh,
-                                ) {
+                                let day_start =
+                                    crate::api::views::local_midnight(day, self.tz).to_utc();
+                                match rule.day(&state, per_window, day_start, now) {
                                     None => fresh += 1,
-                                    Some(purpose) => {
-                                        let probe = state.written
-                                            && !state.unfinished
-                                            && look.is_some_and(|l| l.fingerprint.is_some());
-                                        let day_start =
-                                            crate::api::views::local_midnight(day, self.tz);
-                                        let (urgency, deadline) =
-                                            state.urge(&policy, purpose, day_start.to_utc(), now);
-                                        due.push(RecordDue {
-                                            shape,
-                                            stored_pages,
-                                            walk,
-                                            becomes_final: self.is_settled(day),
-                                            expected_requests: if probe
-                                                && purpose == Purpose::Recheck
-                                            {
-                                                1
-                                            } else {
-                                                per_window.saturating_sub(stored_pages).max(1)
-                                            },
-                                            purpose,
-                                            probe,
-                                            full: false,
-                                            recent: false,
-                                            urgency,
-                                            deadline,
-                                            part: None,
-                                            stagger: chrono::Duration::zero(),
-                                        });
-                                    }
+                                    Some(dd) => due.push(RecordDue {
+                                        shape,
+                                        stored_pages: state.stored,
+                                        walk,
+                                        becomes_final: self.is_settled(day),
+                                        expected_requests: dd.cost,
+                                        purpose: dd.purpose,
+                                        probe: dd.probe,
+                                        full: false,
+                                        recent: false,
+                                        urgency: dd.urgency,
+                                        deadline: dd.deadline,
+                                        part: None,
+                                        stagger: chrono::Duration::zero(),
+                                    }),
                                 }
                             }
                             match day.pred_opt() {
@@ -616,12 +599,13 @@ impl Exporter {
         unanswered: &mut BTreeMap<String, Vec<String>>,
         targets: &[Target],
     ) {
-        if let Some(reason) = stops.reason(&d.walk.project, client) {
-            summary.failed.push((
-                d.walk.project.clone(),
-                d.walk.from,
-                format!("{}: skipped: {reason}", d.dataset()),
-            ));
+        let window = (
+            d.dataset(),
+            d.walk.project.as_str(),
+            d.walk.from,
+            Some(d.walk.to),
+        );
+        if stops.skip(window, client, summary) {
             self.events.window_failed();
             return;
         }
@@ -687,18 +671,7 @@ impl Exporter {
                 tracing::debug!(dataset = outcome.dataset, project = %outcome.project, from = %outcome.from, to = %outcome.to, rows = outcome.rows, requests = outcome.requests, "window written");
                 summary.records.push(outcome);
             }
-            Err(e) => {
-                let label = format!("{} {}..{}", d.dataset(), d.walk.from, d.walk.to);
-                self.failed_scope(
-                    &d.walk.project,
-                    d.walk.from,
-                    client,
-                    &label,
-                    e,
-                    summary,
-                    stops,
-                );
-            }
+            Err(e) => self.failed(window, client, e, summary, stops),
         }
     }
 
@@ -725,8 +698,8 @@ impl Exporter {
             match result {
                 Ok(outcome) => summary.records.push(outcome),
                 Err(e) => {
-                    let today = self.today();
-                    self.failed_scope(&project, today, client, "threads", e, summary, stops);
+                    let window = (THREADS.name, project.as_str(), self.today(), None);
+                    self.failed(window, client, e, summary, stops);
                 }
             }
         }

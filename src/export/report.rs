@@ -1,7 +1,6 @@
 //! The plan and the summary of a run, as text for people.
 
 use super::{Due, Plan, Summary};
-use chrono::NaiveDate;
 use std::collections::BTreeMap;
 
 /// Prints a plan for people.
@@ -122,18 +121,18 @@ pub fn describe_summary(s: &Summary) -> String {
         );
     }
     // One line per cause: the windows a rejected key or an unreachable service stopped are
-    // counted with the failure that stopped them.
-    let mut causes: Vec<(&str, Vec<(&str, NaiveDate)>)> = Vec::new();
-    for (p, d, e) in &s.failed {
-        let cause = e.strip_prefix("skipped: ").unwrap_or(e);
+    // counted with the failure that stopped them (the same cause, shared).
+    let mut causes: Vec<(String, Vec<&crate::export::Failure>)> = Vec::new();
+    for f in &s.failed {
+        let cause = f.cause.to_string();
         match causes.iter_mut().find(|(c, _)| *c == cause) {
-            Some((_, windows)) => windows.push((p, *d)),
-            None => causes.push((cause, vec![(p, *d)])),
+            Some((_, windows)) => windows.push(f),
+            None => causes.push((cause, vec![f])),
         }
     }
     for (cause, windows) in causes {
         match windows.as_slice() {
-            [(p, d)] => out += &format!("  failed {p} {d}: {cause}\n"),
+            [f] => out += &format!("  failed {} {}: {f}\n", f.project, f.day),
             _ => out += &format!("  {} windows failed: {cause}\n", windows.len()),
         }
     }

@@ -5,7 +5,7 @@
 //! have, when the missing days will be in, and, when the config asks for more than the budget
 //! gives, the shortfall and what would fit.
 
-use super::{Candidate, Freshness, Policy, Purpose, Room, day_due, fit, newness, order};
+use super::{Candidate, DueRule, Freshness, Policy, Purpose, Room, fit, newness, order};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use chrono_tz::Tz;
 use std::collections::BTreeMap;
@@ -160,6 +160,11 @@ pub fn forecast(
                     lookback_days,
                 } => {
                     days.entry(today).or_insert(None);
+                    let rule = DueRule {
+                        policy: s.policy,
+                        lookback_days: *lookback_days,
+                        refresh: false,
+                    };
                     for (&day, &at) in days.iter() {
                         let age = (today - day).num_days();
                         if in_day {
@@ -175,31 +180,31 @@ pub fn forecast(
                                 w.1 = w.1.max(since);
                             }
                         }
+                        let done = progress.get(&Slot::Day(i, day).key()).copied().unwrap_or(0);
+                        // A day written has its fingerprint: a re-check is a probe.
                         let state = super::DayState {
                             age,
                             written: at.is_some(),
-                            unfinished: false,
+                            stored: 0,
+                            complete: false,
+                            probe_able: true,
                             checked_at: at,
                         };
-                        if let Some(purpose) = day_due(&s.policy, *lookback_days, state, t, false) {
-                            let day_start = crate::api::views::local_midnight(day, tz).to_utc();
-                            let (urgency, deadline) = state.urge(&s.policy, purpose, day_start, t);
-                            let done = progress.get(&Slot::Day(i, day).key()).copied().unwrap_or(0);
-                            let cost = if purpose == Purpose::Recheck {
-                                1
-                            } else {
-                                s.walk_cost.saturating_sub(done).max(1)
-                            };
+                        let day_start = crate::api::views::local_midnight(day, tz).to_utc();
+                        // Walked in parts: the parts already spent are not spent again.
+                        if let Some(d) =
+                            rule.day(&state, s.walk_cost.saturating_sub(done), day_start, t)
+                        {
                             cands.push(Candidate {
                                 org: s.org.clone(),
                                 project: s.project.clone(),
                                 dataset: s.dataset,
-                                purpose,
+                                purpose: d.purpose,
                                 newness: newness(day),
-                                cost,
-                                urgency,
+                                cost: d.cost,
+                                urgency: d.urgency,
                                 started: done > 0,
-                                deadline,
+                                deadline: d.deadline,
                             });
                             slots.push(Slot::Day(i, day));
                         }

@@ -59,7 +59,7 @@ impl Policy {
     /// budget is short every dataset and day falls behind by about as much time, rather than
     /// the days looked at rarely falling behind by several of their long intervals. `None`
     /// (never looked at): just due; a day passes the start of the day instead (see
-    /// [`DayState::urge`]).
+    /// [`DueRule::day`]).
     pub fn urgency(interval: Duration, at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> u32 {
         let Some(at) = at else {
             return JUST_DUE;
@@ -170,15 +170,19 @@ impl Purpose {
     }
 }
 
-/// What the planner knows of a day window to decide whether it is due.
+/// What the planner knows of a day window to decide whether it is due, and what it costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DayState {
     /// Days before today (0: today).
     pub age: i64,
     /// Written once at least.
     pub written: bool,
-    /// Pages of an unfinished walk are stored.
-    pub unfinished: bool,
+    /// Pages of an unfinished walk stored.
+    pub stored: u64,
+    /// The stored pages are the whole walk: it is written without a request.
+    pub complete: bool,
+    /// What is stored has a fingerprint: a re-check probes its first page.
+    pub probe_able: bool,
     /// When it was last walked or probed.
     pub checked_at: Option<DateTime<Utc>>,
 }
@@ -187,7 +191,7 @@ impl DayState {
     /// How pressing the day is when due for `purpose` (see [`Policy::urgency`]; a day never
     /// looked at counts from `day_start`, its first instant), and whether it is a re-check at
     /// its deadline (see [`Candidate::deadline`]).
-    pub fn urge(
+    fn urge(
         &self,
         policy: &Policy,
         purpose: Purpose,
@@ -207,42 +211,94 @@ impl DayState {
         };
         (urgency, deadline)
     }
+
+    /// Why a (non-final) day is due `now`, if it is. A day past the lateness allowance is due
+    /// at once: looked at a last time, it is final. An unfinished walk of a day never written
+    /// is still a backfill (it goes on within the backfill's share, first of them).
+    fn purpose(&self, rule: &DueRule, now: DateTime<Utc>) -> Option<Purpose> {
+        let unfinished = self.stored > 0;
+        if !self.written {
+            return Some(if self.age <= 0 {
+                if unfinished {
+                    Purpose::Resume
+                } else {
+                    Purpose::Fresh
+                }
+            } else {
+                Purpose::Backfill
+            });
+        }
+        if unfinished {
+            return Some(Purpose::Resume);
+        }
+        let purpose = if self.age <= 0 {
+            Purpose::Fresh
+        } else {
+            Purpose::Recheck
+        };
+        if rule.refresh || self.age > i64::from(rule.lookback_days) {
+            return Some(purpose);
+        }
+        Policy::is_due(rule.policy.interval(self.age), self.checked_at, now).then_some(purpose)
+    }
 }
 
-/// Whether a (non-final) day is due `now` under `policy` with `lookback_days` of lateness, and
-/// why. A day past the lateness allowance is due at once: looked at a last time, it is final.
-/// An unfinished walk of a day never written is still a backfill (it goes on within the
-/// backfill's share, first of them).
-pub fn day_due(
-    policy: &Policy,
-    lookback_days: u32,
-    s: DayState,
-    now: DateTime<Utc>,
-    refresh: bool,
-) -> Option<Purpose> {
-    if !s.written {
-        return Some(if s.age <= 0 {
-            if s.unfinished {
-                Purpose::Resume
-            } else {
-                Purpose::Fresh
-            }
+/// The due rule's settings for one dataset, derived once from the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DueRule {
+    /// How often its days are looked at again.
+    pub policy: Policy,
+    /// Days after which a day is final (the lateness allowance).
+    pub lookback_days: u32,
+    /// Every provisional day is due, however recently it was looked at (`--refresh`).
+    pub refresh: bool,
+}
+
+/// A day window due: why, how pressing, and what it will cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DayDue {
+    /// Why it is due.
+    pub purpose: Purpose,
+    /// Its first page is a probe (compared with the stored fingerprint).
+    pub probe: bool,
+    /// How late it is (see [`Policy::urgency`]).
+    pub urgency: u32,
+    /// A re-check at its deadline (see [`Candidate::deadline`]).
+    pub deadline: bool,
+    /// Requests it is expected to take.
+    pub cost: u64,
+}
+
+impl DueRule {
+    /// The one answer to "is this day due now, how urgent, what will it cost", for the
+    /// exporter's plans, `status` and the forecast alike. `walk_cost` is what a whole walk of
+    /// the day takes (measured on the latest windows, at least 1); `day_start` the day's first
+    /// instant in the export's time zone.
+    pub fn day(
+        &self,
+        s: &DayState,
+        walk_cost: u64,
+        day_start: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Option<DayDue> {
+        let purpose = s.purpose(self, now)?;
+        let probe = s.written && s.stored == 0 && s.probe_able;
+        let (urgency, deadline) = s.urge(&self.policy, purpose, day_start, now);
+        let cost = if s.complete {
+            0
+        } else if probe && purpose == Purpose::Recheck {
+            1
         } else {
-            Purpose::Backfill
-        });
+            walk_cost.saturating_sub(s.stored).max(1)
+        };
+        Some(DayDue {
+            purpose,
+            probe,
+            urgency,
+            deadline,
+            cost,
+        })
     }
-    if s.unfinished {
-        return Some(Purpose::Resume);
-    }
-    let purpose = if s.age <= 0 {
-        Purpose::Fresh
-    } else {
-        Purpose::Recheck
-    };
-    if refresh || s.age > i64::from(lookback_days) {
-        return Some(purpose);
-    }
-    Policy::is_due(policy.interval(s.age), s.checked_at, now).then_some(purpose)
 }
 
 /// One window a plan could carry, as the fitting sees it.
@@ -424,6 +480,81 @@ mod tests {
             started: false,
             deadline: false,
         }
+    }
+
+    #[test]
+    fn the_due_rule_says_why_how_urgent_and_what_a_day_costs() {
+        let now = "2026-03-15T12:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let rule = DueRule {
+            policy: Policy::default(),
+            lookback_days: 3,
+            refresh: false,
+        };
+        let state = |age, written, stored, ago: Option<i64>| DayState {
+            age,
+            written,
+            stored,
+            complete: false,
+            probe_able: true,
+            checked_at: ago.map(|m| now - Duration::minutes(m)),
+        };
+        let start = |age: i64| {
+            "2026-03-15T00:00:00Z".parse::<DateTime<Utc>>().unwrap() - Duration::days(age)
+        };
+        let due = |s: DayState| rule.day(&s, 5, start(s.age), now);
+        let d = |purpose, probe, urgency, deadline, cost| DayDue {
+            purpose,
+            probe,
+            urgency,
+            deadline,
+            cost,
+        };
+        // Today never fetched: walked whole, at its deadline, 12 h past its start less its
+        // 1 h interval (66 steps of 10 minutes late).
+        assert_eq!(
+            due(state(0, false, 0, None)),
+            Some(d(Purpose::Fresh, false, 66, true, 5))
+        );
+        // Yesterday looked at 3 h ago (its interval 2 h): a one-request probe.
+        assert_eq!(
+            due(state(1, true, 0, Some(180))),
+            Some(d(Purpose::Recheck, true, 6, false, 1))
+        );
+        // ... looked at an hour ago: not due.
+        assert_eq!(due(state(1, true, 0, Some(60))), None);
+        // A walk stopped after 2 pages goes on for the 3 left.
+        assert_eq!(
+            due(state(1, true, 2, Some(60))),
+            Some(d(Purpose::Resume, false, 0, false, 3))
+        );
+        // Its pages complete: written without a request.
+        let complete = DayState {
+            complete: true,
+            ..state(1, true, 2, Some(60))
+        };
+        assert_eq!(due(complete).map(|d| d.cost), Some(0));
+        // A missing day is a backfill; past the lateness allowance a written day is due at once.
+        assert_eq!(
+            due(state(5, false, 0, None)).map(|d| d.purpose),
+            Some(Purpose::Backfill)
+        );
+        assert_eq!(
+            due(state(4, true, 0, Some(10))).map(|d| d.purpose),
+            Some(Purpose::Recheck)
+        );
+        // --refresh: every provisional day, however recent its look; no fingerprint: walked.
+        let refresh = DueRule {
+            refresh: true,
+            ..rule
+        };
+        let no_fp = DayState {
+            probe_able: false,
+            ..state(1, true, 0, Some(10))
+        };
+        assert_eq!(
+            refresh.day(&no_fp, 5, start(1), now),
+            Some(d(Purpose::Recheck, false, 0, false, 5))
+        );
     }
 
     #[test]

@@ -424,12 +424,7 @@ fn evaluate_here(
         message: one_line(&message),
     };
     let mut ctx = polars::sql::SQLContext::new();
-    let base = [
-        ("daily", &tables.daily),
-        ("weekly", &tables.weekly),
-        ("pages", &tables.pages),
-    ];
-    for (name, df) in base.into_iter().chain(tables.gaps.frames()) {
+    for (name, df) in tables.frames() {
         ctx.register(
             name,
             df.clone()

@@ -9,19 +9,7 @@ use sqlparser::parser::Parser;
 use std::ops::ControlFlow;
 
 /// The tables a rule's query can name.
-pub const TABLES: [&str; 11] = [
-    "daily",
-    "weekly",
-    "pages",
-    "search_terms",
-    "search_daily",
-    "assistant_daily",
-    "assistant_categories",
-    "unanswered_questions",
-    "feedback_pages",
-    "visitors_daily",
-    "callers_weekly",
-];
+pub const TABLES: [&str; 11] = crate::trends::NAMES;
 
 struct Reads {
     ctes: Vec<String>,

@@ -15,8 +15,6 @@ CREATE TABLE IF NOT EXISTS freshness (
     fingerprint TEXT,
     checked_at TEXT NOT NULL,
     changed_at TEXT NOT NULL,
-    looks INTEGER NOT NULL DEFAULT 0,
-    changes INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (dataset, project, day)
 );
 CREATE TABLE IF NOT EXISTS span_looks (
@@ -95,14 +93,12 @@ impl Store {
             let mut p = p.clone();
             p.push(Value::Int(i64::from(changed)));
             tx.exec(
-                "INSERT INTO freshness (dataset, project, day, fingerprint, checked_at, changed_at, looks, changes)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, 1, 1)
+                "INSERT INTO freshness (dataset, project, day, fingerprint, checked_at, changed_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)
                  ON CONFLICT (dataset, project, day) DO UPDATE SET
                    fingerprint = excluded.fingerprint,
                    checked_at = excluded.checked_at,
-                   changed_at = CASE WHEN ?6 = 1 THEN excluded.checked_at ELSE freshness.changed_at END,
-                   looks = freshness.looks + 1,
-                   changes = freshness.changes + ?6",
+                   changed_at = CASE WHEN ?6 = 1 THEN excluded.checked_at ELSE freshness.changed_at END",
                 &p,
             )?;
             Ok(changed)
@@ -163,26 +159,6 @@ impl Store {
             .iter()
             .map(look_row)
             .collect()
-        })
-    }
-
-    /// The share of looks at a dataset's days (of a project) that found a change, over the
-    /// days still looked at (for estimates).
-    pub fn change_rate(&self, dataset: &str, project: &str) -> Result<Option<f64>, StoreError> {
-        let p = vec![Value::from(dataset), project.into()];
-        self.sql.read(move |tx| {
-            let Some(r) = tx.row(
-                "SELECT CAST(sum(changes) AS BIGINT), CAST(sum(looks) AS BIGINT) FROM freshness
-                 WHERE dataset = ?1 AND project = ?2 AND looks > 1",
-                &p,
-            )?
-            else {
-                return Ok(None);
-            };
-            Ok(match (r.opt_int(0)?, r.opt_int(1)?) {
-                (Some(ch), Some(lo)) if lo > 0 => Some(ch as f64 / lo as f64),
-                _ => None,
-            })
         })
     }
 

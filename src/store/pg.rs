@@ -256,6 +256,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
             done_by TEXT
         );",
     ),
+    (
+        5,
+        "looks no longer count their changes (nothing read the counts)",
+        "ALTER TABLE freshness DROP COLUMN looks, DROP COLUMN changes;",
+    ),
 ];
 
 /// The advisory lock key that serializes migrations ("docpipe" in ASCII).

@@ -38,84 +38,113 @@ pub struct Gaps {
     pub callers_weekly: DataFrame,
 }
 
+/// The gap tables' names, in the order they are written (`trends/<name>.parquet`), the order
+/// of [`Gaps::frames`].
+pub const NAMES: [&str; 8] = [
+    "search_terms",
+    "search_daily",
+    "assistant_daily",
+    "assistant_categories",
+    "unanswered_questions",
+    "feedback_pages",
+    "visitors_daily",
+    "callers_weekly",
+];
+
 impl Gaps {
     /// The tables with their names, in the order they are written.
     pub fn named(&mut self) -> [(&'static str, &mut DataFrame); 8] {
-        [
-            ("search_terms", &mut self.search_terms),
-            ("search_daily", &mut self.search_daily),
-            ("assistant_daily", &mut self.assistant_daily),
-            ("assistant_categories", &mut self.assistant_categories),
-            ("unanswered_questions", &mut self.unanswered_questions),
-            ("feedback_pages", &mut self.feedback_pages),
-            ("visitors_daily", &mut self.visitors_daily),
-            ("callers_weekly", &mut self.callers_weekly),
-        ]
+        let frames = [
+            &mut self.search_terms,
+            &mut self.search_daily,
+            &mut self.assistant_daily,
+            &mut self.assistant_categories,
+            &mut self.unanswered_questions,
+            &mut self.feedback_pages,
+            &mut self.visitors_daily,
+            &mut self.callers_weekly,
+        ];
+        let mut frames = frames.into_iter();
+        NAMES.map(|name| (name, frames.next().expect("one frame per name")))
     }
 
     /// The tables by name, for rule queries.
     pub fn frames(&self) -> [(&'static str, &DataFrame); 8] {
-        [
-            ("search_terms", &self.search_terms),
-            ("search_daily", &self.search_daily),
-            ("assistant_daily", &self.assistant_daily),
-            ("assistant_categories", &self.assistant_categories),
-            ("unanswered_questions", &self.unanswered_questions),
-            ("feedback_pages", &self.feedback_pages),
-            ("visitors_daily", &self.visitors_daily),
-            ("callers_weekly", &self.callers_weekly),
-        ]
+        let frames = [
+            &self.search_terms,
+            &self.search_daily,
+            &self.assistant_daily,
+            &self.assistant_categories,
+            &self.unanswered_questions,
+            &self.feedback_pages,
+            &self.visitors_daily,
+            &self.callers_weekly,
+        ];
+        let mut frames = frames.into_iter();
+        NAMES.map(|name| (name, frames.next().expect("one frame per name")))
     }
 }
 
-fn at_type() -> DataType {
-    DataType::Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC))
+/// The polars type of a column as docpipe writes it (the dataset's arrow schema).
+fn polars_type(t: &arrow_schema::DataType) -> Option<DataType> {
+    use arrow_schema::DataType as A;
+    Some(match t {
+        A::Utf8 => DataType::String,
+        A::Int64 => DataType::Int64,
+        A::Float64 => DataType::Float64,
+        A::Boolean => DataType::Boolean,
+        A::Date32 => DataType::Date,
+        A::Timestamp(arrow_schema::TimeUnit::Microsecond, Some(tz)) if &**tz == "UTC" => {
+            DataType::Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC))
+        }
+        A::List(item) => DataType::List(Box::new(polars_type(item.data_type())?)),
+        A::Struct(fields) => DataType::Struct(
+            fields
+                .iter()
+                .map(|f| Some(Field::new(f.name().into(), polars_type(f.data_type())?)))
+                .collect::<Option<_>>()?,
+        ),
+        _ => return None,
+    })
 }
 
-/// The columns of an exported table the gaps read, and their types.
+/// The columns of an exported table the gaps read, with their types as the table's dataset
+/// writes them.
 fn columns(table: &str) -> Vec<(&'static str, DataType)> {
-    use DataType::*;
-    let counts = || vec![("human", Int64), ("ai", Int64), ("total", Int64)];
-    match table {
-        "searches" => vec![
-            ("search_query", String),
-            ("hits", Int64),
-            ("ctr", Float64),
-            ("top_clicked_page", String),
-            ("last_searched_at", at_type()),
+    let read: &[&'static str] = match table {
+        "searches" => &[
+            "search_query",
+            "hits",
+            "ctr",
+            "top_clicked_page",
+            "last_searched_at",
         ],
-        "search_totals" => vec![("total_searches", Int64)],
-        "assistant_turns" => vec![
-            ("id", String),
-            ("timestamp", at_type()),
-            ("query", String),
-            ("response_type", String),
-            (
-                "sources",
-                List(Box::new(Struct(vec![
-                    Field::new("title".into(), String),
-                    Field::new("url".into(), String),
-                ]))),
-            ),
-            ("resolution_status", String),
-            ("query_category", String),
+        "search_totals" => &["total_searches"],
+        "assistant_turns" => &[
+            "id",
+            "timestamp",
+            "query",
+            "response_type",
+            "sources",
+            "resolution_status",
+            "query_category",
         ],
-        "feedback" => vec![
-            ("path", String),
-            ("comment", String),
-            ("created_at", at_type()),
-            ("source", String),
-            ("helpful", Boolean),
-        ],
-        "assistant_callers" => vec![
-            ("web", Int64),
-            ("api", Int64),
-            ("other", Int64),
-            ("total", Int64),
-        ],
+        "feedback" => &["path", "comment", "created_at", "source", "helpful"],
+        "assistant_callers" => &["web", "api", "other", "total"],
         // site_visitors, site_totals
-        _ => counts(),
-    }
+        _ => &["human", "ai", "total"],
+    };
+    let schema = crate::dataset::table(table).map(|t| (t.schema)());
+    read.iter()
+        .map(|&name| {
+            let dtype = schema
+                .as_ref()
+                .and_then(|s| s.field_with_name(name).ok())
+                .and_then(|f| polars_type(f.data_type()))
+                .unwrap_or_else(|| panic!("{table}.{name}: not a column docpipe writes"));
+            (name, dtype)
+        })
+        .collect()
 }
 
 /// A table's columns the gaps read, with `project` and `date`, pruned to the selection; an
@@ -863,4 +892,42 @@ pub fn describe(g: &Gaps) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_column_the_gaps_read_is_one_a_dataset_writes() {
+        use DataType::*;
+        for table in [
+            "searches",
+            "search_totals",
+            "assistant_turns",
+            "feedback",
+            "assistant_callers",
+            "site_visitors",
+            "site_totals",
+        ] {
+            assert!(!columns(table).is_empty(), "{table}");
+        }
+        let at = Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC));
+        assert_eq!(
+            columns("feedback"),
+            [
+                ("path", String),
+                ("comment", String),
+                ("created_at", at.clone()),
+                ("source", String),
+                ("helpful", Boolean),
+            ]
+        );
+        let sources = List(Box::new(Struct(vec![
+            Field::new("title".into(), String),
+            Field::new("url".into(), String),
+        ])));
+        assert_eq!(columns("assistant_turns")[4], ("sources", sources));
+        assert_eq!(columns("searches")[4], ("last_searched_at", at));
+    }
 }

@@ -56,6 +56,52 @@ pub struct Tables {
     pub gaps: gaps::Gaps,
 }
 
+/// The page-view trend tables' names, in the order they are written.
+pub const BASE_NAMES: [&str; 3] = ["daily", "weekly", "pages"];
+
+/// Every trend table's name (`trends/<name>.parquet`), the names a rule's query reads them by:
+/// the page-view tables, then the gap tables.
+pub const NAMES: [&str; BASE_NAMES.len() + gaps::NAMES.len()] = {
+    let mut out = [""; BASE_NAMES.len() + gaps::NAMES.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = if i < BASE_NAMES.len() {
+            BASE_NAMES[i]
+        } else {
+            gaps::NAMES[i - BASE_NAMES.len()]
+        };
+        i += 1;
+    }
+    out
+};
+
+impl Tables {
+    /// Every table by name, in [`NAMES`] order (the order they are written).
+    fn named(&mut self) -> Vec<(&'static str, &mut DataFrame)> {
+        let Tables {
+            daily,
+            weekly,
+            pages,
+            gaps,
+        } = self;
+        BASE_NAMES
+            .into_iter()
+            .zip([daily, weekly, pages])
+            .chain(gaps.named())
+            .collect()
+    }
+
+    /// Every table by name, in [`NAMES`] order (what a rule's query reads).
+    pub fn frames(&self) -> Vec<(&'static str, &DataFrame)> {
+        let base = [&self.daily, &self.weekly, &self.pages];
+        BASE_NAMES
+            .into_iter()
+            .zip(base)
+            .chain(self.gaps.frames())
+            .collect()
+    }
+}
+
 /// Views a page needs in both windows to count as a mover (fewer make shares noise).
 pub const MOVER_MIN_VIEWS: i64 = 20;
 
@@ -528,18 +574,7 @@ pub fn write_tables(out: &Path, tables: &mut Tables) -> Result<Vec<PathBuf>, Tre
         source,
     })?;
     let mut written = Vec::new();
-    for (name, df) in [
-        ("daily", &mut tables.daily),
-        ("weekly", &mut tables.weekly),
-        ("pages", &mut tables.pages),
-    ] {
-        for ext in ["parquet", "csv"] {
-            let path = dir.join(format!("{name}.{ext}"));
-            write(df, &path)?;
-            written.push(path);
-        }
-    }
-    for (name, df) in tables.gaps.named() {
+    for (name, df) in tables.named() {
         for ext in ["parquet", "csv"] {
             let path = dir.join(format!("{name}.{ext}"));
             write(df, &path)?;

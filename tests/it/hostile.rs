@@ -369,7 +369,7 @@ async fn every_hostile_page_gets_its_clear_error_and_nothing_is_written() {
             continue;
         }
         assert_eq!(summary.failed.len(), 1, "{case}");
-        assert_eq!(summary.failed[0].2, want, "{case}");
+        assert_eq!(summary.failed[0].to_string(), want, "{case}");
         assert!(written.is_empty(), "{case}: {written:?}");
     }
     task.abort();
@@ -679,11 +679,28 @@ async fn every_hostile_page_of_the_other_datasets_gets_its_clear_error_and_nothi
             .plan(&targets, day("2026-03-10"), day("2026-03-10"))
             .unwrap();
         let summary = exporter.run(&targets, &plan).await;
+        let failed: Vec<_> = summary
+            .failed
+            .iter()
+            .map(|f| {
+                (
+                    f.dataset,
+                    f.project.clone(),
+                    f.day,
+                    f.to,
+                    f.skipped,
+                    f.to_string(),
+                )
+            })
+            .collect();
         assert_eq!(
-            summary.failed,
+            failed,
             [(
+                dataset,
                 case.to_string(),
                 day("2026-03-10"),
+                Some(day("2026-03-11")),
+                false,
                 format!("{dataset} 2026-03-10..2026-03-11: {want}")
             )],
             "{case}"

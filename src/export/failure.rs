@@ -1,0 +1,62 @@
+//! A window that was not written, as a value: which window, whether it failed or was skipped
+//! after an earlier failure, and the typed cause. Callers decide on the cause's kind (a retry
+//! after the state database failed, one summary line per cause), never on its text.
+
+use super::ExportError;
+use crate::store::StoreError;
+use chrono::NaiveDate;
+use std::sync::Arc;
+
+/// A window not written in a run.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The dataset (`page_views`, `feedback`, ..., `threads`).
+    pub dataset: &'static str,
+    /// The project.
+    pub project: String,
+    /// The window's first day (for the threads: the run's today).
+    pub day: NaiveDate,
+    /// The day after a generic window's last (its days are `day..to`); `None` for a page-view
+    /// day and the threads, whose messages name no range.
+    pub to: Option<NaiveDate>,
+    /// Not tried: an earlier failure (`cause`) stopped the run, its organization or its
+    /// project.
+    pub skipped: bool,
+    /// What failed (shared by the windows it stopped).
+    pub cause: Arc<ExportError>,
+}
+
+impl Failure {
+    /// Whether the state database failed (SQLite or a shared PostgreSQL away for a while): not
+    /// the window's fault, worth trying again after a wait.
+    pub fn is_state_database(&self) -> bool {
+        matches!(
+            *self.cause,
+            ExportError::State(
+                StoreError::Db { .. } | StoreError::Sql { .. } | StoreError::Shared(_)
+            )
+        )
+    }
+
+    /// The window as the summary names it: nothing for a page-view day (its messages name the
+    /// project and day), the dataset and its days otherwise.
+    fn label(&self) -> Option<String> {
+        match self.to {
+            Some(to) => Some(format!("{} {}..{}", self.dataset, self.day, to)),
+            None if self.dataset == crate::dataset::page_views::PAGE_VIEWS => None,
+            None => Some(self.dataset.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(label) = self.label() {
+            write!(f, "{label}: ")?;
+        }
+        if self.skipped {
+            write!(f, "skipped: ")?;
+        }
+        write!(f, "{}", self.cause)
+    }
+}
