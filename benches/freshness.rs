@@ -198,16 +198,10 @@ async fn scenario(datasets: &[&'static str], old: bool, freshness: Freshness) ->
         }
         let today = now.date_naive();
         let mut plan: Plan = exporter.plan(&targets, today, today).unwrap();
-        let backfill_left = plan
-            .due
-            .iter()
-            .map(|d| d.purpose)
-            .chain(plan.records.iter().map(|d| d.purpose))
-            .any(|p| p == Purpose::Backfill);
+        let backfill_left = plan.due.iter().any(|d| d.purpose == Purpose::Backfill);
         if old {
             // The old policy: every window due is walked whole, no probe, no fit.
             plan.due.iter_mut().for_each(|d| d.probe = false);
-            plan.records.iter_mut().for_each(|d| d.probe = false);
         } else {
             plan.fit(exporter.freshness());
         }

@@ -90,7 +90,7 @@ fn export_others(out: &std::path::Path, start: NaiveDate) -> Vec<(&'static str, 
             let s = exporter.run(&targets, &plan).await;
             assert!(s.failed.is_empty(), "{:?}", s.failed);
             requests += s.requests;
-            windows += plan.records.len();
+            windows += plan.due.len();
         }
         println!("  exported from the emulator: {requests} requests, {windows} windows");
     });

@@ -5,6 +5,7 @@ use crate::app::plan_view::plan_view;
 use crate::app::{Access, Context, Keys};
 use crate::clock::{self, SharedClock};
 use crate::config::Settings;
+use crate::dataset::page_views::PAGE_VIEWS;
 use crate::export::Plan;
 use crate::rules::engine::firing_line;
 use crate::store::state_path;
@@ -73,7 +74,12 @@ pub async fn describe(
         let mut known: Vec<NaiveDate> = windows.keys().copied().collect();
         known.sort();
         let start = p.first_day(today);
-        let due = view.due.due.iter().filter(|d| d.project == p.id).count();
+        let due = view
+            .due
+            .due
+            .iter()
+            .filter(|d| d.project == p.id && d.dataset() == PAGE_VIEWS)
+            .count();
         let last_final = known.iter().rev().find(|d| windows[*d].is_final);
         let provisional: Vec<NaiveDate> = known
             .iter()
@@ -106,15 +112,15 @@ pub async fn describe(
                 p.id
             ),
         };
-        for name in p.datasets.iter().filter(|d| **d != "page_views") {
+        for name in p.datasets.iter().filter(|d| **d != PAGE_VIEWS) {
             let Some(shape) = crate::dataset::shape_by_name(name) else {
                 continue;
             };
             let due: Vec<_> = view
                 .due
-                .records
+                .due
                 .iter()
-                .filter(|d| d.dataset() == *name && d.walk.project == p.id)
+                .filter(|d| d.dataset() == *name && d.project == p.id)
                 .collect();
             let written = state.record_days(name, &p.id)?;
             let mut known: Vec<NaiveDate> = written.keys().copied().collect();
@@ -134,13 +140,7 @@ pub async fn describe(
                 crate::dataset::Windowing::Span { .. } => {
                     let walks = due
                         .iter()
-                        .map(|d| {
-                            format!(
-                                "{}..{}",
-                                d.walk.from,
-                                d.walk.to.pred_opt().unwrap_or(d.walk.to)
-                            )
-                        })
+                        .map(|d| format!("{}..{}", d.day, d.to.pred_opt().unwrap_or(d.to)))
                         .collect::<Vec<_>>()
                         .join(", ");
                     let walks = if walks.is_empty() {
@@ -172,7 +172,7 @@ pub async fn describe(
     let _ = writeln!(
         out,
         "export now: {} windows, about {} requests, ETA {}",
-        view.due.due.len() + view.due.records.len(),
+        view.due.due.len(),
         view.due.expected_requests,
         eta(&view.due)
     );

@@ -334,46 +334,40 @@ impl Daemon {
             }
         };
         let tried = self.tried.entry(q.id).or_default();
-        // The page-view windows first, then the other datasets', one window a step.
-        let next_view = plan
+        // The page-view windows first (the trends read them), then the other datasets', one
+        // window a step.
+        let next = plan
             .due
             .iter()
-            .find(|d| !tried.contains(&(PAGE_VIEWS, d.project.clone(), d.day)))
+            .filter(|d| !tried.contains(&(d.dataset(), d.project.clone(), d.day)))
+            .min_by_key(|d| d.dataset() != PAGE_VIEWS)
             .cloned();
-        let next_record = plan
-            .records
-            .iter()
-            .find(|d| !tried.contains(&(d.dataset(), d.walk.project.clone(), d.walk.from)))
-            .cloned();
-        let (dataset, project, day, expected) = match (&next_view, &next_record) {
-            (Some(d), _) => (PAGE_VIEWS, d.project.clone(), d.day, d.expected_requests),
-            (None, Some(r)) => (
-                r.dataset(),
-                r.walk.project.clone(),
-                r.walk.from,
-                r.expected_requests,
-            ),
-            (None, None) => {
-                // A span is due on every plan (its recent days are fetched again): walked once
-                // here, it is done; a day window left is one that is not final yet.
-                let left = plan.due.len() + plan.records.iter().filter(|r| !r.is_span()).count();
-                if let Err(e) = queue.done(q.id, self.ctx.clock.now()) {
-                    tracing::error!("backfill queue: {e}");
-                }
-                self.tried.remove(&q.id);
-                count_run("backfill", left == 0);
-                if left == 0 {
-                    tracing::info!(id = q.id, from = %q.from, to = %q.to, "backfill done");
-                } else {
-                    tracing::warn!(
-                        id = q.id,
-                        left,
-                        "backfill drained; some windows failed or are not final: see the log, and queue it again to retry"
-                    );
-                }
-                return Step::Worked;
+        let Some(next) = next else {
+            // A span is due on every plan (its recent days are fetched again): walked once
+            // here, it is done; a day window left is one that is not final yet.
+            let left = plan.due.iter().filter(|d| !d.is_span()).count();
+            if let Err(e) = queue.done(q.id, self.ctx.clock.now()) {
+                tracing::error!("backfill queue: {e}");
             }
+            self.tried.remove(&q.id);
+            count_run("backfill", left == 0);
+            if left == 0 {
+                tracing::info!(id = q.id, from = %q.from, to = %q.to, "backfill done");
+            } else {
+                tracing::warn!(
+                    id = q.id,
+                    left,
+                    "backfill drained; some windows failed or are not final: see the log, and queue it again to retry"
+                );
+            }
+            return Step::Worked;
         };
+        let (dataset, project, day, expected) = (
+            next.dataset(),
+            next.project.clone(),
+            next.day,
+            next.expected_requests,
+        );
         let Some(target) = targets.iter().find(|t| t.project == project) else {
             return Step::Idle;
         };
@@ -395,12 +389,7 @@ impl Daemon {
         }
         tried.insert((dataset, project.clone(), day));
         let one = Plan {
-            due: next_view.into_iter().collect(),
-            records: if dataset == PAGE_VIEWS {
-                Vec::new()
-            } else {
-                next_record.into_iter().collect()
-            },
+            due: vec![next],
             expected_requests: expected,
             ..plan
         };

@@ -87,7 +87,7 @@ pub struct Table {
 }
 
 /// What describes a dataset.
-pub trait Dataset: Send + Sync {
+pub trait Dataset: Send + Sync + std::fmt::Debug {
     /// The name in the config and the state.
     fn name(&self) -> &'static str;
     /// The service's path, with `{project}` for the project id.

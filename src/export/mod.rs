@@ -5,17 +5,19 @@ mod records;
 mod report;
 
 pub use failure::Failure;
-pub use records::{RecordDue, RecordOutcome, RecordSettings};
+pub use records::{RecordOutcome, RecordSettings};
 pub use report::{describe_plan, describe_summary};
 
 use crate::api::views::{Counts, PAGE_LIMIT, Rows, Window};
 use crate::api::{ApiError, Client};
 use crate::clock::SharedClock;
+use crate::dataset::analytics::THREADS;
 use crate::dataset::page_views::{self, PAGE_VIEWS, check};
 use crate::dataset::parquet::{self as pq, WriteError};
+use crate::dataset::{Dataset, Windowing};
 use crate::events::{Events, Quiet};
 use crate::planner::{self, Candidate, DayState, DueRule, Freshness, Purpose, Room};
-use crate::store::{Folder, Store, StoreError, StoredPage, WrittenWindow};
+use crate::store::{Folder, RecordWalk, Store, StoreError, StoredPage, WrittenWindow};
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
 use futures::StreamExt;
@@ -94,16 +96,20 @@ impl Target {
     }
 }
 
-/// A window that needs fetching.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A window that needs fetching, of any dataset: a day of a daily dataset, or a span's days.
+#[derive(Debug, Clone)]
 pub struct Due {
+    /// Its dataset.
+    pub dataset: &'static dyn Dataset,
     /// Project.
     pub project: String,
-    /// Day.
+    /// Its (first) day.
     pub day: NaiveDate,
-    /// Whether it is final once written (older than the lateness allowance).
+    /// The day after its last (a daily window: the day after `day`).
+    pub to: NaiveDate,
+    /// Whether it is final once written (a day older than the lateness allowance).
     pub becomes_final: bool,
-    /// Offsets already stored from an interrupted walk.
+    /// Pages already stored from an interrupted walk.
     pub stored_pages: u64,
     /// Requests this window is expected to need.
     pub expected_requests: u64,
@@ -119,24 +125,78 @@ pub struct Due {
     /// The most requests it may take this run: walked in parts, its pages stored, its walk
     /// going on next run (`None`: whole). Set by [`Plan::fit`].
     pub part: Option<u64>,
+    /// For a span: the full re-check (every re-checked day), not only the recent days.
+    pub full: bool,
+    /// For a span: it reaches the recent days (today, or yesterday for a walk begun before
+    /// midnight), so finishing it is a look at them; a backfill's older range is not.
+    pub recent: bool,
+    /// For a span's first walk: how much earlier than its walk its first full re-check falls
+    /// due, so that the projects' full re-checks fall in different hours.
+    pub stagger: chrono::Duration,
 }
 
-/// A window of a plan, in serving order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slot {
-    /// `plan.due[i]`.
-    Views(usize),
-    /// `plan.records[i]`.
-    Records(usize),
+impl Due {
+    /// A daily window of `dataset` (the span fields unset).
+    fn day_window(
+        dataset: &'static dyn Dataset,
+        project: &str,
+        day: NaiveDate,
+        becomes_final: bool,
+        state: &DayState,
+        d: planner::DayDue,
+    ) -> Self {
+        Self {
+            dataset,
+            project: project.to_string(),
+            day,
+            to: day.succ_opt().unwrap_or(day),
+            becomes_final,
+            stored_pages: state.stored,
+            expected_requests: d.cost,
+            purpose: d.purpose,
+            probe: d.probe,
+            urgency: d.urgency,
+            deadline: d.deadline,
+            part: None,
+            full: false,
+            recent: false,
+            stagger: chrono::Duration::zero(),
+        }
+    }
+
+    /// The dataset's name.
+    pub fn dataset(&self) -> &'static str {
+        self.dataset.name()
+    }
+
+    /// Whether it is a span (walked again on every run) rather than a day.
+    pub fn is_span(&self) -> bool {
+        matches!(self.dataset.windowing(), Windowing::Span { .. })
+    }
+
+    /// The walk it is, as the state keys its stored pages.
+    pub fn walk(&self) -> RecordWalk {
+        RecordWalk {
+            dataset: self.dataset(),
+            project: self.project.clone(),
+            from: self.day,
+            to: self.to,
+        }
+    }
+
+    /// The window as a failure names it.
+    fn window(&self) -> (&'static str, &str, NaiveDate, Option<NaiveDate>) {
+        let to = self.dataset.shape().map(|_| self.to);
+        (self.dataset(), self.project.as_str(), self.day, to)
+    }
 }
 
 /// The work of a run, known before sending anything.
 #[derive(Debug, Clone, Default)]
 pub struct Plan {
-    /// Page-view windows due, most recent first.
+    /// The windows due, every dataset's, in serving order (unfinished walks, today,
+    /// re-checks, backfill; projects taking turns: see [`planner::order`]).
     pub due: Vec<Due>,
-    /// The other datasets' windows due, most recent first.
-    pub records: Vec<RecordDue>,
     /// Windows skipped because they are final.
     pub skipped_final: u64,
     /// Requests expected in all.
@@ -150,9 +210,6 @@ pub struct Plan {
     pub backfill_queued: bool,
     /// Organization of each project.
     pub org_of: HashMap<String, String>,
-    /// The windows in serving order (unfinished walks, today, re-checks, backfill; projects
-    /// taking turns).
-    pub order: Vec<Slot>,
     /// Windows skipped because they were looked at recently enough.
     pub fresh: u64,
     /// Windows due that did not fit the budget (left for the next run).
@@ -165,68 +222,30 @@ pub struct Plan {
 }
 
 impl Plan {
-    fn candidate(&self, slot: Slot) -> Candidate {
-        struct Of<'a> {
-            project: &'a String,
-            dataset: &'static str,
-            purpose: Purpose,
-            day: NaiveDate,
-            cost: u64,
-            urgency: u32,
-            stored: u64,
-            deadline: bool,
-        }
-        let of = match slot {
-            Slot::Views(i) => {
-                let d = &self.due[i];
-                Of {
-                    project: &d.project,
-                    dataset: PAGE_VIEWS,
-                    purpose: d.purpose,
-                    day: d.day,
-                    cost: d.part.unwrap_or(d.expected_requests),
-                    urgency: d.urgency,
-                    stored: d.stored_pages,
-                    deadline: d.deadline,
-                }
-            }
-            Slot::Records(i) => {
-                let d = &self.records[i];
-                Of {
-                    project: &d.walk.project,
-                    dataset: d.dataset(),
-                    purpose: d.purpose,
-                    day: d.walk.from,
-                    cost: d.part.unwrap_or(d.expected_requests),
-                    urgency: d.urgency,
-                    stored: d.stored_pages,
-                    deadline: d.deadline,
-                }
-            }
-        };
+    fn candidate(&self, d: &Due) -> Candidate {
         Candidate {
-            org: self.org_of.get(of.project).cloned().unwrap_or_default(),
-            project: of.project.clone(),
-            dataset: of.dataset,
-            purpose: of.purpose,
-            newness: planner::newness(of.day),
-            cost: of.cost,
-            urgency: of.urgency,
-            started: of.stored > 0,
-            deadline: of.deadline,
+            org: self.org_of.get(&d.project).cloned().unwrap_or_default(),
+            project: d.project.clone(),
+            dataset: d.dataset(),
+            purpose: d.purpose,
+            newness: planner::newness(d.day),
+            cost: d.part.unwrap_or(d.expected_requests),
+            urgency: d.urgency,
+            started: d.stored_pages > 0,
+            deadline: d.deadline,
         }
     }
 
     /// Puts the windows in serving order (see [`planner::order`]).
     fn sort(&mut self) {
-        let slots: Vec<Slot> = (0..self.due.len())
-            .map(Slot::Views)
-            .chain((0..self.records.len()).map(Slot::Records))
-            .collect();
-        let cands: Vec<Candidate> = slots.iter().map(|s| self.candidate(*s)).collect();
-        self.order = planner::order(&cands)
+        let cands: Vec<Candidate> = self.due.iter().map(|d| self.candidate(d)).collect();
+        let mut due: Vec<Option<Due>> = std::mem::take(&mut self.due)
             .into_iter()
-            .map(|i| slots[i])
+            .map(Some)
+            .collect();
+        self.due = planner::order(&cands)
+            .into_iter()
+            .filter_map(|i| due[i].take())
             .collect();
     }
 
@@ -240,7 +259,7 @@ impl Plan {
 
     /// [`Plan::fit`] with the rooms `rooms` gives.
     pub fn fit_in(&mut self, freshness: &Freshness, rooms: &dyn Fn(&str) -> Option<Room>) {
-        let mut cands: Vec<Candidate> = self.order.iter().map(|s| self.candidate(*s)).collect();
+        let mut cands: Vec<Candidate> = self.due.iter().map(|d| self.candidate(d)).collect();
         if self.backfill_queued {
             // The queue's windows are not in this plan: stand-ins keep their share free.
             let orgs: std::collections::BTreeSet<String> =
@@ -259,51 +278,25 @@ impl Plan {
                 });
             }
         }
-        let served: Vec<usize> = (0..self.order.len()).collect();
+        let served: Vec<usize> = (0..self.due.len()).collect();
         let (chosen, allowance) = planner::fit(&cands, &served, rooms, freshness);
-        self.deferred += (self.order.len() - chosen.len()) as u64;
-        // Renumber the kept windows; a window walked in parts has its part.
-        let mut due = Vec::new();
-        let mut records = Vec::new();
-        let mut order = Vec::new();
-        for &(i, part) in &chosen {
-            // The backfill queue's stand-ins are past the order's end.
-            let Some(&slot) = self.order.get(i) else {
-                continue;
-            };
-            match slot {
-                Slot::Views(i) => {
-                    due.push(Due {
-                        part,
-                        ..self.due[i].clone()
-                    });
-                    order.push(Slot::Views(due.len() - 1));
-                }
-                Slot::Records(i) => {
-                    records.push(RecordDue {
-                        part,
-                        ..self.records[i].clone()
-                    });
-                    order.push(Slot::Records(records.len() - 1));
-                }
-            }
-        }
-        self.due = due;
-        self.records = records;
-        self.order = order;
-        self.allowance = allowance.into_iter().collect();
-        self.expected_requests = self
-            .order
+        // The kept windows, in serving order; a window walked in parts has its part (the
+        // backfill queue's stand-ins are past the list's end).
+        let due: Vec<Due> = chosen
             .iter()
-            .map(|s| self.candidate(*s).cost)
-            .sum::<u64>();
+            .filter_map(|&(i, part)| self.due.get(i).map(|d| Due { part, ..d.clone() }))
+            .collect();
+        self.deferred += (self.due.len() - due.len()) as u64;
+        self.due = due;
+        self.allowance = allowance.into_iter().collect();
+        self.expected_requests = self.due.iter().map(|d| self.candidate(d).cost).sum();
     }
 
     /// The requests each organization's windows are expected to take.
     pub fn expected_by_org(&self) -> HashMap<String, u64> {
         let mut out: HashMap<String, u64> = HashMap::new();
-        for slot in &self.order {
-            let c = self.candidate(*slot);
+        for d in &self.due {
+            let c = self.candidate(d);
             *out.entry(c.org).or_default() += c.cost;
         }
         out
@@ -312,14 +305,9 @@ impl Plan {
     /// Expected time to send the planned requests within the budgets.
     pub fn eta(&self) -> Duration {
         let mut per_org: HashMap<&str, u64> = HashMap::new();
-        let windows = self.due.iter().map(|d| (&d.project, d.expected_requests));
-        let records = self
-            .records
-            .iter()
-            .map(|d| (&d.walk.project, d.expected_requests));
-        for (project, n) in windows.chain(records) {
-            let org = self.org_of.get(project).map_or("", String::as_str);
-            *per_org.entry(org).or_default() += n;
+        for d in &self.due {
+            let org = self.org_of.get(&d.project).map_or("", String::as_str);
+            *per_org.entry(org).or_default() += d.expected_requests;
         }
         let mut worst = Duration::ZERO;
         for (org, need) in per_org {
@@ -883,7 +871,6 @@ impl Exporter {
         };
         let to = to.min(self.today());
         let (records, skipped, fresh) = self.plan_records(targets, from, to)?;
-        plan.records = records;
         plan.skipped_final += skipped;
         plan.fresh += fresh;
         for t in targets {
@@ -948,18 +935,14 @@ impl Exporter {
                     let day_start = crate::api::views::local_midnight(day, self.tz).to_utc();
                     match rule.day(&state, per_window, day_start, now) {
                         None => plan.fresh += 1,
-                        Some(d) => plan.due.push(Due {
-                            project: t.project.clone(),
+                        Some(d) => plan.due.push(Due::day_window(
+                            &page_views::PageViews,
+                            &t.project,
                             day,
-                            becomes_final: self.is_settled(day),
-                            stored_pages: state.stored,
-                            expected_requests: d.cost,
-                            purpose: d.purpose,
-                            probe: d.probe,
-                            urgency: d.urgency,
-                            deadline: d.deadline,
-                            part: None,
-                        }),
+                            self.is_settled(day),
+                            &state,
+                            d,
+                        )),
                     }
                 }
                 match day.pred_opt() {
@@ -968,16 +951,13 @@ impl Exporter {
                 }
             }
         }
-        // Most recent first, projects interleaved (the serving order is `plan.order`).
+        // Most recent first, projects interleaved, page views before the other datasets' (that
+        // many ties in the serving order are served so), then in serving order.
         plan.due
             .sort_by(|a, b| b.day.cmp(&a.day).then(a.project.cmp(&b.project)));
+        plan.due.extend(records);
         plan.sort();
-        plan.expected_requests = plan.due.iter().map(|d| d.expected_requests).sum::<u64>()
-            + plan
-                .records
-                .iter()
-                .map(|d| d.expected_requests)
-                .sum::<u64>();
+        plan.expected_requests = plan.due.iter().map(|d| d.expected_requests).sum::<u64>();
         tracing::debug!(
             windows = plan.due.len(),
             requests = plan.expected_requests,
@@ -1001,103 +981,63 @@ impl Exporter {
             skipped_final: plan.skipped_final,
             ..Summary::default()
         };
-        self.events
-            .planned((plan.due.len() + plan.records.len()) as u64);
-        // A plan whose windows were changed without sorting it again is served in its own
-        // serving order all the same.
-        let sorted;
-        let plan = if plan.order.len() == plan.due.len() + plan.records.len() {
-            plan
-        } else {
-            let mut p = plan.clone();
-            p.sort();
-            sorted = p;
-            &sorted
-        };
+        self.events.planned(plan.due.len() as u64);
         let mut sent: HashMap<(String, NaiveDate), u64> = HashMap::new();
         let mut stops = Stops::default();
         let mut spend = Spend::new(plan);
         let mut unanswered: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let _renewing = self.state().is_shared().then(|| self.renewing());
-        for &slot in &plan.order {
-            let c = plan.candidate(slot);
+        for due in &plan.due {
+            let c = plan.candidate(due);
             spend.starting(&c);
             if !spend.fits(&c.org, c.cost) {
                 summary.deferred += 1;
                 continue;
             }
-            match slot {
-                Slot::Views(i) => {
-                    let due = &Due {
-                        part: spend.part(&c.org, plan.due[i].part),
-                        ..plan.due[i].clone()
-                    };
-                    let Some(client) = clients.get(due.project.as_str()) else {
-                        continue;
-                    };
-                    let window = (PAGE_VIEWS, due.project.as_str(), due.day, None);
-                    if stops.skip(window, client, &mut summary) {
-                        self.events.window_failed();
-                        continue;
-                    }
-                    let key = claim_key(PAGE_VIEWS, &due.project, Some(due.day));
-                    if self.claim(&key, window, plan, &mut summary).is_none() {
-                        continue;
-                    }
-                    let marks = (summary.failed.len(), summary.paused, summary.deferred);
-                    let before = client.requests_sent();
-                    let result = self
-                        .view_window(client, due, &mut sent, &mut summary, &spend, &c.org)
-                        .await;
-                    let n = client.requests_sent() - before;
-                    spend.spent(&c.org, n);
-                    summary.requests += n;
-                    if let Err(e) = result {
-                        self.failed(window, client, e, &mut summary, &mut stops);
-                    }
-                    self.unclaim(&key, marks, &summary);
-                }
-                Slot::Records(i) => {
-                    let d = &RecordDue {
-                        part: spend.part(&c.org, plan.records[i].part),
-                        ..plan.records[i].clone()
-                    };
-                    let Some(client) = clients.get(d.walk.project.as_str()) else {
-                        continue;
-                    };
-                    let key = claim_key(
-                        d.dataset(),
-                        &d.walk.project,
-                        (!d.is_span()).then_some(d.walk.from),
-                    );
-                    let window = (
-                        d.dataset(),
-                        d.walk.project.as_str(),
-                        d.walk.from,
-                        Some(d.walk.to),
-                    );
-                    if self.claim(&key, window, plan, &mut summary).is_none() {
-                        continue;
-                    }
-                    let marks = (summary.failed.len(), summary.paused, summary.deferred);
-                    let before = client.requests_sent();
-                    self.record_slot(
-                        client,
-                        d,
-                        &spend,
-                        &c.org,
-                        &mut stops,
-                        &mut summary,
-                        &mut unanswered,
-                        targets,
-                    )
-                    .await;
-                    let n = client.requests_sent() - before;
-                    spend.spent(&c.org, n);
-                    summary.requests += n;
-                    self.unclaim(&key, marks, &summary);
-                }
+            let due = &Due {
+                part: spend.part(&c.org, due.part),
+                ..due.clone()
+            };
+            let Some(client) = clients.get(due.project.as_str()) else {
+                continue;
+            };
+            let window = due.window();
+            if stops.skip(window, client, &mut summary) {
+                self.events.window_failed();
+                continue;
             }
+            let key = claim_key(
+                due.dataset(),
+                &due.project,
+                (!due.is_span()).then_some(due.day),
+            );
+            if self.claim(&key, window, plan, &mut summary).is_none() {
+                continue;
+            }
+            let marks = (summary.failed.len(), summary.paused, summary.deferred);
+            let before = client.requests_sent();
+            let result = match due.dataset.shape() {
+                // Page views keep their own walk and journal (their fast column reader).
+                None => {
+                    self.view_window(client, due, &mut sent, &mut summary, &spend, &c.org)
+                        .await
+                }
+                Some(shape) => {
+                    let wants_threads = targets
+                        .iter()
+                        .any(|t| t.project == due.project && t.datasets.contains(&THREADS.name));
+                    let unanswered = wants_threads.then_some(&mut unanswered);
+                    self.record_slot(client, shape, due, &spend, &c.org, &mut summary, unanswered)
+                        .await
+                }
+            };
+            let n = client.requests_sent() - before;
+            spend.spent(&c.org, n);
+            summary.requests += n;
+            if let Err(e) = result {
+                self.failed(window, client, e, &mut summary, &mut stops);
+            }
+            self.unclaim(&key, marks, &summary);
         }
         self.run_threads(&clients, unanswered, &mut stops, &mut summary)
             .await;

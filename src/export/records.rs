@@ -4,7 +4,7 @@
 //! keep each page in the state so that a killed run resumes at the next one, check, write the
 //! partitions atomically and record them. Assistant threads are fetched after the turns.
 
-use super::{CrashPoints, ExportError, Exporter, Probed, Spend, Stops, Summary, Target};
+use super::{CrashPoints, Due, ExportError, Exporter, Probed, Spend, Stops, Summary, Target};
 use crate::api::Client;
 use crate::api::analytics::At;
 use crate::api::views::{MAX_WALK_PAGES, Window};
@@ -51,52 +51,6 @@ impl RecordSettings {
             (_, Windowing::Span { recheck_days }) => recheck_days,
             _ => 0,
         }
-    }
-}
-
-/// A window of a generic dataset that needs fetching.
-#[derive(Debug, Clone)]
-pub struct RecordDue {
-    /// The dataset.
-    pub shape: &'static Shape,
-    /// The window (its days `from..to`; its `dataset` is the shape's name).
-    pub walk: RecordWalk,
-    /// Whether its days are final once written (a daily window past the lateness allowance).
-    pub becomes_final: bool,
-    /// Pages stored from an interrupted walk.
-    pub stored_pages: u64,
-    /// Requests it is expected to need.
-    pub expected_requests: u64,
-    /// Why it is due.
-    pub purpose: Purpose,
-    /// Whether its first page is a probe (a day with stored totals to compare).
-    pub probe: bool,
-    /// For a span: the full re-check (every re-checked day), not only the recent days.
-    pub full: bool,
-    /// For a span: it reaches the recent days (today, or yesterday for a walk begun before
-    /// midnight), so finishing it is a look at them; a backfill's older range is not.
-    pub recent: bool,
-    /// How late it is (see [`planner::Policy::urgency`]).
-    pub urgency: u32,
-    /// A re-check at its deadline (see [`planner::Candidate::deadline`]).
-    pub deadline: bool,
-    /// The most requests it may take this run (see [`super::Due::part`]).
-    pub part: Option<u64>,
-    /// For a span's first walk: how much earlier than its walk its first full re-check
-    /// falls due, so the projects' full re-checks fall in different hours (see
-    /// [`Exporter::record_plan`]).
-    pub stagger: chrono::Duration,
-}
-
-impl RecordDue {
-    /// The dataset's name.
-    pub fn dataset(&self) -> &'static str {
-        self.shape.name
-    }
-
-    /// Whether it is a span (walked again on every run) rather than a day.
-    pub fn is_span(&self) -> bool {
-        matches!(self.shape.windowing, Windowing::Span { .. })
     }
 }
 
@@ -258,7 +212,7 @@ impl Writes {
 struct Walked {
     pages: Vec<Page>,
     /// The window's part of this run was spent before the walk's end (see
-    /// [`RecordDue::part`]): its pages are stored, the walk goes on next run.
+    /// [`Due::part`]): its pages are stored, the walk goes on next run.
     paused: bool,
 }
 
@@ -384,7 +338,7 @@ impl Exporter {
         targets: &[Target],
         from: NaiveDate,
         to: NaiveDate,
-    ) -> Result<(Vec<RecordDue>, u64, u64), ExportError> {
+    ) -> Result<(Vec<Due>, u64, u64), ExportError> {
         let mut due = Vec::new();
         let mut skipped = 0;
         let mut fresh = 0;
@@ -450,21 +404,14 @@ impl Exporter {
                                     crate::api::views::local_midnight(day, self.tz).to_utc();
                                 match rule.day(&state, per_window, day_start, now) {
                                     None => fresh += 1,
-                                    Some(dd) => due.push(RecordDue {
+                                    Some(dd) => due.push(Due::day_window(
                                         shape,
-                                        stored_pages: state.stored,
-                                        walk,
-                                        becomes_final: self.is_settled(day),
-                                        expected_requests: dd.cost,
-                                        purpose: dd.purpose,
-                                        probe: dd.probe,
-                                        full: false,
-                                        recent: false,
-                                        urgency: dd.urgency,
-                                        deadline: dd.deadline,
-                                        part: None,
-                                        stagger: chrono::Duration::zero(),
-                                    }),
+                                        &t.project,
+                                        day,
+                                        self.is_settled(day),
+                                        &state,
+                                        dd,
+                                    )),
                                 }
                             }
                             match day.pred_opt() {
@@ -545,10 +492,12 @@ impl Exporter {
                         let stored_pages = stored(&walk)?;
                         let days = (walk.to - walk.from).num_days().max(1) as u64;
                         let latest = self.state().span_cost(shape.name, &t.project)?;
-                        due.push(RecordDue {
-                            shape,
+                        due.push(Due {
+                            dataset: shape,
+                            project: walk.project,
+                            day: walk.from,
+                            to: walk.to,
                             stored_pages,
-                            walk,
                             becomes_final: false,
                             expected_requests: planner::span_estimate(latest, days)
                                 .saturating_sub(stored_pages)
@@ -575,104 +524,74 @@ impl Exporter {
                 }
             }
         }
-        due.sort_by(|a, b| {
-            b.walk
-                .from
-                .cmp(&a.walk.from)
-                .then(a.walk.project.cmp(&b.walk.project))
-        });
+        due.sort_by(|a, b| b.day.cmp(&a.day).then(a.project.cmp(&b.project)));
         Ok((due, skipped, fresh))
     }
 
     /// One window of a generic dataset: probed first when the plan says so, then walked,
     /// written and recorded; an assistant window's unanswered turns are noted for their
-    /// threads.
+    /// threads (when `unanswered` is given: the project exports them).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn record_slot(
         &self,
         client: &Client,
-        d: &RecordDue,
+        shape: &'static Shape,
+        d: &Due,
         spend: &Spend,
         org: &str,
-        stops: &mut Stops,
         summary: &mut Summary,
-        unanswered: &mut BTreeMap<String, Vec<String>>,
-        targets: &[Target],
-    ) {
-        let window = (
-            d.dataset(),
-            d.walk.project.as_str(),
-            d.walk.from,
-            Some(d.walk.to),
-        );
-        if stops.skip(window, client, summary) {
-            self.events.window_failed();
-            return;
-        }
+        unanswered: Option<&mut BTreeMap<String, Vec<String>>>,
+    ) -> Result<(), ExportError> {
         let label = d.purpose.request_kind();
         let before = client.requests_sent();
-        let result = async {
-            if d.probe {
-                let probed = self.probe_records(client, d).await;
-                summary.count(d.dataset(), "probe", client.requests_sent() - before);
-                let p = Probed {
-                    dataset: d.dataset(),
-                    project: &d.walk.project,
-                    day: d.walk.from,
-                    becomes_final: d.becomes_final,
-                    purpose: d.purpose,
-                    expected: d.expected_requests,
-                };
-                if !summary.after_probe(&p, probed?, spend, org) {
-                    return Ok(None);
-                }
-            }
-            let mid = client.requests_sent();
-            let result = self.record_window(client, d, before).await;
-            summary.count(d.dataset(), label, client.requests_sent() - mid);
-            match result {
-                Ok(None) => {
-                    tracing::debug!(dataset = d.dataset(), project = %d.walk.project, from = %d.walk.from, "walked in parts: the walk goes on next run");
-                    summary.paused += 1;
-                    Ok(None)
-                }
-                other => other,
+        if d.probe {
+            let probed = self.probe_records(client, shape, d).await;
+            summary.count(d.dataset(), "probe", client.requests_sent() - before);
+            let p = Probed {
+                dataset: d.dataset(),
+                project: &d.project,
+                day: d.day,
+                becomes_final: d.becomes_final,
+                purpose: d.purpose,
+                expected: d.expected_requests,
+            };
+            if !summary.after_probe(&p, probed?, spend, org) {
+                return Ok(());
             }
         }
-        .await;
-        match result {
-            Ok(None) => {}
-            Ok(Some((outcome, rows))) => {
-                let wants_threads = targets
-                    .iter()
-                    .any(|t| t.project == d.walk.project && t.datasets.contains(&THREADS.name));
-                if d.dataset() == ASSISTANT.name && wants_threads {
-                    let status = ASSISTANT.index("resolution_status").unwrap_or(0);
-                    let id = ASSISTANT.index("id").unwrap_or(0);
-                    let list = unanswered.entry(d.walk.project.clone()).or_default();
-                    for r in rows {
-                        if r[status].text() == Some("unanswered")
-                            && let Some(t) = r[id].text()
-                            && !list.iter().any(|x| x == t)
-                        {
-                            list.push(t.to_string());
-                        }
-                    }
+        let mid = client.requests_sent();
+        let result = self.record_window(client, shape, d, before).await;
+        summary.count(d.dataset(), label, client.requests_sent() - mid);
+        let Some((outcome, rows)) = result? else {
+            tracing::debug!(dataset = d.dataset(), project = %d.project, from = %d.day, "walked in parts: the walk goes on next run");
+            summary.paused += 1;
+            return Ok(());
+        };
+        if let Some(unanswered) = unanswered.filter(|_| d.dataset() == ASSISTANT.name) {
+            let status = ASSISTANT.index("resolution_status").unwrap_or(0);
+            let id = ASSISTANT.index("id").unwrap_or(0);
+            let list = unanswered.entry(d.project.clone()).or_default();
+            for r in rows {
+                if r[status].text() == Some("unanswered")
+                    && let Some(t) = r[id].text()
+                    && !list.iter().any(|x| x == t)
+                {
+                    list.push(t.to_string());
                 }
-                self.events.window_written(
-                    summary.rows() + summary.record_rows() + outcome.rows,
-                    summary.requests + (client.requests_sent() - before),
-                    &outcome.project,
-                    &format!("{} {}", outcome.dataset, outcome.from),
-                );
-                if outcome.cut_off {
-                    tracing::debug!(project = %outcome.project, day = %outcome.from, "feedback_by_page: the service has more rows than the 100 it lets anyone fetch; the day's rows are marked cut_off");
-                }
-                tracing::debug!(dataset = outcome.dataset, project = %outcome.project, from = %outcome.from, to = %outcome.to, rows = outcome.rows, requests = outcome.requests, "window written");
-                summary.records.push(outcome);
             }
-            Err(e) => self.failed(window, client, e, summary, stops),
         }
+        self.events.window_written(
+            summary.rows() + summary.record_rows() + outcome.rows,
+            summary.requests + (client.requests_sent() - before),
+            &outcome.project,
+            &format!("{} {}", outcome.dataset, outcome.from),
+        );
+        if outcome.cut_off {
+            tracing::debug!(project = %outcome.project, day = %outcome.from, "feedback_by_page: the service has more rows than the 100 it lets anyone fetch; the day's rows are marked cut_off");
+        }
+        tracing::debug!(dataset = outcome.dataset, project = %outcome.project, from = %outcome.from, to = %outcome.to, rows = outcome.rows, requests = outcome.requests, "window written");
+        summary.records.push(outcome);
+        Ok(())
     }
 
     /// Fetches the threads of the unanswered turns just fetched, per project.
@@ -712,10 +631,10 @@ impl Exporter {
     async fn probe_records(
         &self,
         client: &Client,
-        d: &RecordDue,
+        shape: &'static Shape,
+        d: &Due,
     ) -> Result<Option<bool>, ExportError> {
-        let shape = d.shape;
-        let w = &d.walk;
+        let w = &d.walk();
         let window = Window {
             from: w.from,
             to: w.to,
@@ -767,14 +686,15 @@ impl Exporter {
     async fn record_window(
         &self,
         client: &Client,
-        d: &RecordDue,
+        shape: &'static Shape,
+        d: &Due,
         before: u64,
     ) -> Result<Option<(RecordOutcome, Vec<Vec<Cell>>)>, ExportError> {
-        let result = self.record_window_once(client, d, before).await;
+        let result = self.record_window_once(client, shape, d, before).await;
         if let Err(e) = &result
             && !e.is_storage()
         {
-            self.state().drop_record_pages(&d.walk)?;
+            self.state().drop_record_pages(&d.walk())?;
         }
         result
     }
@@ -782,23 +702,24 @@ impl Exporter {
     async fn record_window_once(
         &self,
         client: &Client,
-        d: &RecordDue,
+        shape: &'static Shape,
+        d: &Due,
         before: u64,
     ) -> Result<Option<(RecordOutcome, Vec<Vec<Cell>>)>, ExportError> {
-        let shape = d.shape;
+        let walk = &d.walk();
         let part = d.part.map(|p| (p, before));
-        let mut walked = self.walk_records(client, shape, &d.walk, part).await?;
+        let mut walked = self.walk_records(client, shape, walk, part).await?;
         if walked.paused {
             return Ok(None);
         }
         let repeats = walked.drop_exact_repeats(shape);
         if repeats > 0 {
-            tracing::debug!(dataset = shape.name, project = %d.walk.project, repeats, "rows sent twice, written once");
+            tracing::debug!(dataset = shape.name, project = %d.project, repeats, "rows sent twice, written once");
         }
         if let Err(m) = walked.check(shape) {
-            tracing::warn!(dataset = shape.name, project = %d.walk.project, from = %d.walk.from, "{m}; walking the window again");
-            self.state().drop_record_pages(&d.walk)?;
-            walked = self.walk_records(client, shape, &d.walk, part).await?;
+            tracing::warn!(dataset = shape.name, project = %d.project, from = %d.day, "{m}; walking the window again");
+            self.state().drop_record_pages(walk)?;
+            walked = self.walk_records(client, shape, walk, part).await?;
             if walked.paused {
                 return Ok(None);
             }
@@ -806,7 +727,7 @@ impl Exporter {
             walked.check(shape).map_err(|m| {
                 ExportError::Api(Client::paging_error(
                     shape.name,
-                    target(&d.walk),
+                    target(walk),
                     format!("{m}, twice in a row"),
                 ))
             })?;
@@ -824,16 +745,16 @@ impl Exporter {
             .unwrap_or_default();
         let rows: Vec<Vec<Cell>> = walked.pages.into_iter().flat_map(|p| p.rows).collect();
         let days = match shape.windowing {
-            Windowing::Span { .. } => self.write_span(shape, &d.walk, &rows, at)?,
+            Windowing::Span { .. } => self.write_span(shape, walk, &rows, at)?,
             _ => {
-                self.write_day(shape, &d.walk, &rows, &totals, cut_off, is_final, at)?;
-                vec![(d.walk.from, rows.len() as i64)]
+                self.write_day(shape, walk, &rows, &totals, cut_off, is_final, at)?;
+                vec![(d.day, rows.len() as i64)]
             }
         };
         self.crash.hit("before state commit");
         let requests = client.requests_sent() - before;
         self.state().finish_records(&RecordsWritten {
-            walk: &d.walk,
+            walk,
             days: &days,
             is_final,
             requests,
@@ -847,14 +768,14 @@ impl Exporter {
             // than them).
             Windowing::Span { .. } if d.recent => {
                 self.state()
-                    .span_walked(shape.name, &d.walk.project, d.full, at, d.stagger)?;
+                    .span_walked(shape.name, &d.project, d.full, at, d.stagger)?;
             }
             Windowing::Span { .. } => {}
             _ => {
                 self.state().looked(
                     shape.name,
-                    &d.walk.project,
-                    d.walk.from,
+                    &d.project,
+                    d.day,
                     first_fingerprint.as_deref(),
                     at,
                 )?;
@@ -863,9 +784,9 @@ impl Exporter {
         Ok(Some((
             RecordOutcome {
                 dataset: shape.name,
-                project: d.walk.project.clone(),
-                from: d.walk.from,
-                to: d.walk.to,
+                project: d.project.clone(),
+                from: d.day,
+                to: d.to,
                 rows: rows.len() as i64,
                 requests,
                 cut_off,

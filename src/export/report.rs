@@ -1,23 +1,25 @@
 //! The plan and the summary of a run, as text for people.
 
 use super::{Due, Plan, Summary};
+use crate::dataset::page_views::PAGE_VIEWS;
 use std::collections::BTreeMap;
 
 /// Prints a plan for people.
 pub fn describe_plan(plan: &Plan) -> String {
     let mut out = String::new();
-    let provisional = plan.due.iter().filter(|d| !d.becomes_final).count();
-    let records_resumed = plan.records.iter().filter(|d| d.stored_pages > 0).count();
-    let resumed = plan.due.iter().filter(|d| d.stored_pages > 0).count();
-    let probes = plan.due.iter().filter(|d| d.probe).count()
-        + plan.records.iter().filter(|d| d.probe).count();
+    // The plan's first line counts page views apart: the word the user knows them by.
+    let (views, others): (Vec<&Due>, Vec<&Due>) =
+        plan.due.iter().partition(|d| d.dataset() == PAGE_VIEWS);
+    let provisional = views.iter().filter(|d| !d.becomes_final).count();
+    let resumed = |due: &[&Due]| due.iter().filter(|d| d.stored_pages > 0).count();
+    let probes = plan.due.iter().filter(|d| d.probe).count();
     out += &format!(
         "plan: {} page-view windows due ({} provisional, {} resumed), {} windows of other datasets ({} resumed), {probes} of them probed first, {} skipped as final, {} as looked at recently, about {} analytics requests\n",
-        plan.due.len(),
+        views.len(),
         provisional,
-        resumed,
-        plan.records.len(),
-        records_resumed,
+        resumed(&views),
+        others.len(),
+        resumed(&others),
         plan.skipped_final,
         plan.fresh,
         plan.expected_requests
@@ -29,7 +31,7 @@ pub fn describe_plan(plan: &Plan) -> String {
         );
     }
     let mut by_project: BTreeMap<&str, Vec<&Due>> = BTreeMap::new();
-    for d in &plan.due {
+    for d in &views {
         by_project.entry(&d.project).or_default().push(d);
     }
     for (p, due) in by_project {
@@ -42,7 +44,7 @@ pub fn describe_plan(plan: &Plan) -> String {
         );
     }
     let mut by_dataset: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
-    for d in &plan.records {
+    for d in &others {
         let e = by_dataset.entry(d.dataset()).or_default();
         e.0 += 1;
         e.1 += d.expected_requests;

@@ -1117,11 +1117,7 @@ async fn today_and_a_backfill_share_a_tight_budget_hour_after_hour_and_a_window_
         let backfill_left = plan
             .due
             .iter()
-            .any(|d| d.purpose == docpipe::planner::Purpose::Backfill)
-            || plan
-                .records
-                .iter()
-                .any(|d| d.purpose == docpipe::planner::Purpose::Backfill);
+            .any(|d| d.purpose == docpipe::planner::Purpose::Backfill);
         if !backfill_left && done_at.is_none() {
             done_at = Some(hour);
         }
@@ -1200,9 +1196,9 @@ async fn a_full_feedback_recheck_walked_in_parts_across_midnight_counts_as_done(
     targets[0].start = Some(day("2026-03-01"));
     targets[0].datasets = vec!["feedback"];
     let spans = |plan: &docpipe::export::Plan| {
-        plan.records
+        plan.due
             .iter()
-            .map(|d| (d.walk.from, d.walk.to, d.purpose))
+            .map(|d| (d.day, d.to, d.purpose))
             .collect::<Vec<_>>()
     };
     let today = day("2026-03-15");
@@ -1238,9 +1234,9 @@ async fn a_full_feedback_recheck_walked_in_parts_across_midnight_counts_as_done(
         let mut plan = exporter.plan(&targets, today, today).unwrap();
         if hours > 0 {
             // The walk under way goes on, after midnight too.
-            assert_eq!(plan.records.len(), 1);
-            assert_eq!(plan.records[0].walk.from, day("2026-03-02"), "hour {hours}");
-            assert!(plan.records[0].full, "hour {hours}");
+            assert_eq!(plan.due.len(), 1);
+            assert_eq!(plan.due[0].day, day("2026-03-02"), "hour {hours}");
+            assert!(plan.due[0].full, "hour {hours}");
         }
         plan.fit(exporter.freshness());
         let s = exporter.run(&targets, &plan).await;
@@ -1313,10 +1309,10 @@ async fn the_projects_first_full_feedback_rechecks_are_staggered_across_the_inte
     live.clock.advance(std::time::Duration::from_secs(2 * 3600));
     let plan = exporter.plan(&targets, today, today).unwrap();
     let full_due: Vec<&str> = plan
-        .records
+        .due
         .iter()
         .filter(|d| d.full)
-        .map(|d| d.walk.project.as_str())
+        .map(|d| d.project.as_str())
         .collect();
     assert_eq!(full_due, ["gamma"]);
 }
