@@ -2,7 +2,7 @@
 //! [`Events`]; log lines are drawn above it (not through it), and a wait for the rate budget
 //! shows in it until the wait ends.
 
-use crate::events::Events;
+use crate::events::{Event, Events};
 use chrono::{DateTime, Utc};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
@@ -96,29 +96,35 @@ impl Events for Bar {
         !self.bar.is_hidden()
     }
 
-    fn planned(&self, windows: u64) {
-        self.bar.set_length(windows);
-        if !self.bar.is_hidden() {
-            show(&self.bar);
-            // The spinner turns during a budget wait too.
-            self.bar.enable_steady_tick(Duration::from_millis(250));
+    fn event(&self, event: &Event<'_>) {
+        match *event {
+            Event::Planned { windows } => {
+                self.bar.set_length(windows);
+                if !self.bar.is_hidden() {
+                    show(&self.bar);
+                    // The spinner turns during a budget wait too.
+                    self.bar.enable_steady_tick(Duration::from_millis(250));
+                }
+            }
+            Event::Written {
+                project,
+                window,
+                run_rows,
+                run_requests,
+                ..
+            } => {
+                self.bar.inc(1);
+                self.bar.set_message(format!(
+                    "{run_rows} rows, {run_requests} requests; last {project} {window}"
+                ));
+            }
+            Event::Failed { .. } => self.bar.inc(1),
+            Event::Finished => {
+                self.bar.finish_and_clear();
+                hide();
+            }
+            Event::Spent { .. } => {}
         }
-    }
-
-    fn window_written(&self, rows: i64, requests: u64, project: &str, day: &str) {
-        self.bar.inc(1);
-        self.bar.set_message(format!(
-            "{rows} rows, {requests} requests; last {project} {day}"
-        ));
-    }
-
-    fn window_failed(&self) {
-        self.bar.inc(1);
-    }
-
-    fn finished(&self) {
-        self.bar.finish_and_clear();
-        hide();
     }
 
     fn waiting(&self, scope: &str, wait: Duration, until: DateTime<Utc>) {

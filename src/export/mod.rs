@@ -15,7 +15,7 @@ use crate::dataset::analytics::THREADS;
 use crate::dataset::page_views::{self, PAGE_VIEWS, check};
 use crate::dataset::parquet::{self as pq, WriteError};
 use crate::dataset::{Dataset, Windowing};
-use crate::events::{Events, Quiet};
+use crate::events::{Event, Events, Quiet};
 use crate::planner::{self, Candidate, DayState, DueRule, Freshness, Purpose, Room};
 use crate::store::{Folder, RecordWalk, Store, StoreError, StoredPage, WrittenWindow};
 use chrono::{DateTime, NaiveDate, Utc};
@@ -551,16 +551,6 @@ impl Summary {
         true
     }
 
-    /// Counts `n` requests of a dataset for a purpose (and on `/metrics`).
-    fn count(&mut self, dataset: &'static str, purpose: &'static str, n: u64) {
-        if n == 0 {
-            return;
-        }
-        *self.spent.entry((dataset, purpose)).or_default() += n;
-        metrics::counter!("docpipe_analytics_requests_total", "dataset" => dataset, "purpose" => purpose)
-            .increment(n);
-    }
-
     /// Page-view rows written.
     pub fn rows(&self) -> i64 {
         self.windows.iter().map(|w| w.rows).sum()
@@ -803,6 +793,25 @@ impl Exporter {
         Ok(Self::new(Arc::new(folder), clock, lookback_days, tz))
     }
 
+    /// Counts an event on `/metrics` and hands it to the receiver of this exporter's events.
+    fn emit(&self, event: Event<'_>) {
+        event.count();
+        self.events.event(&event);
+    }
+
+    /// Counts `n` requests of a dataset for a purpose in the summary (and as an event).
+    fn spent(&self, summary: &mut Summary, dataset: &'static str, purpose: &'static str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        *summary.spent.entry((dataset, purpose)).or_default() += n;
+        self.emit(Event::Spent {
+            dataset,
+            purpose,
+            requests: n,
+        });
+    }
+
     /// Reports progress to `events`.
     pub fn with_events(mut self, events: Arc<dyn Events>) -> Self {
         self.events = events;
@@ -981,7 +990,9 @@ impl Exporter {
             skipped_final: plan.skipped_final,
             ..Summary::default()
         };
-        self.events.planned(plan.due.len() as u64);
+        self.emit(Event::Planned {
+            windows: plan.due.len() as u64,
+        });
         let mut sent: HashMap<(String, NaiveDate), u64> = HashMap::new();
         let mut stops = Stops::default();
         let mut spend = Spend::new(plan);
@@ -1003,7 +1014,11 @@ impl Exporter {
             };
             let window = due.window();
             if stops.skip(window, client, &mut summary) {
-                self.events.window_failed();
+                self.emit(Event::Failed {
+                    dataset: due.dataset(),
+                    project: &due.project,
+                    skipped: true,
+                });
                 continue;
             }
             let key = claim_key(
@@ -1044,7 +1059,7 @@ impl Exporter {
         for t in targets {
             t.client.budget().release();
         }
-        self.events.finished();
+        self.emit(Event::Finished);
         summary
     }
 
@@ -1066,7 +1081,8 @@ impl Exporter {
         } else {
             self.first_page(client, due, sent).await.map(Some)
         };
-        summary.count(
+        self.spent(
+            summary,
             PAGE_VIEWS,
             if due.probe { "probe" } else { label },
             client.requests_sent() - before,
@@ -1085,7 +1101,7 @@ impl Exporter {
         }
         let mid = client.requests_sent();
         let r = self.complete(client, due, sent, summary).await;
-        summary.count(PAGE_VIEWS, label, client.requests_sent() - mid);
+        self.spent(summary, PAGE_VIEWS, label, client.requests_sent() - mid);
         r
     }
 
@@ -1175,8 +1191,6 @@ impl Exporter {
             skipped: false,
             cause: Arc::new(e),
         };
-        metrics::counter!("docpipe_windows_failed_total", "project" => project.to_string())
-            .increment(1);
         let e = &failure.cause;
         if e.is_storage() {
             tracing::error!(project, day = %day, "{e}; the run stops sending");
@@ -1206,8 +1220,12 @@ impl Exporter {
                 None => tracing::error!(project, day = %day, "window failed: {failure}"),
             }
         }
+        self.emit(Event::Failed {
+            dataset,
+            project,
+            skipped: false,
+        });
         summary.failed.push(failure);
-        self.events.window_failed();
     }
 
     /// Fetches the first page unless it is stored; returns whether the walk is complete.
@@ -1260,21 +1278,17 @@ impl Exporter {
                 Ok(())
             }
             Ok(Some(outcome)) => {
-                metrics::counter!("docpipe_rows_exported_total", "project" => due.project.clone())
-                    .increment(outcome.rows.max(0) as u64);
-                metrics::counter!("docpipe_windows_written_total", "project" => due.project.clone())
-                    .increment(1);
-                let rows = summary.rows() + outcome.rows;
-                let requests: u64 = sent.values().sum();
-                self.events.window_written(
-                    rows,
-                    requests,
-                    &outcome.project,
-                    &outcome.day.to_string(),
-                );
+                let this = sent.get(&(due.project.clone(), due.day)).copied();
+                self.emit(Event::Written {
+                    dataset: PAGE_VIEWS,
+                    project: &outcome.project,
+                    window: &outcome.day.to_string(),
+                    rows: outcome.rows,
+                    rejected: outcome.rejected,
+                    run_rows: summary.rows() + summary.record_rows() + outcome.rows,
+                    run_requests: summary.requests + this.unwrap_or(0),
+                });
                 if outcome.rejected > 0 {
-                    metrics::counter!("docpipe_rows_rejected_total", "project" => due.project.clone())
-                        .increment(outcome.rejected);
                     tracing::warn!(project = %due.project, day = %due.day, rejected = outcome.rejected, "rows set aside in rejects/: counts docpipe cannot store faithfully; the day stays provisional");
                 }
                 if let Some(m) = &outcome.mismatch {

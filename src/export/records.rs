@@ -12,6 +12,7 @@ use crate::dataset::analytics::{ASSISTANT, THREAD_MESSAGES, THREADS};
 use crate::dataset::parquet::{self as pq, WriteError};
 use crate::dataset::shape::{Cell, FlaggedRow, Page, Shape};
 use crate::dataset::{Paging, Windowing};
+use crate::events::Event;
 use crate::layout::{PART, Pending, partition_dir, project_dir};
 use crate::planner::{self, DayState, Policy, Purpose};
 use crate::store::{RecordWalk, RecordsWritten};
@@ -546,7 +547,12 @@ impl Exporter {
         let before = client.requests_sent();
         if d.probe {
             let probed = self.probe_records(client, shape, d).await;
-            summary.count(d.dataset(), "probe", client.requests_sent() - before);
+            self.spent(
+                summary,
+                d.dataset(),
+                "probe",
+                client.requests_sent() - before,
+            );
             let p = Probed {
                 dataset: d.dataset(),
                 project: &d.project,
@@ -561,7 +567,7 @@ impl Exporter {
         }
         let mid = client.requests_sent();
         let result = self.record_window(client, shape, d, before).await;
-        summary.count(d.dataset(), label, client.requests_sent() - mid);
+        self.spent(summary, d.dataset(), label, client.requests_sent() - mid);
         let Some((outcome, rows)) = result? else {
             tracing::debug!(dataset = d.dataset(), project = %d.project, from = %d.day, "walked in parts: the walk goes on next run");
             summary.paused += 1;
@@ -580,12 +586,15 @@ impl Exporter {
                 }
             }
         }
-        self.events.window_written(
-            summary.rows() + summary.record_rows() + outcome.rows,
-            summary.requests + (client.requests_sent() - before),
-            &outcome.project,
-            &format!("{} {}", outcome.dataset, outcome.from),
-        );
+        self.emit(Event::Written {
+            dataset: outcome.dataset,
+            project: &outcome.project,
+            window: &format!("{} {}", outcome.dataset, outcome.from),
+            rows: outcome.rows,
+            rejected: 0,
+            run_rows: summary.rows() + summary.record_rows() + outcome.rows,
+            run_requests: summary.requests + (client.requests_sent() - before),
+        });
         if outcome.cut_off {
             tracing::debug!(project = %outcome.project, day = %outcome.from, "feedback_by_page: the service has more rows than the 100 it lets anyone fetch; the day's rows are marked cut_off");
         }
@@ -613,7 +622,7 @@ impl Exporter {
             let result = self.fetch_threads(client, &project, &threads).await;
             let n = client.requests_sent() - before;
             summary.requests += n;
-            summary.count(THREADS.name, "walk", n);
+            self.spent(summary, THREADS.name, "walk", n);
             match result {
                 Ok(outcome) => summary.records.push(outcome),
                 Err(e) => {
