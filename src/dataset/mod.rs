@@ -2,8 +2,10 @@
 //! its windows are cut, the tables it writes and their schemas. The exporter plans and walks
 //! windows; a dataset's file says what a window holds and how it becomes record batches.
 //!
-//! A new dataset is a new file here with a [`Dataset`] descriptor added to [`ALL`], plus its
-//! page decoder and batch builder (see `page_views.rs` for the shape).
+//! A new dataset is a [`shape::Shape`] descriptor in `analytics.rs` (its columns, key, paging,
+//! windowing and tables: `shape.rs` decodes its pages and builds its batches) added to [`ALL`],
+//! the one registry; page views (`page_views.rs`) are the one dataset with a decoder and
+//! batches of their own.
 
 pub mod analytics;
 pub mod page_views;
@@ -102,8 +104,8 @@ pub trait Dataset: Send + Sync + std::fmt::Debug {
     fn by_default(&self) -> bool {
         true
     }
-    /// Its descriptor for the generic walk (every dataset but page views, which has its own
-    /// fast decoder and journal).
+    /// Its descriptor for the generic walk; `None` for page views, which walk their own way
+    /// (their fast column reader and journal, `export::Exporter::view_window`).
     fn shape(&'static self) -> Option<&'static shape::Shape> {
         None
     }

@@ -1,7 +1,11 @@
-//! Every table of state, in the output folder's SQLite file (`state.sqlite`), opened once per
-//! process: the windows written, the walks in progress (their pages in journal files beside it,
-//! see `journal.rs`), the backfill queue and the rule ledger; and the rate budget's request log
-//! (in the same file, or in `budget_db`, which then holds only the budget's tables).
+//! Every table of state, in the output folder's SQLite file (`state.sqlite`, opened once per
+//! process) or on a PostgreSQL server shared by several daemons (`[state] url`), each table
+//! written once against `sql.rs`: the page-view days written (`windows.rs`) and their walks in
+//! progress (`walks.rs`: pages in journal files beside the SQLite file, see `journal.rs`, or
+//! rows of `walk_pages` on PostgreSQL), the other datasets' days, spans and stored pages
+//! (`records.rs`), the looks the planner decides from (`freshness.rs`), the backfill queue,
+//! window claims, heartbeats and the rule ledger; and the rate budget's request log (in the
+//! same place, or in `budget_db`, which then holds only the budget's tables).
 
 pub mod budget;
 pub mod claims;
@@ -179,8 +183,9 @@ CREATE TABLE IF NOT EXISTS settings (
 );
 ";
 
-/// The state of an output folder: one connection, shared by the exporter, the backfill queue,
-/// the rule ledger and (when `budget_db` is this file) the rate budget.
+/// The state of an output folder: one connection to where the state is (the local file or the
+/// shared database), shared by the exporter, the backfill queue, the claims, the heartbeats, the
+/// rule ledger and (when `budget_db` is this file) the rate budget.
 #[derive(Debug)]
 pub struct Store {
     /// The local SQLite file (the state itself, or beside a shared database what belongs to
