@@ -17,12 +17,11 @@ use crate::config::Settings;
 use crate::error::UserError;
 use crate::store::daemons::HEARTBEAT_EVERY;
 use metrics_exporter_prometheus::PrometheusHandle;
-use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_cron_scheduler::{Job, JobScheduler};
-use work::{Daemon, Step, Tick};
+pub use work::{Daemon, Step, Tick};
 
 pub use health::router as health_router;
 
@@ -71,7 +70,6 @@ async fn start(
         None => None,
     };
     let ctx = Context::open(settings, clock, Access::Export, Keys::All).await?;
-    let targets = ctx.targets(&[])?;
     // What the budget allows, said once at start: a config that asks for more is not an error,
     // but the user must know what happens instead.
     let (streams, forecast) = crate::app::plan_view::forecast(&ctx)?;
@@ -82,11 +80,7 @@ async fn start(
             tracing::info!("{}", f.paragraph(&streams));
         }
     }
-    let engine = if rules.is_empty() {
-        None
-    } else {
-        Some(ctx.engine()?)
-    };
+    let has_rules = !rules.is_empty();
     let (tx, ticks) = mpsc::unbounded_channel::<Tick>();
     let scheduler = JobScheduler::new().await?;
     let mut schedules = vec![(ctx.settings.daemon.export_schedule.clone(), Tick::Export)];
@@ -104,7 +98,7 @@ async fn start(
         .map_err(|e| UserError::new(format!("schedule {schedule:?}: {e}")))?;
         scheduler.add(job).await?;
     }
-    if engine.is_some() {
+    if has_rules {
         let tx = tx.clone();
         let every = POLL_EVERY;
         scheduler
@@ -124,12 +118,11 @@ async fn start(
     // a stopped daemon was polling are looked at again.
     let _ = tx.send(Tick::Export);
     let _ = tx.send(Tick::Poll);
-    let exporter = ctx.exporter();
-    let me = crate::store::daemons::this_process();
+    let daemon = Daemon::open(ctx, rules)?;
     let beats = {
-        let daemons = ctx.store().daemons();
-        let clock = ctx.clock.clone();
-        let me = me.clone();
+        let daemons = daemon.context().store().daemons();
+        let clock = daemon.context().clock.clone();
+        let me = daemon.name().to_string();
         let started = clock.now();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(HEARTBEAT_EVERY);
@@ -142,16 +135,7 @@ async fn start(
         })
     };
     Ok(Started {
-        daemon: Daemon {
-            ctx,
-            exporter,
-            targets,
-            rules,
-            engine,
-            reserve: HashMap::new(),
-            tried: HashMap::new(),
-            me,
-        },
+        daemon,
         scheduler,
         beats,
         ticks,
@@ -217,15 +201,7 @@ pub async fn run(
         let mut step = Step::Worked;
         {
             let work = async {
-                match &next {
-                    Some(Tick::Export) => daemon.export().await,
-                    Some(Tick::Rule(name)) => {
-                        daemon.fire(std::slice::from_ref(name), None).await;
-                        daemon.push().await;
-                    }
-                    Some(Tick::Poll) => daemon.poll().await,
-                    None => step = daemon.backfill_step().await,
-                }
+                step = daemon.work(next.as_ref()).await;
             };
             let mut work = std::pin::pin!(work);
             let stopped = tokio::select! {
@@ -255,13 +231,8 @@ pub async fn run(
         };
     }
     // What this daemon held is another's to take at once, not when its lease runs out.
-    if let Err(e) = daemon.ctx.store().queue().release(&daemon.me) {
-        tracing::warn!("backfill queue: cannot give back the range this daemon held: {e}");
-    }
     beats.abort();
-    if let Err(e) = daemon.ctx.store().daemons().leave(&daemon.me) {
-        tracing::warn!("heartbeat: cannot remove this daemon's: {e}");
-    }
+    daemon.leave();
     let _ = scheduler.shutdown().await;
     let _ = stopped.send(true);
     if let Some(s) = server {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// What the scheduler asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Tick {
+pub enum Tick {
     /// The incremental export, then the trends and the unscheduled rules.
     Export,
     /// One scheduled rule.
@@ -34,8 +34,10 @@ const BACKFILL_RECHECK: Duration = Duration::from_secs(60);
 /// shared database, `[state] lease_secs`.
 pub const BACKFILL_LEASE: chrono::Duration = chrono::Duration::minutes(10);
 
-/// The daemon's state.
-pub(super) struct Daemon {
+/// The daemon's state and work, over a context opened once: the schedules and the serve loop
+/// (`daemon::run`) decide when each piece of work runs, tests call [`Daemon::work`] on a
+/// manual clock.
+pub struct Daemon {
     pub(super) ctx: Context,
     pub(super) exporter: Exporter,
     pub(super) targets: Vec<Target>,
@@ -50,14 +52,74 @@ pub(super) struct Daemon {
     pub(super) me: String,
 }
 
-/// What a backfill step did.
-pub(super) enum Step {
+/// What a piece of work did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
     /// Nothing queued.
     Idle,
     /// Worked; call again.
     Worked,
     /// The budget has no room beyond the scheduled export's reserve: wait this long.
     Wait(Duration),
+}
+
+impl Daemon {
+    /// The daemon's work over `ctx`: its projects, its exporter, `rules` and their engine.
+    pub fn open(ctx: Context, rules: Vec<Rule>) -> anyhow::Result<Self> {
+        let targets = ctx.targets(&[])?;
+        let engine = if rules.is_empty() {
+            None
+        } else {
+            Some(ctx.engine()?)
+        };
+        let exporter = ctx.exporter();
+        Ok(Self {
+            ctx,
+            exporter,
+            targets,
+            rules,
+            engine,
+            reserve: HashMap::new(),
+            tried: HashMap::new(),
+            me: crate::store::daemons::this_process(),
+        })
+    }
+
+    /// Does one piece of work: what `tick` asks for, or without one a window of the queued
+    /// backfill (its step says whether to call again at once, wait, or idle).
+    pub async fn work(&mut self, tick: Option<&Tick>) -> Step {
+        match tick {
+            Some(Tick::Export) => self.export().await,
+            Some(Tick::Rule(name)) => {
+                self.fire(std::slice::from_ref(name), None).await;
+                self.push().await;
+            }
+            Some(Tick::Poll) => self.poll().await,
+            None => return self.backfill_step().await,
+        }
+        Step::Worked
+    }
+
+    /// This daemon's name (its heartbeat, the holder of what it claims).
+    pub fn name(&self) -> &str {
+        &self.me
+    }
+
+    /// The context it works over.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// Gives back what this daemon held (the queued backfill it worked on, its heartbeat):
+    /// another's to take at once, not when its lease runs out.
+    pub fn leave(&self) {
+        if let Err(e) = self.ctx.store().queue().release(&self.me) {
+            tracing::warn!("backfill queue: cannot give back the range this daemon held: {e}");
+        }
+        if let Err(e) = self.ctx.store().daemons().leave(&self.me) {
+            tracing::warn!("heartbeat: cannot remove this daemon's: {e}");
+        }
+    }
 }
 
 fn gauge_budget(targets: &[Target], now: DateTime<Utc>) {

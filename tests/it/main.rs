@@ -3,6 +3,7 @@
 mod client;
 mod common;
 mod daemon;
+mod daemon_work;
 mod datasets;
 mod emulator;
 mod export;
