@@ -453,3 +453,13 @@ pub fn sqlite_tables(db: &std::path::Path) -> Vec<String> {
         .map(Result::unwrap)
         .collect()
 }
+
+/// A rule of alpha sending its latest day to `job` without waiting for it (`extra`: more lines,
+/// a schedule say).
+pub fn latest_day_rule(name: &str, job: &str, extra: &str) -> String {
+    format!(
+        "name = \"{name}\"\nproject = \"alpha\"\njob = \"{job}\"\nwait = false\n{extra}\n\
+         when = \"SELECT date FROM daily ORDER BY date DESC LIMIT 1\"\n\
+         prompt = \"{name}: {{{{ rows[0].date }}}}\"\n"
+    )
+}

@@ -156,17 +156,14 @@ async fn exports_run_on_schedule_a_queued_backfill_drains_within_the_budget_afte
     // A rule after each export, and one on its own schedule.
     let rules = dir.path().join("jobs");
     std::fs::create_dir_all(&rules).unwrap();
-    let rule = |name: &str, job: &str, extra: &str| {
-        format!(
-            "name = \"{name}\"\nproject = \"alpha\"\njob = \"{job}\"\nwait = false\n{extra}\n\
-             when = \"SELECT date FROM daily ORDER BY date DESC LIMIT 1\"\n\
-             prompt = \"{name}: {{{{ rows[0].date }}}}\"\n"
-        )
-    };
-    std::fs::write(rules.join("after.toml"), rule("after", "job_ok", "")).unwrap();
+    std::fs::write(
+        rules.join("after.toml"),
+        latest_day_rule("after", "job_ok", ""),
+    )
+    .unwrap();
     std::fs::write(
         rules.join("timed.toml"),
-        rule("timed", "job_nochange", "schedule = \"*/3 * * * * *\""),
+        latest_day_rule("timed", "job_nochange", "schedule = \"*/3 * * * * *\""),
     )
     .unwrap();
     let cfg = daemon_config(

@@ -67,17 +67,14 @@ async fn the_first_export_goes_before_a_queued_backfill_which_drains_within_each
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("jobs");
     std::fs::create_dir_all(&rules).unwrap();
-    let rule = |name: &str, job: &str, extra: &str| {
-        format!(
-            "name = \"{name}\"\nproject = \"alpha\"\njob = \"{job}\"\nwait = false\n{extra}\n\
-             when = \"SELECT date FROM daily ORDER BY date DESC LIMIT 1\"\n\
-             prompt = \"{name}: {{{{ rows[0].date }}}}\"\n"
-        )
-    };
-    std::fs::write(rules.join("after.toml"), rule("after", "job_ok", "")).unwrap();
+    std::fs::write(
+        rules.join("after.toml"),
+        latest_day_rule("after", "job_ok", ""),
+    )
+    .unwrap();
     std::fs::write(
         rules.join("timed.toml"),
-        rule("timed", "job_nochange", "schedule = \"0 0 6 * * *\""),
+        latest_day_rule("timed", "job_nochange", "schedule = \"0 0 6 * * *\""),
     )
     .unwrap();
     let settings = daemon_settings(&live.server.base_url(), dir.path(), "2026-03-14", &rules);
