@@ -454,6 +454,28 @@ pub fn sqlite_tables(db: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
+/// A rules folder `jobs` in `dir` with two rules of alpha's latest day: `after` (each export,
+/// to job_ok) and `timed` (on `schedule`, to job_nochange).
+pub fn after_and_timed_rules(dir: &std::path::Path, schedule: &str) -> std::path::PathBuf {
+    let rules = dir.join("jobs");
+    std::fs::create_dir_all(&rules).unwrap();
+    std::fs::write(
+        rules.join("after.toml"),
+        latest_day_rule("after", "job_ok", ""),
+    )
+    .unwrap();
+    std::fs::write(
+        rules.join("timed.toml"),
+        latest_day_rule(
+            "timed",
+            "job_nochange",
+            &format!("schedule = \"{schedule}\""),
+        ),
+    )
+    .unwrap();
+    rules
+}
+
 /// A rule of alpha sending its latest day to `job` without waiting for it (`extra`: more lines,
 /// a schedule say).
 pub fn latest_day_rule(name: &str, job: &str, extra: &str) -> String {

@@ -154,18 +154,7 @@ async fn exports_run_on_schedule_a_queued_backfill_drains_within_the_budget_afte
     let dir = tempfile::tempdir().unwrap();
     let start = today() - chrono::Duration::days(1);
     // A rule after each export, and one on its own schedule.
-    let rules = dir.path().join("jobs");
-    std::fs::create_dir_all(&rules).unwrap();
-    std::fs::write(
-        rules.join("after.toml"),
-        latest_day_rule("after", "job_ok", ""),
-    )
-    .unwrap();
-    std::fs::write(
-        rules.join("timed.toml"),
-        latest_day_rule("timed", "job_nochange", "schedule = \"*/3 * * * * *\""),
-    )
-    .unwrap();
+    let rules = after_and_timed_rules(dir.path(), "*/3 * * * * *");
     let cfg = daemon_config(
         &live.server.base_url(),
         dir.path(),

@@ -65,18 +65,7 @@ fn org_a_views(live: &Live) -> u64 {
 async fn the_first_export_goes_before_a_queued_backfill_which_drains_within_each_hours_budget() {
     let live = Live::start(small()).await;
     let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("jobs");
-    std::fs::create_dir_all(&rules).unwrap();
-    std::fs::write(
-        rules.join("after.toml"),
-        latest_day_rule("after", "job_ok", ""),
-    )
-    .unwrap();
-    std::fs::write(
-        rules.join("timed.toml"),
-        latest_day_rule("timed", "job_nochange", "schedule = \"0 0 6 * * *\""),
-    )
-    .unwrap();
+    let rules = after_and_timed_rules(dir.path(), "0 0 6 * * *");
     let settings = daemon_settings(&live.server.base_url(), dir.path(), "2026-03-14", &rules);
     let ids = settings.project_ids();
     let ctx = Context::open(settings, live.clock.clone(), Access::Export, keys())
