@@ -26,7 +26,23 @@ pub struct Failure {
     pub cause: Arc<ExportError>,
 }
 
+/// A window as a failure names it: dataset, project, first day, and a generic window's end.
+pub(super) type WindowId<'a> = (&'static str, &'a str, NaiveDate, Option<NaiveDate>);
+
 impl Failure {
+    /// The failure of `window` (`skipped`: not tried, because of `cause`).
+    pub(super) fn of(window: WindowId<'_>, skipped: bool, cause: Arc<ExportError>) -> Self {
+        let (dataset, project, day, to) = window;
+        Self {
+            dataset,
+            project: project.to_string(),
+            day,
+            to,
+            skipped,
+            cause,
+        }
+    }
+
     /// Whether the state database failed (SQLite or a shared PostgreSQL away for a while): not
     /// the window's fault, worth trying again after a wait.
     pub fn is_state_database(&self) -> bool {

@@ -5,6 +5,7 @@ mod records;
 mod report;
 
 pub use failure::Failure;
+use failure::WindowId;
 pub use records::{RecordOutcome, RecordSettings};
 pub use report::{describe_plan, describe_summary};
 
@@ -185,7 +186,7 @@ impl Due {
     }
 
     /// The window as a failure names it.
-    fn window(&self) -> (&'static str, &str, NaiveDate, Option<NaiveDate>) {
+    fn window(&self) -> WindowId<'_> {
         let to = self.dataset.shape().map(|_| self.to);
         (self.dataset(), self.project.as_str(), self.day, to)
     }
@@ -404,6 +405,15 @@ enum Scope {
     Project(String),
 }
 
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scope::Organization(o) => write!(f, "organization {o}"),
+            Scope::Project(p) => write!(f, "project {p}"),
+        }
+    }
+}
+
 /// Organizations (or projects, or the whole run) whose run stopped, and why.
 #[derive(Debug, Default)]
 struct Stops {
@@ -427,23 +437,10 @@ impl Stops {
 
     /// Whether a window is skipped because the run, its organization or its project stopped;
     /// records it.
-    fn skip(
-        &self,
-        window: (&'static str, &str, NaiveDate, Option<NaiveDate>),
-        client: &Client,
-        summary: &mut Summary,
-    ) -> bool {
-        let (dataset, project, day, to) = window;
-        match self.reason(project, client) {
+    fn skip(&self, window: WindowId<'_>, client: &Client, summary: &mut Summary) -> bool {
+        match self.reason(window.1, client) {
             Some(r) => {
-                summary.failed.push(Failure {
-                    dataset,
-                    project: project.to_string(),
-                    day,
-                    to,
-                    skipped: true,
-                    cause: r.clone(),
-                });
+                summary.failed.push(Failure::of(window, true, r.clone()));
                 true
             }
             None => false,
@@ -687,7 +684,7 @@ impl Exporter {
     fn claim(
         &self,
         key: &str,
-        window: (&'static str, &str, NaiveDate, Option<NaiveDate>),
+        window: WindowId<'_>,
         plan: &Plan,
         summary: &mut Summary,
     ) -> Option<()> {
@@ -711,16 +708,10 @@ impl Exporter {
                 None
             }
             Err(e) => {
-                let (dataset, project, day, to) = window;
                 tracing::error!(window = key, "claiming the window: {e}");
-                summary.failed.push(Failure {
-                    dataset,
-                    project: project.to_string(),
-                    day,
-                    to,
-                    skipped: false,
-                    cause: Arc::new(e.into()),
-                });
+                summary
+                    .failed
+                    .push(Failure::of(window, false, Arc::new(e.into())));
                 None
             }
         }
@@ -1176,21 +1167,14 @@ impl Exporter {
     /// whole run: reported once, and the windows after it recorded as skipped.
     fn failed(
         &self,
-        window: (&'static str, &str, NaiveDate, Option<NaiveDate>),
+        window: WindowId<'_>,
         client: &Client,
         e: ExportError,
         summary: &mut Summary,
         stops: &mut Stops,
     ) {
-        let (dataset, project, day, to) = window;
-        let failure = Failure {
-            dataset,
-            project: project.to_string(),
-            day,
-            to,
-            skipped: false,
-            cause: Arc::new(e),
-        };
+        let (dataset, project, day, _) = window;
+        let failure = Failure::of(window, false, Arc::new(e));
         let e = &failure.cause;
         if e.is_storage() {
             tracing::error!(project, day = %day, "{e}; the run stops sending");
@@ -1210,11 +1194,7 @@ impl Exporter {
             };
             match scope {
                 Some(scope) => {
-                    let named = match &scope {
-                        Scope::Organization(o) => format!("organization {o}"),
-                        Scope::Project(p) => format!("project {p}"),
-                    };
-                    tracing::error!(project, day = %day, "{e}; the rest of this run for {named} is skipped");
+                    tracing::error!(project, day = %day, "{e}; the rest of this run for {scope} is skipped");
                     stops.by_scope.insert(scope, e.clone());
                 }
                 None => tracing::error!(project, day = %day, "window failed: {failure}"),
