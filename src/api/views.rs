@@ -3,7 +3,6 @@
 use super::{ApiError, Client, ErrorKind, Operation, escape};
 use chrono::{NaiveDate, TimeZone};
 use chrono_tz::Tz;
-use futures::Stream;
 use serde::{Deserialize, Deserializer, de};
 
 /// Rows per page docpipe asks for (the service's maximum).
@@ -621,17 +620,8 @@ pub fn day_exists(day: NaiveDate, tz: Tz) -> bool {
         .is_some_and(|next| local_midnight(day, tz) < local_midnight(next, tz))
 }
 
-/// A page fetched during a walk.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fetched {
-    /// Offset it was fetched at.
-    pub offset: u64,
-    /// Its contents.
-    pub page: ViewsPage,
-}
-
 /// A hash of a page's rows, with fixed keys (the same rows always give the same hash).
-fn rows_hash(rows: &Rows) -> u64 {
+pub fn rows_hash(rows: &Rows) -> u64 {
     use std::hash::BuildHasher;
     foldhash::quality::FixedState::with_seed(0x0064_6f63_7069_7065).hash_one(rows)
 }
@@ -666,75 +656,46 @@ impl Client {
         }
         Ok(page)
     }
+}
 
-    /// Walks a window from `start_offset` with `limit=250` while `hasMore`, yielding each page.
-    /// Ends with an error instead of looping when the service misbehaves: an empty page that
-    /// claims more (refused by `page_views`), a page seen before in the walk, more rows than the totals allow, or more
-    /// than [`MAX_WALK_PAGES`] pages in one window.
-    pub fn walk<'a>(
-        &'a self,
-        project: &'a str,
-        window: Window,
-        start_offset: u64,
-    ) -> impl Stream<Item = Result<Fetched, ApiError>> + 'a {
-        struct State {
-            offset: u64,
-            done: bool,
-            /// Hashes of the rows of the pages walked (those with rows): a page seen before
-            /// means the service ignores the offset or cycles. Hashes, not copies of the rows.
-            seen: std::collections::HashMap<u64, u64>,
-            zero_rows: u64,
-        }
-        let init = State {
-            offset: start_offset,
-            done: false,
-            seen: std::collections::HashMap::new(),
-            zero_rows: 0,
-        };
-        futures::stream::try_unfold(init, move |mut st| async move {
-            if st.done {
-                return Ok(None);
-            }
-            let page = self
-                .page_views(project, window, PAGE_LIMIT, st.offset)
-                .await?;
-            let fail = |detail: String| ApiError {
-                operation: Operation::PageViews,
-                target: format!("project {project} ({} to {})", window.from, window.to),
-                kind: ErrorKind::Paging(detail),
-            };
-            if let Some(hash) = (!page.views.is_empty()).then(|| rows_hash(&page.views))
-                && let Some(before) = st.seen.insert(hash, st.offset)
-            {
-                return Err(fail(format!(
-                    "page at offset {} repeats the page at offset {before}: the service ignores offset",
-                    st.offset
-                )));
-            }
-            st.zero_rows += page.views.total().iter().filter(|&&t| t == 0).count() as u64;
-            let next = st.offset + u64::from(PAGE_LIMIT);
-            // Every row with views has at least one, so rows never outnumber total views.
-            if page.has_more && next >= (page.totals.total as u64).saturating_add(st.zero_rows) {
-                return Err(fail(format!(
-                    "hasMore at offset {next}, but the totals ({}) allow no more rows",
-                    page.totals.total
-                )));
-            }
-            if page.has_more && next >= MAX_WALK_PAGES * u64::from(PAGE_LIMIT) {
-                return Err(fail(format!(
-                    "hasMore at offset {next}: a day of more than {MAX_WALK_PAGES} pages ({} rows) is refused",
-                    MAX_WALK_PAGES * u64::from(PAGE_LIMIT)
-                )));
-            }
-            let fetched = Fetched {
-                offset: st.offset,
-                page,
-            };
-            st.done = !fetched.page.has_more;
-            st.offset = next;
-            Ok(Some((fetched, st)))
-        })
+/// Where a page-view walk goes after `n` pages, the last of them `last`: the offset of the next
+/// page, `None` once the last says there is no more, or why the pages lead nowhere: more pages
+/// than the totals allow rows (`zero_rows`, asked only then, counts the rows without views,
+/// which the totals do not count), or a day of more than [`MAX_WALK_PAGES`] pages. An empty
+/// page that says there is more is refused when fetched ([`Client::page_views`]).
+pub fn next_offset(
+    n: usize,
+    last: Option<&ViewsPage>,
+    zero_rows: impl FnOnce() -> u64,
+) -> Result<Option<u64>, String> {
+    let Some(last) = last else {
+        return Ok(Some(0));
+    };
+    if !last.has_more {
+        return Ok(None);
     }
+    let next = n as u64 * u64::from(PAGE_LIMIT);
+    // Every row with views has at least one, so rows never outnumber total views.
+    if next >= last.totals.total as u64
+        && next >= (last.totals.total as u64).saturating_add(zero_rows())
+    {
+        return Err(format!(
+            "hasMore at offset {next}, but the totals ({}) allow no more rows",
+            last.totals.total
+        ));
+    }
+    if next >= MAX_WALK_PAGES * u64::from(PAGE_LIMIT) {
+        return Err(format!(
+            "hasMore at offset {next}: a day of more than {MAX_WALK_PAGES} pages ({} rows) is refused",
+            MAX_WALK_PAGES * u64::from(PAGE_LIMIT)
+        ));
+    }
+    Ok(Some(next))
+}
+
+/// The rows of a page-view page without views (see [`next_offset`]).
+pub fn zero_rows(page: &ViewsPage) -> u64 {
+    page.views.total().iter().filter(|&&t| t == 0).count() as u64
 }
 
 #[cfg(test)]

@@ -1,27 +1,29 @@
-//! The export: date windows and request plan -> offset walk -> Parquet partitions -> state.
+//! The export: date windows and request plan -> the one window path (`window.rs`) over each
+//! dataset's walk -> Parquet partitions -> state.
 
 mod failure;
 mod records;
 mod report;
+mod views;
+mod window;
 
 pub use failure::Failure;
 use failure::WindowId;
 pub use records::{RecordOutcome, RecordSettings};
 pub use report::{describe_plan, describe_summary};
 
-use crate::api::views::{Counts, PAGE_LIMIT, Rows, Window};
+use crate::api::views::{Counts, PAGE_LIMIT, Window};
 use crate::api::{ApiError, Client};
 use crate::clock::SharedClock;
 use crate::dataset::analytics::THREADS;
-use crate::dataset::page_views::{self, PAGE_VIEWS, check};
-use crate::dataset::parquet::{self as pq, WriteError};
+use crate::dataset::page_views::{self, PAGE_VIEWS};
+use crate::dataset::parquet::WriteError;
 use crate::dataset::{Dataset, Windowing};
 use crate::events::{Event, Events, Quiet};
 use crate::planner::{self, Candidate, DayState, DueRule, Freshness, Purpose, Room};
-use crate::store::{Folder, RecordWalk, Store, StoreError, StoredPage, WrittenWindow};
+use crate::store::{Folder, RecordWalk, Store, StoreError};
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
-use futures::StreamExt;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
@@ -42,17 +44,6 @@ pub enum ExportError {
     Write(#[from] WriteError),
 }
 
-/// Adds to a window's requests those `client` sent since it had sent `before`: every request
-/// counts, the failed attempts too (they are what the budget pays).
-fn count_sent(
-    sent: &mut HashMap<(String, NaiveDate), u64>,
-    due: &Due,
-    client: &Client,
-    before: u64,
-) {
-    *sent.entry((due.project.clone(), due.day)).or_default() += client.requests_sent() - before;
-}
-
 impl ExportError {
     /// Whether the storage failed (a full disk, a read-only or unwritable folder, a damaged
     /// state, the budget's log): not the window's fault, and the same for every window after.
@@ -61,6 +52,19 @@ impl ExportError {
             ExportError::State(e) => !matches!(e, StoreError::Damaged { .. }),
             ExportError::Write(w) => w.is_storage(),
             ExportError::Api(a) => matches!(a.kind, crate::api::ErrorKind::Budget(_)),
+        }
+    }
+
+    /// Whether the service's data was refused (its paging led the walk astray, a body not as
+    /// documented, rows docpipe cannot encode): the window's stored pages are worth nothing.
+    pub fn refuses_data(&self) -> bool {
+        match self {
+            ExportError::Api(a) => matches!(
+                a.kind,
+                crate::api::ErrorKind::Paging(_) | crate::api::ErrorKind::Malformed(_)
+            ),
+            ExportError::Write(WriteError::Encode { .. }) => true,
+            _ => false,
         }
     }
 }
@@ -389,11 +393,6 @@ impl Spend {
     fn spent(&mut self, org: &str, n: u64) {
         *self.spent.entry(org.to_string()).or_default() += n;
     }
-}
-
-/// The fingerprint of a page-view day: its site totals.
-fn view_fingerprint(t: &Counts) -> String {
-    format!("{}/{}/{}", t.human, t.ai, t.total)
 }
 
 /// What a failure stops for the rest of a run.
@@ -984,7 +983,6 @@ impl Exporter {
         self.emit(Event::Planned {
             windows: plan.due.len() as u64,
         });
-        let mut sent: HashMap<(String, NaiveDate), u64> = HashMap::new();
         let mut stops = Stops::default();
         let mut spend = Spend::new(plan);
         let mut unanswered: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -1022,19 +1020,28 @@ impl Exporter {
             }
             let marks = (summary.failed.len(), summary.paused, summary.deferred);
             let before = client.requests_sent();
+            let days = Window {
+                from: due.day,
+                to: due.to,
+                tz: self.tz,
+            };
+            // The one branch on the dataset: which page it walks.
             let result = match due.dataset.shape() {
-                // Page views keep their own walk and journal (their fast column reader).
                 None => {
-                    self.view_window(client, due, &mut sent, &mut summary, &spend, &c.org)
-                        .await
+                    let w = &mut views::ViewWalk { due, window: days };
+                    self.window(w, client, &spend, &c.org, &mut summary).await
                 }
                 Some(shape) => {
                     let wants_threads = targets
                         .iter()
                         .any(|t| t.project == due.project && t.datasets.contains(&THREADS.name));
-                    let unanswered = wants_threads.then_some(&mut unanswered);
-                    self.record_slot(client, shape, due, &spend, &c.org, &mut summary, unanswered)
-                        .await
+                    let w = &mut records::RecordWalker {
+                        shape,
+                        due,
+                        window: days,
+                        unanswered: wants_threads.then_some(&mut unanswered),
+                    };
+                    self.window(w, client, &spend, &c.org, &mut summary).await
                 }
             };
             let n = client.requests_sent() - before;
@@ -1052,114 +1059,6 @@ impl Exporter {
         }
         self.emit(Event::Finished);
         summary
-    }
-
-    /// One page-view window: a probe first when the plan says so (unchanged: recorded as
-    /// looked at, made final when settled; changed: its first page stored), then the walk.
-    async fn view_window(
-        &self,
-        client: &Client,
-        due: &Due,
-        sent: &mut HashMap<(String, NaiveDate), u64>,
-        summary: &mut Summary,
-        spend: &Spend,
-        org: &str,
-    ) -> Result<(), ExportError> {
-        let label = due.purpose.request_kind();
-        let before = client.requests_sent();
-        let first = if due.probe {
-            self.probe_views(client, due, sent).await
-        } else {
-            self.first_page(client, due, sent).await.map(Some)
-        };
-        self.spent(
-            summary,
-            PAGE_VIEWS,
-            if due.probe { "probe" } else { label },
-            client.requests_sent() - before,
-        );
-        let probed = Probed {
-            dataset: PAGE_VIEWS,
-            project: &due.project,
-            day: due.day,
-            becomes_final: due.becomes_final,
-            purpose: due.purpose,
-            expected: due.expected_requests,
-        };
-        let first = first?;
-        if due.probe && !summary.after_probe(&probed, first, spend, org) {
-            return Ok(());
-        }
-        let mid = client.requests_sent();
-        let r = self.complete(client, due, sent, summary).await;
-        self.spent(summary, PAGE_VIEWS, label, client.requests_sent() - mid);
-        r
-    }
-
-    /// Fetches a day's first page (the full limit: also the walk's first), counting it.
-    async fn fetch_first_view(
-        &self,
-        client: &Client,
-        due: &Due,
-        sent: &mut HashMap<(String, NaiveDate), u64>,
-    ) -> Result<crate::api::views::ViewsPage, ExportError> {
-        let before = client.requests_sent();
-        let page = client
-            .page_views(
-                &due.project,
-                Window::local_day(due.day, self.tz),
-                PAGE_LIMIT,
-                0,
-            )
-            .await;
-        count_sent(sent, due, client, before);
-        Ok(page?)
-    }
-
-    /// Fetches a day's first page and compares its totals with the stored ones: `None` when
-    /// equal (the day stands: recorded as looked at, and final when settled); otherwise the
-    /// page is stored as the walk's first and whether the walk is complete is returned.
-    async fn probe_views(
-        &self,
-        client: &Client,
-        due: &Due,
-        sent: &mut HashMap<(String, NaiveDate), u64>,
-    ) -> Result<Option<bool>, ExportError> {
-        let page = self.fetch_first_view(client, due, sent).await?;
-        let fingerprint = view_fingerprint(&page.totals);
-        let stored = self
-            .state()
-            .look(PAGE_VIEWS, &due.project, due.day)?
-            .and_then(|l| l.fingerprint);
-        if page.rejects.is_empty() && stored.as_deref() == Some(fingerprint.as_str()) {
-            let at = self.clock.now();
-            if due.becomes_final {
-                let rows = self
-                    .state()
-                    .windows(&due.project)?
-                    .get(&due.day)
-                    .and_then(|w| w.rows)
-                    .unwrap_or(0);
-                let site = page_views::write_site_totals(
-                    self.output(),
-                    &due.project,
-                    due.day,
-                    page.totals,
-                    rows,
-                    at,
-                    true,
-                )?;
-                pq::commit(site)?;
-                self.state().finalize_window(&due.project, due.day)?;
-            }
-            self.state()
-                .looked(PAGE_VIEWS, &due.project, due.day, Some(&fingerprint), at)?;
-            tracing::debug!(project = %due.project, day = %due.day, "probe: the day is unchanged");
-            return Ok(None);
-        }
-        self.state().put_page(&due.project, due.day, 0, &page)?;
-        self.crash.hit("page stored");
-        Ok(Some(!page.has_more))
     }
 
     /// Records a failed window of any dataset. A rejected key or an unreachable service stops
@@ -1206,228 +1105,5 @@ impl Exporter {
             skipped: false,
         });
         summary.failed.push(failure);
-    }
-
-    /// Fetches the first page unless it is stored; returns whether the walk is complete.
-    async fn first_page(
-        &self,
-        client: &Client,
-        due: &Due,
-        sent: &mut HashMap<(String, NaiveDate), u64>,
-    ) -> Result<bool, ExportError> {
-        let (offsets, complete) = self.state().progress(&due.project, due.day)?;
-        if offsets.first() == Some(&0) {
-            return Ok(complete);
-        }
-        let page = self.fetch_first_view(client, due, sent).await?;
-        self.state().put_page(&due.project, due.day, 0, &page)?;
-        self.crash.hit("page stored");
-        Ok(!page.has_more)
-    }
-
-    /// Walks the rest of a window, checks it (walking again once on a mismatch), writes it.
-    async fn complete(
-        &self,
-        client: &Client,
-        due: &Due,
-        sent: &mut HashMap<(String, NaiveDate), u64>,
-        summary: &mut Summary,
-    ) -> Result<(), ExportError> {
-        let result = async {
-            let Some(mut pages) = self.walk_rest(client, due, sent).await? else {
-                return Ok(None);
-            };
-            let mut mismatch = check(&pages).err();
-            if let Some(m) = &mismatch {
-                tracing::warn!(project = %due.project, day = %due.day, "{m}; walking the window again");
-                self.state().drop_pages(&due.project, due.day)?;
-                let Some(again) = self.walk_rest(client, due, sent).await? else {
-                    return Ok(None);
-                };
-                pages = again;
-                mismatch = check(&pages).err();
-            }
-            let requests = sent.get(&(due.project.clone(), due.day)).copied().unwrap_or(0);
-            self.write(due, &pages, requests, mismatch).map(Some)
-        }
-        .await;
-        match result {
-            Ok(None) => {
-                tracing::debug!(project = %due.project, day = %due.day, "walked in parts: the walk goes on next run");
-                summary.paused += 1;
-                Ok(())
-            }
-            Ok(Some(outcome)) => {
-                let this = sent.get(&(due.project.clone(), due.day)).copied();
-                self.emit(Event::Written {
-                    dataset: PAGE_VIEWS,
-                    project: &outcome.project,
-                    window: &outcome.day.to_string(),
-                    rows: outcome.rows,
-                    rejected: outcome.rejected,
-                    run_rows: summary.rows() + summary.record_rows() + outcome.rows,
-                    run_requests: summary.requests + this.unwrap_or(0),
-                });
-                if outcome.rejected > 0 {
-                    tracing::warn!(project = %due.project, day = %due.day, rejected = outcome.rejected, "rows set aside in rejects/: counts docpipe cannot store faithfully; the day stays provisional");
-                }
-                if let Some(m) = &outcome.mismatch {
-                    tracing::warn!(project = %due.project, day = %due.day, "window written with a persistent mismatch: {m}");
-                } else if self.events.draws() {
-                    tracing::debug!(project = %due.project, day = %due.day, rows = outcome.rows, requests = outcome.requests, "window written");
-                } else {
-                    tracing::info!(project = %due.project, day = %due.day, rows = outcome.rows, requests = outcome.requests, is_final = outcome.is_final, "window written");
-                }
-                summary.windows.push(outcome);
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Fetches the pages after the last stored one, storing each; returns every page of the
-    /// window (those stored before, read back once, then those just fetched), or `None` when
-    /// the window's part of this run was spent first (see [`Due::part`]).
-    async fn walk_rest(
-        &self,
-        client: &Client,
-        due: &Due,
-        sent: &mut HashMap<(String, NaiveDate), u64>,
-    ) -> Result<Option<Vec<StoredPage>>, ExportError> {
-        let mut pages = self.state().pages(&due.project, due.day)?;
-        if pages.last().is_some_and(|p| !p.page.has_more) {
-            return Ok(Some(pages));
-        }
-        let start = pages.last().map_or(0, |p| p.offset + u64::from(PAGE_LIMIT));
-        let before = client.requests_sent();
-        let already = sent
-            .get(&(due.project.clone(), due.day))
-            .copied()
-            .unwrap_or(0);
-        let mut paused = false;
-        let walked = async {
-            let walk = client.walk(&due.project, Window::local_day(due.day, self.tz), start);
-            futures::pin_mut!(walk);
-            loop {
-                if pages.last().is_some_and(|p| !p.page.has_more) {
-                    break;
-                }
-                if due
-                    .part
-                    .is_some_and(|part| already + client.requests_sent() - before >= part)
-                {
-                    paused = true;
-                    break;
-                }
-                let Some(fetched) = walk.next().await else {
-                    break;
-                };
-                let fetched = fetched?;
-                self.state()
-                    .put_page(&due.project, due.day, fetched.offset, &fetched.page)?;
-                self.crash.hit("page stored");
-                pages.push(StoredPage {
-                    offset: fetched.offset,
-                    page: fetched.page,
-                });
-            }
-            Ok::<_, ExportError>(())
-        }
-        .await;
-        count_sent(sent, due, client, before);
-        walked.map(|()| (!paused).then_some(pages))
-    }
-
-    fn write(
-        &self,
-        due: &Due,
-        pages: &[StoredPage],
-        requests: u64,
-        mismatch: Option<String>,
-    ) -> Result<WindowOutcome, ExportError> {
-        let at: DateTime<Utc> = self.clock.now();
-        let mut rows: Vec<&Rows> = pages.iter().map(|p| &p.page.views).collect();
-        // A path appears once in the output, whatever the service sent (the check found it,
-        // so only a window with a mismatch can have one twice).
-        let deduplicated = mismatch
-            .as_ref()
-            .and_then(|_| page_views::first_of_each_path(&rows));
-        if let Some(d) = &deduplicated {
-            rows = vec![d];
-        }
-        let rejects: Vec<(u64, &crate::api::views::Reject)> = pages
-            .iter()
-            .flat_map(|p| p.page.rejects.iter().map(|r| (p.offset, r)))
-            .collect();
-        let totals = pages.last().map(|p| p.page.totals).unwrap_or_default();
-        // A day with rows set aside stays provisional: fetched again on the next run.
-        let is_final = due.becomes_final && mismatch.is_none() && rejects.is_empty();
-        let n = rows.iter().map(|r| r.len() as i64).sum();
-        let out = self.output();
-        let set_aside = if rejects.is_empty() {
-            page_views::remove_rejects(out, &due.project, due.day)?;
-            None
-        } else {
-            Some(page_views::write_rejects(
-                out,
-                &due.project,
-                due.day,
-                &rejects,
-                at,
-            )?)
-        };
-        let views = page_views::write_page_views(out, &due.project, due.day, &rows, at)?;
-        let site = match page_views::write_site_totals(
-            out,
-            &due.project,
-            due.day,
-            totals,
-            n,
-            at,
-            is_final,
-        ) {
-            Ok(s) => s,
-            Err(e) => {
-                views.abandon();
-                return Err(e.into());
-            }
-        };
-        self.crash.hit("before rename");
-        if let Some(r) = set_aside {
-            pq::commit(r)?;
-        }
-        pq::commit(views)?;
-        pq::commit(site)?;
-        self.crash.hit("before state commit");
-        self.state().finish(&WrittenWindow {
-            project: due.project.clone(),
-            day: due.day,
-            is_final,
-            rows: n,
-            totals,
-            requests,
-            mismatch: mismatch.clone(),
-            at,
-        })?;
-        // A day written with a doubt (a mismatch, rows set aside) is walked, not probed, next.
-        let clean = mismatch.is_none() && rejects.is_empty();
-        let fingerprint = view_fingerprint(&totals);
-        self.state().looked(
-            PAGE_VIEWS,
-            &due.project,
-            due.day,
-            clean.then_some(fingerprint.as_str()),
-            at,
-        )?;
-        Ok(WindowOutcome {
-            project: due.project.clone(),
-            day: due.day,
-            rows: n,
-            totals,
-            is_final,
-            requests,
-            mismatch,
-            rejected: rejects.len() as u64,
-        })
     }
 }

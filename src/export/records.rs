@@ -1,10 +1,12 @@
-//! The generic walk of every dataset but page views: plan its windows (a day, or a span of
-//! days), walk them by offset, cursor or a single request with the guards page views have
-//! (a cursor that repeats, an empty page that says there is more, a page twice, a row twice),
-//! keep each page in the state so that a killed run resumes at the next one, check, write the
-//! partitions atomically and record them. Assistant threads are fetched after the turns.
+//! What the datasets described by a [`Shape`] bring to the window path (`window.rs`): their
+//! plan (a day, or a span of days), their page (decoded by the shape, its body kept in the
+//! state), paging by offset, cursor or a single request with its guards (a cursor that
+//! repeats, an empty page that says there is more), their checks (a row sent twice alike
+//! written once, a key twice refused), and their partitions, written atomically. Assistant
+//! threads are fetched after the turns.
 
-use super::{CrashPoints, Due, ExportError, Exporter, Probed, Spend, Stops, Summary, Target};
+use super::window::{Walk, Written};
+use super::{CrashPoints, Due, ExportError, Exporter, Stops, Summary, Target};
 use crate::api::Client;
 use crate::api::analytics::At;
 use crate::api::views::{MAX_WALK_PAGES, Window};
@@ -12,7 +14,6 @@ use crate::dataset::analytics::{ASSISTANT, THREAD_MESSAGES, THREADS};
 use crate::dataset::parquet::{self as pq, WriteError};
 use crate::dataset::shape::{Cell, FlaggedRow, Page, Shape};
 use crate::dataset::{Paging, Windowing};
-use crate::events::Event;
 use crate::layout::{PART, Pending, partition_dir, project_dir};
 use crate::planner::{self, DayState, Policy, Purpose};
 use crate::store::{RecordWalk, RecordsWritten};
@@ -209,25 +210,30 @@ impl Writes {
     }
 }
 
-/// A decoded page and where the next one starts.
-struct Walked {
-    pages: Vec<Page>,
-    /// The window's part of this run was spent before the walk's end (see
-    /// [`Due::part`]): its pages are stored, the walk goes on next run.
-    paused: bool,
+/// The walk of a window of a dataset described by a [`Shape`].
+pub(super) struct RecordWalker<'a> {
+    pub(super) shape: &'static Shape,
+    pub(super) due: &'a Due,
+    pub(super) window: Window,
+    /// The unanswered turns of the assistant windows written, by project, for their threads
+    /// (`None`: the project does not export them).
+    pub(super) unanswered: Option<&'a mut BTreeMap<String, Vec<String>>>,
 }
+
+/// The guards and checks of a walk over a shape's pages.
+struct Walked;
 
 impl Walked {
     /// Where the next request starts, `None` when the walk is complete; an error when the
     /// pages so far lead nowhere (the guards).
-    fn next(&self, shape: &Shape) -> Result<Option<At>, String> {
-        let Some(last) = self.pages.last() else {
+    fn next(pages: &[Page], shape: &Shape) -> Result<Option<At>, String> {
+        let Some(last) = pages.last() else {
             return Ok(Some(match shape.paging {
                 Paging::Offset { .. } => At::Offset(0),
                 _ => At::Start,
             }));
         };
-        let n = self.pages.len() as u64;
+        let n = pages.len() as u64;
         match shape.paging {
             Paging::Single | Paging::Capped { .. } => Ok(None),
             Paging::Offset { limit } => {
@@ -258,7 +264,7 @@ impl Walked {
                 if last.rows.is_empty() {
                     return Err(format!("empty page {n} gives a next cursor"));
                 }
-                if self.pages[..self.pages.len() - 1]
+                if pages[..pages.len() - 1]
                     .iter()
                     .any(|p| p.next_cursor.as_ref() == Some(cursor))
                 {
@@ -280,10 +286,10 @@ impl Walked {
     /// Drops rows that repeat an earlier row exactly (same key, same values): a page boundary
     /// that moved during the walk sends some twice, and one copy is the truth. Returns how many.
     /// A key twice with other values is left for [`Walked::check`] to refuse.
-    fn drop_exact_repeats(&mut self, shape: &Shape) -> usize {
+    fn drop_exact_repeats(pages: &mut [Page], shape: &Shape) -> usize {
         let mut seen: HashMap<String, (usize, usize)> = HashMap::new();
         let mut repeats: Vec<(usize, usize)> = Vec::new();
-        for (p, page) in self.pages.iter().enumerate() {
+        for (p, page) in pages.iter().enumerate() {
             for (i, row) in page.rows.iter().enumerate() {
                 match seen.entry(shape.key_of(row)) {
                     std::collections::hash_map::Entry::Vacant(v) => {
@@ -291,7 +297,7 @@ impl Walked {
                     }
                     std::collections::hash_map::Entry::Occupied(o) => {
                         let (fp, fi) = *o.get();
-                        if self.pages[fp].rows[fi] == *row {
+                        if pages[fp].rows[fi] == *row {
                             repeats.push((p, i));
                         }
                     }
@@ -299,35 +305,193 @@ impl Walked {
             }
         }
         for &(p, i) in repeats.iter().rev() {
-            self.pages[p].rows.remove(i);
+            pages[p].rows.remove(i);
         }
         repeats.len()
     }
 
     /// The checks of a complete walk: the same totals on every page, each key once, sums.
-    fn check(&self, shape: &Shape) -> Result<(), String> {
-        let totals = self
-            .pages
-            .first()
-            .map(|p| p.totals.as_slice())
-            .unwrap_or(&[]);
-        if let Some((i, _)) = self
-            .pages
-            .iter()
-            .enumerate()
-            .find(|(_, p)| p.totals != totals)
-        {
+    fn check(pages: &[Page], shape: &Shape) -> Result<(), String> {
+        let totals = pages.first().map(|p| p.totals.as_slice()).unwrap_or(&[]);
+        if let Some((i, _)) = pages.iter().enumerate().find(|(_, p)| p.totals != totals) {
             return Err(format!(
                 "the day totals changed during the walk (page {})",
                 i + 1
             ));
         }
-        let rows: Vec<&[Cell]> = self
-            .pages
+        let rows: Vec<&[Cell]> = pages
             .iter()
             .flat_map(|p| p.rows.iter().map(Vec::as_slice))
             .collect();
         shape.check(&rows, totals)
+    }
+}
+
+impl RecordWalker<'_> {
+    fn walk(&self) -> RecordWalk {
+        self.due.walk()
+    }
+}
+
+impl Walk for RecordWalker<'_> {
+    type Page = Page;
+
+    fn due(&self) -> &Due {
+        self.due
+    }
+
+    fn stored(&self, x: &Exporter) -> Result<Vec<Page>, ExportError> {
+        let w = &self.walk();
+        let limit = self.shape.paging.limit();
+        let mut pages = Vec::new();
+        for body in x.state().record_pages(w)? {
+            match self.shape.decode(&body, limit) {
+                Ok(p) => pages.push(p),
+                Err(_) => {
+                    // Stored by another version of docpipe: walked again.
+                    x.state().drop_record_pages(w)?;
+                    return Ok(Vec::new());
+                }
+            }
+        }
+        Ok(pages)
+    }
+
+    fn store(&self, x: &Exporter, n: usize, _page: &Page, body: &[u8]) -> Result<(), ExportError> {
+        Ok(x.state().put_record_page(&self.walk(), n as u64, body)?)
+    }
+
+    fn forget(&self, x: &Exporter) -> Result<(), ExportError> {
+        Ok(x.state().drop_record_pages(&self.walk())?)
+    }
+
+    fn next(&self, pages: &[Page]) -> Result<Option<At>, String> {
+        Walked::next(pages, self.shape)
+    }
+
+    async fn fetch(&self, client: &Client, at: &At) -> Result<(Page, Vec<u8>), ExportError> {
+        Ok(fetch_page(client, self.shape, &self.walk(), self.window, at).await?)
+    }
+
+    fn hash(&self, page: &Page) -> Option<u64> {
+        (!page.rows.is_empty()).then(|| page_hash(self.shape, page))
+    }
+
+    fn astray(&self, detail: String) -> ExportError {
+        Client::paging_error(self.shape.name, target(&self.walk()), detail).into()
+    }
+
+    fn fingerprint(&self, first: &Page) -> Option<String> {
+        Some(fingerprint(self.shape, first))
+    }
+
+    fn settle(&self, x: &Exporter, first: &Page) -> Result<(), ExportError> {
+        let (shape, d) = (self.shape, self.due);
+        let rows = x
+            .state()
+            .finalize_record_day(shape.name, &d.project, d.day)?;
+        if let Some(table) = shape.totals_table {
+            let tdir = partition_dir(x.output(), table, &d.project, d.day);
+            let t = shape
+                .totals_batch(&first.totals, rows, x.clock.now(), true)
+                .map_err(|e| encode_error(&tdir, e))?;
+            Writes::all(&x.crash, |writes| writes.add(&tdir, &t))?;
+        }
+        Ok(())
+    }
+
+    fn check(&self, pages: &mut Vec<Page>) -> Result<(), String> {
+        let repeats = Walked::drop_exact_repeats(pages, self.shape);
+        if repeats > 0 {
+            tracing::debug!(dataset = self.shape.name, project = %self.due.project, repeats, "rows sent twice, written once");
+        }
+        Walked::check(pages, self.shape)
+    }
+
+    fn doubt(&self, mismatch: String) -> Result<String, ExportError> {
+        Err(self.astray(format!("{mismatch}, twice in a row")))
+    }
+
+    fn write(
+        &mut self,
+        x: &Exporter,
+        pages: Vec<Page>,
+        _mismatch: Option<String>,
+        requests: u64,
+    ) -> Result<Written, ExportError> {
+        let (shape, d) = (self.shape, self.due);
+        let walk = &self.walk();
+        let at = x.clock.now();
+        let first_fingerprint = pages.first().map(|p| fingerprint(shape, p));
+        let cut_off = matches!(shape.paging, Paging::Capped { .. })
+            && pages.last().and_then(|p| p.has_more) == Some(true);
+        // A day cut off is as complete as the service lets it be: final by its age alone.
+        let is_final = d.becomes_final;
+        let totals = pages.last().map(|p| p.totals.clone()).unwrap_or_default();
+        let rows: Vec<Vec<Cell>> = pages.into_iter().flat_map(|p| p.rows).collect();
+        let days = match shape.windowing {
+            Windowing::Span { .. } => x.write_span(shape, walk, &rows, at)?,
+            _ => {
+                x.write_day(shape, walk, &rows, &totals, cut_off, is_final, at)?;
+                vec![(d.day, rows.len() as i64)]
+            }
+        };
+        x.crash.hit("before state commit");
+        x.state().finish_records(&RecordsWritten {
+            walk,
+            days: &days,
+            is_final,
+            requests,
+            span: matches!(shape.windowing, Windowing::Span { .. }),
+            at,
+        })?;
+        match shape.windowing {
+            // A look at the recent days only when the walk reached them (a backfill's range
+            // of older days is not one; a walk begun before midnight is); a full re-check when
+            // it covered the re-checked days (or every day there is, for a project younger
+            // than them).
+            Windowing::Span { .. } if d.recent => {
+                x.state()
+                    .span_walked(shape.name, &d.project, d.full, at, d.stagger)?;
+            }
+            Windowing::Span { .. } => {}
+            _ => {
+                x.state().looked(
+                    shape.name,
+                    &d.project,
+                    d.day,
+                    first_fingerprint.as_deref(),
+                    at,
+                )?;
+            }
+        }
+        if let Some(unanswered) = self
+            .unanswered
+            .as_deref_mut()
+            .filter(|_| shape.name == ASSISTANT.name)
+        {
+            let status = ASSISTANT.index("resolution_status").unwrap_or(0);
+            let id = ASSISTANT.index("id").unwrap_or(0);
+            let list = unanswered.entry(d.project.clone()).or_default();
+            for r in &rows {
+                if r[status].text() == Some("unanswered")
+                    && let Some(t) = r[id].text()
+                    && !list.iter().any(|x| x == t)
+                {
+                    list.push(t.to_string());
+                }
+            }
+        }
+        Ok(Written::Records(RecordOutcome {
+            dataset: shape.name,
+            project: d.project.clone(),
+            from: d.day,
+            to: d.to,
+            rows: rows.len() as i64,
+            requests,
+            cut_off,
+            is_final,
+        }))
     }
 }
 
@@ -529,80 +693,6 @@ impl Exporter {
         Ok((due, skipped, fresh))
     }
 
-    /// One window of a generic dataset: probed first when the plan says so, then walked,
-    /// written and recorded; an assistant window's unanswered turns are noted for their
-    /// threads (when `unanswered` is given: the project exports them).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn record_slot(
-        &self,
-        client: &Client,
-        shape: &'static Shape,
-        d: &Due,
-        spend: &Spend,
-        org: &str,
-        summary: &mut Summary,
-        unanswered: Option<&mut BTreeMap<String, Vec<String>>>,
-    ) -> Result<(), ExportError> {
-        let label = d.purpose.request_kind();
-        let before = client.requests_sent();
-        if d.probe {
-            let probed = self.probe_records(client, shape, d).await;
-            self.spent(
-                summary,
-                d.dataset(),
-                "probe",
-                client.requests_sent() - before,
-            );
-            let p = Probed {
-                dataset: d.dataset(),
-                project: &d.project,
-                day: d.day,
-                becomes_final: d.becomes_final,
-                purpose: d.purpose,
-                expected: d.expected_requests,
-            };
-            if !summary.after_probe(&p, probed?, spend, org) {
-                return Ok(());
-            }
-        }
-        let mid = client.requests_sent();
-        let result = self.record_window(client, shape, d, before).await;
-        self.spent(summary, d.dataset(), label, client.requests_sent() - mid);
-        let Some((outcome, rows)) = result? else {
-            tracing::debug!(dataset = d.dataset(), project = %d.project, from = %d.day, "walked in parts: the walk goes on next run");
-            summary.paused += 1;
-            return Ok(());
-        };
-        if let Some(unanswered) = unanswered.filter(|_| d.dataset() == ASSISTANT.name) {
-            let status = ASSISTANT.index("resolution_status").unwrap_or(0);
-            let id = ASSISTANT.index("id").unwrap_or(0);
-            let list = unanswered.entry(d.project.clone()).or_default();
-            for r in rows {
-                if r[status].text() == Some("unanswered")
-                    && let Some(t) = r[id].text()
-                    && !list.iter().any(|x| x == t)
-                {
-                    list.push(t.to_string());
-                }
-            }
-        }
-        self.emit(Event::Written {
-            dataset: outcome.dataset,
-            project: &outcome.project,
-            window: &format!("{} {}", outcome.dataset, outcome.from),
-            rows: outcome.rows,
-            rejected: 0,
-            run_rows: summary.rows() + summary.record_rows() + outcome.rows,
-            run_requests: summary.requests + (client.requests_sent() - before),
-        });
-        if outcome.cut_off {
-            tracing::debug!(project = %outcome.project, day = %outcome.from, "feedback_by_page: the service has more rows than the 100 it lets anyone fetch; the day's rows are marked cut_off");
-        }
-        tracing::debug!(dataset = outcome.dataset, project = %outcome.project, from = %outcome.from, to = %outcome.to, rows = outcome.rows, requests = outcome.requests, "window written");
-        summary.records.push(outcome);
-        Ok(())
-    }
-
     /// Fetches the threads of the unanswered turns just fetched, per project.
     pub(super) async fn run_threads(
         &self,
@@ -630,246 +720,6 @@ impl Exporter {
                     self.failed(window, client, e, summary, stops);
                 }
             }
-        }
-    }
-
-    /// Fetches a day's first page and compares its fingerprint (its totals; a single-page
-    /// dataset's rows) with the stored one: `None` when equal (recorded as looked at; final
-    /// when settled, its totals partition rewritten as final); otherwise the page is stored
-    /// as the walk's first, and whether the walk is complete is returned.
-    async fn probe_records(
-        &self,
-        client: &Client,
-        shape: &'static Shape,
-        d: &Due,
-    ) -> Result<Option<bool>, ExportError> {
-        let w = &d.walk();
-        let window = Window {
-            from: w.from,
-            to: w.to,
-            tz: self.tz,
-        };
-        let at = match shape.paging {
-            Paging::Offset { .. } => At::Offset(0),
-            _ => At::Start,
-        };
-        let (page, body) = fetch_page(client, shape, w, window, &at).await?;
-        let fingerprint = fingerprint(shape, &page);
-        let stored = self
-            .state()
-            .look(shape.name, &w.project, w.from)?
-            .and_then(|l| l.fingerprint);
-        let now = self.clock.now();
-        if stored.as_deref() == Some(fingerprint.as_str()) {
-            if d.becomes_final {
-                let rows = self
-                    .state()
-                    .finalize_record_day(shape.name, &w.project, w.from)?;
-                if let Some(table) = shape.totals_table {
-                    let tdir = partition_dir(self.output(), table, &w.project, w.from);
-                    let t = shape
-                        .totals_batch(&page.totals, rows, now, true)
-                        .map_err(|e| encode_error(&tdir, e))?;
-                    Writes::all(&self.crash, |writes| writes.add(&tdir, &t))?;
-                }
-            }
-            self.state()
-                .looked(shape.name, &w.project, w.from, Some(&fingerprint), now)?;
-            return Ok(None);
-        }
-        self.state().put_record_page(w, 0, &body)?;
-        self.crash.hit("page stored");
-        let complete = Walked {
-            pages: vec![page],
-            paused: false,
-        }
-        .next(shape)
-        .is_ok_and(|n| n.is_none());
-        Ok(Some(complete))
-    }
-
-    /// Walks (or resumes), checks, writes and records one window; the rows it wrote too
-    /// (`None`: its part of this run was spent first, the walk goes on next run). A window
-    /// whose data is refused loses its stored pages, so that the next run fetches it afresh
-    /// rather than resume into the same refusal.
-    async fn record_window(
-        &self,
-        client: &Client,
-        shape: &'static Shape,
-        d: &Due,
-        before: u64,
-    ) -> Result<Option<(RecordOutcome, Vec<Vec<Cell>>)>, ExportError> {
-        let result = self.record_window_once(client, shape, d, before).await;
-        if let Err(e) = &result
-            && !e.is_storage()
-        {
-            self.state().drop_record_pages(&d.walk())?;
-        }
-        result
-    }
-
-    async fn record_window_once(
-        &self,
-        client: &Client,
-        shape: &'static Shape,
-        d: &Due,
-        before: u64,
-    ) -> Result<Option<(RecordOutcome, Vec<Vec<Cell>>)>, ExportError> {
-        let walk = &d.walk();
-        let part = d.part.map(|p| (p, before));
-        let mut walked = self.walk_records(client, shape, walk, part).await?;
-        if walked.paused {
-            return Ok(None);
-        }
-        let repeats = walked.drop_exact_repeats(shape);
-        if repeats > 0 {
-            tracing::debug!(dataset = shape.name, project = %d.project, repeats, "rows sent twice, written once");
-        }
-        if let Err(m) = walked.check(shape) {
-            tracing::warn!(dataset = shape.name, project = %d.project, from = %d.day, "{m}; walking the window again");
-            self.state().drop_record_pages(walk)?;
-            walked = self.walk_records(client, shape, walk, part).await?;
-            if walked.paused {
-                return Ok(None);
-            }
-            walked.drop_exact_repeats(shape);
-            walked.check(shape).map_err(|m| {
-                ExportError::Api(Client::paging_error(
-                    shape.name,
-                    target(walk),
-                    format!("{m}, twice in a row"),
-                ))
-            })?;
-        }
-        let at = self.clock.now();
-        let first_fingerprint = walked.pages.first().map(|p| fingerprint(shape, p));
-        let cut_off = matches!(shape.paging, Paging::Capped { .. })
-            && walked.pages.last().and_then(|p| p.has_more) == Some(true);
-        // A day cut off is as complete as the service lets it be: final by its age alone.
-        let is_final = d.becomes_final;
-        let totals = walked
-            .pages
-            .last()
-            .map(|p| p.totals.clone())
-            .unwrap_or_default();
-        let rows: Vec<Vec<Cell>> = walked.pages.into_iter().flat_map(|p| p.rows).collect();
-        let days = match shape.windowing {
-            Windowing::Span { .. } => self.write_span(shape, walk, &rows, at)?,
-            _ => {
-                self.write_day(shape, walk, &rows, &totals, cut_off, is_final, at)?;
-                vec![(d.day, rows.len() as i64)]
-            }
-        };
-        self.crash.hit("before state commit");
-        let requests = client.requests_sent() - before;
-        self.state().finish_records(&RecordsWritten {
-            walk,
-            days: &days,
-            is_final,
-            requests,
-            span: matches!(shape.windowing, Windowing::Span { .. }),
-            at,
-        })?;
-        match shape.windowing {
-            // A look at the recent days only when the walk reached them (a backfill's range
-            // of older days is not one; a walk begun before midnight is); a full re-check when
-            // it covered the re-checked days (or every day there is, for a project younger
-            // than them).
-            Windowing::Span { .. } if d.recent => {
-                self.state()
-                    .span_walked(shape.name, &d.project, d.full, at, d.stagger)?;
-            }
-            Windowing::Span { .. } => {}
-            _ => {
-                self.state().looked(
-                    shape.name,
-                    &d.project,
-                    d.day,
-                    first_fingerprint.as_deref(),
-                    at,
-                )?;
-            }
-        }
-        Ok(Some((
-            RecordOutcome {
-                dataset: shape.name,
-                project: d.project.clone(),
-                from: d.day,
-                to: d.to,
-                rows: rows.len() as i64,
-                requests,
-                cut_off,
-                is_final,
-            },
-            rows,
-        )))
-    }
-
-    /// The pages of a walk: those stored by an interrupted run, then the rest, each stored as
-    /// it comes.
-    async fn walk_records(
-        &self,
-        client: &Client,
-        shape: &'static Shape,
-        w: &RecordWalk,
-        part: Option<(u64, u64)>,
-    ) -> Result<Walked, ExportError> {
-        let limit = shape.paging.limit();
-        let mut walked = Walked {
-            pages: Vec::new(),
-            paused: false,
-        };
-        for body in self.state().record_pages(w)? {
-            match shape.decode(&body, limit) {
-                Ok(p) => walked.pages.push(p),
-                Err(_) => {
-                    // Stored by another version of docpipe: walked again.
-                    self.state().drop_record_pages(w)?;
-                    walked.pages.clear();
-                    break;
-                }
-            }
-        }
-        let window = Window {
-            from: w.from,
-            to: w.to,
-            tz: self.tz,
-        };
-        let mut seen_pages: HashSet<u64> =
-            walked.pages.iter().map(|p| page_hash(shape, p)).collect();
-        loop {
-            let at = match walked.next(shape) {
-                Ok(Some(_))
-                    if part
-                        .is_some_and(|(part, before)| client.requests_sent() - before >= part) =>
-                {
-                    walked.paused = true;
-                    return Ok(walked);
-                }
-                Ok(Some(at)) => at,
-                Ok(None) => return Ok(walked),
-                Err(detail) => {
-                    self.state().drop_record_pages(w)?;
-                    return Err(Client::paging_error(shape.name, target(w), detail).into());
-                }
-            };
-            let (page, body) = fetch_page(client, shape, w, window, &at).await?;
-            if !page.rows.is_empty() && !seen_pages.insert(page_hash(shape, &page)) {
-                self.state().drop_record_pages(w)?;
-                return Err(Client::paging_error(
-                    shape.name,
-                    target(w),
-                    format!(
-                        "page {} repeats an earlier page: the service ignores the paging",
-                        walked.pages.len() + 1
-                    ),
-                )
-                .into());
-            }
-            self.state()
-                .put_record_page(w, walked.pages.len() as u64, &body)?;
-            self.crash.hit("page stored");
-            walked.pages.push(page);
         }
     }
 

@@ -2,11 +2,10 @@
 
 use crate::common::*;
 use docpipe::api::jobs::{JobStatus, Polling};
-use docpipe::api::views::{Window, decode_page};
+use docpipe::api::views::{ViewsPage, Window, decode_page, next_offset};
 use docpipe::api::{ErrorKind, Limits, Operation};
 use docpipe::emulator::Op;
 use docpipe::emulator::data::DataFile;
-use futures::TryStreamExt;
 use std::time::Duration;
 
 fn faulty(f: impl FnOnce(&mut DataFile)) -> DataFile {
@@ -18,23 +17,39 @@ fn faulty(f: impl FnOnce(&mut DataFile)) -> DataFile {
 
 const WINDOW: &str = "2026-03-10";
 
+/// The pages of a day from `offset` on, as the export walks them (its guards: [`next_offset`]).
+async fn walk_from(
+    client: &docpipe::api::Client,
+    project: &str,
+    day_s: &str,
+    offset: u64,
+) -> Result<Vec<(u64, ViewsPage)>, docpipe::api::ApiError> {
+    let mut pages: Vec<(u64, ViewsPage)> = Vec::new();
+    let mut at = Some(offset);
+    while let Some(o) = at {
+        let page = client
+            .page_views(project, Window::day(day(day_s)), 250, o)
+            .await?;
+        pages.push((o, page));
+        let n = (o / 250) as usize + 1;
+        at = next_offset(n, pages.last().map(|p| &p.1), || 0).unwrap();
+    }
+    Ok(pages)
+}
+
 async fn walk_all(
     client: &docpipe::api::Client,
     project: &str,
     day_s: &str,
-) -> Result<Vec<docpipe::api::views::Fetched>, docpipe::api::ApiError> {
-    client
-        .walk(project, Window::day(day(day_s)), 0)
-        .try_collect()
-        .await
+) -> Result<Vec<(u64, ViewsPage)>, docpipe::api::ApiError> {
+    walk_from(client, project, day_s, 0).await
 }
 
-fn rows_of(pages: &[docpipe::api::views::Fetched]) -> Vec<(String, i64, i64)> {
+fn rows_of(pages: &[(u64, ViewsPage)]) -> Vec<(String, i64, i64)> {
     let mut rows: Vec<_> = pages
         .iter()
         .flat_map(|p| {
-            p.page
-                .views
+            p.1.views
                 .iter()
                 .map(|r| (r.path.to_string(), r.human, r.ai))
         })
@@ -60,18 +75,14 @@ async fn a_walk_fetches_every_row_once_with_the_minimum_number_of_requests() {
         truth.len().div_ceil(250) as u64
     );
     assert_eq!(
-        pages.iter().map(|p| p.offset).collect::<Vec<_>>(),
+        pages.iter().map(|p| p.0).collect::<Vec<_>>(),
         (0..pages.len() as u64).map(|i| i * 250).collect::<Vec<_>>()
     );
     // A day with no views is one request and one empty page.
     let empty = walk_all(&client, "alpha", "2026-04-01").await.unwrap();
-    assert_eq!((empty.len(), empty[0].page.views.len()), (1, 0));
+    assert_eq!((empty.len(), empty[0].1.views.len()), (1, 0));
     // Resuming at an offset fetches only the rest.
-    let rest: Vec<_> = client
-        .walk("alpha", Window::day(day(WINDOW)), 500)
-        .try_collect()
-        .await
-        .unwrap();
+    let rest = walk_from(&client, "alpha", WINDOW, 500).await.unwrap();
     assert_eq!(rest.len(), pages.len() - 2);
 }
 

@@ -9,7 +9,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use docpipe::api::ErrorKind;
 use docpipe::api::views::Window;
-use futures::TryStreamExt;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -140,38 +139,84 @@ fn client_with(
     .unwrap()
 }
 
+/// Exports `dataset` of `project` for 2026-03-10 from the hostile server at `base` into a new
+/// folder: the folder and the run's summary.
+async fn export_day(
+    base: &str,
+    project: &str,
+    dataset: &'static str,
+) -> (tempfile::TempDir, docpipe::export::Summary) {
+    let dir = tempfile::tempdir().unwrap();
+    let (exporter, targets) = one_project_of(base, dir.path(), project, dataset).await;
+    let plan = exporter
+        .plan(&targets, day("2026-03-10"), day("2026-03-10"))
+        .unwrap();
+    let summary = exporter.run(&targets, &plan).await;
+    (dir, summary)
+}
+
 #[tokio::test]
 async fn a_walk_ends_with_an_error_when_the_service_misbehaves() {
     let (base, task) = serve().await;
-    let c = client(&base);
-    let w = Window::day(day("2026-03-10"));
+    let w = "2026-03-10 to 2026-03-11";
     let cases = [
         (
             "empty",
-            "page views for project empty (2026-03-10 to 2026-03-11): paging stopped: empty page at offset 0 says hasMore",
+            format!(
+                "page views for project empty ({w}): paging stopped: empty page at offset 0 says hasMore"
+            ),
+            1,
         ),
         (
             "repeat",
-            "page views for project repeat (2026-03-10 to 2026-03-11): paging stopped: page at offset 250 repeats the page at offset 0: the service ignores offset",
+            format!(
+                "page views for project repeat ({w}): paging stopped: page at offset 250 repeats page at offset 0: the service ignores the paging"
+            ),
+            2,
         ),
         (
             "cycle",
-            "page views for project cycle (2026-03-10 to 2026-03-11): paging stopped: page at offset 500 repeats the page at offset 0: the service ignores offset",
+            format!(
+                "page views for project cycle ({w}): paging stopped: page at offset 500 repeats page at offset 0: the service ignores the paging"
+            ),
+            3,
         ),
         (
             "boundless",
-            "page views for project boundless (2026-03-10 to 2026-03-11): paging stopped: hasMore at offset 500000: a day of more than 2000 pages (500000 rows) is refused",
+            format!(
+                "page views for project boundless ({w}): paging stopped: hasMore at offset 500000: a day of more than 2000 pages (500000 rows) is refused"
+            ),
+            2000,
         ),
         (
             "endless",
-            "page views for project endless (2026-03-10 to 2026-03-11): paging stopped: hasMore at offset 750, but the totals (600) allow no more rows",
+            format!(
+                "page views for project endless ({w}): paging stopped: hasMore at offset 750, but the totals (600) allow no more rows"
+            ),
+            3,
         ),
     ];
-    for (project, want) in cases {
-        let result: Result<Vec<_>, _> = c.walk(project, w, 0).try_collect().await;
-        assert_eq!(result.unwrap_err().to_string(), want);
+    for (project, want, requests) in cases {
+        let (dir, summary) = export_day(&base, project, "page_views").await;
+        let failed: Vec<_> = summary.failed.iter().map(|f| f.to_string()).collect();
+        assert_eq!(failed, [want], "{project}");
+        assert_eq!(summary.requests, requests, "{project}");
+        let left: Vec<_> = files_below(dir.path())
+            .into_iter()
+            .filter(|f| {
+                f.extension()
+                    .is_some_and(|e| e == "parquet" || e == "pages")
+            })
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{project}: nothing written, and a walk led astray is dropped: {left:?}"
+        );
     }
-    let e = c.page_views("broken", w, 250, 0).await.unwrap_err();
+    let e = client(&base)
+        .page_views("broken", Window::day(day("2026-03-10")), 250, 0)
+        .await
+        .unwrap_err();
     assert!(
         matches!(&e.kind, ErrorKind::Malformed(m) if m.starts_with("page views body: ")),
         "{e}"
@@ -376,11 +421,21 @@ async fn every_hostile_page_gets_its_clear_error_and_nothing_is_written() {
 }
 
 /// An exporter of `out` (UTC days, on noon of 2026-03-15) and the one project `project` on the
-/// hostile server at `base`.
+/// hostile server at `base`, exporting page views.
 async fn one_project(
     base: &str,
     out: &std::path::Path,
     project: &str,
+) -> (docpipe::export::Exporter, Vec<docpipe::export::Target>) {
+    one_project_of(base, out, project, "page_views").await
+}
+
+/// [`one_project`] exporting `dataset`.
+async fn one_project_of(
+    base: &str,
+    out: &std::path::Path,
+    project: &str,
+    dataset: &'static str,
 ) -> (docpipe::export::Exporter, Vec<docpipe::export::Target>) {
     let exporter =
         docpipe::export::Exporter::open(out, docpipe::clock::ManualClock::new(noon()), 3)
@@ -390,7 +445,7 @@ async fn one_project(
         project: project.into(),
         client: client(base),
         start: None,
-        datasets: vec!["page_views"],
+        datasets: vec![dataset],
     }];
     (exporter, targets)
 }
@@ -661,24 +716,7 @@ async fn every_hostile_page_of_the_other_datasets_gets_its_clear_error_and_nothi
         ),
     ];
     for (case, dataset, want) in cases {
-        let dir = tempfile::tempdir().unwrap();
-        let exporter = docpipe::export::Exporter::open(
-            dir.path(),
-            docpipe::clock::ManualClock::new(noon()),
-            3,
-        )
-        .await
-        .unwrap();
-        let targets = vec![docpipe::export::Target {
-            project: case.into(),
-            client: client(&base),
-            start: None,
-            datasets: vec![dataset],
-        }];
-        let plan = exporter
-            .plan(&targets, day("2026-03-10"), day("2026-03-10"))
-            .unwrap();
-        let summary = exporter.run(&targets, &plan).await;
+        let (dir, summary) = export_day(&base, case, dataset).await;
         let failed: Vec<_> = summary
             .failed
             .iter()

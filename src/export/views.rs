@@ -1,0 +1,236 @@
+//! What page views bring to the window path: their page (rows in columns, read by their own
+//! fast reader), kept in the walk journal; offset paging and its guards; the checks of a day
+//! (pages contiguous, a path once, rows that sum to the totals); a persistent mismatch written
+//! with a doubt rather than refused; and their partitions (`page_views`, `site_totals`, the
+//! rows set aside in `rejects/`).
+
+use super::window::{Walk, Written};
+use super::{Due, ExportError, Exporter, WindowOutcome};
+use crate::api::Client;
+use crate::api::analytics::At;
+use crate::api::error::{ApiError, ErrorKind, Operation};
+use crate::api::views::{self, Counts, PAGE_LIMIT, Rows, Window};
+use crate::dataset::page_views::{self, PAGE_VIEWS};
+use crate::dataset::parquet as pq;
+use crate::store::{StoredPage, WrittenWindow};
+use chrono::{DateTime, Utc};
+
+/// What a probe compares for page views: the day's totals.
+fn view_fingerprint(t: &Counts) -> String {
+    format!("{}/{}/{}", t.human, t.ai, t.total)
+}
+
+/// The walk of a page-view day.
+pub(super) struct ViewWalk<'a> {
+    pub(super) due: &'a Due,
+    pub(super) window: Window,
+}
+
+impl Walk for ViewWalk<'_> {
+    type Page = StoredPage;
+
+    fn due(&self) -> &Due {
+        self.due
+    }
+
+    fn stored(&self, x: &Exporter) -> Result<Vec<StoredPage>, ExportError> {
+        Ok(x.state().pages(&self.due.project, self.due.day)?)
+    }
+
+    fn store(
+        &self,
+        x: &Exporter,
+        _n: usize,
+        page: &StoredPage,
+        _body: &[u8],
+    ) -> Result<(), ExportError> {
+        Ok(x.state()
+            .put_page(&self.due.project, self.due.day, page.offset, &page.page)?)
+    }
+
+    fn forget(&self, x: &Exporter) -> Result<(), ExportError> {
+        Ok(x.state().drop_pages(&self.due.project, self.due.day)?)
+    }
+
+    fn next(&self, pages: &[StoredPage]) -> Result<Option<At>, String> {
+        let zero_rows = || pages.iter().map(|p| views::zero_rows(&p.page)).sum();
+        views::next_offset(pages.len(), pages.last().map(|p| &p.page), zero_rows)
+            .map(|o| o.map(At::Offset))
+    }
+
+    async fn fetch(&self, client: &Client, at: &At) -> Result<(StoredPage, Vec<u8>), ExportError> {
+        let offset = match at {
+            At::Offset(o) => *o,
+            _ => 0,
+        };
+        let page = client
+            .page_views(&self.due.project, self.window, PAGE_LIMIT, offset)
+            .await?;
+        Ok((StoredPage { offset, page }, Vec::new()))
+    }
+
+    fn hash(&self, page: &StoredPage) -> Option<u64> {
+        (!page.page.views.is_empty()).then(|| views::rows_hash(&page.page.views))
+    }
+
+    fn astray(&self, detail: String) -> ExportError {
+        ApiError {
+            operation: Operation::PageViews,
+            target: format!(
+                "project {} ({} to {})",
+                self.due.project, self.window.from, self.window.to
+            ),
+            kind: ErrorKind::Paging(detail),
+        }
+        .into()
+    }
+
+    fn fingerprint(&self, first: &StoredPage) -> Option<String> {
+        // A day with rows set aside is walked again, never left as stored.
+        first
+            .page
+            .rejects
+            .is_empty()
+            .then(|| view_fingerprint(&first.page.totals))
+    }
+
+    fn settle(&self, x: &Exporter, first: &StoredPage) -> Result<(), ExportError> {
+        let (project, day) = (&self.due.project, self.due.day);
+        let rows = x
+            .state()
+            .windows(project)?
+            .get(&day)
+            .and_then(|w| w.rows)
+            .unwrap_or(0);
+        let site = page_views::write_site_totals(
+            x.output(),
+            project,
+            day,
+            first.page.totals,
+            rows,
+            x.clock.now(),
+            true,
+        )?;
+        pq::commit(site)?;
+        x.state().finalize_window(project, day)?;
+        Ok(())
+    }
+
+    fn check(&self, pages: &mut Vec<StoredPage>) -> Result<(), String> {
+        page_views::check(pages)
+    }
+
+    fn doubt(&self, mismatch: String) -> Result<String, ExportError> {
+        Ok(mismatch)
+    }
+
+    fn write(
+        &mut self,
+        x: &Exporter,
+        pages: Vec<StoredPage>,
+        mismatch: Option<String>,
+        requests: u64,
+    ) -> Result<Written, ExportError> {
+        let due = self.due;
+        let at: DateTime<Utc> = x.clock.now();
+        let mut rows: Vec<&Rows> = pages.iter().map(|p| &p.page.views).collect();
+        // A path appears once in the output, whatever the service sent (the check found it,
+        // so only a window with a mismatch can have one twice).
+        let deduplicated = mismatch
+            .as_ref()
+            .and_then(|_| page_views::first_of_each_path(&rows));
+        if let Some(d) = &deduplicated {
+            rows = vec![d];
+        }
+        let rejects: Vec<(u64, &crate::api::views::Reject)> = pages
+            .iter()
+            .flat_map(|p| p.page.rejects.iter().map(|r| (p.offset, r)))
+            .collect();
+        let totals = pages.last().map(|p| p.page.totals).unwrap_or_default();
+        // A day with rows set aside stays provisional: fetched again on the next run.
+        let is_final = due.becomes_final && mismatch.is_none() && rejects.is_empty();
+        let n = rows.iter().map(|r| r.len() as i64).sum();
+        let out = x.output();
+        let set_aside = if rejects.is_empty() {
+            page_views::remove_rejects(out, &due.project, due.day)?;
+            None
+        } else {
+            Some(page_views::write_rejects(
+                out,
+                &due.project,
+                due.day,
+                &rejects,
+                at,
+            )?)
+        };
+        let views = page_views::write_page_views(out, &due.project, due.day, &rows, at)?;
+        let site = match page_views::write_site_totals(
+            out,
+            &due.project,
+            due.day,
+            totals,
+            n,
+            at,
+            is_final,
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                views.abandon();
+                return Err(e.into());
+            }
+        };
+        x.crash.hit("before rename");
+        if let Some(r) = set_aside {
+            pq::commit(r)?;
+        }
+        pq::commit(views)?;
+        pq::commit(site)?;
+        x.crash.hit("before state commit");
+        x.state().finish(&WrittenWindow {
+            project: due.project.clone(),
+            day: due.day,
+            is_final,
+            rows: n,
+            totals,
+            requests,
+            mismatch: mismatch.clone(),
+            at,
+        })?;
+        // A day written with a doubt (a mismatch, rows set aside) is walked, not probed, next.
+        let clean = mismatch.is_none() && rejects.is_empty();
+        let fingerprint = view_fingerprint(&totals);
+        x.state().looked(
+            PAGE_VIEWS,
+            &due.project,
+            due.day,
+            clean.then_some(fingerprint.as_str()),
+            at,
+        )?;
+        Ok(Written::Views(WindowOutcome {
+            project: due.project.clone(),
+            day: due.day,
+            rows: n,
+            totals,
+            is_final,
+            requests,
+            mismatch,
+            rejected: rejects.len() as u64,
+        }))
+    }
+}
+
+impl Exporter {
+    /// The log lines of a page-view day written.
+    pub(super) fn log_view_window(&self, o: &WindowOutcome) {
+        if o.rejected > 0 {
+            tracing::warn!(project = %o.project, day = %o.day, rejected = o.rejected, "rows set aside in rejects/: counts docpipe cannot store faithfully; the day stays provisional");
+        }
+        if let Some(m) = &o.mismatch {
+            tracing::warn!(project = %o.project, day = %o.day, "window written with a persistent mismatch: {m}");
+        } else if self.events.draws() {
+            tracing::debug!(project = %o.project, day = %o.day, rows = o.rows, requests = o.requests, "window written");
+        } else {
+            tracing::info!(project = %o.project, day = %o.day, rows = o.rows, requests = o.requests, is_final = o.is_final, "window written");
+        }
+    }
+}

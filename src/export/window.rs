@@ -1,0 +1,269 @@
+//! The one window path every dataset goes through: a probe when the plan says so, the walk
+//! (resumed from the pages an interrupted run stored, each page stored as it comes, behind the
+//! guards against a service that leads it astray), the check (the window walked again once
+//! on a mismatch), the write and the record. What a dataset brings is its [`Walk`]: its
+//! decoded page (page views keep their column reader), how a page is fetched, kept and
+//! checked, and the partitions it writes. The run loop in `mod.rs` picks the walk.
+
+use super::{Due, ExportError, Exporter, Probed, RecordOutcome, Spend, Summary, WindowOutcome};
+use crate::api::Client;
+use crate::api::analytics::At;
+use crate::events::Event;
+use std::collections::HashMap;
+
+/// What a dataset brings to the window path.
+pub(super) trait Walk {
+    /// A decoded page.
+    type Page;
+    /// The window it walks.
+    fn due(&self) -> &Due;
+    /// The pages an interrupted walk stored, in order (none: the walk starts afresh).
+    fn stored(&self, x: &Exporter) -> Result<Vec<Self::Page>, ExportError>;
+    /// Keeps page `n` of the walk (page 0 starts a new walk), with its body as sent.
+    fn store(
+        &self,
+        x: &Exporter,
+        n: usize,
+        page: &Self::Page,
+        body: &[u8],
+    ) -> Result<(), ExportError>;
+    /// Drops the walk's stored pages.
+    fn forget(&self, x: &Exporter) -> Result<(), ExportError>;
+    /// Where the request after `pages` starts (`None`: the walk is complete), or why the
+    /// pages so far lead nowhere.
+    fn next(&self, pages: &[Self::Page]) -> Result<Option<At>, String>;
+    /// Fetches the page at `at`, with its body as sent.
+    async fn fetch(&self, client: &Client, at: &At) -> Result<(Self::Page, Vec<u8>), ExportError>;
+    /// A hash of a page's rows (`None`: it has none), for the guard against a service that
+    /// ignores the paging.
+    fn hash(&self, page: &Self::Page) -> Option<u64>;
+    /// The error of a walk the service led astray.
+    fn astray(&self, detail: String) -> ExportError;
+    /// What a probe compares with the stored one (`None`: the day cannot stand as stored).
+    fn fingerprint(&self, first: &Self::Page) -> Option<String>;
+    /// A probed day found as stored, now final: its partitions and state made final.
+    fn settle(&self, x: &Exporter, first: &Self::Page) -> Result<(), ExportError>;
+    /// The checks of a complete walk (rows sent twice alike may be dropped first).
+    fn check(&self, pages: &mut Vec<Self::Page>) -> Result<(), String>;
+    /// A mismatch found again after walking again: written with this doubt, or refused.
+    fn doubt(&self, mismatch: String) -> Result<String, ExportError>;
+    /// Writes the window's partitions and records it in the state.
+    fn write(
+        &mut self,
+        x: &Exporter,
+        pages: Vec<Self::Page>,
+        mismatch: Option<String>,
+        requests: u64,
+    ) -> Result<Written, ExportError>;
+}
+
+/// A window written: page views' outcome or another dataset's.
+pub(super) enum Written {
+    Views(WindowOutcome),
+    Records(RecordOutcome),
+}
+
+/// The pages of a walk, or `None` when the window's part of this run was spent first.
+type Pages<P> = Option<Vec<P>>;
+
+impl Exporter {
+    /// One window of any dataset: probed first when the plan says so (as stored: recorded as
+    /// looked at, made final when settled; changed: its first page stored), then walked,
+    /// checked, written and recorded. A window whose data the service sent astray loses its
+    /// stored pages, so that the next run fetches it afresh rather than resume into the same
+    /// refusal.
+    pub(super) async fn window<W: Walk>(
+        &self,
+        w: &mut W,
+        client: &Client,
+        spend: &Spend,
+        org: &str,
+        summary: &mut Summary,
+    ) -> Result<(), ExportError> {
+        let due = w.due().clone();
+        let dataset = due.dataset();
+        let label = due.purpose.request_kind();
+        let before = client.requests_sent();
+        if due.probe {
+            let probed = self.refused(w, self.probe(w, client).await);
+            self.spent(summary, dataset, "probe", client.requests_sent() - before);
+            let p = Probed {
+                dataset,
+                project: &due.project,
+                day: due.day,
+                becomes_final: due.becomes_final,
+                purpose: due.purpose,
+                expected: due.expected_requests,
+            };
+            if !summary.after_probe(&p, probed?, spend, org) {
+                return Ok(());
+            }
+        }
+        let mid = client.requests_sent();
+        let walked = self.refused(w, self.walk_checked(w, client, before).await);
+        self.spent(summary, dataset, label, client.requests_sent() - mid);
+        let Some((pages, mismatch)) = walked? else {
+            tracing::debug!(dataset, project = %due.project, day = %due.day, "walked in parts: the walk goes on next run");
+            summary.paused += 1;
+            return Ok(());
+        };
+        let requests = client.requests_sent() - before;
+        let written = w.write(self, pages, mismatch, requests);
+        let written = self.refused(w, written)?;
+        let (rows, rejected, window) = match &written {
+            Written::Views(o) => (o.rows, o.rejected, o.day.to_string()),
+            Written::Records(o) => (o.rows, 0, format!("{} {}", o.dataset, o.from)),
+        };
+        self.emit(Event::Written {
+            dataset,
+            project: &due.project,
+            window: &window,
+            rows,
+            rejected,
+            run_rows: summary.rows() + summary.record_rows() + rows,
+            run_requests: summary.requests + requests,
+        });
+        match written {
+            Written::Views(o) => {
+                self.log_view_window(&o);
+                summary.windows.push(o);
+            }
+            Written::Records(o) => {
+                if o.cut_off {
+                    tracing::debug!(project = %o.project, day = %o.from, "feedback_by_page: the service has more rows than the 100 it lets anyone fetch; the day's rows are marked cut_off");
+                }
+                tracing::debug!(dataset = o.dataset, project = %o.project, from = %o.from, to = %o.to, rows = o.rows, requests = o.requests, "window written");
+                summary.records.push(o);
+            }
+        }
+        Ok(())
+    }
+
+    /// `result`, the walk's stored pages dropped first when it refuses the service's data.
+    fn refused<W: Walk, T>(&self, w: &W, result: Result<T, ExportError>) -> Result<T, ExportError> {
+        if let Err(e) = &result
+            && e.refuses_data()
+        {
+            w.forget(self)?;
+        }
+        result
+    }
+
+    /// Fetches a day's first page and compares its fingerprint with the stored one: `None`
+    /// when equal (the day stands: recorded as looked at, and final when settled); otherwise
+    /// the page is stored as the walk's first and whether the walk is complete is returned.
+    async fn probe<W: Walk>(&self, w: &W, client: &Client) -> Result<Option<bool>, ExportError> {
+        let due = w.due();
+        let at = w.next(&[]).map_err(|d| w.astray(d))?.unwrap_or(At::Start);
+        let (page, body) = w.fetch(client, &at).await?;
+        let fingerprint = w.fingerprint(&page);
+        let stored = self
+            .state()
+            .look(due.dataset(), &due.project, due.day)?
+            .and_then(|l| l.fingerprint);
+        if fingerprint.is_some() && stored == fingerprint {
+            if due.becomes_final {
+                w.settle(self, &page)?;
+            }
+            self.state().looked(
+                due.dataset(),
+                &due.project,
+                due.day,
+                fingerprint.as_deref(),
+                self.clock.now(),
+            )?;
+            tracing::debug!(dataset = due.dataset(), project = %due.project, day = %due.day, "probe: the day is unchanged");
+            return Ok(None);
+        }
+        w.store(self, 0, &page, &body)?;
+        self.crash.hit("page stored");
+        let pages = [page];
+        Ok(Some(matches!(w.next(&pages), Ok(None))))
+    }
+
+    /// Walks the window (or resumes it) and checks it, walking it again once on a mismatch:
+    /// its pages and the mismatch that persisted (written with a doubt), or `None` when its
+    /// part of this run was spent first.
+    async fn walk_checked<W: Walk>(
+        &self,
+        w: &W,
+        client: &Client,
+        before: u64,
+    ) -> Result<Option<(Vec<W::Page>, Option<String>)>, ExportError> {
+        let Some(mut pages) = self.walk(w, client, before).await? else {
+            return Ok(None);
+        };
+        let Err(m) = w.check(&mut pages) else {
+            return Ok(Some((pages, None)));
+        };
+        let due = w.due();
+        tracing::warn!(dataset = due.dataset(), project = %due.project, day = %due.day, "{m}; walking the window again");
+        w.forget(self)?;
+        let Some(mut pages) = self.walk(w, client, before).await? else {
+            return Ok(None);
+        };
+        match w.check(&mut pages) {
+            Ok(()) => Ok(Some((pages, None))),
+            Err(m) => Ok(Some((pages, Some(w.doubt(m)?)))),
+        }
+    }
+
+    /// The pages of a walk: those an interrupted run stored, then the rest, each stored as it
+    /// comes; `None` when the window's part of this run (requests since `before`, see
+    /// [`Due::part`]) was spent before its end.
+    async fn walk<W: Walk>(
+        &self,
+        w: &W,
+        client: &Client,
+        before: u64,
+    ) -> Result<Pages<W::Page>, ExportError> {
+        let mut pages = w.stored(self)?;
+        let mut seen: HashMap<u64, usize> = pages
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| w.hash(p).map(|h| (h, i)))
+            .collect();
+        let part = w.due().part;
+        loop {
+            let at = match w.next(&pages) {
+                Ok(None) => return Ok(Some(pages)),
+                Ok(Some(_)) if part.is_some_and(|part| client.requests_sent() - before >= part) => {
+                    return Ok(None);
+                }
+                Ok(Some(at)) => at,
+                Err(detail) => return Err(w.astray(detail)),
+            };
+            let (page, body) = w.fetch(client, &at).await?;
+            let n = pages.len();
+            if let Some(h) = w.hash(&page)
+                && let Some(&earlier) = seen.get(&h)
+            {
+                let earlier_at = self.position(w, &pages[..earlier]);
+                return Err(w.astray(format!(
+                    "page {} repeats page {}: the service ignores the paging",
+                    show(&at, n),
+                    show(&earlier_at, earlier)
+                )));
+            }
+            if let Some(h) = w.hash(&page) {
+                seen.insert(h, n);
+            }
+            w.store(self, n, &page, &body)?;
+            self.crash.hit("page stored");
+            pages.push(page);
+        }
+    }
+
+    /// Where the page after `pages` was asked for (for a message).
+    fn position<W: Walk>(&self, w: &W, pages: &[W::Page]) -> At {
+        w.next(pages).ok().flatten().unwrap_or(At::Start)
+    }
+}
+
+/// A page's place in a walk, as a message names it: its offset, or its number.
+fn show(at: &At, n: usize) -> String {
+    match at {
+        At::Offset(o) => format!("at offset {o}"),
+        _ => (n + 1).to_string(),
+    }
+}
