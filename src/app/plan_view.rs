@@ -92,7 +92,7 @@ pub fn streams(ctx: &Context) -> Result<Vec<Stream>, StoreError> {
                     days
                 };
             if *name == PAGE_VIEWS {
-                let windows = st.windows(&p.id)?;
+                let windows = st.windows(PAGE_VIEWS, &p.id)?;
                 let looks = st.looks(PAGE_VIEWS, &p.id)?;
                 let cost = st.recent_rows(&p.id)?.map_or(1, |rows| {
                     (rows.max(1) as u64).div_ceil(u64::from(crate::api::views::PAGE_LIMIT))
@@ -115,9 +115,9 @@ pub fn streams(ctx: &Context) -> Result<Vec<Stream>, StoreError> {
                 .map_or(1, |n| n.max(1) as u64);
             match shape.windowing {
                 Windowing::Daily => {
-                    let known = st.record_days(shape.name, &p.id)?;
+                    let known = st.windows(shape.name, &p.id)?;
                     let looks = st.looks(shape.name, &p.id)?;
-                    let days = days(&|d| known.get(&d).copied(), &looks);
+                    let days = days(&|d| known.get(&d).map(|w| w.is_final), &looks);
                     out.push(stream(
                         cost,
                         Windows::Days {

@@ -70,7 +70,7 @@ pub async fn describe(
     let today = settings.today(now);
     let _ = writeln!(out, "state: {}", state.sql().name());
     for p in &settings.projects {
-        let windows = state.windows(&p.id)?;
+        let windows = state.windows(PAGE_VIEWS, &p.id)?;
         let mut known: Vec<NaiveDate> = windows.keys().copied().collect();
         known.sort();
         let start = p.first_day(today);
@@ -122,12 +122,12 @@ pub async fn describe(
                 .iter()
                 .filter(|d| d.dataset() == *name && d.project == p.id)
                 .collect();
-            let written = state.record_days(name, &p.id)?;
+            let written = state.windows(name, &p.id)?;
             let mut known: Vec<NaiveDate> = written.keys().copied().collect();
             known.sort();
             let line = match shape.windowing {
                 crate::dataset::Windowing::Daily => {
-                    let provisional = written.values().filter(|f| !**f).count();
+                    let provisional = written.values().filter(|w| !w.is_final).count();
                     match (known.first(), known.last()) {
                         (Some(a), Some(b)) => format!(
                             "{} days ({a}..{b}), {provisional} provisional; `export` would fetch {} days",

@@ -898,7 +898,7 @@ impl Exporter {
         let rule = self.due_rule(PAGE_VIEWS);
         for t in targets.iter().filter(|t| t.exports_page_views()) {
             let from = t.start.unwrap_or(from);
-            let known = self.state().windows(&t.project)?;
+            let known = self.state().windows(PAGE_VIEWS, &t.project)?;
             let looks = self.state().looks(PAGE_VIEWS, &t.project)?;
             let per_window = self.state().recent_rows(&t.project)?.map_or(1, |rows| {
                 (rows.max(1) as u64).div_ceil(u64::from(PAGE_LIMIT))

@@ -387,9 +387,7 @@ impl Walk for RecordWalker<'_> {
 
     fn settle(&self, x: &Exporter, first: &Page) -> Result<(), ExportError> {
         let (shape, d) = (self.shape, self.due);
-        let rows = x
-            .state()
-            .finalize_record_day(shape.name, &d.project, d.day)?;
+        let rows = x.state().finalize_day(shape.name, &d.project, d.day)?;
         if let Some(table) = shape.totals_table {
             let tdir = partition_dir(x.output(), table, &d.project, d.day);
             let t = shape
@@ -540,14 +538,14 @@ impl Exporter {
                 match shape.windowing {
                     Windowing::OnDemand => {}
                     Windowing::Daily => {
-                        let known = self.state().record_days(shape.name, &t.project)?;
+                        let known = self.state().windows(shape.name, &t.project)?;
                         let looks = self.state().looks(shape.name, &t.project)?;
                         let mut day = to;
                         while day >= from {
                             let exists = partition_dir(self.output(), shape.table, &t.project, day)
                                 .join(PART)
                                 .is_file();
-                            if known.get(&day) == Some(&true) && exists {
+                            if known.get(&day).is_some_and(|w| w.is_final) && exists {
                                 skipped += 1;
                             } else if crate::api::views::day_exists(day, self.tz) {
                                 let walk = RecordWalk {
@@ -559,7 +557,7 @@ impl Exporter {
                                 let look = looks.get(&day);
                                 let state = DayState {
                                     age: (self.today() - day).num_days(),
-                                    written: exists && known.get(&day) == Some(&false),
+                                    written: exists && known.get(&day).is_some_and(|w| !w.is_final),
                                     stored: stored(&walk)?,
                                     complete: false,
                                     probe_able: look.is_some_and(|l| l.fingerprint.is_some()),

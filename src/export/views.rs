@@ -96,12 +96,7 @@ impl Walk for ViewWalk<'_> {
 
     fn settle(&self, x: &Exporter, first: &StoredPage) -> Result<(), ExportError> {
         let (project, day) = (&self.due.project, self.due.day);
-        let rows = x
-            .state()
-            .windows(project)?
-            .get(&day)
-            .and_then(|w| w.rows)
-            .unwrap_or(0);
+        let rows = x.state().finalize_day(PAGE_VIEWS, project, day)?;
         let site = page_views::write_site_totals(
             x.output(),
             project,
@@ -112,7 +107,6 @@ impl Walk for ViewWalk<'_> {
             true,
         )?;
         pq::commit(site)?;
-        x.state().finalize_window(project, day)?;
         Ok(())
     }
 

@@ -209,20 +209,9 @@ impl Store {
         })
     }
 
-    /// Marks a page-view day final (a probe found it unchanged past the lateness allowance).
-    pub fn finalize_window(&self, project: &str, day: NaiveDate) -> Result<(), StoreError> {
-        let p = vec![Value::from(project), day.into()];
-        self.sql.tx(move |tx| {
-            tx.exec(
-                "UPDATE windows SET final = 1 WHERE project = ?1 AND day = ?2",
-                &p,
-            )
-            .map(|_| ())
-        })
-    }
-
-    /// Marks a day of another dataset final; returns the rows it holds.
-    pub fn finalize_record_day(
+    /// Marks a day of a dataset final (a probe found it unchanged past the lateness
+    /// allowance); returns the rows it holds.
+    pub fn finalize_day(
         &self,
         dataset: &str,
         project: &str,
@@ -231,14 +220,14 @@ impl Store {
         let p = three(dataset, project, day);
         self.sql.tx(move |tx| {
             tx.exec(
-                "UPDATE record_windows SET final = 1 WHERE dataset = ?1 AND project = ?2 AND day = ?3",
+                "UPDATE windows SET final = 1 WHERE dataset = ?1 AND project = ?2 AND day = ?3",
                 &p,
             )?;
             tx.row(
-                "SELECT rows FROM record_windows WHERE dataset = ?1 AND project = ?2 AND day = ?3",
+                "SELECT rows FROM windows WHERE dataset = ?1 AND project = ?2 AND day = ?3",
                 &p,
             )?
-            .map_or(Ok(0), |r| r.int(0))
+            .map_or(Ok(0), |r| Ok(r.opt_int(0)?.unwrap_or(0)))
         })
     }
 }

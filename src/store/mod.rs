@@ -1,9 +1,9 @@
 //! Every table of state, in the output folder's SQLite file (`state.sqlite`, opened once per
 //! process) or on a PostgreSQL server shared by several daemons (`[state] url`), each table
-//! written once against `sql.rs`: the page-view days written (`windows.rs`) and their walks in
-//! progress (`walks.rs`: pages in journal files beside the SQLite file, see `journal.rs`, or
-//! rows of `walk_pages` on PostgreSQL), the other datasets' days, spans and stored pages
-//! (`records.rs`), the looks the planner decides from (`freshness.rs`), the backfill queue,
+//! written once against `sql.rs`: every dataset's days written (`windows.rs`), page views'
+//! walks in progress (`walks.rs`: pages in journal files beside the SQLite file, see
+//! `journal.rs`, or rows of `walk_pages` on PostgreSQL), the other datasets' spans and stored
+//! pages (`records.rs`), the looks the planner decides from (`freshness.rs`), the backfill queue,
 //! window claims, heartbeats and the rule ledger; and the rate budget's request log (in the
 //! same place, or in `budget_db`, which then holds only the budget's tables).
 
@@ -155,19 +155,6 @@ impl Db {
 }
 
 const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS windows (
-    project TEXT NOT NULL,
-    day TEXT NOT NULL,
-    final INTEGER NOT NULL DEFAULT 0,
-    rows INTEGER,
-    human INTEGER,
-    ai INTEGER,
-    total INTEGER,
-    requests INTEGER NOT NULL DEFAULT 0,
-    mismatch TEXT,
-    done_at TEXT,
-    PRIMARY KEY (project, day)
-);
 -- The walk in progress of a window: its journal (see `journal.rs`) must carry this id.
 CREATE TABLE IF NOT EXISTS walks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -218,6 +205,7 @@ impl Store {
     /// Opens (and creates) the state database at `path`; the journals go in `.walks/` beside it.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let db = Arc::new(Db::open(path, SCHEMA)?);
+        db.with_conn(windows::one_table)?;
         db.ensure(records::SCHEMA)?;
         db.ensure(freshness::SCHEMA)?;
         db.ensure(queue::SCHEMA)?;

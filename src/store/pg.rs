@@ -261,6 +261,17 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "looks no longer count their changes (nothing read the counts)",
         "ALTER TABLE freshness DROP COLUMN looks, DROP COLUMN changes;",
     ),
+    (
+        6,
+        "the days of every dataset in one table (windows)",
+        "ALTER TABLE windows ADD COLUMN dataset TEXT NOT NULL DEFAULT 'page_views';
+        ALTER TABLE windows ALTER COLUMN dataset DROP DEFAULT;
+        ALTER TABLE windows DROP CONSTRAINT windows_pkey;
+        ALTER TABLE windows ADD PRIMARY KEY (dataset, project, day);
+        INSERT INTO windows (dataset, project, day, final, rows, requests, done_at)
+          SELECT dataset, project, day, final, rows, requests, done_at FROM record_windows;
+        DROP TABLE record_windows;",
+    ),
 ];
 
 /// The advisory lock key that serializes migrations ("docpipe" in ASCII).

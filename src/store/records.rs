@@ -1,11 +1,12 @@
-//! The state of the datasets read through the generic walk: the pages of walks in progress
-//! (their bodies as the service sent them, so that a killed run resumes at the next page), the
-//! days written, the last day a span walk reached, and the threads fetched.
+//! The state of the datasets described by a shape: the pages of walks in progress (their
+//! bodies as the service sent them, so that a killed run resumes at the next page), their days
+//! written (into the one `windows` table), the last day a span walk reached, and the threads
+//! fetched.
 
 use super::sql::{Row, SqlError, Value};
 use super::{Store, StoreError};
 use chrono::{DateTime, NaiveDate, Utc};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS record_pages (
@@ -16,16 +17,6 @@ CREATE TABLE IF NOT EXISTS record_pages (
     seq INTEGER NOT NULL,
     body BLOB NOT NULL,
     PRIMARY KEY (dataset, project, from_day, seq)
-);
-CREATE TABLE IF NOT EXISTS record_windows (
-    dataset TEXT NOT NULL,
-    project TEXT NOT NULL,
-    day TEXT NOT NULL,
-    final INTEGER NOT NULL,
-    rows INTEGER NOT NULL,
-    requests INTEGER NOT NULL,
-    done_at TEXT NOT NULL,
-    PRIMARY KEY (dataset, project, day)
 );
 CREATE TABLE IF NOT EXISTS record_spans (
     dataset TEXT NOT NULL,
@@ -189,7 +180,7 @@ impl Store {
         self.sql.tx(move |tx| {
             for (d, rows) in &days {
                 tx.exec(
-                    "INSERT INTO record_windows (dataset, project, day, final, rows, requests, done_at)
+                    "INSERT INTO windows (dataset, project, day, final, rows, requests, done_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                      ON CONFLICT (dataset, project, day) DO UPDATE SET final = excluded.final,
                        rows = excluded.rows, requests = excluded.requests, done_at = excluded.done_at",
@@ -220,30 +211,12 @@ impl Store {
         })
     }
 
-    /// The days of a dataset and project written, and whether each is final.
-    pub fn record_days(
-        &self,
-        dataset: &str,
-        project: &str,
-    ) -> Result<HashMap<NaiveDate, bool>, StoreError> {
-        let p = two(dataset, project);
-        self.sql.read(move |tx| {
-            tx.rows(
-                "SELECT day, final FROM record_windows WHERE dataset = ?1 AND project = ?2",
-                &p,
-            )?
-            .iter()
-            .map(|r| Ok((r.day(0)?, r.int(1)? != 0)))
-            .collect()
-        })
-    }
-
     /// The most requests one of the latest 7 windows took (for estimates), if any.
     pub fn recent_requests(&self, dataset: &str, project: &str) -> Result<Option<i64>, StoreError> {
         let p = two(dataset, project);
         self.sql.read(move |tx| {
             tx.row(
-                "SELECT max(requests) FROM (SELECT requests FROM record_windows WHERE dataset = ?1 AND project = ?2 ORDER BY day DESC LIMIT 7) AS latest",
+                "SELECT max(requests) FROM (SELECT requests FROM windows WHERE dataset = ?1 AND project = ?2 ORDER BY day DESC LIMIT 7) AS latest",
                 &p,
             )?
             .map_or(Ok(None), |r| r.opt_int(0))
@@ -259,7 +232,7 @@ impl Store {
         let p = two(dataset, project);
         self.sql.read(move |tx| {
             tx.row(
-                "SELECT max(requests), count(*) FROM record_windows WHERE dataset = ?1 AND project = ?2
+                "SELECT max(requests), count(*) FROM windows WHERE dataset = ?1 AND project = ?2
                  GROUP BY done_at ORDER BY done_at DESC LIMIT 1",
                 &p,
             )?

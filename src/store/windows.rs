@@ -1,4 +1,6 @@
-//! The `windows` table: what was written for each project-day, and whether it is final.
+//! The `windows` table: what was written for each dataset's project-day, and whether it is
+//! final; page views add their totals and a persistent mismatch. Before schema 6 it held page
+//! views' days alone, and `record_windows` the other datasets': [`one_table`] makes one of them.
 
 use super::sql::Value;
 use super::{Store, StoreError};
@@ -38,16 +40,17 @@ pub struct WrittenWindow {
 }
 
 impl Store {
-    /// The state of every window of a project that the database knows.
+    /// The state of every day of a dataset and project that the database knows.
     pub fn windows(
         &self,
+        dataset: &str,
         project: &str,
     ) -> Result<std::collections::HashMap<NaiveDate, WindowState>, StoreError> {
-        let p = vec![Value::from(project)];
+        let p = vec![Value::from(dataset), Value::from(project)];
         self.sql.read(move |tx| {
             let mut out = std::collections::HashMap::new();
             for r in tx.rows(
-                "SELECT day, final, rows, mismatch FROM windows WHERE project = ?1",
+                "SELECT day, final, rows, mismatch FROM windows WHERE dataset = ?1 AND project = ?2",
                 &p,
             )? {
                 if let Ok(d) = NaiveDate::parse_from_str(&r.text(0)?, "%Y-%m-%d") {
@@ -108,9 +111,9 @@ impl Store {
         ];
         self.sql.tx(move |tx| {
             tx.exec(
-                "INSERT INTO windows (project, day, final, rows, human, ai, total, requests, mismatch, done_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                 ON CONFLICT (project, day) DO UPDATE SET final = excluded.final, rows = excluded.rows,
+                "INSERT INTO windows (dataset, project, day, final, rows, human, ai, total, requests, mismatch, done_at)
+                 VALUES ('page_views', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT (dataset, project, day) DO UPDATE SET final = excluded.final, rows = excluded.rows,
                    human = excluded.human, ai = excluded.ai, total = excluded.total,
                    requests = excluded.requests, mismatch = excluded.mismatch, done_at = excluded.done_at",
                 &p,
@@ -121,16 +124,77 @@ impl Store {
         self.remove_journal(&done.project, done.day)
     }
 
-    /// The most recent row count of a project (for estimates), if any.
+    /// The most recent row count of a project's page views (for estimates), if any.
     pub fn recent_rows(&self, project: &str) -> Result<Option<i64>, StoreError> {
         let p = vec![Value::from(project)];
         self.sql.read(move |tx| {
             tx.row(
-                "SELECT rows FROM windows WHERE project = ?1 AND rows IS NOT NULL ORDER BY day DESC LIMIT 1",
+                "SELECT rows FROM windows WHERE dataset = 'page_views' AND project = ?1 AND rows IS NOT NULL ORDER BY day DESC LIMIT 1",
                 &p,
             )?
             .map(|r| r.int(0))
             .transpose()
         })
     }
+}
+
+/// The days written, every dataset's; page views add their totals and a persistent mismatch.
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS windows (
+    dataset TEXT NOT NULL,
+    project TEXT NOT NULL,
+    day TEXT NOT NULL,
+    final INTEGER NOT NULL DEFAULT 0,
+    rows INTEGER,
+    human INTEGER,
+    ai INTEGER,
+    total INTEGER,
+    requests INTEGER NOT NULL DEFAULT 0,
+    mismatch TEXT,
+    done_at TEXT,
+    PRIMARY KEY (dataset, project, day)
+);
+";
+
+/// Makes one `windows` table of a state file written before schema 6 (page views' days in
+/// `windows` without a dataset, the other datasets' in `record_windows`), in one transaction;
+/// nothing to do in a newer file.
+pub(super) fn one_table(c: &mut rusqlite::Connection) -> rusqlite::Result<()> {
+    let has_dataset = c
+        .prepare("SELECT 1 FROM pragma_table_info('windows') WHERE name = 'dataset'")?
+        .exists([])?;
+    let records = c
+        .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'record_windows'")?
+        .exists([])?;
+    if has_dataset && !records {
+        return Ok(());
+    }
+    // A new file has no `windows` yet: made here.
+    let tx = c.transaction()?;
+    let before_6 = !has_dataset
+        && tx
+            .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'windows'")?
+            .exists([])?;
+    if before_6 {
+        tx.execute_batch("ALTER TABLE windows RENAME TO windows_before_6;")?;
+    }
+    tx.execute_batch(SCHEMA)?;
+    if before_6 {
+        tx.execute_batch(
+            "INSERT INTO windows (dataset, project, day, final, rows, human, ai, total, requests, mismatch, done_at)
+               SELECT 'page_views', project, day, final, rows, human, ai, total, requests, mismatch, done_at
+               FROM windows_before_6;
+             DROP TABLE windows_before_6;",
+        )?;
+        tracing::info!("state database: the days of every dataset now in one table (windows)");
+    }
+    if records {
+        tx.execute_batch(
+            "INSERT INTO windows (dataset, project, day, final, rows, requests, done_at)
+               SELECT dataset, project, day, final, rows, requests, done_at FROM record_windows
+               WHERE true ON CONFLICT (dataset, project, day) DO NOTHING;
+             DROP TABLE record_windows;",
+        )?;
+    }
+    tx.commit()
 }

@@ -341,7 +341,7 @@ async fn sigterm_mid_export_leaves_consistent_state_and_the_next_start_resumes()
     assert!(tmp_files(&out).is_empty());
     let state = docpipe::store::Store::open(&out.join("state.sqlite")).unwrap();
     for p in ["alpha", "beta", "gamma"] {
-        assert_eq!(state.windows(p).unwrap().len(), 41, "{p}");
+        assert_eq!(state.windows("page_views", p).unwrap().len(), 41, "{p}");
     }
 }
 
@@ -769,7 +769,7 @@ mod shared {
         assert!(org_a <= 100, "{org_a}");
         let served: u64 = views.by_project.values().sum();
         let counted: u64 = server
-            .psql("SELECT SUM(requests) FROM windows")
+            .psql("SELECT SUM(requests) FROM windows WHERE dataset = 'page_views'")
             .parse()
             .unwrap();
         assert!(

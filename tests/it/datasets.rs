@@ -410,7 +410,7 @@ async fn every_dataset_exported_with_faults_on_equals_the_emulators_truth() {
     let conn = rusqlite::Connection::open(out.join("state.sqlite")).unwrap();
     let took = conn
         .query_row(
-            "SELECT max(requests) FROM (SELECT requests FROM record_windows WHERE dataset = 'searches' AND project = 'alpha' ORDER BY day DESC LIMIT 7)",
+            "SELECT max(requests) FROM (SELECT requests FROM windows WHERE dataset = 'searches' AND project = 'alpha' ORDER BY day DESC LIMIT 7)",
             [],
             |r| r.get::<_, i64>(0),
         )

@@ -381,7 +381,7 @@ async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_on
     drop(state);
     let conn = rusqlite::Connection::open(out.join("state.sqlite")).unwrap();
     let done: Vec<(String, String)> = conn
-        .prepare("SELECT project, day FROM windows ORDER BY project")
+        .prepare("SELECT project, day FROM windows WHERE dataset = 'page_views' ORDER BY project")
         .unwrap()
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap()

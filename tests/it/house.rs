@@ -96,3 +96,111 @@ async fn status_and_rules_check_read_without_the_folder_lock_and_open_the_state_
     assert_eq!(count(&stderr, "SQLite file opened"), 1, "{stderr}");
     assert_eq!(count(&stderr, "plan made"), 1, "{stderr}");
 }
+
+/// Copies a folder, recursively.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_folder_written_by_66ba354_opens_in_one_windows_table_and_goes_on_without_fetching_a_final_day()
+ {
+    // `tests/fixtures/folder-66ba354`: `docpipe backfill --from 2026-03-08 --to 2026-03-10` of the
+    // three test projects' default datasets, by commit 66ba354 on the emulator's small data
+    // (page views' days in `windows`, the other datasets' in `record_windows`).
+    let fixture = root().join("tests/fixtures/folder-66ba354");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    copy_dir(&fixture, &out);
+    let before = dataset(&out);
+    let live = Live::start(small()).await;
+    let mut targets = targets(&live, open_limits());
+    for t in &mut targets {
+        t.datasets = docpipe::dataset::default_names();
+    }
+    let exporter = docpipe::export::Exporter::open(&out, live.clock.clone(), 3)
+        .await
+        .unwrap();
+    // One table: page views' 9 days and the other datasets' days, each under its dataset.
+    let conn = rusqlite::Connection::open(out.join("state.sqlite")).unwrap();
+    let by_dataset: Vec<(String, i64, i64)> = conn
+        .prepare(
+            "SELECT dataset, COUNT(*), SUM(final) FROM windows GROUP BY dataset ORDER BY dataset",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let want: Vec<(String, i64, i64)> = [
+        ("assistant", 9, 0),
+        ("caller_stats", 9, 9),
+        ("feedback", 9, 0),
+        ("feedback_by_page", 9, 9),
+        ("page_views", 9, 9),
+        ("searches", 9, 9),
+        ("visitors", 9, 9),
+    ]
+    .iter()
+    .map(|(d, n, f)| (d.to_string(), *n, *f))
+    .collect();
+    assert_eq!(by_dataset, want);
+    assert!(!sqlite_tables(&out.join("state.sqlite")).contains(&"record_windows".to_string()));
+    // The final days are skipped without a request; the day after them is fetched (the spans,
+    // feedback and assistant turns, are never final: walked again over their re-check days).
+    let plan = exporter
+        .plan(&targets, day("2026-03-08"), day("2026-03-11"))
+        .unwrap();
+    let due: Vec<_> = plan
+        .due
+        .iter()
+        .filter(|d| !d.is_span() && d.day < day("2026-03-11"))
+        .map(|d| (d.dataset(), d.project.clone(), d.day))
+        .collect();
+    assert_eq!(due, [], "no final day is due again");
+    assert_eq!(plan.skipped_final, 45);
+    let summary = exporter.run(&targets, &plan).await;
+    assert!(summary.failed.is_empty(), "{:?}", summary.failed);
+    assert!(summary.windows.iter().all(|w| w.day == day("2026-03-11")));
+    assert_eq!(summary.windows.len(), 3);
+    let daily: Vec<_> = summary
+        .records
+        .iter()
+        .filter(|r| {
+            r.to == r.from.succ_opt().unwrap() && !["feedback", "assistant"].contains(&r.dataset)
+        })
+        .map(|r| (r.dataset, r.from))
+        .collect();
+    assert_eq!(daily.len(), 12, "{daily:?}");
+    assert!(
+        daily.iter().all(|(_, d)| *d == day("2026-03-11")),
+        "{daily:?}"
+    );
+    // The final days' partitions written by 66ba354 are as they were (the spans' were
+    // walked again).
+    let after = dataset(&out);
+    let spans = ["feedback/", "feedback_undated/", "assistant_turns/"];
+    let mut kept = 0;
+    for (file, rows) in before
+        .iter()
+        .filter(|(f, _)| !spans.iter().any(|s| f.starts_with(s)))
+    {
+        let now = after.iter().find(|(f, _)| f == file);
+        assert!(
+            now.map(|(_, r)| r) == Some(rows),
+            "{} changed",
+            file.display()
+        );
+        kept += 1;
+    }
+    assert_eq!(kept, 72);
+}
