@@ -1,7 +1,7 @@
 //! `docpipe status`: what the state database knows, per project, and what the planner would do
 //! now; reads only, needs no key.
 
-use crate::app::plan_view::plan_view;
+use crate::app::plan_view::{PlanView, plan_view};
 use crate::app::{Access, Context, Keys};
 use crate::clock::{self, SharedClock};
 use crate::config::Settings;
@@ -65,110 +65,145 @@ pub async fn describe(
     }
     let now = clock.now();
     let ctx = Context::open(settings.clone(), clock, Access::Shared, Keys::None).await?;
-    let state = ctx.store();
     let view = plan_view(&ctx)?;
+    let _ = writeln!(out, "state: {}", ctx.store().sql().name());
     let today = settings.today(now);
-    let _ = writeln!(out, "state: {}", state.sql().name());
     for p in &settings.projects {
-        let windows = state.windows(PAGE_VIEWS, &p.id)?;
-        let mut known: Vec<NaiveDate> = windows.keys().copied().collect();
-        known.sort();
-        let start = p.first_day(today);
-        let due = view
-            .due
-            .due
-            .iter()
-            .filter(|d| d.project == p.id && d.dataset() == PAGE_VIEWS)
-            .count();
-        let last_final = known.iter().rev().find(|d| windows[*d].is_final);
-        let provisional: Vec<NaiveDate> = known
-            .iter()
-            .filter(|d| !windows[*d].is_final)
-            .copied()
-            .collect();
-        let mismatches = windows.values().filter(|w| w.mismatch.is_some()).count();
-        let _ = match (known.first(), known.last()) {
-            (Some(first), Some(last)) => writeln!(
-                out,
-                "project {}: {} days exported ({first}..{last}), last final day {}, {} provisional{}{}; `export` would fetch {due} days from {start}",
-                p.id,
-                known.len(),
-                last_final.map_or("none".to_string(), ToString::to_string),
-                provisional.len(),
-                if provisional.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", days(&provisional))
-                },
-                if mismatches > 0 {
-                    format!(", {mismatches} with a persistent mismatch")
-                } else {
-                    String::new()
-                },
-            ),
-            _ => writeln!(
-                out,
-                "project {}: nothing exported; `export` would fetch {due} days from {start}",
-                p.id
-            ),
-        };
+        page_view_line(&mut out, &ctx, &view, p, today)?;
         for name in p.datasets.iter().filter(|d| **d != PAGE_VIEWS) {
-            let Some(shape) = crate::dataset::shape_by_name(name) else {
-                continue;
-            };
-            let due: Vec<_> = view
-                .due
-                .due
-                .iter()
-                .filter(|d| d.dataset() == *name && d.project == p.id)
-                .collect();
-            let written = state.windows(name, &p.id)?;
-            let mut known: Vec<NaiveDate> = written.keys().copied().collect();
-            known.sort();
-            let line = match shape.windowing {
-                crate::dataset::Windowing::Daily => {
-                    let provisional = written.values().filter(|w| !w.is_final).count();
-                    match (known.first(), known.last()) {
-                        (Some(a), Some(b)) => format!(
-                            "{} days ({a}..{b}), {provisional} provisional; `export` would fetch {} days",
-                            known.len(),
-                            due.len()
-                        ),
-                        _ => format!("nothing exported; `export` would fetch {} days", due.len()),
-                    }
-                }
-                crate::dataset::Windowing::Span { .. } => {
-                    let walks = due
-                        .iter()
-                        .map(|d| format!("{}..{}", d.day, d.to.pred_opt().unwrap_or(d.to)))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    let walks = if walks.is_empty() {
-                        let look = state.span_look(name, &p.id)?;
-                        match look.walked_at {
-                            Some(at) => {
-                                format!("nothing (walked {} ago: not due yet)", short(now - at))
-                            }
-                            None => "nothing".to_string(),
-                        }
-                    } else {
-                        walks
-                    };
-                    match state.span_through(name, &p.id)? {
-                        Some(t) => format!(
-                            "fetched through {}; `export` would walk {walks}",
-                            t.pred_opt().unwrap_or(t)
-                        ),
-                        None => format!("nothing exported; `export` would walk {walks}"),
-                    }
-                }
-                crate::dataset::Windowing::OnDemand => {
-                    format!("{} threads fetched", state.threads_fetched(&p.id)?.len())
-                }
-            };
-            let _ = writeln!(out, "  {name}: {line}");
+            if let Some(line) = dataset_line(&ctx, &view, p, name, now)? {
+                let _ = writeln!(out, "  {name}: {line}");
+            }
         }
     }
+    plan_lines(&mut out, &ctx, &view)?;
+    daemon_lines(&mut out, &ctx, &view, now)?;
+    budget_lines(&mut out, &ctx, now);
+    rule_lines(&mut out, &ctx, firings)?;
+    Ok(out)
+}
+
+/// A project's page views: the days exported, the last final one, the provisional ones.
+fn page_view_line(
+    out: &mut String,
+    ctx: &Context,
+    view: &PlanView,
+    p: &crate::config::Project,
+    today: NaiveDate,
+) -> anyhow::Result<()> {
+    let state = ctx.store();
+    let windows = state.windows(PAGE_VIEWS, &p.id)?;
+    let mut known: Vec<NaiveDate> = windows.keys().copied().collect();
+    known.sort();
+    let start = p.first_day(today);
+    let due = view
+        .due
+        .due
+        .iter()
+        .filter(|d| d.project == p.id && d.dataset() == PAGE_VIEWS)
+        .count();
+    let last_final = known.iter().rev().find(|d| windows[*d].is_final);
+    let provisional: Vec<NaiveDate> = known
+        .iter()
+        .filter(|d| !windows[*d].is_final)
+        .copied()
+        .collect();
+    let mismatches = windows.values().filter(|w| w.mismatch.is_some()).count();
+    let _ = match (known.first(), known.last()) {
+        (Some(first), Some(last)) => writeln!(
+            out,
+            "project {}: {} days exported ({first}..{last}), last final day {}, {} provisional{}{}; `export` would fetch {due} days from {start}",
+            p.id,
+            known.len(),
+            last_final.map_or("none".to_string(), ToString::to_string),
+            provisional.len(),
+            if provisional.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", days(&provisional))
+            },
+            if mismatches > 0 {
+                format!(", {mismatches} with a persistent mismatch")
+            } else {
+                String::new()
+            },
+        ),
+        _ => writeln!(
+            out,
+            "project {}: nothing exported; `export` would fetch {due} days from {start}",
+            p.id
+        ),
+    };
+    Ok(())
+}
+
+/// A dataset's line beside page views: its days, or its span's reach, or its threads.
+fn dataset_line(
+    ctx: &Context,
+    view: &PlanView,
+    p: &crate::config::Project,
+    name: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<Option<String>> {
+    let state = ctx.store();
+    let Some(shape) = crate::dataset::shape_by_name(name) else {
+        return Ok(None);
+    };
+    let due: Vec<_> = view
+        .due
+        .due
+        .iter()
+        .filter(|d| d.dataset() == name && d.project == p.id)
+        .collect();
+    let written = state.windows(name, &p.id)?;
+    let mut known: Vec<NaiveDate> = written.keys().copied().collect();
+    known.sort();
+    let line = match shape.windowing {
+        crate::dataset::Windowing::Daily => {
+            let provisional = written.values().filter(|w| !w.is_final).count();
+            match (known.first(), known.last()) {
+                (Some(a), Some(b)) => format!(
+                    "{} days ({a}..{b}), {provisional} provisional; `export` would fetch {} days",
+                    known.len(),
+                    due.len()
+                ),
+                _ => format!("nothing exported; `export` would fetch {} days", due.len()),
+            }
+        }
+        crate::dataset::Windowing::Span { .. } => {
+            let walks = due
+                .iter()
+                .map(|d| format!("{}..{}", d.day, d.to.pred_opt().unwrap_or(d.to)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let walks = if walks.is_empty() {
+                let look = state.span_look(name, &p.id)?;
+                match look.walked_at {
+                    Some(at) => {
+                        format!("nothing (walked {} ago: not due yet)", short(now - at))
+                    }
+                    None => "nothing".to_string(),
+                }
+            } else {
+                walks
+            };
+            match state.span_through(name, &p.id)? {
+                Some(t) => format!(
+                    "fetched through {}; `export` would walk {walks}",
+                    t.pred_opt().unwrap_or(t)
+                ),
+                None => format!("nothing exported; `export` would walk {walks}"),
+            }
+        }
+        crate::dataset::Windowing::OnDemand => {
+            format!("{} threads fetched", state.threads_fetched(&p.id)?.len())
+        }
+    };
+    Ok(Some(line))
+}
+
+/// What `export` would do now, the planner's next 24 hours and the backfills queued.
+fn plan_lines(out: &mut String, ctx: &Context, view: &PlanView) -> anyhow::Result<()> {
     let _ = writeln!(
         out,
         "export now: {} windows, about {} requests, ETA {}",
@@ -183,7 +218,7 @@ pub async fn describe(
             view.due.fresh
         );
     }
-    let (streams, forecast) = crate::app::plan_view::forecast(&ctx)?;
+    let (streams, forecast) = crate::app::plan_view::forecast(ctx)?;
     let _ = writeln!(out, "planner, the next 24 hours:");
     for f in &forecast {
         let _ = writeln!(out, "  {}", f.paragraph(&streams));
@@ -236,6 +271,17 @@ pub async fn describe(
             eta(plan)
         );
     }
+    Ok(())
+}
+
+/// The daemons: alive or not, what each holds.
+fn daemon_lines(
+    out: &mut String,
+    ctx: &Context,
+    view: &PlanView,
+    now: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<()> {
+    let state = ctx.store();
     let daemons = state.daemons().all()?;
     if daemons.is_empty() {
         let _ = writeln!(out, "daemons: none running");
@@ -288,30 +334,39 @@ pub async fn describe(
             )
         };
     }
-    {
-        let budget = ctx.budget();
-        for o in &settings.organizations {
-            let scope = format!("analytics:{}", o.id);
+    Ok(())
+}
+
+/// The requests used in the last hour, per budget.
+fn budget_lines(out: &mut String, ctx: &Context, now: chrono::DateTime<chrono::Utc>) {
+    let settings = &ctx.settings;
+    let budget = ctx.budget();
+    for o in &settings.organizations {
+        let scope = format!("analytics:{}", o.id);
+        let _ = writeln!(
+            out,
+            "budget {scope}: {} of {} requests used in the last hour",
+            budget.used(&scope, now),
+            o.limits.effective(o.limits.analytics_per_hour)
+        );
+    }
+    let limits = settings.agent_limits();
+    for p in &settings.projects {
+        let scope = format!("agent:{}", p.id);
+        let used = budget.used(&scope, now);
+        if used > 0 {
             let _ = writeln!(
                 out,
-                "budget {scope}: {} of {} requests used in the last hour",
-                budget.used(&scope, now),
-                o.limits.effective(o.limits.analytics_per_hour)
+                "budget {scope}: {used} of {} follow-ups and job creations used in the last hour",
+                limits.get(&p.id).copied().unwrap_or(0)
             );
         }
-        let limits = settings.agent_limits();
-        for p in &settings.projects {
-            let scope = format!("agent:{}", p.id);
-            let used = budget.used(&scope, now);
-            if used > 0 {
-                let _ = writeln!(
-                    out,
-                    "budget {scope}: {used} of {} follow-ups and job creations used in the last hour",
-                    limits.get(&p.id).copied().unwrap_or(0)
-                );
-            }
-        }
     }
+}
+
+/// The last rule firings.
+fn rule_lines(out: &mut String, ctx: &Context, firings: usize) -> anyhow::Result<()> {
+    let state = ctx.store();
     let all = state.ledger().all()?;
     if all.is_empty() {
         let _ = writeln!(out, "rules: no firing yet");
@@ -326,7 +381,7 @@ pub async fn describe(
             );
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Runs `status`.
