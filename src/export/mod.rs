@@ -1038,6 +1038,7 @@ impl Exporter {
                     let w = &mut records::RecordWalker {
                         shape,
                         due,
+                        walk: due.walk(),
                         window: days,
                         unanswered: wants_threads.then_some(&mut unanswered),
                     };

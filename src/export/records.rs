@@ -214,123 +214,114 @@ impl Writes {
 pub(super) struct RecordWalker<'a> {
     pub(super) shape: &'static Shape,
     pub(super) due: &'a Due,
+    /// The walk, as the state keys its stored pages.
+    pub(super) walk: RecordWalk,
     pub(super) window: Window,
     /// The unanswered turns of the assistant windows written, by project, for their threads
     /// (`None`: the project does not export them).
     pub(super) unanswered: Option<&'a mut BTreeMap<String, Vec<String>>>,
 }
 
-/// The guards and checks of a walk over a shape's pages.
-struct Walked;
-
-impl Walked {
-    /// Where the next request starts, `None` when the walk is complete; an error when the
-    /// pages so far lead nowhere (the guards).
-    fn next(pages: &[Page], shape: &Shape) -> Result<Option<At>, String> {
-        let Some(last) = pages.last() else {
-            return Ok(Some(match shape.paging {
-                Paging::Offset { .. } => At::Offset(0),
-                _ => At::Start,
-            }));
-        };
-        let n = pages.len() as u64;
-        match shape.paging {
-            Paging::Single | Paging::Capped { .. } => Ok(None),
-            Paging::Offset { limit } => {
-                if last.has_more != Some(true) {
-                    return Ok(None);
-                }
-                if last.rows.is_empty() {
-                    return Err(format!(
-                        "empty page at offset {} says hasMore",
-                        (n - 1) * u64::from(limit)
-                    ));
-                }
-                if n >= MAX_WALK_PAGES {
-                    return Err(format!(
-                        "hasMore after {n} pages: a window of more than {MAX_WALK_PAGES} pages is refused"
-                    ));
-                }
-                Ok(Some(At::Offset(n * u64::from(limit))))
+/// Where the next request starts, `None` when the walk is complete; an error when the
+/// pages so far lead nowhere (the guards).
+fn next_at(pages: &[Page], shape: &Shape) -> Result<Option<At>, String> {
+    let Some(last) = pages.last() else {
+        return Ok(Some(match shape.paging {
+            Paging::Offset { .. } => At::Offset(0),
+            _ => At::Start,
+        }));
+    };
+    let n = pages.len() as u64;
+    match shape.paging {
+        Paging::Single | Paging::Capped { .. } => Ok(None),
+        Paging::Offset { limit } => {
+            if last.has_more != Some(true) {
+                return Ok(None);
             }
-            Paging::Cursor { .. } => {
-                let cursor = match (&last.next_cursor, last.has_more) {
-                    (None, Some(true)) => {
-                        return Err("hasMore is true but nextCursor is null".into());
-                    }
-                    (None, _) | (Some(_), Some(false)) => return Ok(None),
-                    (Some(c), _) => c,
-                };
-                if last.rows.is_empty() {
-                    return Err(format!("empty page {n} gives a next cursor"));
-                }
-                if pages[..pages.len() - 1]
-                    .iter()
-                    .any(|p| p.next_cursor.as_ref() == Some(cursor))
-                {
-                    return Err(format!(
-                        "cursor {} repeats after page {n}: the service's paging loops",
-                        crate::text::one_line(cursor)
-                    ));
-                }
-                if n >= MAX_WALK_PAGES {
-                    return Err(format!(
-                        "a next cursor after {n} pages: a window of more than {MAX_WALK_PAGES} pages is refused"
-                    ));
-                }
-                Ok(Some(At::Cursor(cursor.clone())))
+            if last.rows.is_empty() {
+                return Err(format!(
+                    "empty page at offset {} says hasMore",
+                    (n - 1) * u64::from(limit)
+                ));
             }
-        }
-    }
-
-    /// Drops rows that repeat an earlier row exactly (same key, same values): a page boundary
-    /// that moved during the walk sends some twice, and one copy is the truth. Returns how many.
-    /// A key twice with other values is left for [`Walked::check`] to refuse.
-    fn drop_exact_repeats(pages: &mut [Page], shape: &Shape) -> usize {
-        let mut seen: HashMap<String, (usize, usize)> = HashMap::new();
-        let mut repeats: Vec<(usize, usize)> = Vec::new();
-        for (p, page) in pages.iter().enumerate() {
-            for (i, row) in page.rows.iter().enumerate() {
-                match seen.entry(shape.key_of(row)) {
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert((p, i));
-                    }
-                    std::collections::hash_map::Entry::Occupied(o) => {
-                        let (fp, fi) = *o.get();
-                        if pages[fp].rows[fi] == *row {
-                            repeats.push((p, i));
-                        }
-                    }
-                }
+            if n >= MAX_WALK_PAGES {
+                return Err(format!(
+                    "hasMore after {n} pages: a window of more than {MAX_WALK_PAGES} pages is refused"
+                ));
             }
+            Ok(Some(At::Offset(n * u64::from(limit))))
         }
-        for &(p, i) in repeats.iter().rev() {
-            pages[p].rows.remove(i);
+        Paging::Cursor { .. } => {
+            let cursor = match (&last.next_cursor, last.has_more) {
+                (None, Some(true)) => {
+                    return Err("hasMore is true but nextCursor is null".into());
+                }
+                (None, _) | (Some(_), Some(false)) => return Ok(None),
+                (Some(c), _) => c,
+            };
+            if last.rows.is_empty() {
+                return Err(format!("empty page {n} gives a next cursor"));
+            }
+            if pages[..pages.len() - 1]
+                .iter()
+                .any(|p| p.next_cursor.as_ref() == Some(cursor))
+            {
+                return Err(format!(
+                    "cursor {} repeats after page {n}: the service's paging loops",
+                    crate::text::one_line(cursor)
+                ));
+            }
+            if n >= MAX_WALK_PAGES {
+                return Err(format!(
+                    "a next cursor after {n} pages: a window of more than {MAX_WALK_PAGES} pages is refused"
+                ));
+            }
+            Ok(Some(At::Cursor(cursor.clone())))
         }
-        repeats.len()
-    }
-
-    /// The checks of a complete walk: the same totals on every page, each key once, sums.
-    fn check(pages: &[Page], shape: &Shape) -> Result<(), String> {
-        let totals = pages.first().map(|p| p.totals.as_slice()).unwrap_or(&[]);
-        if let Some((i, _)) = pages.iter().enumerate().find(|(_, p)| p.totals != totals) {
-            return Err(format!(
-                "the day totals changed during the walk (page {})",
-                i + 1
-            ));
-        }
-        let rows: Vec<&[Cell]> = pages
-            .iter()
-            .flat_map(|p| p.rows.iter().map(Vec::as_slice))
-            .collect();
-        shape.check(&rows, totals)
     }
 }
 
-impl RecordWalker<'_> {
-    fn walk(&self) -> RecordWalk {
-        self.due.walk()
+/// Drops rows that repeat an earlier row exactly (same key, same values): a page boundary
+/// that moved during the walk sends some twice, and one copy is the truth. Returns how many.
+/// A key twice with other values is left for [`check_pages`] to refuse.
+fn drop_exact_repeats(pages: &mut [Page], shape: &Shape) -> usize {
+    let mut seen: HashMap<String, (usize, usize)> = HashMap::new();
+    let mut repeats: Vec<(usize, usize)> = Vec::new();
+    for (p, page) in pages.iter().enumerate() {
+        for (i, row) in page.rows.iter().enumerate() {
+            match seen.entry(shape.key_of(row)) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert((p, i));
+                }
+                std::collections::hash_map::Entry::Occupied(o) => {
+                    let (fp, fi) = *o.get();
+                    if pages[fp].rows[fi] == *row {
+                        repeats.push((p, i));
+                    }
+                }
+            }
+        }
     }
+    for &(p, i) in repeats.iter().rev() {
+        pages[p].rows.remove(i);
+    }
+    repeats.len()
+}
+
+/// The checks of a complete walk: the same totals on every page, each key once, sums.
+fn check_pages(pages: &[Page], shape: &Shape) -> Result<(), String> {
+    let totals = pages.first().map(|p| p.totals.as_slice()).unwrap_or(&[]);
+    if let Some((i, _)) = pages.iter().enumerate().find(|(_, p)| p.totals != totals) {
+        return Err(format!(
+            "the day totals changed during the walk (page {})",
+            i + 1
+        ));
+    }
+    let rows: Vec<&[Cell]> = pages
+        .iter()
+        .flat_map(|p| p.rows.iter().map(Vec::as_slice))
+        .collect();
+    shape.check(&rows, totals)
 }
 
 impl Walk for RecordWalker<'_> {
@@ -341,7 +332,7 @@ impl Walk for RecordWalker<'_> {
     }
 
     fn stored(&self, x: &Exporter) -> Result<Vec<Page>, ExportError> {
-        let w = &self.walk();
+        let w = &self.walk;
         let limit = self.shape.paging.limit();
         let mut pages = Vec::new();
         for body in x.state().record_pages(w)? {
@@ -358,19 +349,19 @@ impl Walk for RecordWalker<'_> {
     }
 
     fn store(&self, x: &Exporter, n: usize, _page: &Page, body: &[u8]) -> Result<(), ExportError> {
-        Ok(x.state().put_record_page(&self.walk(), n as u64, body)?)
+        Ok(x.state().put_record_page(&self.walk, n as u64, body)?)
     }
 
     fn forget(&self, x: &Exporter) -> Result<(), ExportError> {
-        Ok(x.state().drop_record_pages(&self.walk())?)
+        Ok(x.state().drop_record_pages(&self.walk)?)
     }
 
     fn next(&self, pages: &[Page]) -> Result<Option<At>, String> {
-        Walked::next(pages, self.shape)
+        next_at(pages, self.shape)
     }
 
     async fn fetch(&self, client: &Client, at: &At) -> Result<(Page, Vec<u8>), ExportError> {
-        Ok(fetch_page(client, self.shape, &self.walk(), self.window, at).await?)
+        Ok(fetch_page(client, self.shape, &self.walk, self.window, at).await?)
     }
 
     fn hash(&self, page: &Page) -> Option<u64> {
@@ -378,7 +369,7 @@ impl Walk for RecordWalker<'_> {
     }
 
     fn astray(&self, detail: String) -> ExportError {
-        Client::paging_error(self.shape.name, target(&self.walk()), detail).into()
+        Client::paging_error(self.shape.name, target(&self.walk), detail).into()
     }
 
     fn fingerprint(&self, first: &Page) -> Option<String> {
@@ -399,11 +390,11 @@ impl Walk for RecordWalker<'_> {
     }
 
     fn check(&self, pages: &mut Vec<Page>) -> Result<(), String> {
-        let repeats = Walked::drop_exact_repeats(pages, self.shape);
+        let repeats = drop_exact_repeats(pages, self.shape);
         if repeats > 0 {
             tracing::debug!(dataset = self.shape.name, project = %self.due.project, repeats, "rows sent twice, written once");
         }
-        Walked::check(pages, self.shape)
+        check_pages(pages, self.shape)
     }
 
     fn doubt(&self, mismatch: String) -> Result<String, ExportError> {
@@ -418,7 +409,7 @@ impl Walk for RecordWalker<'_> {
         requests: u64,
     ) -> Result<Written, ExportError> {
         let (shape, d) = (self.shape, self.due);
-        let walk = &self.walk();
+        let walk = &self.walk;
         let at = x.clock.now();
         let first_fingerprint = pages.first().map(|p| fingerprint(shape, p));
         let cut_off = matches!(shape.paging, Paging::Capped { .. })

@@ -235,28 +235,21 @@ impl Exporter {
             };
             let (page, body) = w.fetch(client, &at).await?;
             let n = pages.len();
-            if let Some(h) = w.hash(&page)
-                && let Some(&earlier) = seen.get(&h)
-            {
-                let earlier_at = self.position(w, &pages[..earlier]);
-                return Err(w.astray(format!(
-                    "page {} repeats page {}: the service ignores the paging",
-                    show(&at, n),
-                    show(&earlier_at, earlier)
-                )));
-            }
             if let Some(h) = w.hash(&page) {
+                if let Some(&earlier) = seen.get(&h) {
+                    let earlier_at = w.next(&pages[..earlier]).ok().flatten();
+                    return Err(w.astray(format!(
+                        "page {} repeats page {}: the service ignores the paging",
+                        show(&at, n),
+                        show(&earlier_at.unwrap_or(At::Start), earlier)
+                    )));
+                }
                 seen.insert(h, n);
             }
             w.store(self, n, &page, &body)?;
             self.crash.hit("page stored");
             pages.push(page);
         }
-    }
-
-    /// Where the page after `pages` was asked for (for a message).
-    fn position<W: Walk>(&self, w: &W, pages: &[W::Page]) -> At {
-        w.next(pages).ok().flatten().unwrap_or(At::Start)
     }
 }
 
