@@ -48,11 +48,17 @@ pub fn partition_dir(root: &Path, table: &str, project: &str, day: NaiveDate) ->
     project_dir(root, table, project).join(format!("date={}", day.format("%Y-%m-%d")))
 }
 
-/// The journal of a window's walk in progress.
-pub fn journal_path(root: &Path, project: &str, day: NaiveDate) -> PathBuf {
+/// The journal of a walk in progress: `<root>/.walks/project=<id>/<dataset>.<from>.<to>.pages`.
+pub fn journal_path(
+    root: &Path,
+    dataset: &str,
+    project: &str,
+    from: NaiveDate,
+    to: NaiveDate,
+) -> PathBuf {
     root.join(WALKS_DIR)
         .join(project_segment(project))
-        .join(format!("date={day}.pages"))
+        .join(format!("{dataset}.{from}.{to}.pages"))
 }
 
 /// A file being written under a temporary name beside its destination; [`Pending::commit`]
@@ -175,8 +181,14 @@ mod tests {
             PathBuf::from("/out/page_views/project=p%3A1/date=2026-03-01")
         );
         assert_eq!(
-            journal_path(Path::new("/out"), "p/1", d),
-            PathBuf::from("/out/.walks/project=p%2F1/date=2026-03-01.pages")
+            journal_path(
+                Path::new("/out"),
+                "searches",
+                "p/1",
+                d,
+                d.succ_opt().unwrap()
+            ),
+            PathBuf::from("/out/.walks/project=p%2F1/searches.2026-03-01.2026-03-02.pages")
         );
     }
 

@@ -4,12 +4,12 @@
 use super::Context;
 use super::export::{plan_due, plan_range};
 use crate::dataset::Windowing;
-use crate::dataset::page_views::PAGE_VIEWS;
+use crate::dataset::shape::Shape;
 use crate::export::{ExportError, Plan};
 use crate::planner::Room;
 use crate::planner::forecast::{OrgForecast, Stream, Windows};
 use crate::store::{Queued, StoreError};
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::BTreeMap;
 
 /// The plans of what is due.
@@ -44,116 +44,102 @@ pub fn plan_view(ctx: &Context) -> Result<PlanView, ExportError> {
 
 /// The planner's view of every configured project and dataset, for the forecast: the days not
 /// final with when each was last looked at, each span's last walks, and what a walk costs
-/// (measured: the latest windows' requests). Reads the state only.
+/// (measured: the latest windows). Reads the state only.
 pub fn streams(ctx: &Context) -> Result<Vec<Stream>, StoreError> {
     let s = &ctx.settings;
-    let st = ctx.store();
-    let now = ctx.clock.now();
-    let today = s.today(now);
-    // A day written by a version of docpipe that kept no looks: due at once.
-    let long_ago = now - chrono::Duration::days(30);
-    let records = ctx.record_settings();
+    let today = s.today(ctx.clock.now());
     let mut out = Vec::new();
     for p in &s.projects {
-        let first = p.first_day(today);
         for name in &p.datasets {
-            let policy = s.freshness.policy(name);
-            let stream = |walk_cost: u64, windows: Windows| Stream {
-                org: p.organization.clone(),
-                project: p.id.clone(),
-                dataset: crate::dataset::by_name(name).map_or("", |d| d.name()),
-                policy,
-                walk_cost,
-                windows,
+            let Some(dataset) = crate::dataset::by_name(name) else {
+                continue;
             };
-            let days =
-                |finals: &dyn Fn(NaiveDate) -> Option<bool>,
-                 looks: &std::collections::HashMap<NaiveDate, crate::store::Look>| {
-                    let mut days = BTreeMap::new();
-                    let mut d = first;
-                    while d <= today {
-                        match finals(d) {
-                            Some(true) => {}
-                            Some(false) => {
-                                days.insert(
-                                    d,
-                                    Some(looks.get(&d).map_or(long_ago, |l| l.checked_at)),
-                                );
-                            }
-                            None => {
-                                days.insert(d, None);
-                            }
-                        }
-                        match d.succ_opt() {
-                            Some(n) => d = n,
-                            None => break,
-                        }
-                    }
-                    days
-                };
-            if *name == PAGE_VIEWS {
-                let windows = st.windows(PAGE_VIEWS, &p.id)?;
-                let looks = st.looks(PAGE_VIEWS, &p.id)?;
-                let cost = st.recent_rows(&p.id)?.map_or(1, |rows| {
-                    (rows.max(1) as u64).div_ceil(u64::from(crate::api::views::PAGE_LIMIT))
-                });
-                let days = days(&|d| windows.get(&d).map(|w| w.is_final), &looks);
-                out.push(stream(
-                    cost,
+            let (walk_cost, windows) = match (dataset.windowing(), dataset.shape()) {
+                (Windowing::Daily, _) => (
+                    ctx.store().window_cost(dataset, &p.id)?,
                     Windows::Days {
-                        days,
+                        days: days_not_final(ctx, dataset.name(), &p.id, p.first_day(today))?,
                         lookback_days: s.lookback_days,
                     },
-                ));
-                continue;
-            }
-            let Some(shape) = crate::dataset::shape_by_name(name) else {
-                continue;
+                ),
+                (Windowing::Span { .. }, Some(shape)) => span_stream(ctx, shape, &p.id)?,
+                _ => continue,
             };
-            let cost = st
-                .recent_requests(shape.name, &p.id)?
-                .map_or(1, |n| n.max(1) as u64);
-            match shape.windowing {
-                Windowing::Daily => {
-                    let known = st.windows(shape.name, &p.id)?;
-                    let looks = st.looks(shape.name, &p.id)?;
-                    let days = days(&|d| known.get(&d).map(|w| w.is_final), &looks);
-                    out.push(stream(
-                        cost,
-                        Windows::Days {
-                            days,
-                            lookback_days: s.lookback_days,
-                        },
-                    ));
-                }
-                Windowing::Span { .. } => {
-                    let look = st.span_look(shape.name, &p.id)?;
-                    let walked = st
-                        .span_through(shape.name, &p.id)?
-                        .map(|_| look.walked_at.unwrap_or(long_ago));
-                    let recheck = u64::from(records.recheck(shape));
-                    let latest = st.span_cost(shape.name, &p.id)?;
-                    // The recent walk covers the last day reached (today); the full one its re-check.
-                    let full = (recheck > 1).then(|| {
-                        (
-                            look.full_at.or(walked),
-                            crate::planner::span_estimate(latest, recheck + 1),
-                        )
-                    });
-                    let recent = crate::planner::span_estimate(latest, recheck.min(1) + 1);
-                    out.push(stream(
-                        recent,
-                        Windows::Span {
-                            walked_at: walked,
-                            full,
-                        },
-                    ));
-                }
-                Windowing::OnDemand => {}
-            }
+            out.push(Stream {
+                org: p.organization.clone(),
+                project: p.id.clone(),
+                dataset: dataset.name(),
+                policy: s.freshness.policy(name),
+                walk_cost,
+                windows,
+            });
         }
     }
     Ok(out)
+}
+
+/// A day written by a version of docpipe that kept no looks: due at once.
+fn long_ago(ctx: &Context) -> DateTime<Utc> {
+    ctx.clock.now() - chrono::Duration::days(30)
+}
+
+/// The days `first..=today` of a daily dataset and project not final: when each written one
+/// was last looked at (`None`: never written).
+fn days_not_final(
+    ctx: &Context,
+    dataset: &'static str,
+    project: &str,
+    first: NaiveDate,
+) -> Result<BTreeMap<NaiveDate, Option<DateTime<Utc>>>, StoreError> {
+    let today = ctx.settings.today(ctx.clock.now());
+    let known = ctx.store().windows(dataset, project)?;
+    let looks = ctx.store().looks(dataset, project)?;
+    let mut days = BTreeMap::new();
+    let mut d = first;
+    while d <= today {
+        match known.get(&d).map(|w| w.is_final) {
+            Some(true) => {}
+            Some(false) => {
+                let at = looks.get(&d).map_or(long_ago(ctx), |l| l.checked_at);
+                days.insert(d, Some(at));
+            }
+            None => {
+                days.insert(d, None);
+            }
+        }
+        match d.succ_opt() {
+            Some(n) => d = n,
+            None => break,
+        }
+    }
+    Ok(days)
+}
+
+/// A span's walks for the forecast: the recent walk's cost, its last walk and its last full
+/// re-check with that walk's cost.
+fn span_stream(ctx: &Context, shape: &Shape, project: &str) -> Result<(u64, Windows), StoreError> {
+    let st = ctx.store();
+    let look = st.span_look(shape.name, project)?;
+    let walked = st
+        .span_through(shape.name, project)?
+        .map(|_| look.walked_at.unwrap_or(long_ago(ctx)));
+    let recheck = u64::from(ctx.record_settings().recheck(shape));
+    let latest = st.span_cost(shape.name, project)?;
+    // The recent walk covers the last day reached (today); the full one its re-check.
+    let full = (recheck > 1).then(|| {
+        (
+            look.full_at.or(walked),
+            crate::planner::span_estimate(latest, recheck + 1),
+        )
+    });
+    let recent = crate::planner::span_estimate(latest, recheck.min(1) + 1);
+    Ok((
+        recent,
+        Windows::Span {
+            walked_at: walked,
+            full,
+        },
+    ))
 }
 
 /// Each organization's budget an hour, and what will still count of the last hour's use in

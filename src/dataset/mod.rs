@@ -13,6 +13,8 @@ pub mod parquet;
 pub mod shape;
 
 use arrow_schema::SchemaRef;
+use chrono::NaiveDate;
+use std::path::Path;
 
 /// How a dataset's pages follow each other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,10 +106,19 @@ pub trait Dataset: Send + Sync + std::fmt::Debug {
     fn by_default(&self) -> bool {
         true
     }
-    /// Its descriptor for the generic walk; `None` for page views, which walk their own way
-    /// (their fast column reader and journal, `export::Exporter::view_window`).
+    /// Its descriptor for the generic walk; `None` for page views, whose page is their own
+    /// (their fast column reader: `export/views.rs`).
     fn shape(&'static self) -> Option<&'static shape::Shape> {
         None
+    }
+    /// Whether a day's files are in place (a written day whose file was deleted is fetched
+    /// again): its first table's partition, by default.
+    fn day_written(&self, root: &Path, project: &str, day: NaiveDate) -> bool {
+        self.tables().first().is_some_and(|t| {
+            crate::layout::partition_dir(root, t.name, project, day)
+                .join(crate::layout::PART)
+                .is_file()
+        })
     }
 }
 

@@ -4,9 +4,8 @@
 
 use super::parquet::{WriteError, write_batch};
 use super::{Dataset, Key, Paging, Table, Windowing};
-use crate::api::views::{Counts, PAGE_LIMIT, Reject, Rows, ViewRow};
+use crate::api::views::{Counts, PAGE_LIMIT, Reject, Rows, ViewRow, ViewsPage};
 use crate::layout::{PART, Pending, partition_dir};
-use crate::store::StoredPage;
 use arrow_array::{
     ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
@@ -62,6 +61,9 @@ impl Dataset for PageViews {
     }
     fn tables(&self) -> &'static [Table] {
         &TABLES
+    }
+    fn day_written(&self, root: &Path, project: &str, day: NaiveDate) -> bool {
+        partitions_exist(root, project, day)
     }
 }
 
@@ -259,6 +261,122 @@ pub fn write_site_totals(
     write_batch(&dir, &batch)
 }
 
+/// A page kept until its window is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPage {
+    /// Offset.
+    pub offset: u64,
+    /// Contents.
+    pub page: ViewsPage,
+}
+
+/// The bytes before a kept page's rows: offset, `hasMore`, totals, the rows' length.
+const KEPT_FIXED: usize = 8 + 1 + 24 + 4;
+
+impl StoredPage {
+    /// The page as the walk's page store keeps it: the offset (u64 LE), `hasMore` (u8), the
+    /// totals (3 x i64 LE), the rows' length (u32 LE) and the rows (see [`encode_rows`]), then
+    /// the rows set aside: their number (u32 LE), and per row its JSON and reason, each a
+    /// length (u32 LE) and UTF-8.
+    pub fn keep(&self) -> Vec<u8> {
+        let page = &self.page;
+        let rows = encode_rows(&page.views);
+        let set_aside: usize = page
+            .rejects
+            .iter()
+            .map(|r| 8 + r.raw.len() + r.reason.len())
+            .sum();
+        let mut out = Vec::with_capacity(KEPT_FIXED + rows.len() + 4 + set_aside);
+        out.extend_from_slice(&self.offset.to_le_bytes());
+        out.push(u8::from(page.has_more));
+        for v in [page.totals.human, page.totals.ai, page.totals.total] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
+        out.extend_from_slice(&rows);
+        out.extend_from_slice(&(page.rejects.len() as u32).to_le_bytes());
+        for r in &page.rejects {
+            for text in [&r.raw, &r.reason] {
+                out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+                out.extend_from_slice(text.as_bytes());
+            }
+        }
+        out
+    }
+
+    /// The inverse of [`StoredPage::keep`]; `None` when the bytes are not a kept page.
+    pub fn unkeep(b: &[u8]) -> Option<Self> {
+        let fixed = b.get(..KEPT_FIXED)?;
+        let int = |i: usize| i64::from_le_bytes(fixed[i..i + 8].try_into().unwrap_or_default());
+        let totals = Counts {
+            human: int(9),
+            ai: int(17),
+            total: int(25),
+        };
+        let rows_len = u32::from_le_bytes(fixed[33..37].try_into().ok()?) as usize;
+        let views = decode_rows(b.get(KEPT_FIXED..KEPT_FIXED + rows_len)?)?;
+        let mut rest = b.get(KEPT_FIXED + rows_len..)?;
+        let mut take = |n: usize| -> Option<&[u8]> {
+            let (head, tail) = (rest.get(..n)?, rest.get(n..)?);
+            rest = tail;
+            Some(head)
+        };
+        let count = u32::from_le_bytes(take(4)?.try_into().ok()?);
+        let mut rejects = Vec::new();
+        for _ in 0..count {
+            let mut text = || -> Option<String> {
+                let n = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
+                String::from_utf8(take(n)?.to_vec()).ok()
+            };
+            let raw = text()?;
+            let reason = text()?;
+            rejects.push(Reject { raw, reason });
+        }
+        if !rest.is_empty() {
+            return None;
+        }
+        Some(StoredPage {
+            offset: u64::from_le_bytes(fixed[..8].try_into().ok()?),
+            page: ViewsPage {
+                totals,
+                views,
+                rejects,
+                has_more: fixed[8] != 0,
+            },
+        })
+    }
+}
+
+/// Rows as compact bytes: per row, path length (u32 LE), path, human, ai, total (i64 LE).
+pub fn encode_rows(rows: &Rows) -> Vec<u8> {
+    let mut out = Vec::with_capacity(rows.len() * 28 + rows.path_bytes().len());
+    for r in rows.iter() {
+        out.extend_from_slice(&(r.path.len() as u32).to_le_bytes());
+        out.extend_from_slice(r.path.as_bytes());
+        for v in [r.human, r.ai, r.total] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// The inverse of `encode_rows`; `None` when the bytes are damaged.
+pub fn decode_rows(mut b: &[u8]) -> Option<Rows> {
+    let mut out = Rows::default();
+    while !b.is_empty() {
+        let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        let path = std::str::from_utf8(b.get(4..4 + n)?).ok()?;
+        b = &b[4 + n..];
+        let mut v = [0i64; 3];
+        for x in &mut v {
+            *x = i64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+            b = &b[8..];
+        }
+        out.push(path, v[0], v[1], v[2]);
+    }
+    Some(out)
+}
+
 /// The quality checks of a complete walk: pages contiguous from 0, the same totals on every page,
 /// no path twice, and rows that sum to the totals.
 pub fn check(pages: &[StoredPage]) -> Result<(), String> {
@@ -365,4 +483,78 @@ pub fn read_page_views(file: &Path) -> Result<Vec<ViewRow>, String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(n: usize, has_more: bool) -> ViewsPage {
+        ViewsPage {
+            totals: Counts {
+                human: 7,
+                ai: 3,
+                total: 10,
+            },
+            views: (0..n)
+                .map(|i| ViewRow {
+                    path: format!("/p{i}"),
+                    human: i as i64,
+                    ai: 1,
+                    total: i as i64 + 1,
+                })
+                .collect(),
+            rejects: if n == 2 {
+                vec![Reject {
+                    raw: r#"{"path":"/x","human":-1}"#.into(),
+                    reason: "count -1 is negative".into(),
+                }]
+            } else {
+                Vec::new()
+            },
+            has_more,
+        }
+    }
+
+    #[test]
+    fn rows_round_trip_through_the_compact_encoding() {
+        let rows: Rows = [
+            ViewRow {
+                path: "/a/é".into(),
+                human: 1,
+                ai: 2,
+                total: 3,
+            },
+            ViewRow {
+                path: String::new(),
+                human: i64::MAX,
+                ai: 0,
+                total: i64::MAX,
+            },
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(decode_rows(&encode_rows(&rows)).unwrap(), rows);
+        let bytes = encode_rows(&rows);
+        assert_eq!(decode_rows(&bytes[..bytes.len() - 1]), None);
+    }
+
+    #[test]
+    fn a_kept_page_reads_back_whole_and_a_cut_one_not_at_all() {
+        for (offset, p) in [
+            (0, page(3, true)),
+            (250, page(2, false)),
+            (500, page(0, false)),
+        ] {
+            let kept = StoredPage { offset, page: p };
+            let bytes = kept.keep();
+            assert_eq!(StoredPage::unkeep(&bytes), Some(kept.clone()));
+            for cut in 0..bytes.len() {
+                assert_eq!(StoredPage::unkeep(&bytes[..cut]), None, "cut at {cut}");
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert_eq!(StoredPage::unkeep(&longer), None);
+        }
+    }
 }

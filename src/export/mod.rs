@@ -2,6 +2,7 @@
 //! dataset's walk -> Parquet partitions -> state.
 
 mod failure;
+mod plan;
 mod records;
 mod report;
 mod views;
@@ -12,16 +13,15 @@ use failure::WindowId;
 pub use records::{RecordOutcome, RecordSettings};
 pub use report::{describe_plan, describe_summary};
 
-use crate::api::views::{Counts, PAGE_LIMIT, Window};
+use crate::api::views::{Counts, Window};
 use crate::api::{ApiError, Client};
 use crate::clock::SharedClock;
 use crate::dataset::analytics::THREADS;
-use crate::dataset::page_views::{self, PAGE_VIEWS};
 use crate::dataset::parquet::WriteError;
 use crate::dataset::{Dataset, Windowing};
 use crate::events::{Event, Events, Quiet};
 use crate::planner::{self, Candidate, DayState, DueRule, Freshness, Purpose, Room};
-use crate::store::{Folder, RecordWalk, Store, StoreError};
+use crate::store::{Folder, Store, StoreError, WalkKey};
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
 use std::collections::{BTreeMap, HashMap};
@@ -49,7 +49,7 @@ impl ExportError {
     /// state, the budget's log): not the window's fault, and the same for every window after.
     pub fn is_storage(&self) -> bool {
         match self {
-            ExportError::State(e) => !matches!(e, StoreError::Damaged { .. }),
+            ExportError::State(_) => true,
             ExportError::Write(w) => w.is_storage(),
             ExportError::Api(a) => matches!(a.kind, crate::api::ErrorKind::Budget(_)),
         }
@@ -93,11 +93,6 @@ impl Target {
             start,
             datasets: vec![crate::dataset::page_views::PAGE_VIEWS],
         }
-    }
-
-    fn exports_page_views(&self) -> bool {
-        self.datasets
-            .contains(&crate::dataset::page_views::PAGE_VIEWS)
     }
 }
 
@@ -180,8 +175,8 @@ impl Due {
     }
 
     /// The walk it is, as the state keys its stored pages.
-    pub fn walk(&self) -> RecordWalk {
-        RecordWalk {
+    pub fn walk(&self) -> WalkKey {
+        WalkKey {
             dataset: self.dataset(),
             project: self.project.clone(),
             from: self.day,
@@ -857,114 +852,6 @@ impl Exporter {
         (self.today() - day).num_days() > i64::from(self.lookback_days)
     }
 
-    /// The windows due for `targets` over the days `from..=to`, most recent first.
-    pub fn plan(
-        &self,
-        targets: &[Target],
-        from: NaiveDate,
-        to: NaiveDate,
-    ) -> Result<Plan, ExportError> {
-        let mut plan = Plan {
-            made_at: self.clock.now(),
-            ..Plan::default()
-        };
-        let to = to.min(self.today());
-        let (records, skipped, fresh) = self.plan_records(targets, from, to)?;
-        plan.skipped_final += skipped;
-        plan.fresh += fresh;
-        for t in targets {
-            let org = t.client.organization().to_string();
-            let limits = t.client.settings().limits;
-            let used = t
-                .client
-                .budget()
-                .used(&t.client.analytics_scope(), self.clock.now());
-            let limit = limits.effective(limits.analytics_per_hour);
-            plan.budgets.insert(org.clone(), (limit, used));
-            let soon = t.client.budget().used(
-                &t.client.analytics_scope(),
-                self.clock.now() + ROOM_LOOKAHEAD,
-            );
-            plan.rooms.insert(
-                org.clone(),
-                Room {
-                    limit: u64::from(limit),
-                    used: u64::from(soon),
-                },
-            );
-            plan.org_of.insert(t.project.clone(), org);
-        }
-        let now = self.clock.now();
-        let rule = self.due_rule(PAGE_VIEWS);
-        for t in targets.iter().filter(|t| t.exports_page_views()) {
-            let from = t.start.unwrap_or(from);
-            let known = self.state().windows(PAGE_VIEWS, &t.project)?;
-            let looks = self.state().looks(PAGE_VIEWS, &t.project)?;
-            let per_window = self.state().recent_rows(&t.project)?.map_or(1, |rows| {
-                (rows.max(1) as u64).div_ceil(u64::from(PAGE_LIMIT))
-            });
-            let mut day = to;
-            while day >= from {
-                if !crate::api::views::day_exists(day, self.tz) {
-                    // A day the zone skipped has no window (and no partition).
-                    day = match day.pred_opt() {
-                        Some(d) => d,
-                        None => break,
-                    };
-                    continue;
-                }
-                let window = known.get(&day);
-                // A final day is skipped while its files are there (a deleted partition is
-                // fetched again: one stat per file).
-                let files = window.is_some()
-                    && page_views::partitions_exist(self.output(), &t.project, day);
-                if window.is_some_and(|w| w.is_final) && files {
-                    plan.skipped_final += 1;
-                } else {
-                    let (offsets, complete) = self.state().progress(&t.project, day)?;
-                    let look = looks.get(&day);
-                    let state = DayState {
-                        age: (self.today() - day).num_days(),
-                        written: files && !window.is_some_and(|w| w.is_final),
-                        stored: offsets.len() as u64,
-                        complete,
-                        probe_able: look.is_some_and(|l| l.fingerprint.is_some()),
-                        checked_at: look.map(|l| l.checked_at),
-                    };
-                    let day_start = crate::api::views::local_midnight(day, self.tz).to_utc();
-                    match rule.day(&state, per_window, day_start, now) {
-                        None => plan.fresh += 1,
-                        Some(d) => plan.due.push(Due::day_window(
-                            &page_views::PageViews,
-                            &t.project,
-                            day,
-                            self.is_settled(day),
-                            &state,
-                            d,
-                        )),
-                    }
-                }
-                match day.pred_opt() {
-                    Some(d) => day = d,
-                    None => break,
-                }
-            }
-        }
-        // Most recent first, projects interleaved, page views before the other datasets' (that
-        // many ties in the serving order are served so), then in serving order.
-        plan.due
-            .sort_by(|a, b| b.day.cmp(&a.day).then(a.project.cmp(&b.project)));
-        plan.due.extend(records);
-        plan.sort();
-        plan.expected_requests = plan.due.iter().map(|d| d.expected_requests).sum::<u64>();
-        tracing::debug!(
-            windows = plan.due.len(),
-            requests = plan.expected_requests,
-            "plan made"
-        );
-        Ok(plan)
-    }
-
     /// Carries out a plan in its serving order: each window walked (a probed one: its first
     /// page compared with what is stored, and walked on only when it changed), checked,
     /// written and recorded as soon as it is complete; then the threads of the unanswered
@@ -1028,7 +915,11 @@ impl Exporter {
             // The one branch on the dataset: which page it walks.
             let result = match due.dataset.shape() {
                 None => {
-                    let w = &mut views::ViewWalk { due, window: days };
+                    let w = &mut views::ViewWalk {
+                        due,
+                        key: due.walk(),
+                        window: days,
+                    };
                     self.window(w, client, &spend, &c.org, &mut summary).await
                 }
                 Some(shape) => {

@@ -6,7 +6,7 @@
 //! threads are fetched after the turns.
 
 use super::window::{Walk, Written};
-use super::{CrashPoints, Due, ExportError, Exporter, Stops, Summary, Target};
+use super::{CrashPoints, Due, ExportError, Exporter, Stops, Summary};
 use crate::api::Client;
 use crate::api::analytics::At;
 use crate::api::views::{MAX_WALK_PAGES, Window};
@@ -15,10 +15,10 @@ use crate::dataset::parquet::{self as pq, WriteError};
 use crate::dataset::shape::{Cell, FlaggedRow, Page, Shape};
 use crate::dataset::{Paging, Windowing};
 use crate::layout::{PART, Pending, partition_dir, project_dir};
-use crate::planner::{self, DayState, Policy, Purpose};
-use crate::store::{RecordWalk, RecordsWritten};
+use crate::store::{RecordsWritten, WalkKey};
 use arrow_array::{Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use chrono::{DateTime, NaiveDate, Utc};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -215,7 +215,7 @@ pub(super) struct RecordWalker<'a> {
     pub(super) shape: &'static Shape,
     pub(super) due: &'a Due,
     /// The walk, as the state keys its stored pages.
-    pub(super) walk: RecordWalk,
+    pub(super) walk: WalkKey,
     pub(super) window: Window,
     /// The unanswered turns of the assistant windows written, by project, for their threads
     /// (`None`: the project does not export them).
@@ -331,29 +331,16 @@ impl Walk for RecordWalker<'_> {
         self.due
     }
 
-    fn stored(&self, x: &Exporter) -> Result<Vec<Page>, ExportError> {
-        let w = &self.walk;
-        let limit = self.shape.paging.limit();
-        let mut pages = Vec::new();
-        for body in x.state().record_pages(w)? {
-            match self.shape.decode(&body, limit) {
-                Ok(p) => pages.push(p),
-                Err(_) => {
-                    // Stored by another version of docpipe: walked again.
-                    x.state().drop_record_pages(w)?;
-                    return Ok(Vec::new());
-                }
-            }
-        }
-        Ok(pages)
+    fn key(&self) -> &WalkKey {
+        &self.walk
     }
 
-    fn store(&self, x: &Exporter, n: usize, _page: &Page, body: &[u8]) -> Result<(), ExportError> {
-        Ok(x.state().put_record_page(&self.walk, n as u64, body)?)
+    fn keep<'p>(&self, _page: &'p Page, body: &'p [u8]) -> Cow<'p, [u8]> {
+        Cow::Borrowed(body)
     }
 
-    fn forget(&self, x: &Exporter) -> Result<(), ExportError> {
-        Ok(x.state().drop_record_pages(&self.walk)?)
+    fn unkeep(&self, kept: &[u8]) -> Option<Page> {
+        self.shape.decode(kept, self.shape.paging.limit()).ok()
     }
 
     fn next(&self, pages: &[Page]) -> Result<Option<At>, String> {
@@ -485,203 +472,6 @@ impl Walk for RecordWalker<'_> {
 }
 
 impl Exporter {
-    /// The windows of the generic datasets due for `targets` over `from..=to`, the final
-    /// days skipped, and the windows skipped as looked at recently enough.
-    pub(super) fn plan_records(
-        &self,
-        targets: &[Target],
-        from: NaiveDate,
-        to: NaiveDate,
-    ) -> Result<(Vec<Due>, u64, u64), ExportError> {
-        let mut due = Vec::new();
-        let mut skipped = 0;
-        let mut fresh = 0;
-        let to = to.min(self.today());
-        let now = self.clock.now();
-        for t in targets {
-            let from = t.start.unwrap_or(from);
-            for name in &t.datasets {
-                let Some(shape) = crate::dataset::shape_by_name(name) else {
-                    continue;
-                };
-                let rule = self.due_rule(shape.name);
-                let policy = rule.policy;
-                // The projects with this dataset, and this one's rank among them: a span's first
-                // full re-check comes `rank / n` of its interval early, so the projects' full
-                // re-checks (a few dozen requests each) do not all fall due in the same hour.
-                let with = targets.iter().filter(|o| o.datasets.contains(name));
-                let n = with.clone().count().max(1) as i32;
-                let rank = with.take_while(|o| o.project != t.project).count() as i32;
-                let stagger = policy.full * rank / n;
-                let in_progress = self.state().record_walk(shape.name, &t.project)?;
-                // What its latest windows took at most (retries included), at least one request.
-                let per_window = self
-                    .state()
-                    .recent_requests(shape.name, &t.project)?
-                    .map_or(1, |n| n.max(1) as u64);
-                let stored = |w: &RecordWalk| -> Result<u64, ExportError> {
-                    Ok(if in_progress.as_ref() == Some(w) {
-                        self.state().record_page_count(w)?
-                    } else {
-                        0
-                    })
-                };
-                match shape.windowing {
-                    Windowing::OnDemand => {}
-                    Windowing::Daily => {
-                        let known = self.state().windows(shape.name, &t.project)?;
-                        let looks = self.state().looks(shape.name, &t.project)?;
-                        let mut day = to;
-                        while day >= from {
-                            let exists = partition_dir(self.output(), shape.table, &t.project, day)
-                                .join(PART)
-                                .is_file();
-                            if known.get(&day).is_some_and(|w| w.is_final) && exists {
-                                skipped += 1;
-                            } else if crate::api::views::day_exists(day, self.tz) {
-                                let walk = RecordWalk {
-                                    dataset: shape.name,
-                                    project: t.project.clone(),
-                                    from: day,
-                                    to: day.succ_opt().unwrap_or(day),
-                                };
-                                let look = looks.get(&day);
-                                let state = DayState {
-                                    age: (self.today() - day).num_days(),
-                                    written: exists && known.get(&day).is_some_and(|w| !w.is_final),
-                                    stored: stored(&walk)?,
-                                    complete: false,
-                                    probe_able: look.is_some_and(|l| l.fingerprint.is_some()),
-                                    checked_at: look.map(|l| l.checked_at),
-                                };
-                                let day_start =
-                                    crate::api::views::local_midnight(day, self.tz).to_utc();
-                                match rule.day(&state, per_window, day_start, now) {
-                                    None => fresh += 1,
-                                    Some(dd) => due.push(Due::day_window(
-                                        shape,
-                                        &t.project,
-                                        day,
-                                        self.is_settled(day),
-                                        &state,
-                                        dd,
-                                    )),
-                                }
-                            }
-                            match day.pred_opt() {
-                                Some(d) => day = d,
-                                None => break,
-                            }
-                        }
-                    }
-                    Windowing::Span { .. } => {
-                        let end = to.succ_opt().unwrap_or(to);
-                        let look = self.state().span_look(shape.name, &t.project)?;
-                        let recheck = i64::from(self.records.recheck(shape));
-                        // The recent walk: from the last day the previous walk reached (today; after
-                        // midnight yesterday too, so the night's last rows are not missed).
-                        let recent_days = recheck.min(1);
-                        let through = self.state().span_through(shape.name, &t.project)?;
-                        let mut urgency = 0;
-                        // The run's range reaches today: a walk ending at today's end, or
-                        // begun before midnight at yesterday's, is a look at the recent days.
-                        let to_today = to == self.today();
-                        // A walk's first day: `days` before the last one the previous walk
-                        // reached, not before the range.
-                        let back = |th: NaiveDate, days: i64| {
-                            (th.min(end) - chrono::Duration::days(days)).max(from)
-                        };
-                        let (walk, purpose, full, recent) = match &in_progress {
-                            // A walk under way goes on: first of the backfill when it is one
-                            // (a first walk, or a range short of the recent days: walked whole),
-                            // else first of all; a full re-check when it reaches back as far as
-                            // a full re-check planned now would (the same start as below).
-                            Some(w) => {
-                                let recent = to_today && w.to.succ_opt().unwrap_or(w.to) >= end;
-                                let covers = through.map_or(from, |th| back(th, recheck));
-                                let purpose = if through.is_none() || !recent {
-                                    Purpose::Backfill
-                                } else {
-                                    Purpose::Resume
-                                };
-                                (w.clone(), purpose, w.from <= covers, recent)
-                            }
-                            None => {
-                                let (start, purpose, full) = match (t.start, through) {
-                                    // A backfill's range, or a first walk: walked whole.
-                                    (None, _) | (_, None) => (from, Purpose::Backfill, true),
-                                    (Some(_), Some(th)) => {
-                                        let full_due = recheck > recent_days
-                                            && (self.refresh
-                                                || Policy::is_due(policy.full, look.full_at, now));
-                                        let recent_due = self.refresh
-                                            || Policy::is_due(policy.today, look.walked_at, now);
-                                        if full_due {
-                                            urgency =
-                                                Policy::urgency(policy.full, look.full_at, now);
-                                            (back(th, recheck), Purpose::Recheck, true)
-                                        } else if recent_due {
-                                            urgency =
-                                                Policy::urgency(policy.today, look.walked_at, now);
-                                            (back(th, recent_days), Purpose::Fresh, false)
-                                        } else {
-                                            fresh += 1;
-                                            continue;
-                                        }
-                                    }
-                                };
-                                (
-                                    RecordWalk {
-                                        dataset: shape.name,
-                                        project: t.project.clone(),
-                                        from: start.min(to),
-                                        to: end,
-                                    },
-                                    purpose,
-                                    full,
-                                    to_today,
-                                )
-                            }
-                        };
-                        let stored_pages = stored(&walk)?;
-                        let days = (walk.to - walk.from).num_days().max(1) as u64;
-                        let latest = self.state().span_cost(shape.name, &t.project)?;
-                        due.push(Due {
-                            dataset: shape,
-                            project: walk.project,
-                            day: walk.from,
-                            to: walk.to,
-                            stored_pages,
-                            becomes_final: false,
-                            expected_requests: planner::span_estimate(latest, days)
-                                .saturating_sub(stored_pages)
-                                .max(1),
-                            purpose,
-                            probe: false,
-                            full,
-                            recent,
-                            urgency,
-                            // A span's full re-check that has waited the policy's `oldest`
-                            // goes before the windows of today (its provisional days are
-                            // re-checked at least that often).
-                            deadline: purpose == Purpose::Recheck
-                                && full
-                                && Policy::is_due(policy.oldest, look.full_at, now),
-                            part: None,
-                            stagger: if purpose == Purpose::Backfill {
-                                stagger
-                            } else {
-                                chrono::Duration::zero()
-                            },
-                        });
-                    }
-                }
-            }
-        }
-        due.sort_by(|a, b| b.day.cmp(&a.day).then(a.project.cmp(&b.project)));
-        Ok((due, skipped, fresh))
-    }
-
     /// Fetches the threads of the unanswered turns just fetched, per project.
     pub(super) async fn run_threads(
         &self,
@@ -718,7 +508,7 @@ impl Exporter {
     fn write_day(
         &self,
         shape: &Shape,
-        w: &RecordWalk,
+        w: &WalkKey,
         rows: &[Vec<Cell>],
         totals: &[Cell],
         cut_off: bool,
@@ -753,7 +543,7 @@ impl Exporter {
     fn write_span(
         &self,
         shape: &Shape,
-        w: &RecordWalk,
+        w: &WalkKey,
         rows: &[Vec<Cell>],
         at: DateTime<Utc>,
     ) -> Result<Vec<(NaiveDate, i64)>, ExportError> {
@@ -906,7 +696,7 @@ impl Exporter {
 async fn fetch_page(
     client: &Client,
     shape: &'static Shape,
-    w: &RecordWalk,
+    w: &WalkKey,
     window: Window,
     at: &At,
 ) -> Result<(Page, Vec<u8>), crate::api::ApiError> {
@@ -938,7 +728,7 @@ fn fingerprint(shape: &Shape, page: &Page) -> String {
     }
 }
 
-fn target(w: &RecordWalk) -> String {
+fn target(w: &WalkKey) -> String {
     format!("project {} ({} to {})", w.project, w.from, w.to)
 }
 

@@ -10,10 +10,11 @@ use crate::api::Client;
 use crate::api::analytics::At;
 use crate::api::error::{ApiError, ErrorKind, Operation};
 use crate::api::views::{self, Counts, PAGE_LIMIT, Rows, Window};
-use crate::dataset::page_views::{self, PAGE_VIEWS};
+use crate::dataset::page_views::{self, PAGE_VIEWS, StoredPage};
 use crate::dataset::parquet as pq;
-use crate::store::{StoredPage, WrittenWindow};
+use crate::store::{WalkKey, WrittenWindow};
 use chrono::{DateTime, Utc};
+use std::borrow::Cow;
 
 /// What a probe compares for page views: the day's totals.
 fn view_fingerprint(t: &Counts) -> String {
@@ -23,6 +24,7 @@ fn view_fingerprint(t: &Counts) -> String {
 /// The walk of a page-view day.
 pub(super) struct ViewWalk<'a> {
     pub(super) due: &'a Due,
+    pub(super) key: WalkKey,
     pub(super) window: Window,
 }
 
@@ -33,23 +35,16 @@ impl Walk for ViewWalk<'_> {
         self.due
     }
 
-    fn stored(&self, x: &Exporter) -> Result<Vec<StoredPage>, ExportError> {
-        Ok(x.state().pages(&self.due.project, self.due.day)?)
+    fn key(&self) -> &WalkKey {
+        &self.key
     }
 
-    fn store(
-        &self,
-        x: &Exporter,
-        _n: usize,
-        page: &StoredPage,
-        _body: &[u8],
-    ) -> Result<(), ExportError> {
-        Ok(x.state()
-            .put_page(&self.due.project, self.due.day, page.offset, &page.page)?)
+    fn keep<'p>(&self, page: &'p StoredPage, _body: &'p [u8]) -> Cow<'p, [u8]> {
+        Cow::Owned(page.keep())
     }
 
-    fn forget(&self, x: &Exporter) -> Result<(), ExportError> {
-        Ok(x.state().drop_pages(&self.due.project, self.due.day)?)
+    fn unkeep(&self, kept: &[u8]) -> Option<StoredPage> {
+        StoredPage::unkeep(kept)
     }
 
     fn next(&self, pages: &[StoredPage]) -> Result<Option<At>, String> {

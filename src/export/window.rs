@@ -9,6 +9,8 @@ use super::{Due, ExportError, Exporter, Probed, RecordOutcome, Spend, Summary, W
 use crate::api::Client;
 use crate::api::analytics::At;
 use crate::events::Event;
+use crate::store::WalkKey;
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// What a dataset brings to the window path.
@@ -17,18 +19,12 @@ pub(super) trait Walk {
     type Page;
     /// The window it walks.
     fn due(&self) -> &Due;
-    /// The pages an interrupted walk stored, in order (none: the walk starts afresh).
-    fn stored(&self, x: &Exporter) -> Result<Vec<Self::Page>, ExportError>;
-    /// Keeps page `n` of the walk (page 0 starts a new walk), with its body as sent.
-    fn store(
-        &self,
-        x: &Exporter,
-        n: usize,
-        page: &Self::Page,
-        body: &[u8],
-    ) -> Result<(), ExportError>;
-    /// Drops the walk's stored pages.
-    fn forget(&self, x: &Exporter) -> Result<(), ExportError>;
+    /// The walk, as the page store keys its pages.
+    fn key(&self) -> &WalkKey;
+    /// A page as the page store keeps it (`body`: as the service sent it).
+    fn keep<'p>(&self, page: &'p Self::Page, body: &'p [u8]) -> Cow<'p, [u8]>;
+    /// A kept page read back (`None`: kept by another version of docpipe).
+    fn unkeep(&self, kept: &[u8]) -> Option<Self::Page>;
     /// Where the request after `pages` starts (`None`: the walk is complete), or why the
     /// pages so far lead nowhere.
     fn next(&self, pages: &[Self::Page]) -> Result<Option<At>, String>;
@@ -144,9 +140,44 @@ impl Exporter {
         if let Err(e) = &result
             && e.refuses_data()
         {
-            w.forget(self)?;
+            self.forget(w)?;
         }
         result
+    }
+
+    /// The pages an interrupted walk kept, in order (none: the walk starts afresh; so do the
+    /// pages another version of docpipe kept).
+    fn stored<W: Walk>(&self, w: &W) -> Result<Vec<W::Page>, ExportError> {
+        let mut pages = Vec::new();
+        for kept in self.state().pages(w.key())? {
+            match w.unkeep(&kept) {
+                Some(p) => pages.push(p),
+                None => {
+                    self.forget(w)?;
+                    return Ok(Vec::new());
+                }
+            }
+        }
+        Ok(pages)
+    }
+
+    /// Keeps page `n` of the walk (page 0 starts it afresh), with whether it ends the walk.
+    fn store<W: Walk>(
+        &self,
+        w: &W,
+        n: usize,
+        page: &W::Page,
+        body: &[u8],
+    ) -> Result<(), ExportError> {
+        let last = matches!(w.next(std::slice::from_ref(page)), Ok(None));
+        self.state()
+            .put_page(w.key(), n as u64, last, &w.keep(page, body))?;
+        Ok(())
+    }
+
+    /// Drops the walk's kept pages.
+    fn forget<W: Walk>(&self, w: &W) -> Result<(), ExportError> {
+        Ok(self.state().drop_pages(w.key())?)
     }
 
     /// Fetches a day's first page and compares its fingerprint with the stored one: `None`
@@ -175,7 +206,7 @@ impl Exporter {
             tracing::debug!(dataset = due.dataset(), project = %due.project, day = %due.day, "probe: the day is unchanged");
             return Ok(None);
         }
-        w.store(self, 0, &page, &body)?;
+        self.store(w, 0, &page, &body)?;
         self.crash.hit("page stored");
         let pages = [page];
         Ok(Some(matches!(w.next(&pages), Ok(None))))
@@ -198,7 +229,7 @@ impl Exporter {
         };
         let due = w.due();
         tracing::warn!(dataset = due.dataset(), project = %due.project, day = %due.day, "{m}; walking the window again");
-        w.forget(self)?;
+        self.forget(w)?;
         let Some(mut pages) = self.walk(w, client, before).await? else {
             return Ok(None);
         };
@@ -217,7 +248,7 @@ impl Exporter {
         client: &Client,
         before: u64,
     ) -> Result<Pages<W::Page>, ExportError> {
-        let mut pages = w.stored(self)?;
+        let mut pages = self.stored(w)?;
         let mut seen: HashMap<u64, usize> = pages
             .iter()
             .enumerate()
@@ -246,7 +277,7 @@ impl Exporter {
                 }
                 seen.insert(h, n);
             }
-            w.store(self, n, &page, &body)?;
+            self.store(w, n, &page, &body)?;
             self.crash.hit("page stored");
             pages.push(page);
         }

@@ -13,21 +13,20 @@ pub mod daemons;
 mod freshness;
 pub mod journal;
 pub mod ledger;
+mod pages;
 pub mod pg;
 mod queue;
 mod records;
 pub mod sql;
-mod walks;
 mod windows;
 
 pub use budget::SqliteBudget;
 pub use freshness::{Look, SpanLook};
-pub use journal::StoredPage;
+pub use pages::WalkKey;
 pub use queue::{Queue, Queued};
-pub use records::{RecordWalk, RecordsWritten};
+pub use records::RecordsWritten;
 pub use windows::{WindowState, WrittenWindow};
 
-use chrono::NaiveDate;
 use rusqlite::Connection;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -71,18 +70,6 @@ pub enum StoreError {
     /// The shared state database (PostgreSQL) failed.
     #[error(transparent)]
     Shared(#[from] pg::PgError),
-    /// A stored page does not decode (the journal was edited or damaged).
-    #[error("walk journal {path}: stored page of {project} {day} at offset {offset} is damaged")]
-    Damaged {
-        /// The database file.
-        path: String,
-        /// Project.
-        project: String,
-        /// Day.
-        day: NaiveDate,
-        /// Offset.
-        offset: u64,
-    },
 }
 
 /// The state database of an output folder.
@@ -155,15 +142,6 @@ impl Db {
 }
 
 const SCHEMA: &str = "
--- The walk in progress of a window: its journal (see `journal.rs`) must carry this id.
-CREATE TABLE IF NOT EXISTS walks (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    project TEXT NOT NULL,
-    day TEXT NOT NULL,
-    UNIQUE (project, day)
-);
--- Pages were kept here before the journals; a walk left in it is walked again.
-DROP TABLE IF EXISTS pages;
 CREATE TABLE IF NOT EXISTS settings (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -180,25 +158,9 @@ pub struct Store {
     db: Arc<Db>,
     /// Where the state is: the local file, or a database shared by several daemons.
     sql: sql::Sql,
-    /// The output folder (the journals are in its `.walks/`).
-    out: PathBuf,
-    /// Journals this handle has read or written: their walk id and the end of their last frame.
-    journal_ends: Mutex<HashMap<(String, NaiveDate), JournalEnd>>,
-    /// The journal of the walk being appended to, kept open from one append to the next (one
-    /// at a time: the first pages of many windows do not each hold a file open).
-    appending: Mutex<Option<Appending>>,
-}
-
-#[derive(Debug)]
-struct Appending {
-    key: (String, NaiveDate),
-    file: std::fs::File,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct JournalEnd {
-    id: u64,
-    len: u64,
+    /// Where the pages of the walks in progress are: journal files in the output folder's
+    /// `.walks/` beside the SQLite file, or rows of the shared database.
+    pages: Box<dyn pages::PageStore>,
 }
 
 impl Store {
@@ -206,6 +168,7 @@ impl Store {
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let db = Arc::new(Db::open(path, SCHEMA)?);
         db.with_conn(windows::one_table)?;
+        db.with_conn(pages::one_store)?;
         db.ensure(records::SCHEMA)?;
         db.ensure(freshness::SCHEMA)?;
         db.ensure(queue::SCHEMA)?;
@@ -216,9 +179,9 @@ impl Store {
         Ok(Self {
             sql: sql::Sql::Lite(db.clone()),
             db,
-            out: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
-            journal_ends: Mutex::default(),
-            appending: Mutex::default(),
+            pages: Box::new(pages::Journals::new(
+                path.parent().unwrap_or(Path::new(".")),
+            )),
         })
     }
 
@@ -227,6 +190,7 @@ impl Store {
     pub fn open_shared(path: &Path, pg: Arc<pg::Pg>) -> Result<Self, StoreError> {
         let mut store = Self::open(path)?;
         store.sql = sql::Sql::Pg(pg);
+        store.pages = Box::new(pages::Rows);
         Ok(store)
     }
 
@@ -310,7 +274,7 @@ impl Folder {
             Some(pg) => (Store::open_shared(&state_path(out), pg)?, lock),
             None => {
                 let store = Store::open(&state_path(out))?;
-                let swept = store.sweep_journals()?;
+                let swept = store.sweep_pages()?;
                 if swept > 0 {
                     tracing::info!(
                         removed = swept,

@@ -272,6 +272,29 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
           SELECT dataset, project, day, final, rows, requests, done_at FROM record_windows;
         DROP TABLE record_windows;",
     ),
+    (
+        7,
+        "every dataset's walks in progress in one table (walks), their pages in walk_pages; \
+         the walks in progress before are walked again",
+        "DROP TABLE walk_pages;
+        DROP TABLE walks;
+        DROP TABLE record_pages;
+        CREATE TABLE walks (
+            id BIGSERIAL PRIMARY KEY,
+            dataset TEXT NOT NULL,
+            project TEXT NOT NULL,
+            from_day TEXT NOT NULL,
+            to_day TEXT NOT NULL,
+            UNIQUE (dataset, project, from_day, to_day)
+        );
+        CREATE TABLE walk_pages (
+            walk_id BIGINT NOT NULL REFERENCES walks (id) ON DELETE CASCADE,
+            seq BIGINT NOT NULL,
+            last BIGINT NOT NULL,
+            data BYTEA NOT NULL,
+            PRIMARY KEY (walk_id, seq)
+        );",
+    ),
 ];
 
 /// The advisory lock key that serializes migrations ("docpipe" in ASCII).

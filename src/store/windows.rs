@@ -3,8 +3,9 @@
 //! views' days alone, and `record_windows` the other datasets': [`one_table`] makes one of them.
 
 use super::sql::Value;
-use super::{Store, StoreError};
+use super::{Store, StoreError, WalkKey};
 use crate::api::views::Counts;
+use crate::dataset::{Dataset, Paging};
 use chrono::{DateTime, NaiveDate, Utc};
 
 /// What the state knows of a window.
@@ -109,6 +110,12 @@ impl Store {
             done.mismatch.clone().into(),
             done.at.to_rfc3339().into(),
         ];
+        let walk_key = WalkKey::day(
+            crate::dataset::page_views::PAGE_VIEWS,
+            &done.project,
+            done.day,
+        );
+        let walk = walk_key.clone();
         self.sql.tx(move |tx| {
             tx.exec(
                 "INSERT INTO windows (dataset, project, day, final, rows, human, ai, total, requests, mismatch, done_at)
@@ -118,23 +125,37 @@ impl Store {
                    requests = excluded.requests, mismatch = excluded.mismatch, done_at = excluded.done_at",
                 &p,
             )?;
-            super::walks::end_walk(tx, &p[0], &p[1])
+            super::pages::end(tx, &walk)
         })?;
-        // Killed before this, the journal belongs to no walk: ignored, and swept at the next open.
-        self.remove_journal(&done.project, done.day)
+        self.walk_ended(&walk_key)
     }
 
-    /// The most recent row count of a project's page views (for estimates), if any.
-    pub fn recent_rows(&self, project: &str) -> Result<Option<i64>, StoreError> {
-        let p = vec![Value::from(project)];
-        self.sql.read(move |tx| {
+    /// What a window of a dataset and project is expected to take, at least one request:
+    /// paged by offset, the pages of its latest window's rows (the fewest a walk takes);
+    /// otherwise the most requests one of its latest 7 windows took (retries included).
+    pub fn window_cost(&self, dataset: &dyn Dataset, project: &str) -> Result<u64, StoreError> {
+        let p = vec![Value::from(dataset.name()), Value::from(project)];
+        if let Paging::Offset { limit } = dataset.paging() {
+            let rows = self.sql.read(move |tx| {
+                tx.row(
+                    "SELECT rows FROM windows WHERE dataset = ?1 AND project = ?2 AND rows IS NOT NULL ORDER BY day DESC LIMIT 1",
+                    &p,
+                )?
+                .map(|r| r.int(0))
+                .transpose()
+            })?;
+            return Ok(rows.map_or(1, |rows: i64| {
+                (rows.max(1) as u64).div_ceil(u64::from(limit.max(1)))
+            }));
+        }
+        let most = self.sql.read(move |tx| {
             tx.row(
-                "SELECT rows FROM windows WHERE dataset = 'page_views' AND project = ?1 AND rows IS NOT NULL ORDER BY day DESC LIMIT 1",
+                "SELECT max(requests) FROM (SELECT requests FROM windows WHERE dataset = ?1 AND project = ?2 ORDER BY day DESC LIMIT 7) AS latest",
                 &p,
             )?
-            .map(|r| r.int(0))
-            .transpose()
-        })
+            .map_or(Ok(None), |r| r.opt_int(0))
+        })?;
+        Ok(most.map_or(1, |n| n.max(1) as u64))
     }
 }
 

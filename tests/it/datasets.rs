@@ -742,7 +742,7 @@ async fn killed_at_random_moments_a_backfill_of_every_dataset_resumes_to_the_sam
     );
     let conn = rusqlite::Connection::open(out.join("state.sqlite")).unwrap();
     let pages: i64 = conn
-        .query_row("SELECT count(*) FROM record_pages", [], |r| r.get(0))
+        .query_row("SELECT count(*) FROM walks", [], |r| r.get(0))
         .unwrap();
     assert_eq!(pages, 0, "no walk is left in progress");
     // `status` has a line for each of a project's datasets.

@@ -269,8 +269,8 @@ async fn the_plan_is_known_before_sending_and_a_dry_run_sends_nothing() {
 #[test]
 fn quality_checks_catch_what_a_moving_walk_produces() {
     use docpipe::api::views::{Counts, ViewRow, ViewsPage};
+    use docpipe::dataset::page_views::StoredPage;
     use docpipe::dataset::page_views::check;
-    use docpipe::store::StoredPage;
     let row = |p: &str, h| ViewRow {
         path: p.into(),
         human: h,
@@ -368,15 +368,20 @@ async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_on
     let first = docpipe(&cfg, &range, Some(9));
     assert!(!first.status.success(), "aborted at crash point 9");
     let state = docpipe::store::Store::open(&out.join("state.sqlite")).unwrap();
-    let stored: Vec<(String, String, Vec<u64>)> = state
+    let stored: Vec<(&str, String, String, u64)> = state
         .walks()
         .unwrap()
         .into_iter()
-        .map(|(p, d, offsets)| (p, d.to_string(), offsets))
+        .map(|(w, pages)| (w.dataset, w.project, w.from.to_string(), pages))
         .collect();
     assert_eq!(
         stored,
-        [("gamma".to_string(), "2026-03-10".to_string(), vec![0])]
+        [(
+            "page_views",
+            "gamma".to_string(),
+            "2026-03-10".to_string(),
+            1
+        )]
     );
     drop(state);
     let conn = rusqlite::Connection::open(out.join("state.sqlite")).unwrap();
@@ -399,7 +404,7 @@ async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_on
     // A kill in the middle of an append leaves a cut frame after gamma's page; a kill between
     // recording a window and removing its journal leaves a journal of no walk (here, beta's).
     let walks = out.join(".walks");
-    let gamma = walks.join("project=gamma/date=2026-03-10.pages");
+    let gamma = walks.join("project=gamma/page_views.2026-03-10.2026-03-11.pages");
     let journal = std::fs::read(&gamma).unwrap();
     let cut = journal[12..12 + 100].to_vec();
     std::fs::OpenOptions::new()
@@ -408,7 +413,7 @@ async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_on
         .unwrap()
         .write_all(&cut)
         .unwrap();
-    let stale = walks.join("project=beta/date=2026-03-10.pages");
+    let stale = walks.join("project=beta/page_views.2026-03-10.2026-03-11.pages");
     std::fs::create_dir_all(stale.parent().unwrap()).unwrap();
     std::fs::copy(&gamma, &stale).unwrap();
     // Then crashes at many other moments, including between writing a file and renaming it.

@@ -751,7 +751,7 @@ async fn every_hostile_page_of_the_other_datasets_gets_its_clear_error_and_nothi
         assert!(written.is_empty(), "{case}: {written:?}");
         let conn = rusqlite::Connection::open(dir.path().join("state.sqlite")).unwrap();
         let pages: i64 = conn
-            .query_row("SELECT count(*) FROM record_pages", [], |r| r.get(0))
+            .query_row("SELECT count(*) FROM walks", [], |r| r.get(0))
             .unwrap();
         assert_eq!(
             pages, 0,

@@ -1,0 +1,275 @@
+//! The plan: every dataset's windows due for the projects of a run, one way for all of them.
+//! A daily dataset's day is skipped while final and in place, else asked of its due rule
+//! (`planner::DueRule::day`); a span's walk goes on where it stopped, or starts when its
+//! re-check or its recent days fall due. Then the windows are put in serving order.
+
+use super::{Due, ExportError, Exporter, Plan, ROOM_LOOKAHEAD, Target};
+use crate::dataset::shape::Shape;
+use crate::dataset::{self, Dataset, Windowing};
+use crate::planner::{self, DayState, Policy, Purpose, Room};
+use crate::store::WalkKey;
+use chrono::NaiveDate;
+
+impl Exporter {
+    /// The windows due for `targets` over the days `from..=to` (a project's own start when it
+    /// has one), in serving order.
+    pub fn plan(
+        &self,
+        targets: &[Target],
+        from: NaiveDate,
+        to: NaiveDate,
+    ) -> Result<Plan, ExportError> {
+        let mut plan = Plan {
+            made_at: self.clock.now(),
+            ..Plan::default()
+        };
+        self.budgets(&mut plan, targets);
+        let to = to.min(self.today());
+        for t in targets {
+            let from = t.start.unwrap_or(from);
+            for name in &t.datasets {
+                let Some(dataset) = dataset::by_name(name) else {
+                    continue;
+                };
+                match (dataset.windowing(), dataset.shape()) {
+                    (Windowing::Daily, _) => self.plan_days(&mut plan, dataset, t, from, to)?,
+                    (Windowing::Span { .. }, Some(shape)) => {
+                        if let Some(due) = self.plan_span(shape, t, targets, from, to)? {
+                            plan.due.push(due);
+                        } else {
+                            plan.fresh += 1;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // Most recent first, projects interleaved, the datasets in export order (that many
+        // ties in the serving order are served so), then in serving order.
+        let rank = |d: &Due| {
+            dataset::ALL
+                .iter()
+                .position(|x| x.name() == d.dataset())
+                .unwrap_or(usize::MAX)
+        };
+        plan.due.sort_by(|a, b| {
+            b.day
+                .cmp(&a.day)
+                .then(a.project.cmp(&b.project))
+                .then(rank(a).cmp(&rank(b)))
+        });
+        plan.sort();
+        plan.expected_requests = plan.due.iter().map(|d| d.expected_requests).sum::<u64>();
+        tracing::debug!(
+            windows = plan.due.len(),
+            requests = plan.expected_requests,
+            "plan made"
+        );
+        Ok(plan)
+    }
+
+    /// Each organization's budget, used and room, and each project's organization.
+    fn budgets(&self, plan: &mut Plan, targets: &[Target]) {
+        let now = self.clock.now();
+        for t in targets {
+            let org = t.client.organization().to_string();
+            let limits = t.client.settings().limits;
+            let scope = t.client.analytics_scope();
+            let used = t.client.budget().used(&scope, now);
+            let limit = limits.effective(limits.analytics_per_hour);
+            plan.budgets.insert(org.clone(), (limit, used));
+            let soon = t.client.budget().used(&scope, now + ROOM_LOOKAHEAD);
+            plan.rooms.insert(
+                org.clone(),
+                Room {
+                    limit: u64::from(limit),
+                    used: u64::from(soon),
+                },
+            );
+            plan.org_of.insert(t.project.clone(), org);
+        }
+    }
+
+    /// The days `from..=to` of a daily dataset and project, most recent first: a final day in
+    /// place is skipped (a deleted partition is fetched again), the others asked of the
+    /// dataset's due rule.
+    fn plan_days(
+        &self,
+        plan: &mut Plan,
+        dataset: &'static dyn Dataset,
+        t: &Target,
+        from: NaiveDate,
+        to: NaiveDate,
+    ) -> Result<(), ExportError> {
+        let rule = self.due_rule(dataset.name());
+        let now = self.clock.now();
+        let known = self.state().windows(dataset.name(), &t.project)?;
+        let looks = self.state().looks(dataset.name(), &t.project)?;
+        let walking = self.state().walks_in_progress(dataset.name(), &t.project)?;
+        let per_window = self.state().window_cost(dataset, &t.project)?;
+        let mut day = to;
+        while day >= from {
+            // A day the zone skipped has no window (and no partition).
+            if crate::api::views::day_exists(day, self.tz) {
+                let window = known.get(&day);
+                let files = window.is_some() && dataset.day_written(self.output(), &t.project, day);
+                if window.is_some_and(|w| w.is_final) && files {
+                    plan.skipped_final += 1;
+                } else {
+                    let key = WalkKey::day(dataset.name(), &t.project, day);
+                    let (stored, complete) = if walking.contains(&key) {
+                        self.state().progress(&key)?
+                    } else {
+                        (0, false)
+                    };
+                    let look = looks.get(&day);
+                    let state = DayState {
+                        age: (self.today() - day).num_days(),
+                        written: files && !window.is_some_and(|w| w.is_final),
+                        stored,
+                        complete,
+                        probe_able: look.is_some_and(|l| l.fingerprint.is_some()),
+                        checked_at: look.map(|l| l.checked_at),
+                    };
+                    let day_start = crate::api::views::local_midnight(day, self.tz).to_utc();
+                    match rule.day(&state, per_window, day_start, now) {
+                        None => plan.fresh += 1,
+                        Some(d) => plan.due.push(Due::day_window(
+                            dataset,
+                            &t.project,
+                            day,
+                            self.is_settled(day),
+                            &state,
+                            d,
+                        )),
+                    }
+                }
+            }
+            match day.pred_opt() {
+                Some(d) => day = d,
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// A span dataset's walk for a project: the one under way goes on; else a full re-check
+    /// or a walk of the recent days when one is due (`None`: neither is, fresh enough).
+    fn plan_span(
+        &self,
+        shape: &'static Shape,
+        t: &Target,
+        targets: &[Target],
+        from: NaiveDate,
+        to: NaiveDate,
+    ) -> Result<Option<Due>, ExportError> {
+        let policy = self.due_rule(shape.name).policy;
+        let now = self.clock.now();
+        let end = to.succ_opt().unwrap_or(to);
+        let look = self.state().span_look(shape.name, &t.project)?;
+        let recheck = i64::from(self.records.recheck(shape));
+        // The recent walk: from the last day the previous walk reached (today; after midnight
+        // yesterday too, so the night's last rows are not missed).
+        let recent_days = recheck.min(1);
+        let through = self.state().span_through(shape.name, &t.project)?;
+        let mut urgency = 0;
+        // The run's range reaches today: a walk ending at today's end, or begun before
+        // midnight at yesterday's, is a look at the recent days.
+        let to_today = to == self.today();
+        // A walk's first day: `days` before the last one the previous walk reached, not before
+        // the range.
+        let back =
+            |th: NaiveDate, days: i64| (th.min(end) - chrono::Duration::days(days)).max(from);
+        let in_progress = self.state().walk_in_progress(shape.name, &t.project)?;
+        let (walk, purpose, full, recent) = match in_progress {
+            // A walk under way goes on: first of the backfill when it is one (a first walk, or
+            // a range short of the recent days: walked whole), else first of all; a full
+            // re-check when it reaches back as far as a full re-check planned now would (the
+            // same start as below).
+            Some(w) => {
+                let recent = to_today && w.to.succ_opt().unwrap_or(w.to) >= end;
+                let covers = through.map_or(from, |th| back(th, recheck));
+                let purpose = if through.is_none() || !recent {
+                    Purpose::Backfill
+                } else {
+                    Purpose::Resume
+                };
+                let full = w.from <= covers;
+                (w, purpose, full, recent)
+            }
+            None => {
+                let (start, purpose, full) = match (t.start, through) {
+                    // A backfill's range, or a first walk: walked whole.
+                    (None, _) | (_, None) => (from, Purpose::Backfill, true),
+                    (Some(_), Some(th)) => {
+                        let full_due = recheck > recent_days
+                            && (self.refresh || Policy::is_due(policy.full, look.full_at, now));
+                        let recent_due =
+                            self.refresh || Policy::is_due(policy.today, look.walked_at, now);
+                        if full_due {
+                            urgency = Policy::urgency(policy.full, look.full_at, now);
+                            (back(th, recheck), Purpose::Recheck, true)
+                        } else if recent_due {
+                            urgency = Policy::urgency(policy.today, look.walked_at, now);
+                            (back(th, recent_days), Purpose::Fresh, false)
+                        } else {
+                            return Ok(None);
+                        }
+                    }
+                };
+                let w = WalkKey {
+                    dataset: shape.name,
+                    project: t.project.clone(),
+                    from: start.min(to),
+                    to: end,
+                };
+                (w, purpose, full, to_today)
+            }
+        };
+        let (stored_pages, _) = self.state().progress(&walk)?;
+        let days = (walk.to - walk.from).num_days().max(1) as u64;
+        let latest = self.state().span_cost(shape.name, &t.project)?;
+        Ok(Some(Due {
+            dataset: shape,
+            project: walk.project,
+            day: walk.from,
+            to: walk.to,
+            stored_pages,
+            becomes_final: false,
+            expected_requests: planner::span_estimate(latest, days)
+                .saturating_sub(stored_pages)
+                .max(1),
+            purpose,
+            probe: false,
+            full,
+            recent,
+            urgency,
+            // A span's full re-check that has waited the policy's `oldest` goes before the
+            // windows of today (its provisional days are re-checked at least that often).
+            deadline: purpose == Purpose::Recheck
+                && full
+                && Policy::is_due(policy.oldest, look.full_at, now),
+            part: None,
+            stagger: if purpose == Purpose::Backfill {
+                stagger(shape, t, targets, policy.full)
+            } else {
+                chrono::Duration::zero()
+            },
+        }))
+    }
+}
+
+/// How early a project's first full re-check of a span comes: `rank / n` of its interval, for
+/// the project's rank among the `n` with the dataset, so that the projects' full re-checks (a
+/// few dozen requests each) do not all fall due in the same hour.
+fn stagger(
+    shape: &Shape,
+    t: &Target,
+    targets: &[Target],
+    full: chrono::Duration,
+) -> chrono::Duration {
+    let with = targets.iter().filter(|o| o.datasets.contains(&shape.name));
+    let n = with.clone().count().max(1) as i32;
+    let rank = with.take_while(|o| o.project != t.project).count() as i32;
+    full * rank / n
+}
