@@ -6,7 +6,6 @@ use crate::app::Context;
 use crate::app::after::trends;
 use crate::app::export::{plan_fitted, plan_range};
 use crate::app::rules::{Wait, fire_all};
-use crate::dataset::page_views::PAGE_VIEWS;
 use crate::export::{Exporter, Plan, Summary, Target, describe_summary};
 use crate::rules::engine::{Engine, Report, firing_line, polls};
 use crate::rules::{Rule, evaluate};
@@ -396,18 +395,24 @@ impl Daemon {
             }
         };
         let tried = self.tried.entry(q.id).or_default();
-        // The page-view windows first (the trends read them), then the other datasets', one
-        // window a step.
+        // The datasets in export order (page views first: the trends read them), one window
+        // a step.
         let next = plan
             .due
             .iter()
             .filter(|d| !tried.contains(&(d.dataset(), d.project.clone(), d.day)))
-            .min_by_key(|d| d.dataset() != PAGE_VIEWS)
+            .min_by_key(|d| crate::dataset::order(d.dataset()))
             .cloned();
         let Some(next) = next else {
             // A span is due on every plan (its recent days are fetched again): walked once
-            // here, it is done; a day window left is one that is not final yet.
-            let left = plan.due.iter().filter(|d| !d.is_span()).count();
+            // here, it is done; so is a day within the lateness allowance (the exports look
+            // at it again until it is final). A day left is one that failed, or should be final
+            // and is not.
+            let left = plan
+                .due
+                .iter()
+                .filter(|d| !d.is_span() && d.becomes_final)
+                .count();
             if let Err(e) = queue.done(q.id, self.ctx.clock.now()) {
                 tracing::error!("backfill queue: {e}");
             }

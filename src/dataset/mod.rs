@@ -134,6 +134,13 @@ pub static ALL: &[&dyn Dataset] = &[
     &analytics::THREADS,
 ];
 
+/// A dataset's place in export order (`ALL`); an unknown name goes last.
+pub fn order(name: &str) -> usize {
+    ALL.iter()
+        .position(|d| d.name() == name)
+        .unwrap_or(ALL.len())
+}
+
 /// A dataset by its name.
 pub fn by_name(name: &str) -> Option<&'static dyn Dataset> {
     ALL.iter().copied().find(|d| d.name() == name)

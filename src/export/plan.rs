@@ -46,12 +46,7 @@ impl Exporter {
         }
         // Most recent first, projects interleaved, the datasets in export order (that many
         // ties in the serving order are served so), then in serving order.
-        let rank = |d: &Due| {
-            dataset::ALL
-                .iter()
-                .position(|x| x.name() == d.dataset())
-                .unwrap_or(usize::MAX)
-        };
+        let rank = |d: &Due| dataset::order(d.dataset());
         plan.due.sort_by(|a, b| {
             b.day
                 .cmp(&a.day)

@@ -370,7 +370,7 @@ impl OrgForecast {
         let mut drops: Vec<(&'static str, f64)> = self
             .demand_by_dataset
             .iter()
-            .filter(|(name, d)| *name != "page_views" && self.demand - d <= limit)
+            .filter(|(name, d)| *name != super::LEADING && self.demand - d <= limit)
             .copied()
             .collect();
         drops.sort_by(|a, b| a.1.total_cmp(&b.1));

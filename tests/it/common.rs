@@ -279,37 +279,90 @@ pub fn config_all(base_url: &str, out: &std::path::Path, extra: &str) -> String 
 }
 
 pub fn config_of(base_url: &str, out: &std::path::Path, extra: &str, datasets: &str) -> String {
-    format!(
-        r#"
-[service]
-base_url = "{base_url}"
-max_retries = 3
-[[organizations]]
-id = "org-a"
-admin_key_env = "DOCPIPE_IT_ADMIN_A"
-analytics_per_hour = 100000
-[[organizations]]
-id = "org-b"
-admin_key_env = "DOCPIPE_IT_ADMIN_B"
-analytics_per_hour = 100000
-[[projects]]
-id = "alpha"
-organization = "org-a"
-{datasets}
-[[projects]]
-id = "beta"
-organization = "org-a"
-{datasets}
-[[projects]]
-id = "gamma"
-organization = "org-b"
-{datasets}
-[export]
-output_dir = "{}"
-{extra}
-"#,
-        out.display()
-    )
+    TestConfig {
+        datasets: datasets.to_string(),
+        extra: extra.to_string(),
+        ..TestConfig::new(base_url, out)
+    }
+    .toml()
+}
+
+/// A config of the test projects (alpha and beta of org-a, gamma of org-b), set field by field.
+#[derive(Debug, Clone)]
+pub struct TestConfig {
+    pub base_url: String,
+    pub out: std::path::PathBuf,
+    /// Each project's `datasets = [...]` line (empty: the default datasets).
+    pub datasets: String,
+    pub max_retries: u32,
+    /// Analytics requests an hour of each organization.
+    pub per_hour: u64,
+    /// `headroom_percent` of each organization (`None`: the default).
+    pub headroom: Option<u32>,
+    /// Each project's `start_date` (`None`: the default 30 days).
+    pub start: Option<chrono::NaiveDate>,
+    /// The variable of org-a's admin key.
+    pub key_a_env: String,
+    /// More lines after `[export]`'s.
+    pub extra: String,
+}
+
+impl TestConfig {
+    /// Page views of the three projects into `out`, 3 retries, no limit to speak of.
+    pub fn new(base_url: &str, out: &std::path::Path) -> Self {
+        Self {
+            base_url: base_url.to_string(),
+            out: out.to_path_buf(),
+            datasets: r#"datasets = ["page_views"]"#.to_string(),
+            max_retries: 3,
+            per_hour: 100_000,
+            headroom: None,
+            start: None,
+            key_a_env: "DOCPIPE_IT_ADMIN_A".to_string(),
+            extra: String::new(),
+        }
+    }
+
+    pub fn toml(&self) -> String {
+        let org = |id: &str, env: &str| {
+            let headroom = self
+                .headroom
+                .map(|h| format!("headroom_percent = {h}\n"))
+                .unwrap_or_default();
+            format!(
+                "[[organizations]]\nid = \"{id}\"\nadmin_key_env = \"{env}\"\nanalytics_per_hour = {}\n{headroom}",
+                self.per_hour
+            )
+        };
+        let project = |id: &str, org: &str| {
+            let start = self
+                .start
+                .map(|d| format!("start_date = \"{d}\"\n"))
+                .unwrap_or_default();
+            format!(
+                "[[projects]]\nid = \"{id}\"\norganization = \"{org}\"\n{start}{}\n",
+                self.datasets
+            )
+        };
+        format!(
+            "[service]\nbase_url = \"{}\"\nmax_retries = {}\n{}{}{}{}{}[export]\noutput_dir = \"{}\"\n{}\n",
+            self.base_url,
+            self.max_retries,
+            org("org-a", &self.key_a_env),
+            org("org-b", "DOCPIPE_IT_ADMIN_B"),
+            project("alpha", "org-a"),
+            project("beta", "org-a"),
+            project("gamma", "org-b"),
+            self.out.display(),
+            self.extra
+        )
+    }
+
+    /// Writes it to `path`, and returns the path.
+    pub fn write(&self, path: &std::path::Path) -> std::path::PathBuf {
+        std::fs::write(path, self.toml()).unwrap();
+        path.to_path_buf()
+    }
 }
 
 /// The binary with the test keys in its environment, run in the config's folder.

@@ -4,49 +4,136 @@
 //! the port, the process's lock.)
 
 use crate::common::*;
+use chrono::NaiveDate;
 use docpipe::api::AdminKey;
 use docpipe::app::{Access, Context, Keys};
-use docpipe::clock::Clock;
+use docpipe::clock::{Clock, ManualClock};
 use docpipe::daemon::{Daemon, Step, Tick};
+use docpipe::emulator::{Emulator, Op};
+use metrics_exporter_prometheus::PrometheusHandle;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The test projects from `start`, 30 analytics requests an hour per organization (no
-/// headroom: a two weeks' backfill takes hours), no retries, and the rules of `rules`.
-fn daemon_settings(
-    base_url: &str,
-    dir: &Path,
-    start: &str,
-    rules: &Path,
-) -> docpipe::config::Settings {
-    let extra = format!("[rules]\ndir = \"{}\"", rules.display());
-    let text = config(base_url, &dir.join("out"), &extra)
-        .replace("max_retries = 3", "max_retries = 0")
-        .replace(
-            "analytics_per_hour = 100000",
-            &format!("analytics_per_hour = {LIMIT}\nheadroom_percent = 0"),
-        )
-        .replace(
-            "organization = \"org-a\"\n",
-            &format!("organization = \"org-a\"\nstart_date = \"{start}\"\n"),
-        )
-        .replace(
-            "organization = \"org-b\"\n",
-            &format!("organization = \"org-b\"\nstart_date = \"{start}\"\n"),
-        );
-    let cfg = dir.join("docpipe.toml");
-    std::fs::write(&cfg, text).unwrap();
+/// The test projects from `start`, `per_hour` analytics requests an hour per organization (no
+/// headroom), no retries (a service that is down fails fast), and `extra` after `[export]`.
+fn daemon_config(base_url: &str, dir: &Path, start: NaiveDate, per_hour: u64) -> TestConfig {
+    TestConfig {
+        max_retries: 0,
+        per_hour,
+        headroom: Some(0),
+        start: Some(start),
+        ..TestConfig::new(base_url, &dir.join("out"))
+    }
+}
+
+/// The settings of `config`, written into `dir` as `docpipe.toml` first (as a user's file).
+fn settings(config: &TestConfig, dir: &Path) -> docpipe::config::Settings {
+    let cfg = config.write(&dir.join("docpipe.toml"));
     docpipe::config::Settings::load(&cfg).unwrap()
+}
+
+/// A daemon in process over `settings`, on `clock`, with `rules` (a folder of rule files).
+async fn daemon(
+    settings: docpipe::config::Settings,
+    clock: Arc<ManualClock>,
+    keys: Keys,
+    rules: Option<&Path>,
+) -> Daemon {
+    let ids = settings.project_ids();
+    let ctx = Context::open(settings, clock, Access::Export, keys)
+        .await
+        .unwrap();
+    let rules = rules.map_or_else(Vec::new, |dir| {
+        let loaded = docpipe::app::rules::load(dir, &ids, &[]).unwrap();
+        assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+        loaded.rules
+    });
+    Daemon::open(ctx, rules).unwrap()
+}
+
+/// What a daemon in process logged and counted, as `docpipe run` prints and serves them: its
+/// log lines (INFO and up) and its `/metrics` text. Both are captured on the test's thread, so
+/// the tests that use it run on a current-thread runtime (every piece of the daemon's work runs
+/// there).
+struct Seen {
+    log: Arc<Mutex<Vec<u8>>>,
+    metrics: PrometheusHandle,
+    _log: tracing::subscriber::DefaultGuard,
+    _metrics: metrics::LocalRecorderGuard<'static>,
+}
+
+#[derive(Clone)]
+struct LogSink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Seen {
+    fn capture() -> Self {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = LogSink(log.clone());
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        let recorder: &'static _ = Box::leak(Box::new(
+            metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
+        ));
+        Self {
+            log,
+            metrics: recorder.handle(),
+            _log: tracing::subscriber::set_default(subscriber),
+            _metrics: metrics::set_default_local_recorder(recorder),
+        }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        String::from_utf8_lossy(&self.log.lock().unwrap())
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Log lines that contain every one of `needles`.
+    fn count(&self, needles: &[&str]) -> usize {
+        self.lines()
+            .iter()
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .count()
+    }
+
+    /// A series' value on `/metrics` (0 when it is not there).
+    fn metric(&self, series: &str) -> f64 {
+        self.metrics
+            .render()
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0.0)
+    }
 }
 
 /// Analytics requests an hour per organization.
 const LIMIT: u64 = 30;
 
 fn keys() -> Keys {
+    keys_with(ADMIN_A)
+}
+
+/// The test keys, org-a's `a`.
+fn keys_with(a: &str) -> Keys {
     let key = |k: &str| AdminKey::parse(k, "mint", "test").unwrap();
     Keys::Given(BTreeMap::from([
-        ("org-a".to_string(), key(ADMIN_A)),
+        ("org-a".to_string(), key(a)),
         ("org-b".to_string(), key(ADMIN_B)),
     ]))
 }
@@ -61,26 +148,34 @@ fn org_a_views(live: &Live) -> u64 {
         .sum()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(flavor = "current_thread")]
 async fn the_first_export_goes_before_a_queued_backfill_which_drains_within_each_hours_budget() {
+    let seen = Seen::capture();
     let live = Live::start(small()).await;
     let dir = tempfile::tempdir().unwrap();
     let rules = after_and_timed_rules(dir.path(), "0 0 6 * * *");
-    let settings = daemon_settings(&live.server.base_url(), dir.path(), "2026-03-14", &rules);
-    let ids = settings.project_ids();
-    let ctx = Context::open(settings, live.clock.clone(), Access::Export, keys())
-        .await
-        .unwrap();
+    let mut config = daemon_config(
+        &live.server.base_url(),
+        dir.path(),
+        day("2026-03-14"),
+        LIMIT,
+    );
+    config.extra = format!("[rules]\ndir = \"{}\"", rules.display());
+    let mut d = daemon(
+        settings(&config, dir.path()),
+        live.clock.clone(),
+        keys(),
+        Some(&rules),
+    )
+    .await;
     // Two weeks of every project, queued before the daemon starts.
-    let id = ctx
+    let id = d
+        .context()
         .store()
         .queue()
         .push(&[], day("2026-03-01"), day("2026-03-14"), live.clock.now())
         .unwrap();
     assert_eq!(id, 1);
-    let loaded = docpipe::app::rules::load(&rules, &ids, &[]).unwrap();
-    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
-    let mut d = Daemon::open(ctx, loaded.rules).unwrap();
     let out = dir.path().join("out");
     let site_days = |project: &str| {
         std::fs::read_dir(out.join(format!("site_totals/project={project}")))
@@ -191,5 +286,292 @@ async fn the_first_export_goes_before_a_queued_backfill_which_drains_within_each
         live.emu().job_prompts("alpha", "job_ok").unwrap(),
         ["after: 2026-03-15"]
     );
+    // What `/metrics` says of it: the runs, the rules, the queue, each project's last success
+    // (the last export's time) and the days it will look at again.
+    let exports = 1.0 + hours as f64;
+    assert_eq!(
+        seen.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}"),
+        exports
+    );
+    assert_eq!(
+        seen.metric("docpipe_runs_total{kind=\"backfill\",result=\"ok\"}"),
+        1.0
+    );
+    assert_eq!(seen.metric("docpipe_backfills_queued"), 0.0);
+    for rule in ["after", "timed"] {
+        assert_eq!(
+            seen.metric(&format!(
+                "docpipe_rule_firings_total{{rule=\"{rule}\",sent=\"sent\"}}"
+            )),
+            1.0,
+            "{rule}"
+        );
+    }
+    let last_export = live.clock.now().timestamp() as f64;
+    // The projects start yesterday: yesterday and today, not final within the lookback.
+    let pending_days = 2.0;
+    for p in ["alpha", "beta", "gamma"] {
+        assert_eq!(
+            seen.metric(&format!(
+                "docpipe_last_export_success_timestamp_seconds{{project=\"{p}\"}}"
+            )),
+            last_export,
+            "{p}"
+        );
+        assert_eq!(
+            seen.metric(&format!("docpipe_windows_pending{{project=\"{p}\"}}")),
+            pending_days,
+            "{p}"
+        );
+    }
+    assert_eq!(seen.count(&["backfill done"]), 1);
     d.leave();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_service_down_for_a_while_loses_nothing_and_is_reported_once_per_run() {
+    let seen = Seen::capture();
+    let clock = ManualClock::new(noon());
+    // Down: connections to the address are refused (and no other server can take the port).
+    let port = ClosedPort::new();
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(&port.base_url(), dir.path(), day("2026-03-13"), 100);
+    let mut d = daemon(settings(&config, dir.path()), clock.clone(), keys(), None).await;
+    for _ in 0..2 {
+        assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+        clock.advance(Duration::from_secs(3600));
+    }
+    let failed = "docpipe_runs_total{kind=\"export\",result=\"failed\"}";
+    assert_eq!(seen.metric(failed), 2.0);
+    // Once per organization per run, not once per window.
+    for org in ["org-a", "org-b"] {
+        let skipped = format!("the rest of this run for organization {org} is skipped");
+        assert_eq!(seen.count(&[" ERROR ", &skipped]), 2, "{:#?}", seen.lines());
+    }
+    // The service comes back: the next run fetches everything.
+    let server = port.open(Emulator::new(small(), clock.clone()));
+    assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+    assert_eq!(
+        seen.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}"),
+        1.0
+    );
+    for p in ["alpha", "beta", "gamma"] {
+        assert_eq!(
+            site_days(&dir.path().join("out"), p),
+            3,
+            "{p}: 2026-03-13..15"
+        );
+    }
+    d.leave();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_rejected_key_is_reported_once_per_run_and_the_daemon_goes_on() {
+    let seen = Seen::capture();
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(&live.server.base_url(), dir.path(), day("2026-03-10"), 100);
+    // org-a's key has the right shape; the service does not know it.
+    let keys = keys_with("mint_test_admin_unknown");
+    let mut d = daemon(
+        settings(&config, dir.path()),
+        live.clock.clone(),
+        keys,
+        None,
+    )
+    .await;
+    for _ in 0..2 {
+        assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+        live.clock.advance(Duration::from_secs(3600));
+    }
+    // One error per run, and one line of the run's summary (alpha and beta: 12 windows, one
+    // cause).
+    let rejected = "the API key was rejected (401";
+    assert_eq!(seen.count(&[" ERROR ", rejected]), 2, "{:#?}", seen.lines());
+    assert_eq!(seen.count(&[" WARN ", rejected]), 2, "{:#?}", seen.lines());
+    assert_eq!(
+        seen.count(&["export:   12 windows failed: page views for project alpha"]),
+        2
+    );
+    assert_eq!(
+        seen.metric("docpipe_runs_total{kind=\"export\",result=\"failed\"}"),
+        2.0
+    );
+    // org-b's project was exported all the same: 6 days; org-a's asked once a run.
+    let out = dir.path().join("out");
+    assert_eq!(site_days(&out, "gamma"), 6);
+    assert_eq!(site_days(&out, "alpha"), 0);
+    assert_eq!(
+        live.emu().requests(Op::Views, "alpha") + live.emu().requests(Op::Views, "beta"),
+        2
+    );
+    d.leave();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_agent_job_of_ten_minutes_delays_no_export_and_its_polling_resumes_after_a_restart() {
+    let seen = Seen::capture();
+    let mut data = small();
+    data.limits.job_duration_secs = 600;
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("jobs");
+    std::fs::create_dir_all(&rules).unwrap();
+    // A rule after each export that waits for its job (the default), for up to 30 minutes.
+    std::fs::write(
+        rules.join("watch.toml"),
+        "name = \"watch\"\nproject = \"alpha\"\njob = \"job_ok\"\n\
+         when = \"SELECT date FROM daily ORDER BY date DESC LIMIT 1\"\n\
+         prompt = \"watch: {{ rows[0].date }}\"\n",
+    )
+    .unwrap();
+    let mut config = daemon_config(&live.server.base_url(), dir.path(), day("2026-03-14"), 100);
+    config.extra = format!("[rules]\ndir = \"{}\"", rules.display());
+    let settings = settings(&config, dir.path());
+    let mut d = daemon(settings.clone(), live.clock.clone(), keys(), Some(&rules)).await;
+    // The job runs for 10 minutes of the service's clock; the exports go on, and the job is
+    // looked at between them.
+    let looks = || live.emu().requests(Op::JobGet, "alpha");
+    for _ in 0..3 {
+        assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+        live.clock.advance(Duration::from_secs(60));
+        // A poll step looks at the job once.
+        let before = looks();
+        assert_eq!(d.work(Some(&Tick::Poll)).await, Step::Worked);
+        assert_eq!(looks(), before + 1);
+    }
+    assert_eq!(
+        seen.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}"),
+        3.0
+    );
+    assert_eq!(
+        seen.metric("docpipe_rule_firings_total{rule=\"watch\",sent=\"sent\"}"),
+        1.0
+    );
+    let state = dir.path().join("out/state.sqlite");
+    let ledger = docpipe::store::ledger::Ledger::open(&state).unwrap();
+    let polling = ledger.polling().unwrap();
+    assert_eq!(polling.len(), 1, "the job is still being polled");
+    assert_eq!(polling[0].0.status.as_deref(), Some("active"));
+    d.leave();
+    drop(d);
+
+    // A new daemon takes the polling over from the ledger; the job ends; it is recorded.
+    let d = daemon(settings, live.clock.clone(), keys(), Some(&rules)).await;
+    live.clock.advance(Duration::from_secs(601));
+    let mut d = d;
+    assert_eq!(d.work(Some(&Tick::Poll)).await, Step::Worked);
+    assert_eq!(
+        seen.metric("docpipe_job_outcomes_total{rule=\"watch\",status=\"completed\"}"),
+        1.0
+    );
+    assert!(ledger.polling().unwrap().is_empty());
+    let all = ledger.all().unwrap();
+    assert_eq!(all.len(), 1, "sent once: {all:?}");
+    assert_eq!(all[0].status.as_deref(), Some("completed"));
+    assert!(
+        all[0]
+            .pr_link
+            .as_deref()
+            .is_some_and(|l| l.starts_with("https://github.com/")),
+        "{all:?}"
+    );
+    assert_eq!(live.emu().job_prompts("alpha", "job_ok").unwrap().len(), 1);
+    let runs = parquet_rows(
+        &dir.path()
+            .join("out/agent_runs/project=alpha/part-00000.parquet"),
+    );
+    assert_eq!(runs.len(), 1);
+    assert!(runs[0].contains("status=\"completed\""), "{runs:?}");
+    d.leave();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_queued_backfill_of_every_dataset_drains_one_window_a_step_to_what_the_cli_writes() {
+    let seen = Seen::capture();
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = TestConfig {
+        datasets: String::new(),
+        ..daemon_config(
+            &live.server.base_url(),
+            dir.path(),
+            day("2026-03-15"),
+            100_000,
+        )
+    };
+    let mut d = daemon(
+        settings(&config, dir.path()),
+        live.clock.clone(),
+        keys(),
+        None,
+    )
+    .await;
+    let (from, to) = ("2026-03-09", "2026-03-10");
+    d.context()
+        .store()
+        .queue()
+        .push(&[], day(from), day(to), live.clock.now())
+        .unwrap();
+    let mut steps = 0;
+    while d.work(None).await == Step::Worked {
+        steps += 1;
+        assert!(steps < 100, "the backfill never ends");
+    }
+    // Each step took one window: 6 page-view windows, 4 daily datasets x 6, 2 spans x 3; and
+    // the step that found the range done.
+    let windows = 6 + 4 * 6 + 2 * 3;
+    assert_eq!(seen.count(&["backfill window written"]), windows);
+    assert_eq!(steps, windows + 1);
+    assert_eq!(
+        seen.metric("docpipe_runs_total{kind=\"backfill\",result=\"ok\"}"),
+        1.0
+    );
+    d.leave();
+    // The same files as the command line's backfill of the range.
+    let ref_dir = dir.path().join("ref");
+    std::fs::create_dir_all(&ref_dir).unwrap();
+    let ref_cfg = TestConfig {
+        datasets: String::new(),
+        ..TestConfig::new(&live.server.base_url(), &ref_dir.join("out"))
+    }
+    .write(&ref_dir.join("c.toml"));
+    // The binary asks the emulator, which serves on this test's thread: that thread waits
+    // for it without blocking.
+    let run = tokio::task::spawn_blocking(move || {
+        docpipe(&ref_cfg, &["backfill", "--from", from, "--to", to], None)
+    })
+    .await
+    .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let of_range = |out: &Path| -> Vec<_> {
+        dataset(out)
+            .into_iter()
+            .filter(|(f, _)| {
+                let f = f.to_string_lossy();
+                f.contains("date=2026-03-09")
+                    || f.contains("date=2026-03-10")
+                    || f.contains("feedback_undated")
+            })
+            .collect()
+    };
+    let got = of_range(&dir.path().join("out"));
+    // 8 daily tables and the 2 span tables, for 3 projects and 2 days (and any undated feedback).
+    assert!(
+        got.len() >= 10 * 3 * 2,
+        "{:?}",
+        got.iter().map(|g| &g.0).collect::<Vec<_>>()
+    );
+    assert_eq!(got, of_range(&ref_dir.join("out")));
+}
+
+fn site_days(out: &Path, project: &str) -> usize {
+    std::fs::read_dir(out.join(format!("site_totals/project={project}")))
+        .map(|d| d.count())
+        .unwrap_or(0)
 }
