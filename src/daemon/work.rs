@@ -358,22 +358,7 @@ impl Daemon {
     /// One window of the oldest queued backfill, if the budget has room for it beyond what the
     /// next scheduled export needs.
     pub(super) async fn backfill_step(&mut self) -> Step {
-        let queue = self.ctx.store().queue();
-        let now = self.ctx.clock.now();
-        match queue.pending(now) {
-            Ok(q) => metrics::gauge!("docpipe_backfills_queued").set(q.len() as f64),
-            Err(e) => {
-                tracing::error!("backfill queue: {e}");
-                return Step::Wait(BACKFILL_RECHECK);
-            }
-        }
-        // The oldest range not held by another daemon (this one's own first), its lease renewed.
-        let lease = if self.ctx.store().is_shared() {
-            chrono::Duration::from_std(self.ctx.settings.window_lease).unwrap_or(BACKFILL_LEASE)
-        } else {
-            BACKFILL_LEASE
-        };
-        let q = match queue.claim(&self.me, now, lease) {
+        let q = match self.claim_backfill() {
             Ok(Some(q)) => q,
             Ok(None) => return Step::Idle,
             Err(e) => {
@@ -394,7 +379,7 @@ impl Daemon {
                 return Step::Wait(BACKFILL_RECHECK);
             }
         };
-        let tried = self.tried.entry(q.id).or_default();
+        let tried = self.tried.entry(q.id).or_default().clone();
         // The datasets in export order (page views first: the trends read them), one window
         // a step.
         let next = plan
@@ -404,81 +389,115 @@ impl Daemon {
             .min_by_key(|d| crate::dataset::order(d.dataset()))
             .cloned();
         let Some(next) = next else {
-            // A span is due on every plan (its recent days are fetched again): walked once
-            // here, it is done; so is a day within the lateness allowance (the exports look
-            // at it again until it is final). A day left is one that failed, or should be final
-            // and is not.
-            let left = plan
-                .due
-                .iter()
-                .filter(|d| !d.is_span() && d.becomes_final)
-                .count();
-            if let Err(e) = queue.done(q.id, self.ctx.clock.now()) {
-                tracing::error!("backfill queue: {e}");
-            }
-            self.tried.remove(&q.id);
-            count_run("backfill", left == 0);
-            if left == 0 {
-                tracing::info!(id = q.id, from = %q.from, to = %q.to, "backfill done");
-            } else {
-                tracing::warn!(
-                    id = q.id,
-                    left,
-                    "backfill drained; some windows failed or are not final: see the log, and queue it again to retry"
-                );
-            }
+            self.drained(&q, &plan);
             return Step::Worked;
         };
-        let (dataset, project, day, expected) = (
-            next.dataset(),
-            next.project.clone(),
-            next.day,
-            next.expected_requests,
-        );
-        let Some(target) = targets.iter().find(|t| t.project == project) else {
+        let Some(target) = targets.iter().find(|t| t.project == next.project) else {
             return Step::Idle;
         };
+        if !self.has_room(target, next.expected_requests) {
+            return Step::Wait(BACKFILL_RECHECK);
+        }
+        let window = (next.dataset(), next.project.clone(), next.day);
+        self.tried.entry(q.id).or_default().insert(window.clone());
+        let one = Plan {
+            expected_requests: next.expected_requests,
+            due: vec![next],
+            ..plan
+        };
+        let summary = self.exporter.run(std::slice::from_ref(target), &one).await;
+        log_backfill_window(q.id, &summary);
+        gauge_budget(&self.targets, self.ctx.clock.now());
+        // The state database failing is not the window's fault (a shared database away for a
+        // while): the window is tried again after a wait, not left out of the drain.
+        if summary.failed.iter().any(|f| f.is_state_database()) {
+            if let Some(tried) = self.tried.get_mut(&q.id) {
+                tried.remove(&window);
+            }
+            return Step::Wait(BACKFILL_RECHECK);
+        }
+        Step::Worked
+    }
+
+    /// The oldest queued range not held by another daemon (this one's own first), its lease
+    /// renewed; the gauge of the queue set on the way.
+    fn claim_backfill(&self) -> Result<Option<crate::store::Queued>, crate::store::StoreError> {
+        let queue = self.ctx.store().queue();
+        let now = self.ctx.clock.now();
+        let pending = queue.pending(now)?;
+        metrics::gauge!("docpipe_backfills_queued").set(pending.len() as f64);
+        let lease = if self.ctx.store().is_shared() {
+            chrono::Duration::from_std(self.ctx.settings.window_lease).unwrap_or(BACKFILL_LEASE)
+        } else {
+            BACKFILL_LEASE
+        };
+        queue.claim(&self.me, now, lease)
+    }
+
+    /// Whether `target`'s organization has room for `expected` requests beside what the next
+    /// scheduled export needs.
+    fn has_room(&self, target: &Target, expected: u64) -> bool {
         let client = &target.client;
-        let org = client.organization().to_string();
         let limits = client.settings().limits;
         let limit = u64::from(limits.effective(limits.analytics_per_hour));
-        let now = self.ctx.clock.now();
-        let used = u64::from(client.budget().used(&client.analytics_scope(), now));
-        let reserve = self.reserve.get(&org).copied().unwrap_or(0);
-        if used + reserve + expected > limit {
+        let used = u64::from(
+            client
+                .budget()
+                .used(&client.analytics_scope(), self.ctx.clock.now()),
+        );
+        let reserve = self
+            .reserve
+            .get(client.organization())
+            .copied()
+            .unwrap_or(0);
+        let room = used + reserve + expected <= limit;
+        if !room {
             tracing::debug!(
                 used,
                 reserve,
                 need = expected,
                 "backfill waits for the budget"
             );
-            return Step::Wait(BACKFILL_RECHECK);
         }
-        tried.insert((dataset, project.clone(), day));
-        let one = Plan {
-            due: vec![next],
-            expected_requests: expected,
-            ..plan
-        };
-        let summary = self.exporter.run(std::slice::from_ref(target), &one).await;
-        if let Some(w) = summary.windows.first() {
-            tracing::info!(id = q.id, project = %w.project, day = %w.day, rows = w.rows, "backfill window written");
+        room
+    }
+
+    /// A queued range with no window left to try: marked done, counted and logged.
+    fn drained(&mut self, q: &crate::store::Queued, plan: &Plan) {
+        // A span is due on every plan (its recent days are fetched again): walked once here,
+        // it is done; so is a day within the lateness allowance (the exports look at it again
+        // until it is final). A day left is one that failed, or should be final and is not.
+        let left = plan
+            .due
+            .iter()
+            .filter(|d| !d.is_span() && d.becomes_final)
+            .count();
+        if let Err(e) = self.ctx.store().queue().done(q.id, self.ctx.clock.now()) {
+            tracing::error!("backfill queue: {e}");
         }
-        if let Some(w) = summary.records.first() {
-            tracing::info!(id = q.id, dataset = w.dataset, project = %w.project, from = %w.from, rows = w.rows, "backfill window written");
+        self.tried.remove(&q.id);
+        count_run("backfill", left == 0);
+        if left == 0 {
+            tracing::info!(id = q.id, from = %q.from, to = %q.to, "backfill done");
+        } else {
+            tracing::warn!(
+                id = q.id,
+                left,
+                "backfill drained; some windows failed or are not final: see the log, and queue it again to retry"
+            );
         }
-        for f in &summary.failed {
-            tracing::warn!(id = q.id, project = %f.project, day = %f.day, "backfill window failed: {f}");
-        }
-        gauge_budget(&self.targets, self.ctx.clock.now());
-        // The state database failing is not the window's fault (a shared database away for a
-        // while): the window is tried again after a wait, not left out of the drain.
-        if summary.failed.iter().any(|f| f.is_state_database()) {
-            if let Some(tried) = self.tried.get_mut(&q.id) {
-                tried.remove(&(dataset, project, day));
-            }
-            return Step::Wait(BACKFILL_RECHECK);
-        }
-        Step::Worked
+    }
+}
+
+/// What a backfill window did, in the log.
+fn log_backfill_window(id: i64, summary: &Summary) {
+    if let Some(w) = summary.windows.first() {
+        tracing::info!(id, project = %w.project, day = %w.day, rows = w.rows, "backfill window written");
+    }
+    if let Some(w) = summary.records.first() {
+        tracing::info!(id, dataset = w.dataset, project = %w.project, from = %w.from, rows = w.rows, "backfill window written");
+    }
+    for f in &summary.failed {
+        tracing::warn!(id, project = %f.project, day = %f.day, "backfill window failed: {f}");
     }
 }

@@ -125,126 +125,19 @@ pub fn forecast(
     tz: Tz,
     now: DateTime<Utc>,
 ) -> Vec<OrgForecast> {
-    let mut streams = streams.to_vec();
-    let mut spent: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
-    let mut worst: BTreeMap<(String, &'static str), (Duration, Duration)> = BTreeMap::new();
-    let missing = |streams: &[Stream], org: &str| -> u64 {
-        streams
-            .iter()
-            .filter(|s| s.org == org)
-            .map(|s| match &s.windows {
-                Windows::Days { days, .. } => days.values().filter(|d| d.is_none()).count() as u64,
-                Windows::Span { walked_at, .. } => u64::from(walked_at.is_none()),
-            })
-            .sum()
-    };
-    // Requests already spent on windows walked in parts, by slot.
-    let mut progress: BTreeMap<PartKey, u64> = BTreeMap::new();
-    let mut backfill: BTreeMap<String, (u64, Option<i64>)> = rooms
-        .keys()
-        .map(|o| (o.clone(), (missing(&streams, o), None)))
-        .collect();
+    let mut sim = Sim::new(streams, rooms, tz);
     for hour in 0..HORIZON_HOURS {
         let t = now + Duration::hours(hour);
-        let today = t.with_timezone(&tz).date_naive();
         let in_day = hour < 24;
-        if !in_day && backfill.values().all(|(n, eta)| *n == 0 || eta.is_some()) {
+        if !in_day
+            && sim
+                .backfill
+                .values()
+                .all(|(n, eta)| *n == 0 || eta.is_some())
+        {
             break;
         }
-        let mut cands = Vec::new();
-        let mut slots = Vec::new();
-        for (i, s) in streams.iter_mut().enumerate() {
-            match &mut s.windows {
-                Windows::Days {
-                    days,
-                    lookback_days,
-                } => {
-                    days.entry(today).or_insert(None);
-                    let rule = DueRule {
-                        policy: s.policy,
-                        lookback_days: *lookback_days,
-                        refresh: false,
-                    };
-                    for (&day, &at) in days.iter() {
-                        let age = (today - day).num_days();
-                        if in_day {
-                            let since = at.map_or(Duration::zero(), |a| t - a);
-                            let w = worst.entry((s.project.clone(), s.dataset)).or_default();
-                            if age == 0 {
-                                let midnight = t - Duration::seconds(i64::from(
-                                    t.with_timezone(&tz).time().num_seconds_from_midnight(),
-                                ));
-                                let since = at.map_or(t - midnight, |a| t - a.max(midnight));
-                                w.0 = w.0.max(since);
-                            } else if at.is_some() && age <= i64::from(*lookback_days) {
-                                w.1 = w.1.max(since);
-                            }
-                        }
-                        let done = progress.get(&Slot::Day(i, day).key()).copied().unwrap_or(0);
-                        // A day written has its fingerprint: a re-check is a probe.
-                        let state = super::DayState {
-                            age,
-                            written: at.is_some(),
-                            stored: 0,
-                            complete: false,
-                            probe_able: true,
-                            checked_at: at,
-                        };
-                        let day_start = crate::api::views::local_midnight(day, tz).to_utc();
-                        // Walked in parts: the parts already spent are not spent again.
-                        if let Some(d) =
-                            rule.day(&state, s.walk_cost.saturating_sub(done), day_start, t)
-                        {
-                            cands.push(Candidate {
-                                org: s.org.clone(),
-                                project: s.project.clone(),
-                                dataset: s.dataset,
-                                purpose: d.purpose,
-                                newness: newness(day),
-                                cost: d.cost,
-                                urgency: d.urgency,
-                                started: done > 0,
-                                deadline: d.deadline,
-                            });
-                            slots.push(Slot::Day(i, day));
-                        }
-                    }
-                }
-                Windows::Span { walked_at, full } => {
-                    let newness = newness(today);
-                    let deadline_after = s.policy.oldest;
-                    let mut push = |purpose, cost: u64, is_full, interval, at| {
-                        let done = progress
-                            .get(&Slot::Span(i, is_full).key())
-                            .copied()
-                            .unwrap_or(0);
-                        cands.push(Candidate {
-                            org: s.org.clone(),
-                            project: s.project.clone(),
-                            dataset: s.dataset,
-                            purpose,
-                            newness,
-                            cost: cost.saturating_sub(done).max(1),
-                            urgency: Policy::urgency(interval, at, t),
-                            started: done > 0,
-                            deadline: is_full && Policy::is_due(deadline_after, at, t),
-                        });
-                        slots.push(Slot::Span(i, is_full));
-                    };
-                    let p = s.policy;
-                    match (walked_at, full) {
-                        (None, _) => push(Purpose::Backfill, s.walk_cost, false, p.today, None),
-                        (Some(_), Some((f, cost))) if Policy::is_due(p.full, *f, t) => {
-                            push(Purpose::Recheck, *cost, true, p.full, *f)
-                        }
-                        (Some(w), _) if Policy::is_due(p.today, Some(*w), t) => {
-                            push(Purpose::Fresh, s.walk_cost, false, p.today, Some(*w))
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        }
+        let (cands, slots) = sim.candidates(t, in_day);
         let room = |org: &str| {
             rooms.get(org).map(|r| Room {
                 limit: r.limit,
@@ -252,26 +145,226 @@ pub fn forecast(
             })
         };
         let (chosen, _) = fit(&cands, &order(&cands), &room, freshness);
+        sim.serve(&cands, &slots, chosen, t, in_day);
+        for (org, b) in sim.backfill.iter_mut() {
+            if b.0 > 0 && b.1.is_none() && missing(&sim.streams, org) == 0 {
+                b.1 = Some(hour + 1);
+            }
+        }
+    }
+    sim.report(rooms)
+}
+
+/// The windows not yet written of an organization's streams.
+fn missing(streams: &[Stream], org: &str) -> u64 {
+    streams
+        .iter()
+        .filter(|s| s.org == org)
+        .map(|s| match &s.windows {
+            Windows::Days { days, .. } => days.values().filter(|d| d.is_none()).count() as u64,
+            Windows::Span { walked_at, .. } => u64::from(walked_at.is_none()),
+        })
+        .sum()
+}
+
+/// The forecast's simulation: the streams as the hours served leave them, and what it saw.
+struct Sim {
+    streams: Vec<Stream>,
+    tz: Tz,
+    /// Requests spent in the first 24 hours, by organization and dataset.
+    spent: BTreeMap<(String, &'static str), u64>,
+    /// The worst staleness in the first 24 hours, by project and dataset: today's data, the
+    /// provisional days'.
+    worst: BTreeMap<(String, &'static str), (Duration, Duration)>,
+    /// Requests already spent on windows walked in parts, by slot.
+    progress: BTreeMap<PartKey, u64>,
+    /// Per organization: the windows its backfill has to write, and the hour it is done.
+    backfill: BTreeMap<String, (u64, Option<i64>)>,
+}
+
+impl Sim {
+    fn new(streams: &[Stream], rooms: &BTreeMap<String, Room>, tz: Tz) -> Self {
+        let streams = streams.to_vec();
+        let backfill = rooms
+            .keys()
+            .map(|o| (o.clone(), (missing(&streams, o), None)))
+            .collect();
+        Self {
+            streams,
+            tz,
+            spent: BTreeMap::new(),
+            worst: BTreeMap::new(),
+            progress: BTreeMap::new(),
+            backfill,
+        }
+    }
+
+    /// The windows due at `t`, with the slot each is of (noting the staleness seen in the
+    /// first 24 hours).
+    fn candidates(&mut self, t: DateTime<Utc>, in_day: bool) -> (Vec<Candidate>, Vec<Slot>) {
+        let mut cands = Vec::new();
+        let mut slots = Vec::new();
+        let today = t.with_timezone(&self.tz).date_naive();
+        for i in 0..self.streams.len() {
+            if matches!(self.streams[i].windows, Windows::Days { .. }) {
+                self.day_candidates(i, t, today, in_day, &mut cands, &mut slots);
+            } else {
+                self.span_candidates(i, t, today, &mut cands, &mut slots);
+            }
+        }
+        (cands, slots)
+    }
+
+    /// The days of stream `i` due at `t` (today's added when it is new).
+    fn day_candidates(
+        &mut self,
+        i: usize,
+        t: DateTime<Utc>,
+        today: NaiveDate,
+        in_day: bool,
+        cands: &mut Vec<Candidate>,
+        slots: &mut Vec<Slot>,
+    ) {
+        let tz = self.tz;
+        let s = &mut self.streams[i];
+        let Windows::Days {
+            days,
+            lookback_days,
+        } = &mut s.windows
+        else {
+            return;
+        };
+        days.entry(today).or_insert(None);
+        let rule = DueRule {
+            policy: s.policy,
+            lookback_days: *lookback_days,
+            refresh: false,
+        };
+        for (&day, &at) in days.iter() {
+            let age = (today - day).num_days();
+            if in_day {
+                let since = at.map_or(Duration::zero(), |a| t - a);
+                let w = self
+                    .worst
+                    .entry((s.project.clone(), s.dataset))
+                    .or_default();
+                if age == 0 {
+                    let midnight = t - Duration::seconds(i64::from(
+                        t.with_timezone(&tz).time().num_seconds_from_midnight(),
+                    ));
+                    let since = at.map_or(t - midnight, |a| t - a.max(midnight));
+                    w.0 = w.0.max(since);
+                } else if at.is_some() && age <= i64::from(*lookback_days) {
+                    w.1 = w.1.max(since);
+                }
+            }
+            let done = self
+                .progress
+                .get(&Slot::Day(i, day).key())
+                .copied()
+                .unwrap_or(0);
+            // A day written has its fingerprint: a re-check is a probe.
+            let state = super::DayState {
+                age,
+                written: at.is_some(),
+                stored: 0,
+                complete: false,
+                probe_able: true,
+                checked_at: at,
+            };
+            let day_start = crate::api::views::local_midnight(day, tz).to_utc();
+            // Walked in parts: the parts already spent are not spent again.
+            if let Some(d) = rule.day(&state, s.walk_cost.saturating_sub(done), day_start, t) {
+                cands.push(Candidate {
+                    org: s.org.clone(),
+                    project: s.project.clone(),
+                    dataset: s.dataset,
+                    purpose: d.purpose,
+                    newness: newness(day),
+                    cost: d.cost,
+                    urgency: d.urgency,
+                    started: done > 0,
+                    deadline: d.deadline,
+                });
+                slots.push(Slot::Day(i, day));
+            }
+        }
+    }
+
+    /// The walk of span stream `i` due at `t`, if one is: its first, its full re-check, or
+    /// its recent days.
+    fn span_candidates(
+        &self,
+        i: usize,
+        t: DateTime<Utc>,
+        today: NaiveDate,
+        cands: &mut Vec<Candidate>,
+        slots: &mut Vec<Slot>,
+    ) {
+        let s = &self.streams[i];
+        let Windows::Span { walked_at, full } = &s.windows else {
+            return;
+        };
+        let p = s.policy;
+        let (purpose, cost, is_full, interval, at) = match (walked_at, full) {
+            (None, _) => (Purpose::Backfill, s.walk_cost, false, p.today, None),
+            (Some(_), Some((f, cost))) if Policy::is_due(p.full, *f, t) => {
+                (Purpose::Recheck, *cost, true, p.full, *f)
+            }
+            (Some(w), _) if Policy::is_due(p.today, Some(*w), t) => {
+                (Purpose::Fresh, s.walk_cost, false, p.today, Some(*w))
+            }
+            _ => return,
+        };
+        let done = self
+            .progress
+            .get(&Slot::Span(i, is_full).key())
+            .copied()
+            .unwrap_or(0);
+        cands.push(Candidate {
+            org: s.org.clone(),
+            project: s.project.clone(),
+            dataset: s.dataset,
+            purpose,
+            newness: newness(today),
+            cost: cost.saturating_sub(done).max(1),
+            urgency: Policy::urgency(interval, at, t),
+            started: done > 0,
+            deadline: is_full && Policy::is_due(p.oldest, at, t),
+        });
+        slots.push(Slot::Span(i, is_full));
+    }
+
+    /// Serves the windows `chosen` (with their parts) at `t`: a whole one is looked at (a day
+    /// past the allowance is final), a part is remembered for the next hour.
+    fn serve(
+        &mut self,
+        cands: &[Candidate],
+        slots: &[Slot],
+        chosen: Vec<(usize, Option<u64>)>,
+        t: DateTime<Utc>,
+        in_day: bool,
+    ) {
+        let today = t.with_timezone(&self.tz).date_naive();
         for (i, part) in chosen {
             let key = slots[i].key();
             if in_day {
-                let s = &streams[key.0];
-                *spent.entry((s.org.clone(), s.dataset)).or_default() +=
+                let s = &self.streams[key.0];
+                *self.spent.entry((s.org.clone(), s.dataset)).or_default() +=
                     part.unwrap_or(cands[i].cost);
             }
             if let Some(part) = part {
                 // Walked in parts: its walk goes on next run.
-                *progress.entry(key).or_default() += part;
+                *self.progress.entry(key).or_default() += part;
                 continue;
             }
-            progress.remove(&key);
+            self.progress.remove(&key);
             match slots[i] {
                 Slot::Day(si, day) => {
-                    let s = &mut streams[si];
                     if let Windows::Days {
                         days,
                         lookback_days,
-                    } = &mut s.windows
+                    } = &mut self.streams[si].windows
                     {
                         // Past the allowance, a day looked at is final.
                         if (today - day).num_days() > i64::from(*lookback_days) {
@@ -282,8 +375,7 @@ pub fn forecast(
                     }
                 }
                 Slot::Span(si, is_full) => {
-                    let s = &mut streams[si];
-                    if let Windows::Span { walked_at, full } = &mut s.windows {
+                    if let Windows::Span { walked_at, full } = &mut self.streams[si].windows {
                         *walked_at = Some(t);
                         if let Some((f, _)) = full
                             && (is_full || f.is_none())
@@ -294,40 +386,41 @@ pub fn forecast(
                 }
             }
         }
-        for (org, b) in backfill.iter_mut() {
-            if b.0 > 0 && b.1.is_none() && missing(&streams, org) == 0 {
-                b.1 = Some(hour + 1);
-            }
-        }
     }
-    rooms
-        .iter()
-        .map(|(org, r)| {
-            let mine: Vec<&Stream> = streams.iter().filter(|s| s.org == *org).collect();
-            let mut by_demand: BTreeMap<&'static str, f64> = BTreeMap::new();
-            for s in &mine {
-                *by_demand.entry(s.dataset).or_default() += demand(s, 1.0);
-            }
-            OrgForecast {
-                org: org.clone(),
-                limit: r.limit,
-                demand: by_demand.values().sum(),
-                by_dataset: spent
-                    .iter()
-                    .filter(|((o, _), _)| o == org)
-                    .map(|((_, d), n)| (*d, *n as f64 / 24.0))
-                    .collect(),
-                staleness: worst
-                    .iter()
-                    .filter(|((p, _), _)| mine.iter().any(|s| s.project == *p))
-                    .map(|((p, d), (a, b))| (p.clone(), *d, *a, *b))
-                    .collect(),
-                backfill: backfill.get(org).copied().filter(|(n, _)| *n > 0),
-                demand_by_dataset: by_demand.into_iter().collect(),
-                today_hours: mine.first().map_or(1.0, |s| hours(s.policy.today)),
-            }
-        })
-        .collect()
+
+    /// Each organization's forecast from what the simulation saw.
+    fn report(&self, rooms: &BTreeMap<String, Room>) -> Vec<OrgForecast> {
+        rooms
+            .iter()
+            .map(|(org, r)| {
+                let mine: Vec<&Stream> = self.streams.iter().filter(|s| s.org == *org).collect();
+                let mut by_demand: BTreeMap<&'static str, f64> = BTreeMap::new();
+                for s in &mine {
+                    *by_demand.entry(s.dataset).or_default() += demand(s, 1.0);
+                }
+                OrgForecast {
+                    org: org.clone(),
+                    limit: r.limit,
+                    demand: by_demand.values().sum(),
+                    by_dataset: self
+                        .spent
+                        .iter()
+                        .filter(|((o, _), _)| o == org)
+                        .map(|((_, d), n)| (*d, *n as f64 / 24.0))
+                        .collect(),
+                    staleness: self
+                        .worst
+                        .iter()
+                        .filter(|((p, _), _)| mine.iter().any(|s| s.project == *p))
+                        .map(|((p, d), (a, b))| (p.clone(), *d, *a, *b))
+                        .collect(),
+                    backfill: self.backfill.get(org).copied().filter(|(n, _)| *n > 0),
+                    demand_by_dataset: by_demand.into_iter().collect(),
+                    today_hours: mine.first().map_or(1.0, |s| hours(s.policy.today)),
+                }
+            })
+            .collect()
+    }
 }
 
 use chrono::Timelike as _;
