@@ -379,9 +379,9 @@ impl Daemon {
                 return Step::Wait(BACKFILL_RECHECK);
             }
         };
-        let tried = self.tried.entry(q.id).or_default().clone();
         // The datasets in export order (page views first: the trends read them), one window
         // a step.
+        let tried = self.tried.entry(q.id).or_default();
         let next = plan
             .due
             .iter()
