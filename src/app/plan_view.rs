@@ -94,13 +94,14 @@ fn days_not_final(
     let today = ctx.settings.today(ctx.clock.now());
     let known = ctx.store().windows(dataset, project)?;
     let looks = ctx.store().looks(dataset, project)?;
+    let long_ago = long_ago(ctx);
     let mut days = BTreeMap::new();
     let mut d = first;
     while d <= today {
         match known.get(&d).map(|w| w.is_final) {
             Some(true) => {}
             Some(false) => {
-                let at = looks.get(&d).map_or(long_ago(ctx), |l| l.checked_at);
+                let at = looks.get(&d).map_or(long_ago, |l| l.checked_at);
                 days.insert(d, Some(at));
             }
             None => {

@@ -111,11 +111,13 @@ impl Exporter {
                 if window.is_some_and(|w| w.is_final) && files {
                     plan.skipped_final += 1;
                 } else {
-                    let key = WalkKey::day(dataset.name(), &t.project, day);
-                    let (stored, complete) = if walking.contains(&key) {
-                        self.state().progress(&key)?
-                    } else {
-                        (0, false)
+                    // A day's walk in progress: one of the few the state listed above.
+                    let (stored, complete) = match walking
+                        .iter()
+                        .find(|w| w.from == day && w.to == day.succ_opt().unwrap_or(day))
+                    {
+                        Some(w) => self.state().progress(w)?,
+                        None => (0, false),
                     };
                     let look = looks.get(&day);
                     let state = DayState {

@@ -230,8 +230,14 @@ impl Journals {
         }
     }
 
-    /// The bytes of the walk's journal, when it belongs to the walk in progress.
-    fn bytes(&self, sql: &Sql, w: &WalkKey) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+    /// `f` of the walk's journal, read once, when it belongs to the walk in progress (its end
+    /// noted for the next append); `None` when there is none.
+    fn read<T>(
+        &self,
+        sql: &Sql,
+        w: &WalkKey,
+        f: impl FnOnce(&journal::Read<'_>) -> T,
+    ) -> Result<Option<T>, StoreError> {
         let Some(id) = walk_id(sql, w)? else {
             return Ok(None);
         };
@@ -241,7 +247,12 @@ impl Journals {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(self.error(&path, e)),
         };
-        Ok((journal::read(&bytes).id == Some(id)).then_some((id, bytes)))
+        let read = journal::read(&bytes);
+        if read.id != Some(id) {
+            return Ok(None);
+        }
+        self.remember(w, id, read.valid_len);
+        Ok(Some(f(&read)))
     }
 
     /// Notes where the walk's journal (of walk `id`) ends, for the next append.
@@ -332,24 +343,20 @@ impl PageStore for Journals {
     }
 
     fn pages(&self, sql: &Sql, w: &WalkKey) -> Result<Vec<Vec<u8>>, StoreError> {
-        let Some((id, bytes)) = self.bytes(sql, w)? else {
-            return Ok(Vec::new());
-        };
-        let read = journal::read(&bytes);
-        self.remember(w, id, read.valid_len);
-        Ok(read.frames.iter().map(|f| f.data.to_vec()).collect())
+        let pages = self.read(sql, w, |r| {
+            r.frames.iter().map(|f| f.data.to_vec()).collect()
+        })?;
+        Ok(pages.unwrap_or_default())
     }
 
     fn progress(&self, sql: &Sql, w: &WalkKey) -> Result<(u64, bool), StoreError> {
-        let Some((id, bytes)) = self.bytes(sql, w)? else {
-            return Ok((0, false));
-        };
-        let read = journal::read(&bytes);
-        self.remember(w, id, read.valid_len);
-        Ok((
-            read.frames.len() as u64,
-            read.frames.last().is_some_and(|f| f.last),
-        ))
+        let progress = self.read(sql, w, |r| {
+            (
+                r.frames.len() as u64,
+                r.frames.last().is_some_and(|f| f.last),
+            )
+        })?;
+        Ok(progress.unwrap_or((0, false)))
     }
 
     fn ended(&self, w: &WalkKey) -> Result<(), StoreError> {

@@ -458,9 +458,8 @@ async fn an_agent_job_of_ten_minutes_delays_no_export_and_its_polling_resumes_af
     drop(d);
 
     // A new daemon takes the polling over from the ledger; the job ends; it is recorded.
-    let d = daemon(settings, live.clock.clone(), keys(), Some(&rules)).await;
+    let mut d = daemon(settings, live.clock.clone(), keys(), Some(&rules)).await;
     live.clock.advance(Duration::from_secs(601));
-    let mut d = d;
     assert_eq!(d.work(Some(&Tick::Poll)).await, Step::Worked);
     assert_eq!(
         seen.metric("docpipe_job_outcomes_total{rule=\"watch\",status=\"completed\"}"),
