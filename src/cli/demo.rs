@@ -103,16 +103,7 @@ pub async fn run(_: Args, o: &crate::config::Overrides) -> anyhow::Result<()> {
     );
     let settings = demo_settings(&data, &server.base_url(), o)?;
     let output_dir = settings.output_dir.clone();
-    let mut keys = BTreeMap::new();
-    for org in &data.organizations {
-        if let Some(key) = org.admin_keys.first() {
-            keys.insert(
-                org.id.clone(),
-                AdminKey::parse(key, &data.brand, "demo data")?,
-            );
-        }
-    }
-    let ctx = Context::open(settings, clock.clone(), Access::Export, Keys::Given(keys))
+    let ctx = Context::open(settings, clock.clone(), Access::Export, demo_keys(&data)?)
         .await?
         .with_events(Arc::new(super::progress::Bar::on_terminal()));
     let targets = ctx.targets(&[])?;
@@ -122,8 +113,54 @@ pub async fn run(_: Args, o: &crate::config::Overrides) -> anyhow::Result<()> {
         .await
         .unwrap_or_default();
     let out = std::fs::canonicalize(&output_dir).unwrap_or(output_dir.clone());
+    print_latest(&out, &targets, &summary)?;
+    println!();
+    let computed = trends(&ctx)?.ok_or_else(|| super::export::no_data(&ctx))?;
+    super::trends::print(&computed.tables, &computed.files, &[])?;
+    let fired = fire_demo_rules(&ctx, &targets, &computed.tables).await?;
+    let pushed = ctx.push().await?;
+    // The bucket's URL, or the output folder's full path.
+    let shown = match &ctx.settings.output {
+        Some(l) => l.to_string(),
+        None => out.display().to_string(),
+    };
+    println!("\noutput: {shown}");
+    if let Some(p) = pushed {
+        println!(
+            "  {} files sent ({} bytes); the working copy and the state are in {}",
+            p.files,
+            p.bytes,
+            out.display()
+        );
+    }
+    print_tables(&out, &shown, &server.emulator.stats());
+    server.stop().await;
+    super::export::outcome(&summary)?;
+    super::rules::outcome(&fired.reports)
+}
+
+/// Each demo organization's first admin key.
+fn demo_keys(data: &crate::emulator::data::DataFile) -> anyhow::Result<Keys> {
+    let mut keys = BTreeMap::new();
+    for org in &data.organizations {
+        if let Some(key) = org.admin_keys.first() {
+            keys.insert(
+                org.id.clone(),
+                AdminKey::parse(key, &data.brand, "demo data")?,
+            );
+        }
+    }
+    Ok(Keys::Given(keys))
+}
+
+/// Each project's latest day written: its totals and its three most viewed pages.
+fn print_latest(
+    out: &std::path::Path,
+    targets: &[crate::export::Target],
+    summary: &crate::export::Summary,
+) -> anyhow::Result<()> {
     println!("\nwhat was written, per project (latest day):");
-    for t in &targets {
+    for t in targets {
         let Some(latest) = summary
             .windows
             .iter()
@@ -132,7 +169,7 @@ pub async fn run(_: Args, o: &crate::config::Overrides) -> anyhow::Result<()> {
         else {
             continue;
         };
-        let file = partition_dir(&out, PAGE_VIEWS, &t.project, latest.day).join(PART);
+        let file = partition_dir(out, PAGE_VIEWS, &t.project, latest.day).join(PART);
         let mut rows = read_page_views(&file).map_err(anyhow::Error::msg)?;
         rows.sort_by(|a, b| b.total.cmp(&a.total).then(a.path.cmp(&b.path)));
         let share = if latest.totals.total > 0 {
@@ -155,9 +192,15 @@ pub async fn run(_: Args, o: &crate::config::Overrides) -> anyhow::Result<()> {
             println!("      {path:<40} {:>6} human {:>6} AI", r.human, r.ai);
         }
     }
-    println!();
-    let computed = trends(&ctx)?.ok_or_else(|| super::export::no_data(&ctx))?;
-    super::trends::print(&computed.tables, &computed.files, &[])?;
+    Ok(())
+}
+
+/// The example rules of `jobs/` evaluated on the trends and fired, their jobs polled each second.
+async fn fire_demo_rules(
+    ctx: &Context,
+    targets: &[crate::export::Target],
+    tables: &crate::trends::Tables,
+) -> anyhow::Result<crate::app::rules::Fired> {
     println!("\nrules (the example rules of jobs/, built into the binary):");
     let files: Vec<(String, String)> = DEMO_RULES
         .iter()
@@ -174,7 +217,7 @@ pub async fn run(_: Args, o: &crate::config::Overrides) -> anyhow::Result<()> {
         max: std::time::Duration::from_secs(1),
         ..Polling::default()
     });
-    let evals = evaluate_all(&loaded, &computed.tables, Some(engine.memory()))?;
+    let evals = evaluate_all(&loaded, tables, Some(engine.memory()))?;
     let fired = fire_all(
         &engine,
         &loaded.rules,
@@ -183,22 +226,16 @@ pub async fn run(_: Args, o: &crate::config::Overrides) -> anyhow::Result<()> {
     )
     .await?;
     super::rules::print_fired(&fired);
-    let pushed = ctx.push().await?;
-    let stats = server.emulator.stats();
-    // The bucket's URL, or the output folder's full path.
-    let shown = match &ctx.settings.output {
-        Some(l) => l.to_string(),
-        None => out.display().to_string(),
-    };
-    println!("\noutput: {shown}");
-    if let Some(p) = pushed {
-        println!(
-            "  {} files sent ({} bytes); the working copy and the state are in {}",
-            p.files,
-            p.bytes,
-            out.display()
-        );
-    }
+    Ok(fired)
+}
+
+/// Each table's files and rows beside the emulator's count of its dataset's requests, where
+/// the outputs are, and two queries to try.
+fn print_tables(
+    out: &std::path::Path,
+    shown: &str,
+    stats: &BTreeMap<&str, crate::emulator::OpStats>,
+) {
     println!(
         "  table                 files     rows  requests  (the emulator's count of its dataset's requests)"
     );
@@ -227,7 +264,7 @@ pub async fn run(_: Args, o: &crate::config::Overrides) -> anyhow::Result<()> {
     println!("  {shown}/{AGENT_RUNS}/project=<id>/{PART}  (rule firings and job outcomes)");
     println!(
         "  {}  (state: windows, walks in progress, request log, rule ledger)",
-        state_path(&out).display()
+        state_path(out).display()
     );
     println!("query it, e.g. with DuckDB:");
     println!(
@@ -236,7 +273,4 @@ pub async fn run(_: Args, o: &crate::config::Overrides) -> anyhow::Result<()> {
     println!(
         "  SELECT project, date, count(*) FILTER (resolution_status = 'unanswered') AS unanswered, count(*) AS turns FROM read_parquet('{shown}/assistant_turns/**/*.parquet', hive_partitioning = true) GROUP BY ALL ORDER BY ALL;"
     );
-    server.stop().await;
-    super::export::outcome(&summary)?;
-    super::rules::outcome(&fired.reports)
 }

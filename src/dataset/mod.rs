@@ -53,6 +53,16 @@ impl Paging {
     }
 }
 
+/// How the planner estimates the requests of a dataset's next window, from the windows written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Estimate {
+    /// The most requests of its latest 7 windows (probes, pages, retries).
+    MostRequests,
+    /// The pages its latest window's rows fill at its paging's limit: for a dataset whose
+    /// probes mostly find nothing to walk, so that its requests say little about a walk.
+    Pages,
+}
+
 /// How a dataset's data is cut into windows to fetch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Windowing {
@@ -110,6 +120,11 @@ pub trait Dataset: Send + Sync + std::fmt::Debug {
     /// (their fast column reader: `export/views.rs`).
     fn shape(&'static self) -> Option<&'static shape::Shape> {
         None
+    }
+    /// How the planner estimates a window's requests (measured by the freshness bench: page
+    /// views by their pages, the others by their requests, which gave the fresher data).
+    fn estimate(&self) -> Estimate {
+        Estimate::MostRequests
     }
     /// Whether a day's files are in place (a written day whose file was deleted is fetched
     /// again): its first table's partition, by default.

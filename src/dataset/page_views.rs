@@ -3,7 +3,7 @@
 //! The page decoder (with its fast reader) is `api::views`.
 
 use super::parquet::{WriteError, write_batch};
-use super::{Dataset, Key, Paging, Table, Windowing};
+use super::{Dataset, Estimate, Key, Paging, Table, Windowing};
 use crate::api::views::{Counts, PAGE_LIMIT, Reject, Rows, ViewRow, ViewsPage};
 use crate::layout::{PART, Pending, partition_dir};
 use arrow_array::{
@@ -61,6 +61,9 @@ impl Dataset for PageViews {
     }
     fn tables(&self) -> &'static [Table] {
         &TABLES
+    }
+    fn estimate(&self) -> Estimate {
+        Estimate::Pages
     }
     fn day_written(&self, root: &Path, project: &str, day: NaiveDate) -> bool {
         partitions_exist(root, project, day)

@@ -5,7 +5,7 @@
 use super::sql::Value;
 use super::{Store, StoreError, WalkKey};
 use crate::api::views::Counts;
-use crate::dataset::{Dataset, Paging};
+use crate::dataset::{Dataset, Estimate};
 use chrono::{DateTime, NaiveDate, Utc};
 
 /// What the state knows of a window.
@@ -131,11 +131,11 @@ impl Store {
     }
 
     /// What a window of a dataset and project is expected to take, at least one request:
-    /// paged by offset, the pages of its latest window's rows (the fewest a walk takes);
-    /// otherwise the most requests one of its latest 7 windows took (retries included).
+    /// as its dataset estimates it: the pages of its latest window's rows (the fewest a walk
+    /// takes), or the most requests one of its latest 7 windows took (retries included).
     pub fn window_cost(&self, dataset: &dyn Dataset, project: &str) -> Result<u64, StoreError> {
         let p = vec![Value::from(dataset.name()), Value::from(project)];
-        if let Paging::Offset { limit } = dataset.paging() {
+        if let (Estimate::Pages, Some(limit)) = (dataset.estimate(), dataset.paging().limit()) {
             let rows = self.sql.read(move |tx| {
                 tx.row(
                     "SELECT rows FROM windows WHERE dataset = ?1 AND project = ?2 AND rows IS NOT NULL ORDER BY day DESC LIMIT 1",

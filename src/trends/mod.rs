@@ -342,9 +342,40 @@ fn pages_of(site_totals: LazyFrame, page_views: LazyFrame) -> Result<LazyFrame, 
     let last = last.lazy();
     let by_project = [col("project")];
     let by_day = [col("project"), col("date")];
-    // Days exported in each window, per project: a comparison needs both windows complete.
-    let age =
-        (col("last_day").cast(DataType::Int32) - col("date").cast(DataType::Int32)).alias("age");
+    let coverage = coverage(days.clone(), last.clone());
+    let rows = views
+        .join(
+            last,
+            by_project.clone(),
+            by_project.clone(),
+            JoinArgs::new(JoinType::Inner),
+        )
+        .join(days, by_day.clone(), by_day, JoinArgs::new(JoinType::Left))
+        .with_column(age())
+        .filter(col("age").lt(lit(56)));
+    let mut lf = rows
+        .group_by([col("project"), col("path")])
+        .agg(window_sums())
+        .join(
+            coverage,
+            by_project.clone(),
+            by_project,
+            JoinArgs::new(JoinType::Left),
+        );
+    for w in [7, 28] {
+        lf = with_changes(lf, w)?;
+    }
+    Ok(lf.sort(["project", "rank_7d"], SortMultipleOptions::default()))
+}
+
+/// A row's days before its project's last day.
+fn age() -> Expr {
+    (col("last_day").cast(DataType::Int32) - col("date").cast(DataType::Int32)).alias("age")
+}
+
+/// Days exported in each window and the one before it, per project (`days_7d`,
+/// `days_prev_7d`, ...): a comparison needs both windows complete.
+fn coverage(days: LazyFrame, last: LazyFrame) -> LazyFrame {
     let mut covered = Vec::new();
     for w in [7, 28] {
         let prev = col("age").gt_eq(lit(w)).and(col("age").lt(lit(2 * w)));
@@ -363,30 +394,20 @@ fn pages_of(site_totals: LazyFrame, page_views: LazyFrame) -> Result<LazyFrame, 
                 .alias(format!("days_prev_{w}d")),
         );
     }
-    let coverage = days
-        .clone()
-        .join(
-            last.clone(),
-            by_project.clone(),
-            by_project.clone(),
-            JoinArgs::new(JoinType::Inner),
-        )
-        .with_column(age)
-        .group_by([col("project")])
-        .agg(covered);
-    let rows = views
-        .join(
-            last,
-            by_project.clone(),
-            by_project.clone(),
-            JoinArgs::new(JoinType::Inner),
-        )
-        .join(days, by_day.clone(), by_day, JoinArgs::new(JoinType::Left))
-        .with_column(
-            (col("last_day").cast(DataType::Int32) - col("date").cast(DataType::Int32))
-                .alias("age"),
-        )
-        .filter(col("age").lt(lit(56)));
+    days.join(
+        last,
+        [col("project")],
+        [col("project")],
+        JoinArgs::new(JoinType::Inner),
+    )
+    .with_column(age())
+    .group_by([col("project")])
+    .agg(covered)
+}
+
+/// A page's human and AI views in each window and the one before it, and whether its last 7
+/// days hold a provisional one.
+fn window_sums() -> Vec<Expr> {
     let mut aggs = vec![col("last_day").first()];
     for w in [7, 28] {
         let cur = col("age").lt(lit(w));
@@ -407,55 +428,53 @@ fn pages_of(site_totals: LazyFrame, page_views: LazyFrame) -> Result<LazyFrame, 
             .any(true)
             .alias("provisional"),
     );
-    let mut lf = rows.group_by([col("project"), col("path")]).agg(aggs).join(
-        coverage,
-        by_project.clone(),
-        by_project,
-        JoinArgs::new(JoinType::Left),
-    );
+    aggs
+}
+
+/// A window's totals, AI shares, change (both windows complete), rank by views, and the rise
+/// of the AI share with its rank (both windows complete and busy enough).
+fn with_changes(lf: LazyFrame, w: i64) -> Result<LazyFrame, TrendsError> {
     let desc = RankOptions {
         method: RankMethod::Ordinal,
         descending: true,
     };
-    for w in [7, 28] {
-        let (t, tp) = (format!("total_{w}d"), format!("total_prev_{w}d"));
-        lf = lf.with_columns([
-            (col(format!("human_{w}d")) + col(format!("ai_{w}d"))).alias(&t),
-            (col(format!("human_prev_{w}d")) + col(format!("ai_prev_{w}d"))).alias(&tp),
-        ]);
-        let complete = col(format!("days_{w}d"))
-            .eq(lit(w as i64))
-            .and(col(format!("days_prev_{w}d")).eq(lit(w as i64)));
-        lf = lf.with_columns([
-            share(&format!("ai_{w}d"), &t).alias(format!("ai_share_{w}d")),
-            share(&format!("ai_prev_{w}d"), &tp).alias(format!("ai_share_prev_{w}d")),
-            when(complete.clone())
-                .then(change(&t, &tp))
-                .otherwise(lit(Null {}))
-                .alias(format!("change_{w}d")),
-            col(&t)
-                .rank(desc, None)
-                .over([col("project")])?
-                .alias(format!("rank_{w}d")),
-        ]);
-        let eligible = complete
-            .and(col(&t).gt_eq(lit(MOVER_MIN_VIEWS)))
-            .and(col(&tp).gt_eq(lit(MOVER_MIN_VIEWS)));
-        let rise = col(format!("ai_share_{w}d")) - col(format!("ai_share_prev_{w}d"));
-        lf = lf.with_column(
+    let (t, tp) = (format!("total_{w}d"), format!("total_prev_{w}d"));
+    let lf = lf.with_columns([
+        (col(format!("human_{w}d")) + col(format!("ai_{w}d"))).alias(&t),
+        (col(format!("human_prev_{w}d")) + col(format!("ai_prev_{w}d"))).alias(&tp),
+    ]);
+    let complete = col(format!("days_{w}d"))
+        .eq(lit(w))
+        .and(col(format!("days_prev_{w}d")).eq(lit(w)));
+    let lf = lf.with_columns([
+        share(&format!("ai_{w}d"), &t).alias(format!("ai_share_{w}d")),
+        share(&format!("ai_prev_{w}d"), &tp).alias(format!("ai_share_prev_{w}d")),
+        when(complete.clone())
+            .then(change(&t, &tp))
+            .otherwise(lit(Null {}))
+            .alias(format!("change_{w}d")),
+        col(&t)
+            .rank(desc, None)
+            .over([col("project")])?
+            .alias(format!("rank_{w}d")),
+    ]);
+    let eligible = complete
+        .and(col(&t).gt_eq(lit(MOVER_MIN_VIEWS)))
+        .and(col(&tp).gt_eq(lit(MOVER_MIN_VIEWS)));
+    let rise = col(format!("ai_share_{w}d")) - col(format!("ai_share_prev_{w}d"));
+    Ok(lf
+        .with_column(
             when(eligible)
                 .then(rise)
                 .otherwise(lit(Null {}))
                 .alias(format!("ai_share_rise_{w}d")),
-        );
-        lf = lf.with_column(
+        )
+        .with_column(
             col(format!("ai_share_rise_{w}d"))
                 .rank(desc, None)
                 .over([col("project")])?
                 .alias(format!("mover_rank_{w}d")),
-        );
-    }
-    Ok(lf.sort(["project", "rank_7d"], SortMultipleOptions::default()))
+        ))
 }
 
 /// Computes the tables. polars blocks in place, which a single-threaded tokio runtime forbids,
