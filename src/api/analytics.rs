@@ -54,7 +54,9 @@ impl Client {
             At::Offset(o) => query.push(("offset", o.to_string())),
             At::Cursor(c) => query.push(("cursor", c.clone())),
         }
-        let call = self.analytics_call(Operation::Analytics(name), target, path, query);
+        let mut call = self.analytics_call(Operation::Analytics(name), target, path, query);
+        // A thread's 404 is the thread's.
+        call.project = thread.is_none().then(|| project.to_string());
         self.send_json(&call, decode).await
     }
 
@@ -82,6 +84,7 @@ impl Client {
             admin: true,
             wait_for_budget: true,
             streams: false,
+            project: None,
         }
     }
 

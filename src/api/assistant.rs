@@ -219,6 +219,7 @@ impl Client {
             admin: false,
             wait_for_budget: true,
             streams: true,
+            project: None,
         };
         let resp = self.send(&call).await?;
         let header = |name: &str| {

@@ -47,11 +47,26 @@ impl std::fmt::Display for Operation {
 /// What went wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ErrorKind {
-    /// 401.
+    /// 401 (or no key to send).
     #[error(
-        "the API key was rejected (401: missing, unknown or expired); check the key in its environment variable"
+        "the service refused the {key} key of organization {organization} ({message}); check the key in its environment variable"
     )]
-    BadKey,
+    BadKey {
+        /// `admin` or `assistant`.
+        key: &'static str,
+        /// The organization whose key it is.
+        organization: String,
+        /// `401: ` and the service's words, or why nothing was sent.
+        message: String,
+    },
+    /// 404 of an operation on a project: the service does not know the project.
+    #[error("project '{project}' is unknown to the service (404: {message})")]
+    UnknownProject {
+        /// The project id as the config gives it.
+        project: String,
+        /// The service's words.
+        message: String,
+    },
     /// 403.
     #[error(
         "forbidden (403: {message}); the key may be of the wrong kind, read-only, outside its IP allow-list, or the plan lacks this feature"

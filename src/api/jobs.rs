@@ -177,6 +177,7 @@ impl Client {
             // hears so at once and decides (the rules try again on a later run).
             wait_for_budget: !writes,
             streams: false,
+            project: None,
         }
     }
 

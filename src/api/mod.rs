@@ -132,6 +132,9 @@ pub(crate) struct Call {
     /// The answer is a stream read as it comes (the assistant's): the timeout covers the
     /// headers, and then each wait for more of the body, not the whole answer.
     pub streams: bool,
+    /// The project a 404 means is unknown (`None`: a 404 names something else, a job or a
+    /// thread).
+    pub project: Option<String>,
 }
 
 impl Client {
@@ -231,17 +234,24 @@ impl Client {
     }
 
     fn auth_header(&self, call: &Call) -> Result<String, ApiError> {
-        if call.admin {
-            self.admin
-                .as_ref()
-                .map(AdminKey::bearer)
-                .ok_or_else(|| self.fail(call, ErrorKind::BadKey))
+        let bearer = if call.admin {
+            self.admin.as_ref().map(AdminKey::bearer)
         } else {
-            self.assistant
-                .as_ref()
-                .map(AssistantKey::bearer)
-                .ok_or_else(|| self.fail(call, ErrorKind::BadKey))
-        }
+            self.assistant.as_ref().map(AssistantKey::bearer)
+        };
+        bearer.ok_or_else(|| self.refused(call, "none given: not sent".into()))
+    }
+
+    /// The key of `call` refused, with `message`.
+    fn refused(&self, call: &Call, message: String) -> ApiError {
+        self.fail(
+            call,
+            ErrorKind::BadKey {
+                key: if call.admin { "admin" } else { "assistant" },
+                organization: self.organization.clone(),
+                message,
+            },
+        )
     }
 
     /// One attempt: budget, send, and a non-2xx status mapped to its error. A state-changing
@@ -325,16 +335,23 @@ impl Client {
             return Ok(resp);
         }
         let retry_after = retry_after(resp.headers());
+        let kind = content_type(resp.headers());
         let text = match read_capped(resp).await {
             Ok(b) => b,
             Err(kind) => return Err(self.uncertain(call, kind)),
         };
-        let message = self.service_message(&text);
+        let message = self.service_message(&text, &kind);
         let kind = match status {
             StatusCode::BAD_REQUEST => ErrorKind::Invalid { message },
-            StatusCode::UNAUTHORIZED => ErrorKind::BadKey,
+            StatusCode::UNAUTHORIZED => return Err(self.refused(call, format!("401: {message}"))),
             StatusCode::FORBIDDEN => ErrorKind::Forbidden { message },
-            StatusCode::NOT_FOUND => ErrorKind::NotFound { message },
+            StatusCode::NOT_FOUND => match &call.project {
+                Some(project) => ErrorKind::UnknownProject {
+                    project: project.clone(),
+                    message,
+                },
+                None => ErrorKind::NotFound { message },
+            },
             StatusCode::REQUEST_TIMEOUT => ErrorKind::RequestTimeout,
             StatusCode::TOO_MANY_REQUESTS => ErrorKind::RateLimited { retry_after },
             s if s.is_server_error() => ErrorKind::Server {
@@ -384,8 +401,44 @@ impl Client {
         }
     }
 
-    /// `{"error": ..., "details": [{"message"}]}` or the start of the body, redacted and capped.
-    fn service_message(&self, body: &[u8]) -> String {
+    /// After a 429 without `Retry-After`: how long until the oldest request the call's budget
+    /// counts leaves the service's hour (the next slot the hour frees, as far as docpipe can
+    /// know); the whole window for a call without a budget.
+    fn next_slot(&self, call: &Call) -> Duration {
+        let window = budget::window();
+        let whole = window.to_std().unwrap_or(Duration::from_secs(3600));
+        let Some((scope, _)) = &call.budget else {
+            return whole;
+        };
+        let now = self.clock.now();
+        let used = self.budget.used(scope, now);
+        if used == 0 {
+            return whole;
+        }
+        // The first second at which fewer requests count than now.
+        let (mut lo, mut hi) = (1, window.num_seconds());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self
+                .budget
+                .used(scope, now + chrono::Duration::seconds(mid))
+                < used
+            {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Duration::from_secs(hi as u64)
+    }
+
+    /// `{"error": ..., "details": [{"message"}]}`, or the start of a body that is not JSON,
+    /// quoted, with its content type (a proxy's HTML page), or the start of other JSON;
+    /// redacted and capped.
+    fn service_message(&self, body: &[u8], content_type: &str) -> String {
+        if !body.is_empty() && !looks_like_json(body) {
+            return self.redact(&format!("{}, {content_type}", quote(body)));
+        }
         let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
         let text = match parsed
             .as_ref()
@@ -438,9 +491,17 @@ impl Client {
     ) -> Result<T, ApiError> {
         self.with_retries(call, || async {
             let resp = self.attempt(call).await?;
+            let kind = content_type(resp.headers());
             let body = read_capped(resp)
                 .await
                 .map_err(|k| self.uncertain(call, k))?;
+            if !looks_like_json(&body) {
+                let quoted = self.redact(&quote(&body));
+                return Err(self.uncertain(
+                    call,
+                    ErrorKind::Malformed(format!("the body is not JSON ({kind}): {quoted}")),
+                ));
+            }
             decode(&body).map_err(|d| self.uncertain(call, ErrorKind::Malformed(self.redact(&d))))
         })
         .await
@@ -466,7 +527,15 @@ impl Client {
                 }
                 e.retryable()
             })
-            .adjust(|e: &ApiError, step| policy.delay(step, e.retry_after(), &self.dice))
+            .adjust(|e: &ApiError, step| {
+                // A 429 without `Retry-After` waits for the hour to free a slot: a quick retry
+                // would only spend more of the hour.
+                let wait = match e.kind {
+                    ErrorKind::RateLimited { retry_after: None } => Some(self.next_slot(call)),
+                    _ => e.retry_after(),
+                };
+                policy.delay(step, wait, &self.dice)
+            })
             .notify(|e: &ApiError, wait| {
                 tracing::warn!(
                     operation = call.operation.name(),
@@ -502,6 +571,32 @@ pub fn escape(s: &str) -> String {
         }
     }
     out
+}
+
+/// A response's content type as sent, or `no content type`.
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map_or_else(
+            || "no content type".to_string(),
+            |v| format!("content type {v}"),
+        )
+}
+
+/// Whether a body starts as a JSON value does (after white space).
+fn looks_like_json(body: &[u8]) -> bool {
+    body.iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_none_or(|b| b"{[\"-0123456789tfn".contains(b))
+}
+
+/// The first 200 bytes of a body, escaped as Rust escapes bytes, in quotes, with `...` when
+/// there is more.
+fn quote(body: &[u8]) -> String {
+    let head = &body[..body.len().min(200)];
+    let more = if body.len() > 200 { "..." } else { "" };
+    format!("\"{}\"{more}", head.escape_ascii())
 }
 
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {

@@ -1,6 +1,6 @@
 //! Page views: one page, and the offset walk over a window while `hasMore`.
 
-use super::{ApiError, Client, ErrorKind, Operation, escape};
+use super::{ApiError, Client, Operation, escape};
 use chrono::{NaiveDate, TimeZone};
 use chrono_tz::Tz;
 use serde::{Deserialize, Deserializer, de};
@@ -12,6 +12,11 @@ pub const PAGE_LIMIT: u32 = 250;
 /// documentation site has), so that a service that says `hasMore` for ever is walked no
 /// further.
 pub const MAX_WALK_PAGES: u64 = 2_000;
+
+/// Empty pages in a row that say there is more before a walk is refused: a service that
+/// filters rows after paging sends a few; one that sends this many leads nowhere (and a
+/// dataset whose totals do not bound its rows has no other bound below [`MAX_WALK_PAGES`]).
+pub const MAX_EMPTY_RUN: usize = 10;
 
 /// A count: a non-negative integer that fits in i64; an integral float such as `12.0` is accepted.
 fn count<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
@@ -230,8 +235,9 @@ pub struct Reject {
 /// One response of the page views operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ViewsPage {
-    /// Site-wide totals for the range.
-    pub totals: Counts,
+    /// Site-wide totals for the range (`None`: the page left them out, or some of them: a
+    /// walk takes its first page's).
+    pub totals: Option<Counts>,
     /// Per-page rows of this page.
     pub views: Rows,
     /// Rows set aside (see [`Reject`]).
@@ -243,16 +249,34 @@ pub struct ViewsPage {
 /// A page as serde reads it: the reference decoder, for the pages the fast reader leaves. Its
 /// own module so that serde's errors name it `ViewsPage`.
 mod reference {
-    use super::Counts;
     use serde::Deserialize;
 
     #[derive(Deserialize)]
     pub struct ViewsPage {
-        pub totals: Counts,
+        /// Read as far as it is there (see [`super::totals_of`]).
+        #[serde(default)]
+        pub totals: Option<SomeCounts>,
         /// Each row on its own: one that does not read is set aside, not the page.
         pub views: Vec<serde_json::Value>,
         #[serde(rename = "hasMore")]
         pub has_more: bool,
+    }
+
+    /// Totals as far as they are there; a count that is there is read by the count rule.
+    #[derive(Deserialize)]
+    pub struct SomeCounts {
+        #[serde(default, deserialize_with = "some_count")]
+        pub human: Option<i64>,
+        #[serde(default, deserialize_with = "some_count")]
+        pub ai: Option<i64>,
+        #[serde(default, deserialize_with = "some_count")]
+        pub total: Option<i64>,
+    }
+
+    fn some_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+        #[derive(Deserialize)]
+        struct C(#[serde(deserialize_with = "super::count")] i64);
+        Ok(Option::<C>::deserialize(d)?.map(|c| c.0))
     }
 }
 
@@ -486,7 +510,7 @@ mod fast {
         }
         let [human, ai, total] = totals?;
         Some(ViewsPage {
-            totals: Counts { human, ai, total },
+            totals: Some(Counts { human, ai, total }),
             views,
             rejects: Vec::new(),
             has_more: has_more?,
@@ -494,9 +518,21 @@ mod fast {
     }
 }
 
+/// A page's totals: `None` when the page leaves them out or null, or leaves out any of
+/// `human`, `ai` and `total` (a walk takes its first page's).
+fn totals_of(t: Option<reference::SomeCounts>) -> Option<Counts> {
+    let t = t?;
+    Some(Counts {
+        human: t.human?,
+        ai: t.ai?,
+        total: t.total?,
+    })
+}
+
 /// Decodes a page with serde; rows that do not read are set aside.
-fn from_slice(body: &[u8]) -> Result<ViewsPage, serde_json::Error> {
-    let page: reference::ViewsPage = serde_json::from_slice(body)?;
+fn from_slice(body: &[u8]) -> Result<ViewsPage, String> {
+    let page: reference::ViewsPage =
+        serde_json::from_slice(body).map_err(|e| format!("page views body: {e}"))?;
     let mut views = Rows::with_capacity(page.views.len(), page.views.len() * 32);
     let mut rejects = Vec::new();
     for v in &page.views {
@@ -509,7 +545,7 @@ fn from_slice(body: &[u8]) -> Result<ViewsPage, serde_json::Error> {
         }
     }
     Ok(ViewsPage {
-        totals: page.totals,
+        totals: totals_of(page.totals),
         views,
         rejects,
         has_more: page.has_more,
@@ -522,10 +558,11 @@ fn from_slice(body: &[u8]) -> Result<ViewsPage, serde_json::Error> {
 pub fn decode_page(body: &[u8], limit: u32) -> Result<ViewsPage, String> {
     let mut page = match fast::page(body) {
         Some(page) => page,
-        None => from_slice(body).map_err(|e| format!("page views body: {e}"))?,
+        None => from_slice(body)?,
     };
-    let t = page.totals;
-    if t.human.checked_add(t.ai) != Some(t.total) {
+    if let Some(t) = page.totals
+        && t.human.checked_add(t.ai) != Some(t.total)
+    {
         return Err(format!(
             "totals: total {} is not human {} + ai {}",
             t.total, t.human, t.ai
@@ -635,7 +672,7 @@ impl Client {
         limit: u32,
         offset: u64,
     ) -> Result<ViewsPage, ApiError> {
-        let call = self.analytics_call(
+        let mut call = self.analytics_call(
             Operation::PageViews,
             format!("project {project} ({} to {})", window.from, window.to),
             format!("/v1/analytics/{}/views", escape(project)),
@@ -646,42 +683,41 @@ impl Client {
                 ("offset", offset.to_string()),
             ],
         );
-        let page = self.send_json(&call, |b| decode_page(b, limit)).await?;
-        // Nothing can follow a page without rows: whatever the offset, the first one included.
-        if page.views.is_empty() && page.has_more {
-            return Err(self.fail(
-                &call,
-                ErrorKind::Paging(format!("empty page at offset {offset} says hasMore")),
-            ));
-        }
-        Ok(page)
+        call.project = Some(project.to_string());
+        self.send_json(&call, |b| decode_page(b, limit)).await
     }
 }
 
-/// Where a page-view walk goes after `n` pages, the last of them `last`: the offset of the next
-/// page, `None` once the last says there is no more, or why the pages lead nowhere: more pages
-/// than the totals allow rows (`zero_rows`, asked only then, counts the rows without views,
-/// which the totals do not count), or a day of more than [`MAX_WALK_PAGES`] pages. An empty
-/// page that says there is more is refused when fetched ([`Client::page_views`]).
+/// Where a page-view walk goes after `n` pages, the first of them `first` and the last
+/// `last`: the offset of the next page, `None` once the last says there is no more, or why the
+/// pages lead nowhere: a first page without the totals the day's `site_totals` needs, more
+/// pages than the first page's totals allow rows (`zero_rows`, asked only then, counts the
+/// rows without views, which the totals do not count), or a day of more than
+/// [`MAX_WALK_PAGES`] pages. An empty page that says there is more is followed like any other.
 pub fn next_offset(
     n: usize,
+    first: Option<&ViewsPage>,
     last: Option<&ViewsPage>,
     zero_rows: impl FnOnce() -> u64,
 ) -> Result<Option<u64>, String> {
-    let Some(last) = last else {
+    let (Some(first), Some(last)) = (first, last) else {
         return Ok(Some(0));
+    };
+    let Some(totals) = first.totals else {
+        return Err(
+            "the page at offset 0 has no `totals` (or not all of human, ai and total), which the site_totals table needs"
+                .into(),
+        );
     };
     if !last.has_more {
         return Ok(None);
     }
     let next = n as u64 * u64::from(PAGE_LIMIT);
     // Every row with views has at least one, so rows never outnumber total views.
-    if next >= last.totals.total as u64
-        && next >= (last.totals.total as u64).saturating_add(zero_rows())
-    {
+    if next >= totals.total as u64 && next >= (totals.total as u64).saturating_add(zero_rows()) {
         return Err(format!(
             "hasMore at offset {next}, but the totals ({}) allow no more rows",
-            last.totals.total
+            totals.total
         ));
     }
     if next >= MAX_WALK_PAGES * u64::from(PAGE_LIMIT) {
@@ -977,10 +1013,7 @@ mod tests {
                 r#"{"totals":{"human":0,"ai":0,"total":0},"views":{},"hasMore":false}"#,
                 "invalid type: map, expected a sequence",
             ),
-            (
-                r#"[]"#,
-                "invalid length 0, expected struct ViewsPage with 3 elements",
-            ),
+            (r#"[]"#, "expected struct ViewsPage with 3 elements"),
             (
                 r#"{"totals":{"human":0,"ai":0,"total":0},"views":[],"hasMore":false} x"#,
                 "trailing characters",
@@ -1001,11 +1034,11 @@ mod tests {
         .unwrap();
         assert_eq!(
             ok.totals,
-            Counts {
+            Some(Counts {
                 human: 1,
                 ai: 2,
                 total: 3
-            }
+            })
         );
         let cases = [
             (

@@ -277,7 +277,8 @@ pub struct StoredPage {
 const KEPT_FIXED: usize = 8 + 1 + 24 + 4;
 
 impl StoredPage {
-    /// The page as the walk's page store keeps it: the offset (u64 LE), `hasMore` (u8), the
+    /// The page as the walk's page store keeps it: the offset (u64 LE), `hasMore` (u8, and 2
+    /// when the page left its totals out), the
     /// totals (3 x i64 LE), the rows' length (u32 LE) and the rows (see [`encode_rows`]), then
     /// the rows set aside: their number (u32 LE), and per row its JSON and reason, each a
     /// length (u32 LE) and UTF-8.
@@ -291,8 +292,10 @@ impl StoredPage {
             .sum();
         let mut out = Vec::with_capacity(KEPT_FIXED + rows.len() + 4 + set_aside);
         out.extend_from_slice(&self.offset.to_le_bytes());
-        out.push(u8::from(page.has_more));
-        for v in [page.totals.human, page.totals.ai, page.totals.total] {
+        // Bit 0: hasMore; bit 1: the page left its totals out (zeros follow).
+        out.push(u8::from(page.has_more) | (u8::from(page.totals.is_none()) << 1));
+        let totals = page.totals.unwrap_or_default();
+        for v in [totals.human, totals.ai, totals.total] {
             out.extend_from_slice(&v.to_le_bytes());
         }
         out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
@@ -341,10 +344,10 @@ impl StoredPage {
         Some(StoredPage {
             offset: u64::from_le_bytes(fixed[..8].try_into().ok()?),
             page: ViewsPage {
-                totals,
+                totals: (fixed[8] & 2 == 0).then_some(totals),
                 views,
                 rejects,
-                has_more: fixed[8] != 0,
+                has_more: fixed[8] & 1 != 0,
             },
         })
     }
@@ -391,11 +394,16 @@ pub fn check(pages: &[StoredPage]) -> Result<(), String> {
     if pages.last().is_none_or(|p| p.page.has_more) {
         return Err("walk incomplete".into());
     }
-    let totals = pages[0].page.totals;
-    if let Some(p) = pages.iter().find(|p| p.page.totals != totals) {
+    // The first page's totals stand (the walk refuses a first page without them); a later
+    // page may leave them out.
+    let totals = pages[0].page.totals.unwrap_or_default();
+    if let Some((p, t)) = pages
+        .iter()
+        .find_map(|p| p.page.totals.filter(|t| *t != totals).map(|t| (p, t)))
+    {
         return Err(format!(
             "totals changed during the walk (offset {}: {} views, offset 0: {})",
-            p.offset, p.page.totals.total, totals.total
+            p.offset, t.total, totals.total
         ));
     }
     let rows: usize = pages.iter().map(|p| p.page.views.len()).sum();
@@ -494,11 +502,11 @@ mod tests {
 
     fn page(n: usize, has_more: bool) -> ViewsPage {
         ViewsPage {
-            totals: Counts {
+            totals: Some(Counts {
                 human: 7,
                 ai: 3,
                 total: 10,
-            },
+            }),
             views: (0..n)
                 .map(|i| ViewRow {
                     path: format!("/p{i}"),

@@ -366,6 +366,35 @@ fn cells(obj: &mut Value, columns: &[Column], at: Place<'_>) -> Result<Vec<Cell>
     cells_of(&mut slots, columns, at)
 }
 
+/// The cells of `obj`'s fields, as far as they are there: a field absent or null (or `obj`
+/// absent or null) is a null cell; a field of another type is an error.
+fn some_cells(
+    obj: Option<&mut Value>,
+    columns: &[Column],
+    at: Place<'_>,
+) -> Result<Vec<Cell>, String> {
+    let map = match obj {
+        None | Some(Value::Null) => return Ok(vec![Cell::Null; columns.len()]),
+        Some(Value::Object(map)) => map,
+        Some(other) => return Err(format!("{at} is {}, not an object", type_name(other))),
+    };
+    let mut out = Vec::with_capacity(columns.len());
+    for c in columns {
+        out.push(match map.get_mut(c.field) {
+            None | Some(Value::Null) => Cell::Null,
+            Some(v) => cell(
+                c,
+                v,
+                Place {
+                    field: Some(c.field),
+                    ..at
+                },
+            )?,
+        });
+    }
+    Ok(out)
+}
+
 /// The cells of a row whose columns' values are in `slots` (`None`: the field is absent).
 fn cells_of(
     slots: &mut [Option<Value>],
@@ -695,13 +724,13 @@ impl Shape {
                 (rows, Value::Object(parsed.rest))
             }
         };
+        // Totals are read as far as they are there (a field absent or null is a null cell):
+        // the walk takes the first page's and checks what they hold; the output's needs are
+        // checked with the window (`Shape::missing_totals`).
         let totals = match self.totals_at {
             TotalsAt::None => Vec::new(),
-            TotalsAt::Fields => cells(&mut v, self.totals, place("body"))?,
-            TotalsAt::Object(field) => match v.get_mut(field) {
-                Some(t) => cells(t, self.totals, place(field))?,
-                None => return Err(format!("{what} body has no field `{field}`")),
-            },
+            TotalsAt::Fields => some_cells(Some(&mut v), self.totals, place("body"))?,
+            TotalsAt::Object(field) => some_cells(v.get_mut(field), self.totals, place(field))?,
         };
         let has_more = match (self.paging, v.get("hasMore")) {
             (
@@ -715,6 +744,8 @@ impl Shape {
             (_, Some(other)) => {
                 return Err(format!("hasMore is {}, not a boolean", type_name(other)));
             }
+            // Under a cursor the cursor decides; paged by offset, nothing else tells the end.
+            (Paging::Cursor { .. }, None) => None,
             (_, None) => return Err(format!("{what} body has no field `hasMore`")),
         };
         let next_cursor = match self.paging {
@@ -743,6 +774,22 @@ impl Shape {
             has_more,
             next_cursor,
         })
+    }
+
+    /// The first totals field its totals table needs that `totals` (a page's) lacks, named as
+    /// the body has it (`totals.human`), with the table.
+    pub fn missing_total(&self, totals: &[Cell]) -> Option<(String, &'static str)> {
+        let table = self.totals_table?;
+        let (c, _) = self
+            .totals
+            .iter()
+            .zip(totals)
+            .find(|(c, v)| matches!(c.need, Need::Required) && **v == Cell::Null)?;
+        let field = match self.totals_at {
+            TotalsAt::Object(at) => format!("{at}.{}", c.field),
+            _ => c.field.to_string(),
+        };
+        Some((field, table))
     }
 
     /// The checks of a complete window's rows: each key once, each sum equal to its total.

@@ -973,10 +973,11 @@ impl Exporter {
         } else {
             let scope = match &**e {
                 ExportError::Api(a) => match a.kind {
-                    crate::api::ErrorKind::BadKey | crate::api::ErrorKind::Connect(_) => {
+                    crate::api::ErrorKind::BadKey { .. } | crate::api::ErrorKind::Connect(_) => {
                         Some(Scope::Organization(client.organization().to_string()))
                     }
-                    crate::api::ErrorKind::Forbidden { .. } => {
+                    crate::api::ErrorKind::Forbidden { .. }
+                    | crate::api::ErrorKind::UnknownProject { .. } => {
                         Some(Scope::Project(project.to_string()))
                     }
                     _ => None,

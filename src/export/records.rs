@@ -238,12 +238,8 @@ fn next_at(pages: &[Page], shape: &Shape) -> Result<Option<At>, String> {
             if last.has_more != Some(true) {
                 return Ok(None);
             }
-            if last.rows.is_empty() {
-                return Err(format!(
-                    "empty page at offset {} says hasMore",
-                    (n - 1) * u64::from(limit)
-                ));
-            }
+            // An empty page that says there is more is followed (a service that filters rows
+            // after paging sends one): the bound is the number of pages, not their rows.
             if n >= MAX_WALK_PAGES {
                 return Err(format!(
                     "hasMore after {n} pages: a window of more than {MAX_WALK_PAGES} pages is refused"
@@ -259,9 +255,8 @@ fn next_at(pages: &[Page], shape: &Shape) -> Result<Option<At>, String> {
                 (None, _) | (Some(_), Some(false)) => return Ok(None),
                 (Some(c), _) => c,
             };
-            if last.rows.is_empty() {
-                return Err(format!("empty page {n} gives a next cursor"));
-            }
+            // An empty page with a next cursor is followed (a service that scans by time under
+            // a cursor sends one): the bounds are a cursor seen before and the number of pages.
             if pages[..pages.len() - 1]
                 .iter()
                 .any(|p| p.next_cursor.as_ref() == Some(cursor))
@@ -308,10 +303,23 @@ fn drop_exact_repeats(pages: &mut [Page], shape: &Shape) -> usize {
     repeats.len()
 }
 
-/// The checks of a complete walk: the same totals on every page, each key once, sums.
+/// The checks of a complete walk: the first page's totals hold what the output needs, no
+/// later page's contradict them (a later page may leave some or all out), each key once, sums
+/// (of the totals there are).
 fn check_pages(pages: &[Page], shape: &Shape) -> Result<(), String> {
     let totals = pages.first().map(|p| p.totals.as_slice()).unwrap_or(&[]);
-    if let Some((i, _)) = pages.iter().enumerate().find(|(_, p)| p.totals != totals) {
+    if let Some((field, table)) = shape.missing_total(totals) {
+        return Err(format!(
+            "page 1 has no `{field}`, which the {table} table needs"
+        ));
+    }
+    let differs = |p: &Page| {
+        p.totals
+            .iter()
+            .zip(totals)
+            .any(|(a, b)| *a != Cell::Null && *b != Cell::Null && a != b)
+    };
+    if let Some((i, _)) = pages.iter().enumerate().find(|(_, p)| differs(p)) {
         return Err(format!(
             "the day totals changed during the walk (page {})",
             i + 1
@@ -403,7 +411,8 @@ impl Walk for RecordWalker<'_> {
             && pages.last().and_then(|p| p.has_more) == Some(true);
         // A day cut off is as complete as the service lets it be: final by its age alone.
         let is_final = d.becomes_final;
-        let totals = pages.last().map(|p| p.totals.clone()).unwrap_or_default();
+        // The first page's totals stand (a later page may leave them out).
+        let totals = pages.first().map(|p| p.totals.clone()).unwrap_or_default();
         let rows: Vec<Vec<Cell>> = pages.into_iter().flat_map(|p| p.rows).collect();
         let days = match shape.windowing {
             Windowing::Span { .. } => x.write_span(shape, walk, &rows, at)?,

@@ -49,8 +49,14 @@ impl Walk for ViewWalk<'_> {
 
     fn next(&self, pages: &[StoredPage]) -> Result<Option<At>, String> {
         let zero_rows = || pages.iter().map(|p| views::zero_rows(&p.page)).sum();
-        views::next_offset(pages.len(), pages.last().map(|p| &p.page), zero_rows)
-            .map(|o| o.map(At::Offset))
+        let (first, last) = (pages.first(), pages.last());
+        views::next_offset(
+            pages.len(),
+            first.map(|p| &p.page),
+            last.map(|p| &p.page),
+            zero_rows,
+        )
+        .map(|o| o.map(At::Offset))
     }
 
     async fn fetch(&self, client: &Client, at: &At) -> Result<(StoredPage, Vec<u8>), ExportError> {
@@ -82,21 +88,25 @@ impl Walk for ViewWalk<'_> {
 
     fn fingerprint(&self, first: &StoredPage) -> Option<String> {
         // A day with rows set aside is walked again, never left as stored.
-        first
+        let totals = first
             .page
-            .rejects
-            .is_empty()
-            .then(|| view_fingerprint(&first.page.totals))
+            .totals
+            .filter(|_| first.page.rejects.is_empty())?;
+        Some(view_fingerprint(&totals))
     }
 
     fn settle(&self, x: &Exporter, first: &StoredPage) -> Result<(), ExportError> {
         let (project, day) = (&self.due.project, self.due.day);
+        // Settled only when its fingerprint, made of its totals, matched.
+        let Some(totals) = first.page.totals else {
+            return Ok(());
+        };
         let rows = x.state().finalize_day(PAGE_VIEWS, project, day)?;
         let site = page_views::write_site_totals(
             x.output(),
             project,
             day,
-            first.page.totals,
+            totals,
             rows,
             x.clock.now(),
             true,
@@ -135,7 +145,11 @@ impl Walk for ViewWalk<'_> {
             .iter()
             .flat_map(|p| p.page.rejects.iter().map(|r| (p.offset, r)))
             .collect();
-        let totals = pages.last().map(|p| p.page.totals).unwrap_or_default();
+        // The first page's totals stand (the walk refused a first page without them).
+        let totals = pages
+            .first()
+            .and_then(|p| p.page.totals)
+            .unwrap_or_default();
         // A day with rows set aside stays provisional: fetched again on the next run.
         let is_final = due.becomes_final && mismatch.is_none() && rejects.is_empty();
         let n = rows.iter().map(|r| r.len() as i64).sum();

@@ -8,6 +8,7 @@
 use super::{Due, ExportError, Exporter, Probed, RecordOutcome, Spend, Summary, WindowOutcome};
 use crate::api::Client;
 use crate::api::analytics::At;
+use crate::api::views::MAX_EMPTY_RUN;
 use crate::events::Event;
 use crate::store::WalkKey;
 use std::borrow::Cow;
@@ -30,8 +31,9 @@ pub(super) trait Walk {
     fn next(&self, pages: &[Self::Page]) -> Result<Option<At>, String>;
     /// Fetches the page at `at`, with its body as sent.
     async fn fetch(&self, client: &Client, at: &At) -> Result<(Self::Page, Vec<u8>), ExportError>;
-    /// A hash of a page's rows (`None`: it has none), for the guard against a service that
-    /// ignores the paging.
+    /// A hash of a page's rows (`None`: it has none), for the guards against a service that
+    /// ignores the paging (a page seen before) or leads it nowhere (empty pages that say
+    /// there is more, [`MAX_EMPTY_RUN`] in a row).
     fn hash(&self, page: &Self::Page) -> Option<u64>;
     /// The error of a walk the service led astray.
     fn astray(&self, detail: String) -> ExportError;
@@ -264,6 +266,20 @@ impl Exporter {
                 Ok(Some(at)) => at,
                 Err(detail) => return Err(w.astray(detail)),
             };
+            let empty_run = pages
+                .iter()
+                .rev()
+                .take_while(|p| w.hash(p).is_none())
+                .count();
+            if empty_run >= MAX_EMPTY_RUN {
+                return Err(w.astray(format!(
+                    "{empty_run} empty pages in a row say there is more; stopped before {}",
+                    match &at {
+                        At::Offset(o) => format!("offset {o}"),
+                        _ => format!("page {}", pages.len() + 1),
+                    }
+                )));
+            }
             let (page, body) = w.fetch(client, &at).await?;
             let n = pages.len();
             if let Some(h) = w.hash(&page) {

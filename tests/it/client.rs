@@ -32,7 +32,8 @@ async fn walk_from(
             .await?;
         pages.push((o, page));
         let n = (o / 250) as usize + 1;
-        at = next_offset(n, pages.last().map(|p| &p.1), || 0).unwrap();
+        let (first, last) = (pages.first().map(|p| &p.1), pages.last().map(|p| &p.1));
+        at = next_offset(n, first, last, || 0).unwrap();
     }
     Ok(pages)
 }
@@ -179,7 +180,7 @@ async fn each_error_class_names_the_operation_and_target() {
         .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "page views for project alpha (2026-03-10 to 2026-03-11): the API key was rejected (401: missing, unknown or expired); check the key in its environment variable"
+        "page views for project alpha (2026-03-10 to 2026-03-11): the service refused the admin key of organization org-a (401: Invalid API key); check the key in its environment variable"
     );
     let client = live.client(Some(ADMIN_A), None, open_limits());
     let e = client
@@ -199,6 +200,14 @@ async fn each_error_class_names_the_operation_and_target() {
         ErrorKind::Invalid {
             message: "Invalid query parameters: limit must be an integer between 1 and 250".into()
         }
+    );
+    let e = client
+        .page_views("nw-apii", Window::day(day(WINDOW)), 250, 0)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "page views for project nw-apii (2026-03-10 to 2026-03-11): project 'nw-apii' is unknown to the service (404: Project not found)"
     );
     let e = client.get_job("alpha", "job_nope").await.unwrap_err();
     assert_eq!(
@@ -431,7 +440,10 @@ async fn the_assistant_streams_events_and_continues_the_thread() {
     // An admin client has no assistant key: refused before sending anything.
     let admin = live.client(Some(ADMIN_A), None, open_limits());
     let e = admin.ask("alpha-docs", &req(None)).await.unwrap_err();
-    assert_eq!(e.kind, ErrorKind::BadKey);
+    assert_eq!(
+        e.to_string(),
+        "assistant message for domain alpha-docs: the service refused the assistant key of organization org-a (none given: not sent); check the key in its environment variable"
+    );
     assert_eq!(live.emu().requests(Op::Assistant, "alpha-docs"), 3);
 }
 

@@ -387,7 +387,7 @@ async fn a_rejected_key_is_reported_once_per_run_and_the_daemon_goes_on() {
     }
     // One error per run, and one line of the run's summary (alpha and beta: 12 windows, one
     // cause).
-    let rejected = "the API key was rejected (401";
+    let rejected = "the service refused the admin key of organization org-a (401: Invalid API key)";
     assert_eq!(seen.count(&[" ERROR ", rejected]), 2, "{:#?}", seen.lines());
     assert_eq!(seen.count(&[" WARN ", rejected]), 2, "{:#?}", seen.lines());
     assert_eq!(

@@ -280,11 +280,11 @@ fn quality_checks_catch_what_a_moving_walk_produces() {
     let page = |offset, views: Vec<ViewRow>, total, more| StoredPage {
         offset,
         page: ViewsPage {
-            totals: Counts {
+            totals: Some(Counts {
                 human: total,
                 ai: 0,
                 total,
-            },
+            }),
             views: views.into_iter().collect(),
             rejects: Vec::new(),
             has_more: more,

@@ -163,7 +163,7 @@ async fn a_walk_ends_with_an_error_when_the_service_misbehaves() {
         (
             "empty",
             format!(
-                "page views for project empty ({w}): paging stopped: empty page at offset 0 says hasMore"
+                "page views for project empty ({w}): paging stopped: hasMore at offset 250, but the totals (5) allow no more rows"
             ),
             1,
         ),
@@ -697,7 +697,7 @@ async fn every_hostile_page_of_the_other_datasets_gets_its_clear_error_and_nothi
             "empty-more",
             "visitors",
             format!(
-                "visitors for project empty-more ({w}): paging stopped: empty page at offset 0 says hasMore"
+                "visitors for project empty-more ({w}): paging stopped: 10 empty pages in a row say there is more; stopped before offset 2500"
             ),
         ),
         (
