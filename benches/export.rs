@@ -372,6 +372,7 @@ fn bench_client(addr: &str, out: &std::path::Path) -> Client {
             headroom_percent: 0,
             ..Limits::default()
         },
+        record: None,
     };
     let key = AdminKey::parse("mint_bench_admin", "mint", "bench").unwrap();
     Client::new(settings, "bench", Some(key), None, clock, budget).unwrap()

@@ -165,6 +165,7 @@ async fn scenario(datasets: &[&'static str], old: bool, freshness: Freshness) ->
         timeout: std::time::Duration::from_secs(30),
         retry: RetryPolicy::default(),
         limits: Limits::default(),
+        record: None,
     };
     let client = Client::new(
         settings,

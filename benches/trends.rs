@@ -59,6 +59,7 @@ fn export_others(out: &std::path::Path, start: NaiveDate) -> Vec<(&'static str, 
             timeout: std::time::Duration::from_secs(60),
             retry: RetryPolicy::default(),
             limits,
+            record: None,
         };
         let client = Client::new(
             settings,

@@ -538,6 +538,8 @@ impl Project {
 pub struct Settings {
     /// Where the settings came from.
     pub origin: String,
+    /// Where every response is captured (`--record DIR` of a command; never from the file).
+    pub record: Option<std::sync::Arc<crate::api::capture::Recorder>>,
     /// Base address.
     pub base_url: String,
     /// Brand.
@@ -929,6 +931,7 @@ impl RawConfig {
         }
         Ok(Settings {
             origin: origin.to_string(),
+            record: None,
             base_url: s.base_url.trim_end_matches('/').to_string(),
             brand: s.brand.clone(),
             timeout: Duration::from_secs(s.timeout_secs),

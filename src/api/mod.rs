@@ -3,6 +3,7 @@
 pub mod analytics;
 pub mod assistant;
 pub mod budget;
+pub mod capture;
 pub mod error;
 pub mod jobs;
 pub mod keys;
@@ -97,6 +98,8 @@ pub struct ClientSettings {
     pub retry: RetryPolicy,
     /// Limits.
     pub limits: Limits,
+    /// Where every response is captured (`--record DIR`), if anywhere.
+    pub record: Option<Arc<capture::Recorder>>,
 }
 
 /// A client for one organization: its keys and its budgets.
@@ -331,6 +334,13 @@ impl Client {
         };
         let status = resp.status();
         count_request(call.operation, status.as_str());
+        let resp = match &self.settings.record {
+            Some(r) if !call.streams => self
+                .record(r, call, resp)
+                .await
+                .map_err(|k| self.uncertain(call, k))?,
+            _ => resp,
+        };
         if status.is_success() {
             return Ok(resp);
         }
@@ -364,6 +374,46 @@ impl Client {
             },
         };
         Err(self.uncertain(call, kind))
+    }
+
+    /// Writes a response's capture and gives back the same response (its body read whole).
+    async fn record(
+        &self,
+        r: &capture::Recorder,
+        call: &Call,
+        resp: reqwest::Response,
+    ) -> Result<reqwest::Response, ErrorKind> {
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let body = read_capped(resp).await?;
+        let kept = capture::KEPT_HEADERS
+            .iter()
+            .filter_map(|h| {
+                let v = headers.get(*h)?.to_str().ok()?;
+                Some((h.to_string(), v.to_string()))
+            })
+            .collect();
+        let (text, bytes) = match std::str::from_utf8(&body) {
+            Ok(s) => (Some(s.to_string()), None),
+            Err(_) => (None, Some(body.clone())),
+        };
+        let query = call.query.iter().map(|(k, v)| (k.to_string(), v.clone()));
+        r.record(
+            capture::Capture {
+                method: call.method.to_string(),
+                path: call.path.clone(),
+                query: query.collect(),
+                status: status.as_u16(),
+                headers: kept,
+                body: text,
+                body_bytes: bytes,
+            },
+            |s| self.redact(s),
+        );
+        let mut rebuilt = axum::http::Response::new(body);
+        *rebuilt.status_mut() = status;
+        *rebuilt.headers_mut() = headers;
+        Ok(reqwest::Response::from(rebuilt))
     }
 
     /// For a state-changing request, everything but "never reached the service" and 429 and the

@@ -688,14 +688,15 @@ impl Client {
     }
 }
 
-/// Where a page-view walk goes after `n` pages, the first of them `first` and the last
-/// `last`: the offset of the next page, `None` once the last says there is no more, or why the
-/// pages lead nowhere: a first page without the totals the day's `site_totals` needs, more
-/// pages than the first page's totals allow rows (`zero_rows`, asked only then, counts the
+/// Where a page-view walk goes after `n` pages of `rows` rows (set aside ones too), the first
+/// of them `first` and the last `last`: the offset of the next page, `None` once the last says
+/// there is no more, or why the pages lead nowhere: a first page without the totals the day's
+/// `site_totals` needs, more rows than the first page's totals allow (`zero_rows`, asked only then, counts the
 /// rows without views, which the totals do not count), or a day of more than
 /// [`MAX_WALK_PAGES`] pages. An empty page that says there is more is followed like any other.
 pub fn next_offset(
     n: usize,
+    rows: u64,
     first: Option<&ViewsPage>,
     last: Option<&ViewsPage>,
     zero_rows: impl FnOnce() -> u64,
@@ -713,8 +714,9 @@ pub fn next_offset(
         return Ok(None);
     }
     let next = n as u64 * u64::from(PAGE_LIMIT);
-    // Every row with views has at least one, so rows never outnumber total views.
-    if next >= totals.total as u64 && next >= (totals.total as u64).saturating_add(zero_rows()) {
+    // Every row with views has at least one, so rows never outnumber total views. The rows
+    // received count, not the offset: a service that filters after paging sends empty pages.
+    if rows >= totals.total as u64 && rows >= (totals.total as u64).saturating_add(zero_rows()) {
         return Err(format!(
             "hasMore at offset {next}, but the totals ({}) allow no more rows",
             totals.total

@@ -346,6 +346,7 @@ fn client_settings(settings: &Settings, org: &Organization) -> ClientSettings {
         timeout: settings.timeout,
         retry: settings.retry,
         limits: org.limits,
+        record: settings.record.clone(),
     }
 }
 

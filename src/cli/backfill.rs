@@ -28,6 +28,10 @@ pub struct Args {
     /// within the budget; sends nothing now.
     #[arg(long)]
     pub queue: bool,
+    /// Write every response into DIR, one file per response, keys removed (`docpipe emulate
+    /// --replay DIR` serves them): what a bug report attaches.
+    #[arg(long, value_name = "DIR", conflicts_with = "queue")]
+    pub record: Option<std::path::PathBuf>,
 }
 
 /// Runs `backfill`.
@@ -57,7 +61,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let ctx = super::export::open(settings, &args.projects).await?;
+    let ctx = super::export::open(settings, &args.projects, args.record.as_deref()).await?;
     let targets = ctx.targets(&args.projects)?;
     let exporter = ctx.exporter();
     let plan = plan_range(&exporter, &targets, args.from, to)?;

@@ -91,6 +91,9 @@ pub struct Args {
     /// Fault and limit overrides.
     #[command(flatten)]
     pub faults: FaultArgs,
+    /// Serve the captures of DIR (written by `--record DIR`) instead of the emulator.
+    #[arg(long, value_name = "DIR", conflicts_with = "data")]
+    pub replay: Option<PathBuf>,
 }
 
 /// Loads a data file (or the embedded demo) and applies the overrides, validating the result.
@@ -115,6 +118,16 @@ pub fn load_data(
 
 /// Runs the emulator until interrupted.
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(dir) = &args.replay {
+        let replay = crate::emulator::replay::Replay::load(dir).map_err(UserError::new)?;
+        let server = crate::emulator::replay::ReplayServer::start(replay, args.addr)
+            .await
+            .map_err(|e| UserError::new(format!("cannot listen on {}: {e}", args.addr)))?;
+        println!("replaying {} on {}", dir.display(), server.base_url());
+        crate::cli::shutdown_signal().await;
+        server.stop().await;
+        return Ok(());
+    }
     let data = load_data(args.data.as_deref(), &args.faults)?;
     let emulator = Emulator::new(data, clock::system());
     let server = Server::start(emulator, args.addr)

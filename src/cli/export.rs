@@ -28,18 +28,34 @@ pub struct Args {
     /// Look at every provisional day now, however recently it was looked at.
     #[arg(long)]
     pub refresh: bool,
+    /// Write every response into DIR, one file per response, keys removed (`docpipe emulate
+    /// --replay DIR` serves them): what a bug report attaches.
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<std::path::PathBuf>,
 }
 
 /// Opens the context of an exporting command: the keys of `projects` (all when empty), the
-/// output folder locked, and a progress bar on a terminal.
-pub async fn open(settings: &Settings, projects: &[String]) -> anyhow::Result<Context> {
+/// output folder locked, every response captured into `record` when given, and a progress
+/// bar on a terminal.
+pub async fn open(
+    settings: &Settings,
+    projects: &[String],
+    record: Option<&std::path::Path>,
+) -> anyhow::Result<Context> {
     let keys = if projects.is_empty() {
         Keys::All
     } else {
         Keys::Of(projects.to_vec())
     };
+    let mut settings = settings.clone();
+    if let Some(dir) = record {
+        let recorder = crate::api::capture::Recorder::new(dir).map_err(|e| {
+            crate::error::UserError::new(format!("cannot record into {}: {e}", dir.display()))
+        })?;
+        settings.record = Some(Arc::new(recorder));
+    }
     Ok(
-        Context::open(settings.clone(), clock::system(), Access::Export, keys)
+        Context::open(settings, clock::system(), Access::Export, keys)
             .await?
             .with_events(Arc::new(super::progress::Bar::on_terminal())),
     )
@@ -93,7 +109,7 @@ pub fn outcome(summary: &Summary) -> anyhow::Result<()> {
 
 /// Runs `export`.
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
-    let ctx = open(settings, &args.projects).await?;
+    let ctx = open(settings, &args.projects, args.record.as_deref()).await?;
     let targets = ctx.targets(&args.projects)?;
     let exporter = ctx.exporter().with_refresh(args.refresh);
     let plan = if args.wait {

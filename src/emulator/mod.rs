@@ -14,6 +14,7 @@ pub mod faults;
 pub mod generate;
 pub mod jobs;
 pub mod records;
+pub mod replay;
 
 use crate::clock::SharedClock;
 use crate::ratelimit::SlidingWindow;

@@ -50,8 +50,13 @@ impl Walk for ViewWalk<'_> {
     fn next(&self, pages: &[StoredPage]) -> Result<Option<At>, String> {
         let zero_rows = || pages.iter().map(|p| views::zero_rows(&p.page)).sum();
         let (first, last) = (pages.first(), pages.last());
+        let rows = pages
+            .iter()
+            .map(|p| (p.page.views.len() + p.page.rejects.len()) as u64)
+            .sum();
         views::next_offset(
             pages.len(),
+            rows,
             first.map(|p| &p.page),
             last.map(|p| &p.page),
             zero_rows,

@@ -33,7 +33,8 @@ async fn walk_from(
         pages.push((o, page));
         let n = (o / 250) as usize + 1;
         let (first, last) = (pages.first().map(|p| &p.1), pages.last().map(|p| &p.1));
-        at = next_offset(n, first, last, || 0).unwrap();
+        let rows = pages.iter().map(|p| p.1.views.len() as u64).sum();
+        at = next_offset(n, rows, first, last, || 0).unwrap();
     }
     Ok(pages)
 }

@@ -161,6 +161,7 @@ impl Live {
                 ..RetryPolicy::default()
             },
             limits,
+            record: None,
         };
         Client::new(
             settings,

@@ -126,6 +126,7 @@ fn client_with(
             headroom_percent: 0,
             ..open_limits()
         },
+        record: None,
     };
     adjust(&mut settings);
     Client::new(
@@ -163,9 +164,9 @@ async fn a_walk_ends_with_an_error_when_the_service_misbehaves() {
         (
             "empty",
             format!(
-                "page views for project empty ({w}): paging stopped: hasMore at offset 250, but the totals (5) allow no more rows"
+                "page views for project empty ({w}): paging stopped: 10 empty pages in a row say there is more; stopped before offset 2500"
             ),
-            1,
+            10,
         ),
         (
             "repeat",

@@ -1,5 +1,6 @@
 //! The one integration test binary: each module covers one part of docpipe.
 
+mod captures;
 mod client;
 mod common;
 mod daemon;

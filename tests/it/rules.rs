@@ -384,6 +384,7 @@ async fn a_timed_out_follow_up_is_not_sent_again() {
         timeout: Duration::from_millis(200),
         retry: RetryPolicy::default(),
         limits: open_limits(),
+        record: None,
     };
     let engine = engine_with(&s, 100, Some(settings));
     let r = rule(

@@ -55,6 +55,7 @@ fn demo_targets(live: &Live) -> Vec<docpipe::export::Target> {
                 ..RetryPolicy::default()
             },
             limits,
+            record: None,
         };
         let client = Client::new(
             settings,

@@ -1,0 +1,129 @@
+//! Captures: every response the client gets, written one file per response (`--record DIR`),
+//! with the request's method, path and query, the status, the headers that matter to docpipe
+//! and the body, keys removed; `docpipe emulate --replay DIR` serves such a folder. A capture
+//! of a problem is what a user attaches to a bug report, and it becomes a test
+//! (`tests/data/captures/`).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The response headers a capture keeps (the rest may carry cookies or tokens, and docpipe
+/// reads none of them).
+pub const KEPT_HEADERS: &[&str] = &["content-type", "retry-after"];
+
+/// One response, as a capture file holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capture {
+    /// `GET`, `POST`...
+    pub method: String,
+    /// The path, escaped as sent.
+    pub path: String,
+    /// The query's pairs, in the order sent, unescaped.
+    #[serde(default)]
+    pub query: Vec<(String, String)>,
+    /// The status code.
+    pub status: u16,
+    /// The kept headers (see [`KEPT_HEADERS`]), lowercase names.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The body, when it is UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// The body's bytes, when it is not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_bytes: Option<Vec<u8>>,
+}
+
+impl Capture {
+    /// The body's bytes.
+    pub fn body(&self) -> Vec<u8> {
+        match (&self.body, &self.body_bytes) {
+            (Some(s), _) => s.as_bytes().to_vec(),
+            (None, Some(b)) => b.clone(),
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// What a replay matches a request on: method, path and the query's pairs, sorted.
+    pub fn key(method: &str, path: &str, query: &[(String, String)]) -> String {
+        let mut q: Vec<String> = query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        q.sort();
+        format!("{method} {path}?{}", q.join("&"))
+    }
+}
+
+/// Writes the captures of a run into a folder: `00001.json`, `00002.json`... (after the
+/// highest number already there, so that several commands can record into one folder).
+#[derive(Debug)]
+pub struct Recorder {
+    dir: PathBuf,
+    next: AtomicU64,
+}
+
+impl Recorder {
+    /// A recorder into `dir`, made if missing.
+    pub fn new(dir: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let mut highest = 0;
+        for entry in std::fs::read_dir(dir)? {
+            let name = entry?.file_name();
+            let n = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".json"))
+                .and_then(|n| n.parse::<u64>().ok());
+            highest = highest.max(n.unwrap_or(0));
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            next: AtomicU64::new(highest + 1),
+        })
+    }
+
+    /// Writes one capture whole (a temporary file renamed), `redact` applied to its query and
+    /// body (the keys the client holds). A failure is logged, never the request's.
+    pub fn record(&self, capture: Capture, redact: impl Fn(&str) -> String) {
+        let mut c = capture;
+        for (_, v) in &mut c.query {
+            *v = redact(v);
+        }
+        c.body = c.body.as_deref().map(&redact);
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.join(format!("{n:05}.json"));
+        let tmp = self.dir.join(format!(".{n:05}.json.tmp"));
+        let written = serde_json::to_vec_pretty(&c)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| std::fs::write(&tmp, bytes))
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            tracing::warn!(path = %path.display(), "cannot write the capture: {e}");
+        }
+    }
+}
+
+/// The captures of a folder, in file order; an error names the file that does not read.
+pub fn read_dir(dir: &Path) -> Result<Vec<Capture>, String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read the capture folder {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "json")
+                && !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(format!("no capture (*.json) in {}", dir.display()));
+    }
+    files
+        .iter()
+        .map(|p| {
+            let text = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            serde_json::from_slice(&text)
+                .map_err(|e| format!("{}: not a capture: {e}", p.display()))
+        })
+        .collect()
+}
