@@ -120,7 +120,7 @@ pub fn load_data(
 pub async fn run(args: Args) -> anyhow::Result<()> {
     if let Some(dir) = &args.replay {
         let replay = crate::emulator::replay::Replay::load(dir).map_err(UserError::new)?;
-        let server = crate::emulator::replay::ReplayServer::start(replay, args.addr)
+        let server = crate::emulator::replay::start(replay, args.addr)
             .await
             .map_err(|e| UserError::new(format!("cannot listen on {}: {e}", args.addr)))?;
         println!("replaying {} on {}", dir.display(), server.base_url());

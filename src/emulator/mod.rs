@@ -534,31 +534,20 @@ async fn late(axum::extract::State(emu): axum::extract::State<Arc<Emulator>>) ->
     StatusCode::NO_CONTENT.into_response()
 }
 
-/// A running emulator server.
+/// A router served in a background task until stopped: the emulator's, or a replay's.
 #[derive(Debug)]
-pub struct Server {
+pub struct Listening {
     /// The address it listens on.
     pub addr: SocketAddr,
-    /// The emulator behind it.
-    pub emulator: Arc<Emulator>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
-impl Server {
-    /// Binds `addr` (use `127.0.0.1:0` for a free port) and serves in a background task.
-    pub async fn start(emulator: Arc<Emulator>, addr: SocketAddr) -> std::io::Result<Self> {
-        Self::serve(emulator, tokio::net::TcpListener::bind(addr).await?)
-    }
-
-    /// Serves on a listener the caller bound (a test that holds a port closed, then opens it).
-    pub fn serve(
-        emulator: Arc<Emulator>,
-        listener: tokio::net::TcpListener,
-    ) -> std::io::Result<Self> {
+impl Listening {
+    /// Serves `app` on a listener the caller bound.
+    pub fn spawn(listener: tokio::net::TcpListener, app: axum::Router) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let app = router(emulator.clone());
         let task = tokio::spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(async move {
@@ -568,7 +557,6 @@ impl Server {
         });
         Ok(Self {
             addr,
-            emulator,
             shutdown: Some(tx),
             task,
         })
@@ -585,6 +573,46 @@ impl Server {
             let _ = tx.send(());
         }
         let _ = (&mut self.task).await;
+    }
+}
+
+/// A running emulator server.
+#[derive(Debug)]
+pub struct Server {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    /// The emulator behind it.
+    pub emulator: Arc<Emulator>,
+    listening: Listening,
+}
+
+impl Server {
+    /// Binds `addr` (use `127.0.0.1:0` for a free port) and serves in a background task.
+    pub async fn start(emulator: Arc<Emulator>, addr: SocketAddr) -> std::io::Result<Self> {
+        Self::serve(emulator, tokio::net::TcpListener::bind(addr).await?)
+    }
+
+    /// Serves on a listener the caller bound (a test that holds a port closed, then opens it).
+    pub fn serve(
+        emulator: Arc<Emulator>,
+        listener: tokio::net::TcpListener,
+    ) -> std::io::Result<Self> {
+        let listening = Listening::spawn(listener, router(emulator.clone()))?;
+        Ok(Self {
+            addr: listening.addr,
+            emulator,
+            listening,
+        })
+    }
+
+    /// The base address, `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        self.listening.base_url()
+    }
+
+    /// Stops serving and waits for the task.
+    pub async fn stop(self) {
+        self.listening.stop().await;
     }
 }
 

@@ -3,6 +3,7 @@
 //! once they are used up (a walk that asks again gets what the service last said); a request
 //! no capture matches gets a 404 that says so.
 
+use super::Listening;
 use crate::api::capture::{self, Capture};
 use axum::extract::{Query, State};
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
@@ -61,48 +62,10 @@ async fn serve_one(
     replay.answer(&method, uri.path(), &query)
 }
 
-/// A replay listening.
-#[derive(Debug)]
-pub struct ReplayServer {
-    /// The address it listens on.
-    pub addr: SocketAddr,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-impl ReplayServer {
-    /// Serves `replay` on `addr`.
-    pub async fn start(replay: Replay, addr: SocketAddr) -> std::io::Result<Self> {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        let addr = listener.local_addr()?;
-        let app = axum::Router::new()
-            .fallback(serve_one)
-            .with_state(Arc::new(replay));
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = rx.await;
-                })
-                .await
-        });
-        Ok(Self {
-            addr,
-            shutdown: Some(tx),
-            task,
-        })
-    }
-
-    /// The base address, `http://127.0.0.1:PORT`.
-    pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Stops serving and waits for the task.
-    pub async fn stop(mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        let _ = (&mut self.task).await;
-    }
+/// Serves `replay` on `addr` (use `127.0.0.1:0` for a free port) in a background task.
+pub async fn start(replay: Replay, addr: SocketAddr) -> std::io::Result<Listening> {
+    let app = axum::Router::new()
+        .fallback(serve_one)
+        .with_state(Arc::new(replay));
+    Listening::spawn(tokio::net::TcpListener::bind(addr).await?, app)
 }

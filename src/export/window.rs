@@ -251,11 +251,14 @@ impl Exporter {
         before: u64,
     ) -> Result<Pages<W::Page>, ExportError> {
         let mut pages = self.stored(w)?;
-        let mut seen: HashMap<u64, usize> = pages
+        let hashes: Vec<Option<u64>> = pages.iter().map(|p| w.hash(p)).collect();
+        let mut seen: HashMap<u64, usize> = hashes
             .iter()
             .enumerate()
-            .filter_map(|(i, p)| w.hash(p).map(|h| (h, i)))
+            .filter_map(|(i, h)| h.map(|h| (h, i)))
             .collect();
+        // The empty pages at the end of the walk so far.
+        let mut empty_run = hashes.iter().rev().take_while(|h| h.is_none()).count();
         let part = w.due().part;
         loop {
             let at = match w.next(&pages) {
@@ -266,11 +269,6 @@ impl Exporter {
                 Ok(Some(at)) => at,
                 Err(detail) => return Err(w.astray(detail)),
             };
-            let empty_run = pages
-                .iter()
-                .rev()
-                .take_while(|p| w.hash(p).is_none())
-                .count();
             if empty_run >= MAX_EMPTY_RUN {
                 return Err(w.astray(format!(
                     "{empty_run} empty pages in a row say there is more; stopped before {}",
@@ -292,6 +290,9 @@ impl Exporter {
                     )));
                 }
                 seen.insert(h, n);
+                empty_run = 0;
+            } else {
+                empty_run += 1;
             }
             self.store(w, n, &page, &body)?;
             self.crash.hit("page stored");

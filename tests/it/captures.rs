@@ -3,7 +3,8 @@
 //! (kept in `tests/data/captures/`) are read without losing the day.
 
 use crate::common::*;
-use docpipe::emulator::replay::{Replay, ReplayServer};
+use docpipe::emulator::Listening;
+use docpipe::emulator::replay::{self, Replay};
 
 fn ok(out: &std::process::Output) {
     assert!(
@@ -14,8 +15,8 @@ fn ok(out: &std::process::Output) {
     );
 }
 
-async fn replay(dir: &std::path::Path) -> ReplayServer {
-    ReplayServer::start(Replay::load(dir).unwrap(), "127.0.0.1:0".parse().unwrap())
+async fn serve_captures(dir: &std::path::Path) -> Listening {
+    replay::start(Replay::load(dir).unwrap(), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap()
 }
@@ -53,7 +54,7 @@ async fn a_capture_of_the_emulator_replays_to_the_same_parquet_files_without_a_k
         assert!(!text.contains(ADMIN_A), "a key in a capture");
         assert!(!text.to_lowercase().contains("authorization"));
     }
-    let server = replay(&captured).await;
+    let server = serve_captures(&captured).await;
     std::fs::write(&cfg, config_all(&server.base_url(), &out, "")).unwrap();
     ok(&docpipe(&cfg, &range, None));
     let (got, want) = (dataset(&out), dataset(&ref_out));
@@ -65,7 +66,7 @@ async fn a_capture_of_the_emulator_replays_to_the_same_parquet_files_without_a_k
 /// Backfills 2026-03-10 of alpha's page views from the captures of `case`.
 async fn page_views_of(case: &str) -> (std::process::Output, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
-    let server = replay(&root().join("tests/data/captures").join(case)).await;
+    let server = serve_captures(&root().join("tests/data/captures").join(case)).await;
     let out = dir.path().join("out");
     let cfg = dir.path().join("docpipe.toml");
     std::fs::write(&cfg, TestConfig::new(&server.base_url(), &out).toml()).unwrap();
