@@ -16,6 +16,22 @@ pub enum At {
     Cursor(String),
 }
 
+impl At {
+    /// The page it asks for, as a message names it: `the first page`, `the page at offset 250`,
+    /// `the page at cursor "k1"`.
+    pub fn page_name(&self) -> String {
+        match self {
+            At::Start => "the first page".to_string(),
+            At::Offset(o) => format!("the page at offset {o}"),
+            At::Cursor(c) if c.chars().count() > 40 => {
+                let start: String = c.chars().take(40).collect();
+                format!("the page at cursor {start:?}...")
+            }
+            At::Cursor(c) => format!("the page at cursor {c:?}"),
+        }
+    }
+}
+
 impl Client {
     /// GETs one page of the analytics operation `name` at `path_template` (`{project}` and
     /// `{thread}` filled, escaped), for `window` when given, with `limit` when given; decodes the

@@ -89,6 +89,15 @@ impl Recorder {
             *v = redact(v);
         }
         c.body = c.body.as_deref().map(&redact);
+        // A body that is not UTF-8 may still hold a key: kept as text where one was removed.
+        if let Some(bytes) = &c.body_bytes {
+            let text = String::from_utf8_lossy(bytes);
+            let redacted = redact(&text);
+            if redacted != text {
+                c.body = Some(redacted);
+                c.body_bytes = None;
+            }
+        }
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.join(format!("{n:05}.json"));
         let tmp = self.dir.join(format!(".{n:05}.json.tmp"));
@@ -126,4 +135,38 @@ pub fn read_dir(dir: &Path) -> Result<Vec<Capture>, String> {
                 .map_err(|e| format!("{}: not a capture: {e}", p.display()))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_removed_from_the_query_the_body_and_a_body_that_is_not_utf8() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = Recorder::new(dir.path()).unwrap();
+        let redact = |s: &str| s.replace("mint_secret", "[redacted]");
+        let bytes = b"\xff key mint_secret".to_vec();
+        let capture = |body: Option<&str>, body_bytes: Option<Vec<u8>>| Capture {
+            method: "GET".into(),
+            path: "/v1/x".into(),
+            query: vec![("key".into(), "mint_secret".into())],
+            status: 200,
+            headers: BTreeMap::new(),
+            body: body.map(str::to_string),
+            body_bytes,
+        };
+        rec.record(capture(Some("{\"k\":\"mint_secret\"}"), None), redact);
+        rec.record(capture(None, Some(bytes.clone())), redact);
+        let clean = b"\xff no key".to_vec();
+        rec.record(capture(None, Some(clean.clone())), redact);
+        let got = read_dir(dir.path()).unwrap();
+        assert_eq!(got[0].query[0].1, "[redacted]");
+        assert_eq!(got[0].body.as_deref(), Some("{\"k\":\"[redacted]\"}"));
+        assert_eq!(
+            (got[1].body.as_deref(), got[1].body_bytes.is_none()),
+            (Some("\u{fffd} key [redacted]"), true)
+        );
+        assert_eq!(got[2].body_bytes.as_deref(), Some(&clean[..]));
+    }
 }

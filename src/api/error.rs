@@ -94,10 +94,17 @@ pub enum ErrorKind {
         message: String,
     },
     /// 429.
-    #[error("rate limited (429){}", match .retry_after { Some(d) => format!(", retry after {}s", d.as_secs()), None => String::new() })]
+    #[error("rate limited (429){}", match (.retry_after, .next_slot) {
+        (Some(d), _) => format!(", retry after {}s", d.as_secs()),
+        (None, Some(d)) => format!(" without Retry-After; the hour's next slot is in {}s", d.as_secs()),
+        (None, None) => String::new(),
+    })]
     RateLimited {
         /// The service's `Retry-After`.
         retry_after: Option<Duration>,
+        /// Without `Retry-After`: until the hour's next slot of the call's budget, as far as
+        /// docpipe can tell (the wait it takes instead of a quick retry).
+        next_slot: Option<Duration>,
     },
     /// 408.
     #[error("the service timed out the request (408)")]
@@ -189,7 +196,10 @@ impl ApiError {
     /// The wait the service asked for, if any.
     pub fn retry_after(&self) -> Option<Duration> {
         match self.kind {
-            ErrorKind::RateLimited { retry_after } => retry_after,
+            ErrorKind::RateLimited {
+                retry_after,
+                next_slot,
+            } => retry_after.or(next_slot),
             _ => None,
         }
     }

@@ -363,7 +363,11 @@ impl Client {
                 None => ErrorKind::NotFound { message },
             },
             StatusCode::REQUEST_TIMEOUT => ErrorKind::RequestTimeout,
-            StatusCode::TOO_MANY_REQUESTS => ErrorKind::RateLimited { retry_after },
+            StatusCode::TOO_MANY_REQUESTS => ErrorKind::RateLimited {
+                retry_after,
+                // A quick retry would only spend more of the hour.
+                next_slot: retry_after.is_none().then(|| self.next_slot(call)),
+            },
             s if s.is_server_error() => ErrorKind::Server {
                 status: s.as_u16(),
                 message,
@@ -496,16 +500,15 @@ impl Client {
             .and_then(|e| e.as_str())
         {
             Some(err) => {
-                let details: Vec<&str> = parsed
-                    .as_ref()
-                    .and_then(|v| v.get("details"))
-                    .and_then(|d| d.as_array())
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|d| d.get("message").and_then(|m| m.as_str()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                // `[{"message"}]` as documented; a string, or strings, read as well.
+                let details: Vec<&str> = match parsed.as_ref().and_then(|v| v.get("details")) {
+                    Some(serde_json::Value::String(s)) => vec![s.as_str()],
+                    Some(serde_json::Value::Array(a)) => a
+                        .iter()
+                        .filter_map(|d| d.get("message").unwrap_or(d).as_str())
+                        .collect(),
+                    _ => Vec::new(),
+                };
                 if details.is_empty() {
                     err.to_string()
                 } else {
@@ -577,15 +580,7 @@ impl Client {
                 }
                 e.retryable()
             })
-            .adjust(|e: &ApiError, step| {
-                // A 429 without `Retry-After` waits for the hour to free a slot: a quick retry
-                // would only spend more of the hour.
-                let wait = match e.kind {
-                    ErrorKind::RateLimited { retry_after: None } => Some(self.next_slot(call)),
-                    _ => e.retry_after(),
-                };
-                policy.delay(step, wait, &self.dice)
-            })
+            .adjust(|e: &ApiError, step| policy.delay(step, e.retry_after(), &self.dice))
             .notify(|e: &ApiError, wait| {
                 tracing::warn!(
                     operation = call.operation.name(),

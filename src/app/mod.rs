@@ -242,6 +242,12 @@ impl Context {
     }
 
     /// The shared rate budget.
+    /// The client of an organization.
+    pub fn client(&self, org: &str) -> Option<&Client> {
+        self.clients.get(org)
+    }
+
+    /// The rate budget every client counts in.
     pub fn budget(&self) -> &Arc<dyn Budget> {
         &self.budget
     }

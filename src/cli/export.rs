@@ -42,6 +42,16 @@ pub async fn open(
     projects: &[String],
     record: Option<&std::path::Path>,
 ) -> anyhow::Result<Context> {
+    open_with(settings, projects, record, Access::Export).await
+}
+
+/// [`open`] with the folder opened as `access` says.
+pub async fn open_with(
+    settings: &Settings,
+    projects: &[String],
+    record: Option<&std::path::Path>,
+    access: Access,
+) -> anyhow::Result<Context> {
     let keys = if projects.is_empty() {
         Keys::All
     } else {
@@ -54,11 +64,9 @@ pub async fn open(
         })?;
         settings.record = Some(Arc::new(recorder));
     }
-    Ok(
-        Context::open(settings, clock::system(), Access::Export, keys)
-            .await?
-            .with_events(Arc::new(super::progress::Bar::on_terminal())),
-    )
+    Ok(Context::open(settings, clock::system(), access, keys)
+        .await?
+        .with_events(Arc::new(super::progress::Bar::on_terminal())))
 }
 
 /// Prints `plan`, then runs it (unless `dry_run`) and prints the summary.

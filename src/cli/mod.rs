@@ -2,6 +2,7 @@
 
 pub mod ask;
 pub mod backfill;
+pub mod check;
 pub mod demo;
 pub mod emulate;
 pub mod export;
@@ -76,6 +77,8 @@ pub enum Command {
     Run(run::Args),
     /// Agent-job follow-ups from rule files: `rules check` shows, `rules run` sends.
     Rules(rules::Args),
+    /// Prove the set-up against the service with the fewest requests (one per dataset).
+    Check(check::Args),
     /// Check the config and the rule files without sending anything.
     Validate(rules::ValidateArgs),
     /// What the state database knows: days exported, budgets used, last rule firings.
@@ -99,6 +102,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Trends(args) => trends::run(args, &load(&cli.config)?).await,
         Command::Run(args) => run::run(args, &load(&cli.config)?).await,
         Command::Rules(args) => rules::run(args, &load(&cli.config)?).await,
+        Command::Check(args) => check::run(args, &load(&cli.config)?).await,
         Command::Validate(args) => rules::validate(args, &load(&cli.config)?).await,
         Command::Status(args) => status::run(args, &load(&cli.config)?).await,
         Command::Ask(args) => ask::run(args, &load(&cli.config)?).await,

@@ -131,6 +131,7 @@ pub async fn views(
     };
     let q = parse_query(&q, emu.data().start_date, emu.today()).map_err(|p| invalid(&p))?;
     emu.owned_project(&org, &project)?;
+    emu.in_plan(&project, "page_views")?;
     let Some(rows) = emu.truth_between(&project, q.from, q.to) else {
         return Err(not_found());
     };

@@ -117,6 +117,10 @@ pub struct Project {
     /// Fraction of pages that appear after the start date or disappear before today.
     #[serde(default = "default_churn")]
     pub churn: f64,
+    /// Analytics datasets the project's plan lacks (`page_views`, `visitors`, `searches`,
+    /// `feedback`, `feedback_by_page`, `assistant`, `caller_stats`, `threads`): a 403.
+    #[serde(default)]
+    pub not_in_plan: Vec<String>,
 }
 
 const fn default_ai_start() -> f64 {
@@ -421,6 +425,14 @@ impl DataFile {
         for p in &self.projects {
             if !projects.insert(p.id.as_str()) {
                 out.push(format!("project {} is listed twice", p.id));
+            }
+            for d in &p.not_in_plan {
+                if crate::dataset::by_name(d).is_none() {
+                    out.push(format!(
+                        "project {}: not_in_plan names no dataset {d:?}",
+                        p.id
+                    ));
+                }
             }
             if !orgs.contains(p.organization.as_str()) {
                 out.push(format!(

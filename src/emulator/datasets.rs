@@ -79,6 +79,7 @@ struct Req {
 
 fn begin(
     emu: &Emulator,
+    dataset: &str,
     project: String,
     headers: &HeaderMap,
     query: Q,
@@ -91,6 +92,7 @@ fn begin(
     let mut problems = Vec::new();
     let (from, to) = parse_range(&q, emu.data().start_date, emu.today(), &mut problems);
     emu.owned_project(&org, &project)?;
+    emu.in_plan(&project, dataset)?;
     Ok(Req {
         project,
         q,
@@ -310,7 +312,7 @@ pub async fn visitors(
     headers: HeaderMap,
     query: Q,
 ) -> Reply {
-    let r = begin(&emu, project, &headers, query)?;
+    let r = begin(&emu, "visitors", project, &headers, query)?;
     // The same parameters as page views, checked the same way.
     let q = parse_query(&r.q, emu.data().start_date, emu.today()).map_err(|p| invalid(&p))?;
     let (offset, limit) = (q.offset, q.limit);
@@ -347,7 +349,7 @@ pub async fn searches(
     headers: HeaderMap,
     query: Q,
 ) -> Reply {
-    let mut r = begin(&emu, project, &headers, query)?;
+    let mut r = begin(&emu, "searches", project, &headers, query)?;
     let at = cursor_params(&mut r, "s", 100, 50)?;
     let all = searches_truth(&emu, &r.project, r.from, r.to).ok_or_else(not_found)?;
     let total: u64 = all.iter().map(|s| s.hits).sum();
@@ -435,7 +437,7 @@ pub async fn feedback(
     headers: HeaderMap,
     query: Q,
 ) -> Reply {
-    let mut r = begin(&emu, project, &headers, query)?;
+    let mut r = begin(&emu, "feedback", project, &headers, query)?;
     let (source, statuses) = filters(&mut r);
     let at = keyset_params(&mut r, 100, 50, "cursor is not valid for this query")?;
     let all = feedback_truth(
@@ -483,7 +485,7 @@ pub async fn feedback_by_page(
     headers: HeaderMap,
     query: Q,
 ) -> Reply {
-    let mut r = begin(&emu, project, &headers, query)?;
+    let mut r = begin(&emu, "feedback_by_page", project, &headers, query)?;
     let limit = number_limit(&r.q, 100, 10, &mut r.problems);
     let (source, statuses) = filters(&mut r);
     finish(&r)?;
@@ -545,7 +547,7 @@ pub async fn conversations(
     headers: HeaderMap,
     query: Q,
 ) -> Reply {
-    let mut r = begin(&emu, project, &headers, query)?;
+    let mut r = begin(&emu, "assistant", project, &headers, query)?;
     let at = keyset_params(&mut r, 1000, 100, "cursor must be a ULID")?;
     let all = turns_truth(&emu, &r.project, r.from, r.to).ok_or_else(not_found)?;
     let (rows, next) = keyset_page(&all, at, |t| (t.at.timestamp_millis(), &t.id), turn_json);
@@ -590,6 +592,7 @@ pub async fn thread(
     let org = emu.authorize(&headers, &[KeyKind::Admin, KeyKind::ReadOnlyAdmin])?;
     emu.take(Limit::Analytics, &org)?;
     emu.owned_project(&org, &project)?;
+    emu.in_plan(&project, "threads")?;
     if parse_ulid(&id).is_none() {
         return Err(super::error(StatusCode::BAD_REQUEST, "Invalid thread ID"));
     }
@@ -611,7 +614,7 @@ pub async fn caller_stats(
     headers: HeaderMap,
     query: Q,
 ) -> Reply {
-    let r = begin(&emu, project, &headers, query)?;
+    let r = begin(&emu, "caller_stats", project, &headers, query)?;
     finish(&r)?;
     let turns = turns_truth(&emu, &r.project, r.from, r.to).ok_or_else(not_found)?;
     Ok(Json(caller_truth(&turns)).into_response())

@@ -320,6 +320,7 @@ mod tests {
             ai_share_end: 0.5,
             ai_ramp_days: 100,
             churn: 0.2,
+            not_in_plan: Vec::new(),
         }
     }
 

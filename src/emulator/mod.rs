@@ -468,6 +468,22 @@ impl Emulator {
         }
     }
 
+    /// Checks that a project's plan includes an analytics dataset.
+    pub fn in_plan(&self, project: &str, dataset: &str) -> Result<(), ApiError> {
+        let lacks = self
+            .data
+            .projects
+            .iter()
+            .any(|p| p.id == project && p.not_in_plan.iter().any(|d| d == dataset));
+        if lacks {
+            return Err(error(
+                StatusCode::FORBIDDEN,
+                format!("Your plan does not include {dataset} analytics"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks that a project exists and belongs to the organization.
     pub fn owned_project(&self, org: &str, project: &str) -> Result<(), ApiError> {
         match self.data.projects.iter().find(|p| p.id == project) {

@@ -10,7 +10,7 @@ mod window;
 
 pub use failure::Failure;
 use failure::WindowId;
-pub use records::{RecordOutcome, RecordSettings};
+pub use records::{RecordOutcome, RecordSettings, check_first_page, fetch_thread};
 pub use report::{describe_plan, describe_summary};
 
 use crate::api::views::{Counts, Window};

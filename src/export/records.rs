@@ -306,12 +306,31 @@ fn drop_exact_repeats(pages: &mut [Page], shape: &Shape) -> usize {
 /// The checks of a complete walk: the first page's totals hold what the output needs, no
 /// later page's contradict them (a later page may leave some or all out), each key once, sums
 /// (of the totals there are).
+/// What the first page of a walk must have (`docpipe check`): the totals its table needs;
+/// the sums of a walk of one page too (the sums of a longer walk wait for its last page).
+pub fn check_first_page(page: &Page, shape: &Shape) -> Result<(), String> {
+    let more = page.has_more.unwrap_or(false) || page.next_cursor.is_some();
+    if more {
+        first_totals(page, shape)
+    } else {
+        check_pages(std::slice::from_ref(page), shape)
+    }
+}
+
+/// The first page's totals hold what the totals table needs.
+fn first_totals(first: &Page, shape: &Shape) -> Result<(), String> {
+    match shape.missing_total(&first.totals) {
+        Some((field, table)) => Err(format!(
+            "page 1 has no `{field}`, which the {table} table needs"
+        )),
+        None => Ok(()),
+    }
+}
+
 fn check_pages(pages: &[Page], shape: &Shape) -> Result<(), String> {
     let totals = pages.first().map(|p| p.totals.as_slice()).unwrap_or(&[]);
-    if let Some((field, table)) = shape.missing_total(totals) {
-        return Err(format!(
-            "page 1 has no `{field}`, which the {table} table needs"
-        ));
+    if let Some(first) = pages.first() {
+        first_totals(first, shape)?;
     }
     let differs = |p: &Page| {
         p.totals
@@ -626,19 +645,7 @@ impl Exporter {
         let today = self.today();
         let mut fetched = 0;
         for thread in candidates.iter().filter(|t| !done.contains(*t)).take(cap) {
-            let page = client
-                .analytics_page(
-                    THREADS.name,
-                    THREADS.endpoint,
-                    project,
-                    Some(thread),
-                    None,
-                    None,
-                    &At::Start,
-                    |b| THREADS.decode(b, None),
-                )
-                .await;
-            let page = match page {
+            let page = match fetch_thread(client, project, thread).await {
                 Ok(p) => p,
                 Err(e) if matches!(e.kind, crate::api::ErrorKind::NotFound { .. }) => {
                     tracing::warn!(project, thread = %thread, "thread not found; not asked for again");
@@ -701,6 +708,26 @@ impl Exporter {
     }
 }
 
+/// One assistant thread's messages.
+pub async fn fetch_thread(
+    client: &Client,
+    project: &str,
+    thread: &str,
+) -> Result<Page, crate::api::ApiError> {
+    client
+        .analytics_page(
+            THREADS.name,
+            THREADS.endpoint,
+            project,
+            Some(thread),
+            None,
+            None,
+            &At::Start,
+            |b| THREADS.decode(b, None),
+        )
+        .await
+}
+
 /// One page of a walk, decoded, with its body as sent (to store).
 async fn fetch_page(
     client: &Client,
@@ -719,7 +746,12 @@ async fn fetch_page(
             Some(window),
             limit,
             at,
-            |b| shape.decode(b, limit).map(|p| (p, b.to_vec())),
+            |b| {
+                shape
+                    .decode(b, limit)
+                    .map(|p| (p, b.to_vec()))
+                    .map_err(|e| format!("{}: {e}", at.page_name()))
+            },
         )
         .await
 }

@@ -63,13 +63,28 @@ async fn a_capture_of_the_emulator_replays_to_the_same_parquet_files_without_a_k
     server.stop().await;
 }
 
-/// Backfills 2026-03-10 of alpha's page views from the captures of `case`.
-async fn page_views_of(case: &str) -> (std::process::Output, Vec<String>) {
+/// What a backfill of alpha's 2026-03-10 made of the captures of a case.
+struct Replayed {
+    run: std::process::Output,
+    /// The rows of `table`'s partition of the day (none when it was not written).
+    rows: Vec<String>,
+    /// The requests the summary counts.
+    requests: u64,
+    /// The line about the failed window, if any.
+    failed: Option<String>,
+}
+
+/// Backfills 2026-03-10 of alpha's `dataset` from the captures of `case`, reading `table`.
+async fn replayed(case: &str, dataset: &str, table: &str) -> Replayed {
     let dir = tempfile::tempdir().unwrap();
     let server = serve_captures(&root().join("tests/data/captures").join(case)).await;
     let out = dir.path().join("out");
     let cfg = dir.path().join("docpipe.toml");
-    std::fs::write(&cfg, TestConfig::new(&server.base_url(), &out).toml()).unwrap();
+    let config = TestConfig {
+        datasets: format!("datasets = [\"{dataset}\"]"),
+        ..TestConfig::new(&server.base_url(), &out)
+    };
+    config.write(&cfg);
     let run = docpipe(
         &cfg,
         &[
@@ -84,25 +99,188 @@ async fn page_views_of(case: &str) -> (std::process::Output, Vec<String>) {
         None,
     );
     server.stop().await;
-    let file = out.join("page_views/project=alpha/date=2026-03-10/part-00000.parquet");
+    let file = out
+        .join(table)
+        .join("project=alpha/date=2026-03-10/part-00000.parquet");
     let rows = if file.is_file() {
         parquet_rows(&file)
     } else {
         Vec::new()
     };
-    (run, rows)
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    let requests = stdout
+        .split(" analytics requests in all")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no request count in {stdout}"));
+    let failed = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("failed alpha 2026-03-10: "))
+        .map(str::to_string);
+    Replayed {
+        run,
+        rows,
+        requests,
+        failed,
+    }
 }
+
+async fn page_views_of(case: &str) -> Replayed {
+    replayed(case, "page_views", "page_views").await
+}
+
+async fn assistant_of(case: &str) -> Replayed {
+    replayed(case, "assistant", "assistant_turns").await
+}
+
+impl Replayed {
+    /// Asserts the day was written whole: `rows` rows in `requests` requests.
+    fn written(&self, rows: usize, requests: u64) {
+        ok(&self.run);
+        assert_eq!((self.rows.len(), self.requests), (rows, requests));
+        assert_eq!(self.failed, None);
+    }
+
+    /// Asserts the window failed with `message` after `requests` requests, nothing written.
+    fn refused(&self, requests: u64, message: &str) {
+        assert_eq!(self.run.status.code(), Some(1));
+        assert_eq!((self.rows.len(), self.requests), (0, requests));
+        assert_eq!(self.failed.as_deref(), Some(message));
+    }
+}
+
+const VIEWS: &str = "page views for project alpha (2026-03-10 to 2026-03-11)";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_views_with_an_empty_page_mid_walk_and_totals_only_on_the_first_page_lose_nothing() {
-    let (run, rows) = page_views_of("views-empty-page-mid-walk").await;
-    ok(&run);
-    assert_eq!(rows.len(), 300);
-    let stdout = String::from_utf8_lossy(&run.stdout);
+    let r = page_views_of("views-empty-page-mid-walk").await;
+    r.written(300, 3);
+    let stdout = String::from_utf8_lossy(&r.run.stdout);
     assert!(
-        stdout.contains(
-            "1 page-view windows (1 final, 0 provisional), 300 rows, 3 analytics requests in all"
-        ),
+        stdout.contains("1 page-view windows (1 final, 0 provisional), 300 rows"),
         "{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_views_with_partial_totals_on_a_later_page_and_unknown_fields_are_written() {
+    let r = page_views_of("views-partial-totals-later").await;
+    r.written(5, 2);
+    assert_eq!(
+        [r.rows[0].as_str(), r.rows[4].as_str()],
+        [
+            r#"path="/docs/page-000",human=1,ai=0,total=1"#,
+            r#"path="/docs/page-004",human=0,ai=1,total=1"#
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_page_without_the_totals_its_table_needs_is_refused_naming_them() {
+    page_views_of("views-partial-totals-first").await.refused(
+        1,
+        &format!(
+            "{VIEWS}: paging stopped: the page at offset 0 has no `totals` (or not all of human, ai and total), which the site_totals table needs"
+        ),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_error_body_is_shown_in_the_services_words() {
+    let cases = [
+        (
+            "views-401",
+            "the service refused the admin key of organization org-a (401: Unauthorized); check the key in its environment variable",
+        ),
+        (
+            "views-404",
+            "project 'alpha' is unknown to the service (404: Invalid project id)",
+        ),
+        (
+            "views-403",
+            "forbidden (403: Forbidden: Analytics export is not included in your plan); the key may be of the wrong kind, read-only, outside its IP allow-list, or the plan lacks this feature",
+        ),
+        (
+            "views-400",
+            "invalid request (400: Invalid query parameters: dateTo must be after dateFrom; limit must be at most 250)",
+        ),
+    ];
+    for (case, words) in cases {
+        page_views_of(case)
+            .await
+            .refused(1, &format!("{VIEWS}: {words}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_in_text_or_html_and_a_503_in_html_are_retried_not_read() {
+    // The 429s say Retry-After: 1; the 503 comes on the second page.
+    for case in ["views-429-text", "views-429-html", "views-503-html"] {
+        let r = page_views_of(case).await;
+        r.written(5, 3);
+        let stderr = String::from_utf8_lossy(&r.run.stderr);
+        assert!(stderr.contains("retrying: "), "{case}: {stderr}");
+        assert!(!stderr.contains("not JSON"), "{case}: {stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_without_retry_after_waits_for_the_hours_next_slot_not_a_quick_retry() {
+    let r = page_views_of("views-429-no-retry-after").await;
+    // The one request sent counts in the hour: its slot frees an hour later, longer than
+    // max_retry_after, so the window fails at once instead of spending the hour on retries.
+    let failed = r.failed.clone().unwrap();
+    assert!(
+        failed.starts_with(&format!(
+            "{VIEWS}: rate limited (429) without Retry-After; the hour's next slot is in 36"
+        )),
+        "{failed}"
+    );
+    assert_eq!((r.rows.len(), r.requests), (0, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_200_of_html_is_quoted_with_its_content_type() {
+    // Read as a malformed body: retried once (a proxy's page may pass), then refused.
+    page_views_of("views-200-html").await.refused(
+        2,
+        &format!(
+            r#"{VIEWS}: malformed response: the body is not JSON (content type text/html; charset=utf-8): "<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>Please sign in to continue.</body></html>\n""#
+        ),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn assistant_turns_with_an_empty_page_mid_walk_lose_nothing() {
+    let r = assistant_of("assistant-empty-page-mid-walk").await;
+    r.written(3, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_body_without_has_more_and_a_turn_without_response_type_are_read() {
+    let r = assistant_of("assistant-no-has-more").await;
+    r.written(3, 2);
+    // The turn without `responseType` is written with the documented default.
+    let types: Vec<&str> = r
+        .rows
+        .iter()
+        .map(|row| {
+            row.split("response_type=")
+                .nth(1)
+                .unwrap()
+                .split(',')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(types, ["\"answer\"", "\"answer\"", "\"answer\""]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_without_a_field_the_table_needs_fails_the_window_naming_field_and_page() {
+    assistant_of("assistant-missing-required").await.refused(
+        2,
+        "assistant 2026-03-10..2026-03-11: assistant for project alpha (2026-03-10 to 2026-03-11): malformed response: the first page: conversations[1] has no field `query`",
     );
 }

@@ -948,3 +948,64 @@ async fn a_provisional_day_of_every_daily_dataset_is_probed_with_one_request_and
     // Nothing of those days was written again (the spans, walked, rewrite theirs).
     assert!(files() == before, "a day probed unchanged is not written");
 }
+
+/// Each column's `Need` as the OpenAPI file's row schema says: a field every alternative of the
+/// schema requires is `Required` (or `Nullable` when its type allows null); one some leave out
+/// is `Optional` (null then) or has a documented default. Keeps the tolerant reader in step
+/// with the file (a newer version that drops a field from `required` fails here first).
+#[test]
+fn every_columns_need_matches_the_openapi_files_required_lists() {
+    use docpipe::dataset::analytics::*;
+    use docpipe::dataset::shape::{Need, RowsAt, Shape};
+    let doc = openapi();
+    let shapes: [&Shape; 7] = [
+        &VISITORS,
+        &SEARCHES,
+        &FEEDBACK,
+        &FEEDBACK_BY_PAGE,
+        &ASSISTANT,
+        &CALLER_STATS,
+        &THREADS,
+    ];
+    let mut problems = Vec::new();
+    for shape in shapes {
+        let path = shape
+            .endpoint
+            .replace("{project}", "{projectId}")
+            .replace("{thread}", "{threadId}");
+        let body = resolve(&doc, response_schema(&doc, &path, "200"));
+        let row = match shape.rows {
+            RowsAt::Array(field) => resolve(&doc, &body["properties"][field]["items"]),
+            RowsAt::Body => body,
+        };
+        let alternatives: Vec<&Value> = match row.get("anyOf").and_then(Value::as_array) {
+            Some(any) => any.iter().map(|a| resolve(&doc, a)).collect(),
+            None => vec![row],
+        };
+        for c in shape.columns {
+            let required = alternatives.iter().all(|a| {
+                a["required"]
+                    .as_array()
+                    .is_some_and(|r| r.iter().any(|f| f == c.field))
+            });
+            let nullable = alternatives.iter().any(|a| {
+                let t = &a["properties"][c.field]["type"];
+                t == "null"
+                    || t.as_array()
+                        .is_some_and(|ts| ts.iter().any(|x| x == "null"))
+            });
+            let ok = match c.need {
+                Need::Required => required && !nullable,
+                Need::Nullable => required && nullable,
+                Need::Optional | Need::Default(_) => !required,
+            };
+            if !ok {
+                problems.push(format!(
+                    "{}.{}: {:?}, but the file says required {required}, nullable {nullable}",
+                    shape.name, c.field, c.need
+                ));
+            }
+        }
+    }
+    assert_eq!(problems, Vec::<String>::new());
+}

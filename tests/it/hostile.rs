@@ -670,21 +670,21 @@ async fn every_hostile_page_of_the_other_datasets_gets_its_clear_error_and_nothi
             "wrong-type",
             "assistant",
             format!(
-                "assistant for project wrong-type ({w}): malformed response: conversations[0].timestamp is a number, not a string"
+                "assistant for project wrong-type ({w}): malformed response: the first page: conversations[0].timestamp is a number, not a string"
             ),
         ),
         (
             "huge-string",
             "assistant",
             format!(
-                "assistant for project huge-string ({w}): malformed response: conversations[0].query is 307200 bytes, more than 256 KiB"
+                "assistant for project huge-string ({w}): malformed response: the first page: conversations[0].query is 307200 bytes, more than 256 KiB"
             ),
         ),
         (
             "no-next-cursor",
             "searches",
             format!(
-                "searches for project no-next-cursor ({w}): malformed response: searches body has no field `nextCursor`"
+                "searches for project no-next-cursor ({w}): malformed response: the first page: searches body has no field `nextCursor`"
             ),
         ),
         (
@@ -705,7 +705,7 @@ async fn every_hostile_page_of_the_other_datasets_gets_its_clear_error_and_nothi
             "negative",
             "caller_stats",
             format!(
-                "caller_stats for project negative ({w}): malformed response: body.web -3 is negative"
+                "caller_stats for project negative ({w}): malformed response: the first page: body.web -3 is negative"
             ),
         ),
         (

@@ -1,6 +1,7 @@
 //! The one integration test binary: each module covers one part of docpipe.
 
 mod captures;
+mod check;
 mod client;
 mod common;
 mod daemon;

@@ -1,0 +1,496 @@
+//! `docpipe check`: the fewest requests that prove a set-up works against the real service.
+
+use crate::api::analytics::At;
+use crate::api::assistant::{AskRequest, Message};
+use crate::api::views::{PAGE_LIMIT, Window, next_offset, zero_rows};
+use crate::api::{ApiError, Client, ErrorKind};
+use crate::app::{Access, Context};
+use crate::config::Settings;
+use crate::dataset::analytics::{ASSISTANT, THREADS};
+use crate::dataset::page_views::PAGE_VIEWS;
+use crate::error::UserError;
+use crate::rules::Action;
+use std::collections::BTreeSet;
+
+/// Prove the set-up with the fewest requests: for each configured project, one request per
+/// dataset it exports (yesterday's first page), one read of each agent job a rule names, and
+/// one question to each assistant only with --assistant. Says first how many requests of the
+/// hour's budget it will use, then prints project, dataset, and `works` or the exact problem.
+/// Exit code 0 when everything works, 2 when something does not.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only these projects (repeatable; default: all configured).
+    #[arg(long = "project")]
+    pub projects: Vec<String>,
+    /// The day to ask for (default: yesterday, in the config's time zone).
+    #[arg(long, value_name = "YYYY-MM-DD")]
+    pub day: Option<chrono::NaiveDate>,
+    /// Say what would be sent, and send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also ask each organization's assistant one question (its `assistant_domain`, with its
+    /// assistant key): one request of the assistant's own limit each.
+    #[arg(long)]
+    pub assistant: bool,
+    /// Write every response into DIR, one file per response, keys removed (`docpipe emulate
+    /// --replay DIR` serves them): what a bug report attaches.
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<std::path::PathBuf>,
+}
+
+/// What one line of the table proves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Probe {
+    /// Yesterday's first page of a dataset of a project.
+    Dataset {
+        project: String,
+        dataset: &'static str,
+    },
+    /// One thread of yesterday's assistant turns (sent only when there is one).
+    Thread { project: String },
+    /// The agent job a rule follows up.
+    Job { project: String, job: String },
+    /// One question to an organization's assistant.
+    Assistant { org: String, domain: String },
+}
+
+impl Probe {
+    fn columns(&self) -> (String, String) {
+        match self {
+            Probe::Dataset { project, dataset } => (project.clone(), dataset.to_string()),
+            Probe::Thread { project } => (project.clone(), THREADS.name.to_string()),
+            Probe::Job { project, job } => (project.clone(), format!("job {job}")),
+            Probe::Assistant { org, domain } => (org.clone(), format!("assistant {domain}")),
+        }
+    }
+}
+
+/// What a probe found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Found {
+    /// It works; what it saw.
+    Works(String),
+    /// The exact problem.
+    Problem(String),
+    /// Not sent, and why (not a problem of its own).
+    NotSent(String),
+}
+
+/// The probes of `projects` (all when empty), in the order they are sent.
+fn probes(
+    settings: &Settings,
+    projects: &[String],
+    assistant: bool,
+) -> Result<Vec<Probe>, UserError> {
+    for p in projects {
+        crate::app::configured(settings, p)?;
+    }
+    let selected: Vec<&crate::config::Project> = settings
+        .projects
+        .iter()
+        .filter(|p| projects.is_empty() || projects.contains(&p.id))
+        .collect();
+    let mut out = Vec::new();
+    for p in &selected {
+        let mut datasets = p.datasets.clone();
+        datasets.sort_by_key(|d| crate::dataset::order(d));
+        for d in datasets {
+            out.push(if d == THREADS.name {
+                Probe::Thread {
+                    project: p.id.clone(),
+                }
+            } else {
+                Probe::Dataset {
+                    project: p.id.clone(),
+                    dataset: d,
+                }
+            });
+        }
+    }
+    if settings.rules_dir.is_dir() {
+        let ids = settings.project_ids();
+        let loaded = crate::app::rules::load(&settings.rules_dir, &ids, &[])?;
+        if let Some(first) = loaded.problems.first() {
+            return Err(UserError::new(first.clone()));
+        }
+        let jobs: BTreeSet<(String, String)> = loaded
+            .rules
+            .iter()
+            .filter(|r| selected.iter().any(|p| p.id == r.project))
+            .filter_map(|r| match &r.action {
+                Action::FollowUp(job) => Some((r.project.clone(), job.clone())),
+                Action::Create => None,
+            })
+            .collect();
+        out.extend(
+            jobs.into_iter()
+                .map(|(project, job)| Probe::Job { project, job }),
+        );
+    }
+    if assistant {
+        let orgs: BTreeSet<&str> = selected.iter().map(|p| p.organization.as_str()).collect();
+        for org in &settings.organizations {
+            if let (true, Some(domain)) = (orgs.contains(org.id.as_str()), &org.assistant_domain) {
+                out.push(Probe::Assistant {
+                    org: org.id.clone(),
+                    domain: domain.clone(),
+                });
+            }
+        }
+        if !out.iter().any(|p| matches!(p, Probe::Assistant { .. })) {
+            return Err(UserError::new(
+                "--assistant: no organization of these projects has an assistant_domain",
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The organization of a probe.
+fn org_of<'s>(settings: &'s Settings, probe: &Probe) -> &'s str {
+    let project = match probe {
+        Probe::Dataset { project, .. } | Probe::Thread { project } | Probe::Job { project, .. } => {
+            project
+        }
+        Probe::Assistant { org, .. } => return settings.organization(org).map_or("", |o| &o.id),
+    };
+    settings
+        .projects
+        .iter()
+        .find(|p| &p.id == project)
+        .map_or("", |p| p.organization.as_str())
+}
+
+/// The announcement: how many requests, of which budget; or why they do not fit this hour's.
+fn announce(
+    settings: &Settings,
+    ctx: &Context,
+    probes: &[Probe],
+    day: chrono::NaiveDate,
+) -> anyhow::Result<String> {
+    let now = ctx.clock.now();
+    let mut parts = Vec::new();
+    for org in &settings.organizations {
+        let n = probes
+            .iter()
+            .filter(|p| matches!(p, Probe::Dataset { .. }) && org_of(settings, p) == org.id)
+            .count();
+        if n == 0 {
+            continue;
+        }
+        let Some(client) = ctx.client(&org.id) else {
+            continue;
+        };
+        let limits = client.settings().limits;
+        let used = ctx.budget().used(&client.analytics_scope(), now);
+        let room = limits
+            .effective(limits.analytics_per_hour)
+            .saturating_sub(used) as usize;
+        if n > room {
+            anyhow::bail!(
+                "check needs {n} analytics requests of organization {}, and only {room} are left of this hour's budget: run it again later (`docpipe status` shows the budget)",
+                org.id
+            );
+        }
+        parts.push(format!(
+            "{} {n} of the {} analytics requests docpipe takes of its hour's {} ({used} used in the last hour)",
+            org.id,
+            limits.effective(limits.analytics_per_hour),
+            limits.analytics_per_hour
+        ));
+    }
+    let count = |f: fn(&Probe) -> bool| probes.iter().filter(|p| f(p)).count();
+    let threads = count(|p| matches!(p, Probe::Thread { .. }));
+    if threads > 0 {
+        parts.push(format!(
+            "up to {threads} more for a thread of the day's assistant turns"
+        ));
+    }
+    let jobs = count(|p| matches!(p, Probe::Job { .. }));
+    if jobs > 0 {
+        parts.push(plural(jobs, "agent-job read"));
+    }
+    let asks = count(|p| matches!(p, Probe::Assistant { .. }));
+    if asks > 0 {
+        parts.push(plural(asks, "assistant question"));
+    }
+    let sure = probes.len() - threads;
+    Ok(format!(
+        "check: {sure} requests for {day}: {}",
+        parts.join("; ")
+    ))
+}
+
+/// The problem an error shows, or `None` when it is not the set-up's (a busy service).
+fn problem(e: &ApiError) -> String {
+    match &e.kind {
+        ErrorKind::Malformed(m) | ErrorKind::Paging(m) => format!("shape differs: {m}"),
+        kind => kind.to_string(),
+    }
+}
+
+/// Whether an error stops the rest of an organization (its key) or of a project.
+fn stops(e: &ApiError) -> Option<bool> {
+    match e.kind {
+        ErrorKind::BadKey { .. } => Some(true),
+        ErrorKind::UnknownProject { .. } => Some(false),
+        _ => None,
+    }
+}
+
+/// Sends one probe (a thread needs the id `thread` of a turn).
+async fn send(
+    client: &Client,
+    settings: &Settings,
+    probe: &Probe,
+    window: Window,
+    thread: Option<&str>,
+) -> Result<(Found, Option<String>), ApiError> {
+    match probe {
+        Probe::Dataset { project, dataset } if *dataset == PAGE_VIEWS => {
+            let page = client.page_views(project, window, PAGE_LIMIT, 0).await?;
+            let rows = page.views.len() as u64 + page.rejects.len() as u64;
+            if let Err(m) = next_offset(1, rows, Some(&page), Some(&page), || zero_rows(&page)) {
+                return Ok((Found::Problem(format!("shape differs: {m}")), None));
+            }
+            Ok((
+                Found::Works(rows_seen(page.views.len(), page.has_more, window.from)),
+                None,
+            ))
+        }
+        Probe::Dataset { project, dataset } => {
+            let shape = crate::dataset::shape_by_name(dataset).expect("a configured dataset");
+            let limit = shape.paging.limit();
+            let page = client
+                .analytics_page(
+                    shape.name,
+                    shape.endpoint,
+                    project,
+                    None,
+                    Some(window),
+                    limit,
+                    &At::Start,
+                    |b| {
+                        shape
+                            .decode(b, limit)
+                            .map_err(|e| format!("{}: {e}", At::Start.page_name()))
+                    },
+                )
+                .await?;
+            if let Err(m) = crate::export::check_first_page(&page, shape) {
+                return Ok((Found::Problem(format!("shape differs: {m}")), None));
+            }
+            let id = shape.columns.iter().position(|c| c.name == "id");
+            let thread = match (shape.name == ASSISTANT.name, id, page.rows.first()) {
+                (true, Some(i), Some(row)) => match &row[i] {
+                    crate::dataset::shape::Cell::Text(t) => Some(t.clone()),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let more = page.has_more.unwrap_or(page.next_cursor.is_some());
+            Ok((
+                Found::Works(rows_seen(page.rows.len(), more, window.from)),
+                thread,
+            ))
+        }
+        Probe::Thread { project } => {
+            let Some(thread) = thread else {
+                return Ok((
+                    Found::NotSent(format!(
+                        "no assistant turn on {} to read the thread of",
+                        window.from
+                    )),
+                    None,
+                ));
+            };
+            let page = crate::export::fetch_thread(client, project, thread).await?;
+            Ok((
+                Found::Works(format!("works: a thread of {} messages", page.rows.len())),
+                None,
+            ))
+        }
+        Probe::Job { project, job } => {
+            let j = client.get_job(project, job).await?;
+            Ok((
+                Found::Works(format!(
+                    "works: job {}",
+                    crate::text::one_line(j.status_str())
+                )),
+                None,
+            ))
+        }
+        Probe::Assistant { org, domain } => {
+            let org = settings
+                .organization(org)
+                .expect("a configured organization");
+            let assistant = crate::app::assistant_client(settings, org, client.clock().clone())
+                .map_err(|e| ApiError {
+                    operation: crate::api::Operation::AssistantMessage,
+                    target: format!("domain {domain}"),
+                    kind: ErrorKind::NotSent {
+                        message: e.to_string(),
+                    },
+                })?;
+            let now = client.clock().now();
+            let request = AskRequest {
+                fp: "docpipe-check".into(),
+                messages: vec![Message::user(
+                    &format!("m{}", now.timestamp_millis()),
+                    "What is this documentation about?",
+                    &now.to_rfc3339(),
+                )],
+                thread_id: None,
+                thread_key: None,
+                retrieval_page_size: 1,
+                current_path: None,
+            };
+            let mut answer = assistant.ask(domain, &request).await?;
+            let mut chars = 0;
+            while let Some(event) = answer.next().await {
+                if let crate::api::stream::Event::Text { text } = event? {
+                    chars += text.chars().count();
+                }
+            }
+            Ok((
+                Found::Works(format!("works: answered in {chars} characters")),
+                None,
+            ))
+        }
+    }
+}
+
+/// `1 thing`, `2 things`.
+fn plural(n: usize, thing: &str) -> String {
+    format!("{n} {thing}{}", if n == 1 { "" } else { "s" })
+}
+
+fn rows_seen(rows: usize, more: bool, day: chrono::NaiveDate) -> String {
+    let rows = plural(rows, "row");
+    if more {
+        format!("works: {rows} on the first page of {day} (more on later pages)")
+    } else {
+        format!("works: {rows} on {day}")
+    }
+}
+
+/// Runs `check`.
+pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
+    let probes = probes(settings, &args.projects, args.assistant)?;
+    let ctx = super::export::open_with(
+        settings,
+        &args.projects,
+        args.record.as_deref(),
+        Access::Shared,
+    )
+    .await?;
+    let day = match args.day {
+        Some(d) => {
+            crate::config::check_day("--day", d).map_err(UserError::new)?;
+            d
+        }
+        None => settings.today(ctx.clock.now()) - chrono::Duration::days(1),
+    };
+    println!("{}", announce(settings, &ctx, &probes, day)?);
+    if args.dry_run {
+        let rows: Vec<_> = probes
+            .iter()
+            .map(|p| {
+                let (project, what) = p.columns();
+                (project, what, Found::NotSent("dry run".into()))
+            })
+            .collect();
+        print!("{}", table(&rows));
+        return Ok(());
+    }
+    let window = Window {
+        from: day,
+        to: day + chrono::Duration::days(1),
+        tz: settings.timezone,
+    };
+    let mut rows: Vec<(String, String, Found)> = Vec::new();
+    // An organization whose key was refused, a project the service does not know: the rest
+    // of theirs is not sent.
+    let (mut dead_orgs, mut dead_projects) = (BTreeSet::new(), BTreeSet::new());
+    let mut threads: std::collections::BTreeMap<String, String> = Default::default();
+    let mut sent = 0;
+    for p in &probes {
+        let (project, what) = p.columns();
+        let org = org_of(settings, p).to_string();
+        let Some(client) = ctx.client(&org) else {
+            rows.push((
+                project,
+                what,
+                Found::Problem(format!("no organization {org} configured")),
+            ));
+            continue;
+        };
+        let found = if dead_orgs.contains(&org) {
+            Found::NotSent(format!("the key of organization {org} was refused"))
+        } else if dead_projects.contains(&project) {
+            Found::NotSent("the project is unknown to the service".into())
+        } else {
+            let before = client.requests_sent();
+            let result = send(
+                client,
+                settings,
+                p,
+                window,
+                threads.get(&project).map(String::as_str),
+            )
+            .await;
+            sent += client.requests_sent() - before;
+            match result {
+                Ok((found, thread)) => {
+                    if let Some(t) = thread {
+                        threads.insert(project.clone(), t);
+                    }
+                    found
+                }
+                Err(e) => {
+                    match stops(&e) {
+                        Some(true) => {
+                            dead_orgs.insert(org.clone());
+                        }
+                        Some(false) => {
+                            dead_projects.insert(project.clone());
+                        }
+                        None => {}
+                    }
+                    Found::Problem(problem(&e))
+                }
+            }
+        };
+        rows.push((project, what, found));
+    }
+    print!("{}", table(&rows));
+    let problems = rows
+        .iter()
+        .filter(|(_, _, f)| matches!(f, Found::Problem(_)))
+        .count();
+    if problems > 0 {
+        return Err(UserError::new(format!(
+            "{problems} of {} checks found a problem ({sent} requests sent)",
+            rows.len()
+        ))
+        .into());
+    }
+    println!("all {} checks work ({sent} requests sent)", rows.len());
+    Ok(())
+}
+
+/// The table: project, dataset, result.
+fn table(rows: &[(String, String, Found)]) -> String {
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(7);
+    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(7);
+    let mut out = format!("{:<w0$}  {:<w1$}  RESULT\n", "PROJECT", "DATASET");
+    for (project, what, found) in rows {
+        let result = match found {
+            Found::Works(s) => s.clone(),
+            Found::Problem(s) => format!("PROBLEM: {s}"),
+            Found::NotSent(s) => format!("not sent: {s}"),
+        };
+        out.push_str(&format!("{project:<w0$}  {what:<w1$}  {result}\n"));
+    }
+    out
+}

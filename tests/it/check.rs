@@ -1,0 +1,148 @@
+//! `docpipe check`: the fewest requests that prove a set-up, against the emulator.
+
+use crate::common::*;
+
+/// A config of two organizations: alpha (every default dataset, a rule following up job_ok),
+/// beta (page views) of org-a, gamma (page views, searches, assistant turns and threads) of
+/// org-b; org-a's key from `key_a_env`.
+fn setup(dir: &std::path::Path, base_url: &str, key_a_env: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    std::fs::write(
+        dir.join("jobs/follow.toml"),
+        latest_day_rule("follow", "job_ok", ""),
+    )
+    .unwrap();
+    let cfg = dir.join("docpipe.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"[service]
+base_url = "{base_url}"
+[[organizations]]
+id = "org-a"
+admin_key_env = "{key_a_env}"
+[[organizations]]
+id = "org-b"
+admin_key_env = "DOCPIPE_IT_ADMIN_B"
+[[projects]]
+id = "alpha"
+organization = "org-a"
+[[projects]]
+id = "beta"
+organization = "org-a"
+datasets = ["page_views"]
+[[projects]]
+id = "gamma"
+organization = "org-b"
+datasets = ["page_views", "searches", "assistant", "threads"]
+[export]
+output_dir = "{}"
+"#,
+            dir.join("out").display()
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn sent(live: &Live) -> u64 {
+    live.emu().stats().values().map(|s| s.requests).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_good_config_works_in_the_requests_it_announced() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = setup(dir.path(), &live.server.base_url(), "DOCPIPE_IT_ADMIN_A");
+    let dry = docpipe(&cfg, &["check", "--day", "2026-03-14", "--dry-run"], None);
+    assert!(dry.status.success(), "{}", text(&dry));
+    assert_eq!(sent(&live), 0, "a dry run sends nothing");
+    let run = docpipe(&cfg, &["check", "--day", "2026-03-14"], None);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    let announced = "check: 12 requests for 2026-03-14: org-a 8 of the 95 analytics requests docpipe takes of its hour's 100 (0 used in the last hour); org-b 3 of the 95 analytics requests docpipe takes of its hour's 100 (0 used in the last hour); up to 1 more for a thread of the day's assistant turns; 1 agent-job read\n";
+    assert!(
+        String::from_utf8_lossy(&dry.stdout).starts_with(announced),
+        "{}",
+        text(&dry)
+    );
+    assert!(out.starts_with(announced), "{out}");
+    let table: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(
+        table,
+        [
+            "PROJECT  DATASET           RESULT",
+            "alpha    page_views        works: 250 rows on the first page of 2026-03-14 (more on later pages)",
+            "alpha    visitors          works: 250 rows on the first page of 2026-03-14 (more on later pages)",
+            "alpha    searches          works: 100 rows on the first page of 2026-03-14 (more on later pages)",
+            "alpha    feedback          works: 60 rows on 2026-03-14",
+            "alpha    feedback_by_page  works: 57 rows on 2026-03-14",
+            "alpha    assistant         works: 118 rows on 2026-03-14",
+            "alpha    caller_stats      works: 1 row on 2026-03-14",
+            "beta     page_views        works: 35 rows on 2026-03-14",
+            "gamma    page_views        works: 27 rows on 2026-03-14",
+            "gamma    searches          works: 5 rows on 2026-03-14",
+            "gamma    assistant         works: 6 rows on 2026-03-14",
+            "gamma    threads           works: a thread of 6 messages",
+            "alpha    job job_ok        works: job completed",
+            "all 13 checks work (13 requests sent)",
+        ]
+    );
+    // 12 announced, and the one thread the day's turns gave.
+    assert_eq!(sent(&live), 13);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_key_an_unknown_project_and_a_dataset_the_plan_lacks_each_get_their_line() {
+    let mut data = small();
+    data.projects[2].not_in_plan = vec!["searches".into()];
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = setup(dir.path(), &live.server.base_url(), "DOCPIPE_IT_WRONG_KEY");
+    let text_cfg = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        text_cfg.replace(
+            "[export]",
+            "[[projects]]\nid = \"nw-apii\"\norganization = \"org-b\"\ndatasets = [\"page_views\"]\n[export]",
+        ),
+    )
+    .unwrap();
+    let run = docpipe_command(&cfg, &["check", "--day", "2026-03-14"])
+        .env("DOCPIPE_IT_WRONG_KEY", "mint_test_wrong_a")
+        .output()
+        .unwrap();
+    let out = text(&run);
+    assert_eq!(run.status.code(), Some(2), "{out}");
+    let table: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(
+        table,
+        [
+            "PROJECT  DATASET           RESULT",
+            "alpha    page_views        PROBLEM: the service refused the admin key of organization org-a (401: Invalid API key); check the key in its environment variable",
+            "alpha    visitors          not sent: the key of organization org-a was refused",
+            "alpha    searches          not sent: the key of organization org-a was refused",
+            "alpha    feedback          not sent: the key of organization org-a was refused",
+            "alpha    feedback_by_page  not sent: the key of organization org-a was refused",
+            "alpha    assistant         not sent: the key of organization org-a was refused",
+            "alpha    caller_stats      not sent: the key of organization org-a was refused",
+            "beta     page_views        not sent: the key of organization org-a was refused",
+            "gamma    page_views        works: 27 rows on 2026-03-14",
+            "gamma    searches          PROBLEM: forbidden (403: Your plan does not include searches analytics); the key may be of the wrong kind, read-only, outside its IP allow-list, or the plan lacks this feature",
+            "gamma    assistant         works: 6 rows on 2026-03-14",
+            "gamma    threads           works: a thread of 6 messages",
+            "nw-apii  page_views        PROBLEM: project 'nw-apii' is unknown to the service (404: Project not found)",
+            "alpha    job job_ok        not sent: the key of organization org-a was refused",
+            "error: 3 of 14 checks found a problem (6 requests sent)",
+        ]
+    );
+    assert_eq!(sent(&live), 6);
+}
