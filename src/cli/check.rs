@@ -52,6 +52,8 @@ enum Probe {
     Job { project: String, job: String },
     /// One question to an organization's assistant.
     Assistant { org: String, domain: String },
+    /// A rule file that does not load (nothing to send).
+    RuleFile(String),
 }
 
 impl Probe {
@@ -61,6 +63,7 @@ impl Probe {
             Probe::Thread { project } => (project.clone(), THREADS.name.to_string()),
             Probe::Job { project, job } => (project.clone(), format!("job {job}")),
             Probe::Assistant { org, domain } => (org.clone(), format!("assistant {domain}")),
+            Probe::RuleFile(_) => ("-".into(), "rules".into()),
         }
     }
 }
@@ -110,9 +113,8 @@ fn probes(
     if settings.rules_dir.is_dir() {
         let ids = settings.project_ids();
         let loaded = crate::app::rules::load(&settings.rules_dir, &ids, &[])?;
-        if let Some(first) = loaded.problems.first() {
-            return Err(UserError::new(first.clone()));
-        }
+        // A rule file's problem is the set-up's too; the service is checked all the same.
+        out.extend(loaded.problems.into_iter().map(Probe::RuleFile));
         let jobs: BTreeSet<(String, String)> = loaded
             .rules
             .iter()
@@ -153,6 +155,7 @@ fn org_of<'s>(settings: &'s Settings, probe: &Probe) -> &'s str {
             project
         }
         Probe::Assistant { org, .. } => return settings.organization(org).map_or("", |o| &o.id),
+        Probe::RuleFile(_) => return "",
     };
     settings
         .projects
@@ -214,7 +217,7 @@ fn announce(
     if asks > 0 {
         parts.push(plural(asks, "assistant question"));
     }
-    let sure = probes.len() - threads;
+    let sure = probes.len() - threads - count(|p| matches!(p, Probe::RuleFile(_)));
     Ok(format!(
         "check: {sure} requests for {day}: {}",
         parts.join("; ")
@@ -320,6 +323,7 @@ async fn send(
                 None,
             ))
         }
+        Probe::RuleFile(problem) => Ok((Found::Problem(problem.clone()), None)),
         Probe::Assistant { org, domain } => {
             let org = settings
                 .organization(org)
@@ -416,6 +420,10 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let mut sent = 0;
     for p in &probes {
         let (project, what) = p.columns();
+        if let Probe::RuleFile(problem) = p {
+            rows.push((project, what, Found::Problem(problem.clone())));
+            continue;
+        }
         let org = org_of(settings, p).to_string();
         let Some(client) = ctx.client(&org) else {
             rows.push((

@@ -65,9 +65,20 @@ async fn a_good_config_works_in_the_requests_it_announced() {
     let dry = docpipe(&cfg, &["check", "--day", "2026-03-14", "--dry-run"], None);
     assert!(dry.status.success(), "{}", text(&dry));
     assert_eq!(sent(&live), 0, "a dry run sends nothing");
-    let run = docpipe(&cfg, &["check", "--day", "2026-03-14"], None);
+    let captures = dir.path().join("captures");
+    let record = captures.to_str().unwrap();
+    let run = docpipe(
+        &cfg,
+        &["check", "--day", "2026-03-14", "--record", record],
+        None,
+    );
     let out = text(&run);
     assert!(run.status.success(), "{out}");
+    assert_eq!(
+        std::fs::read_dir(&captures).unwrap().count(),
+        13,
+        "one capture a response"
+    );
     let announced = "check: 12 requests for 2026-03-14: org-a 8 of the 95 analytics requests docpipe takes of its hour's 100 (0 used in the last hour); org-b 3 of the 95 analytics requests docpipe takes of its hour's 100 (0 used in the last hour); up to 1 more for a thread of the day's assistant turns; 1 agent-job read\n";
     assert!(
         String::from_utf8_lossy(&dry.stdout).starts_with(announced),
@@ -101,7 +112,8 @@ async fn a_good_config_works_in_the_requests_it_announced() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wrong_key_an_unknown_project_and_a_dataset_the_plan_lacks_each_get_their_line() {
+async fn a_wrong_key_an_unknown_project_a_dataset_the_plan_lacks_and_a_broken_rule_each_get_their_line()
+ {
     let mut data = small();
     data.projects[2].not_in_plan = vec!["searches".into()];
     let live = Live::start(data).await;
@@ -114,6 +126,11 @@ async fn a_wrong_key_an_unknown_project_and_a_dataset_the_plan_lacks_each_get_th
             "[export]",
             "[[projects]]\nid = \"nw-apii\"\norganization = \"org-b\"\ndatasets = [\"page_views\"]\n[export]",
         ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("jobs/broken.toml"),
+        latest_day_rule("broken", "job_ok", "").replace("\"alpha\"", "\"nope\""),
     )
     .unwrap();
     let run = docpipe_command(&cfg, &["check", "--day", "2026-03-14"])
@@ -140,8 +157,9 @@ async fn a_wrong_key_an_unknown_project_and_a_dataset_the_plan_lacks_each_get_th
             "gamma    assistant         works: 6 rows on 2026-03-14",
             "gamma    threads           works: a thread of 6 messages",
             "nw-apii  page_views        PROBLEM: project 'nw-apii' is unknown to the service (404: Project not found)",
+            "-        rules             PROBLEM: jobs/broken.toml: project nope is not configured (configured: alpha, beta, gamma, nw-apii)",
             "alpha    job job_ok        not sent: the key of organization org-a was refused",
-            "error: 3 of 14 checks found a problem (6 requests sent)",
+            "error: 4 of 15 checks found a problem (6 requests sent)",
         ]
     );
     assert_eq!(sent(&live), 6);
