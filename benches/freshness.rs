@@ -15,6 +15,7 @@
 #[allow(dead_code)]
 mod common;
 #[path = "../tests/it/truth.rs"]
+#[allow(dead_code)]
 mod truth;
 
 use chrono::{DateTime, Duration, NaiveDate, Timelike, Utc};
@@ -256,7 +257,16 @@ async fn scenario(datasets: &[&'static str], old: bool, freshness: Freshness) ->
             let (base, out, project) = (server.base_url(), out.clone(), project.clone());
             let spans_to = today - Duration::days(15);
             let checked = tokio::spawn(async move {
-                truth::assert_equals_truth(&base, &out, &project, first, final_to, spans_to).await
+                truth::assert_equals_truth(
+                    &base,
+                    &out,
+                    &project,
+                    first,
+                    final_to,
+                    spans_to,
+                    chrono_tz::UTC,
+                )
+                .await
             })
             .await;
             match checked {

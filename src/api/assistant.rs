@@ -38,6 +38,16 @@ pub struct Message {
 }
 
 impl Message {
+    /// A user message made at `at`, its `createdAt` as the chat library writes it
+    /// (milliseconds, `Z`).
+    pub fn user_at(id: &str, text: &str, at: chrono::DateTime<chrono::Utc>) -> Self {
+        Self::user(
+            id,
+            text,
+            &at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        )
+    }
+
     /// A user message.
     pub fn user(id: &str, text: &str, created_at: &str) -> Self {
         Self {
@@ -61,7 +71,7 @@ pub struct AskRequest {
     /// The conversation.
     pub messages: Vec<Message>,
     /// Thread to continue.
-    #[serde(rename = "threadId")]
+    #[serde(rename = "threadId", skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<String>,
     /// The thread's key (needed with `threadId`).
     #[serde(rename = "threadKey", skip_serializing_if = "Option::is_none")]
@@ -240,5 +250,36 @@ impl Client {
             sources: Vec::new(),
             target,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_thread_sends_no_thread_id_and_times_as_the_chat_library_writes_them() {
+        let at = chrono::DateTime::parse_from_rfc3339("2026-11-25T01:02:03.456789123+00:00")
+            .unwrap()
+            .to_utc();
+        let request = AskRequest {
+            fp: "anonymous".into(),
+            messages: vec![Message::user_at("m1", "hi", at)],
+            thread_id: None,
+            thread_key: None,
+            retrieval_page_size: 5,
+            current_path: None,
+        };
+        let body = serde_json::to_value(&request).unwrap();
+        assert_eq!(body.get("threadId"), None);
+        assert_eq!(body["messages"][0]["createdAt"], "2026-11-25T01:02:03.456Z");
+        let continued = AskRequest {
+            thread_id: Some("01KK".into()),
+            ..request
+        };
+        assert_eq!(
+            serde_json::to_value(&continued).unwrap()["threadId"],
+            "01KK"
+        );
     }
 }

@@ -70,13 +70,13 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     })?;
     let clock = clock::system();
     let client = crate::app::assistant_client(settings, org, clock.clone())?;
-    let now = clock.now().to_rfc3339();
+    let now = clock.now();
     let request = AskRequest {
         fp: args.fp.clone(),
-        messages: vec![Message::user(
-            &format!("m{}", clock.now().timestamp_millis()),
+        messages: vec![Message::user_at(
+            &format!("m{}", now.timestamp_millis()),
             &args.question,
-            &now,
+            now,
         )],
         thread_id: args.thread.clone(),
         thread_key: args.thread_key.clone(),

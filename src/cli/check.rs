@@ -339,10 +339,10 @@ async fn send(
             let now = client.clock().now();
             let request = AskRequest {
                 fp: "docpipe-check".into(),
-                messages: vec![Message::user(
+                messages: vec![Message::user_at(
                     &format!("m{}", now.timestamp_millis()),
                     "What is this documentation about?",
-                    &now.to_rfc3339(),
+                    now,
                 )],
                 thread_id: None,
                 thread_key: None,

@@ -190,8 +190,8 @@ pub static FEEDBACK: Shape = Shape {
 };
 
 /// Feedback counts per page and day. The service says `hasMore` but takes neither cursor nor
-/// offset: the first 100 rows (the most feedback first) are all anyone can fetch, and a day
-/// with more is written with `cut_off` true on its rows.
+/// offset: the first 100 rows (in the service's order, which its file does not state) are all
+/// anyone can fetch, and a day with more is written with `cut_off` true on its rows.
 pub static FEEDBACK_BY_PAGE: Shape = Shape {
     name: "feedback_by_page",
     endpoint: "/v1/analytics/{project}/feedback/by-page",

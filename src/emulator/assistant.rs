@@ -112,10 +112,11 @@ fn words(s: &str) -> Vec<String> {
         .collect()
 }
 
-/// The domain's pages that best match the question: by shared words, then popularity.
-fn search(emu: &Emulator, project: &str, question: &str, n: usize) -> Vec<String> {
+/// The domain's pages that best match the question: by shared words, then popularity; and
+/// whether any shares a word with it.
+fn search(emu: &Emulator, project: &str, question: &str, n: usize) -> (Vec<String>, bool) {
     let Some(g) = emu.generator(project) else {
-        return Vec::new();
+        return (Vec::new(), false);
     };
     let q = words(question);
     let mut scored: Vec<(usize, f64, &String)> = g
@@ -132,24 +133,29 @@ fn search(emu: &Emulator, project: &str, question: &str, n: usize) -> Vec<String
         })
         .collect();
     scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)).then(a.2.cmp(b.2)));
-    scored
+    let found = scored.first().is_some_and(|s| s.0 > 0);
+    let pages = scored
         .into_iter()
         .take(n)
         .map(|(_, _, p)| p.clone())
-        .collect()
+        .collect();
+    (pages, found)
 }
 
 fn line(code: char, v: &Value) -> String {
     format!("{code}:{v}\n")
 }
 
-/// The data stream parts of an answer, split into text pieces of a few words.
+/// The data stream parts of an answer, split into text pieces of a few words, and the
+/// answer's text. When no page matches (`found` false), the assistant marks the question not
+/// found with a `markNotFound` tool call before it answers, as the service's assistant does.
 fn stream_parts(
     emu: &Emulator,
     question: &str,
     results: &[String],
+    found: bool,
     thread_id: &str,
-) -> Vec<String> {
+) -> (Vec<String>, String) {
     let mut out = Vec::new();
     let call = emu.next_id("call");
     let search_args = json!({ "query": question });
@@ -164,13 +170,24 @@ fn stream_parts(
         &json!({ "toolCallId": call, "toolName": "search", "args": search_args }),
     ));
     out.push(line('a', &json!({ "toolCallId": call, "result": result })));
+    if !found {
+        let call = emu.next_id("call");
+        out.push(line(
+            '9',
+            &json!({ "toolCallId": call, "toolName": "markNotFound", "args": { "query": question } }),
+        ));
+        out.push(line(
+            'a',
+            &json!({ "toolCallId": call, "result": { "marked": true } }),
+        ));
+    }
     let step1 =
         json!({ "promptTokens": 40 + words(question).len() as u64 * 2, "completionTokens": 12 });
     out.push(line(
         'e',
         &json!({ "finishReason": "tool-calls", "usage": step1, "isContinued": false }),
     ));
-    let answer = if results.is_empty() {
+    let answer = if results.is_empty() || !found {
         "I could not find a page about that in the documentation.".to_string()
     } else {
         let cited: Vec<String> = results
@@ -204,7 +221,7 @@ fn stream_parts(
         'd',
         &json!({ "finishReason": "stop", "usage": total, "threadId": thread_id }),
     ));
-    out
+    (out, answer)
 }
 
 /// The assistant message handler.
@@ -225,6 +242,7 @@ pub async fn message(
     };
     emu.take(Limit::Assistant, &org)?;
     let ask = parse(&body)?;
+    let now = emu.now();
     let (thread_id, new_key) = match ask.thread {
         Some((id, key)) => {
             let known = emu.lock().threads.get(&id).cloned();
@@ -234,18 +252,30 @@ pub async fn message(
             }
         }
         None => {
-            let id = emu.next_id("thread");
+            // A ULID, as the analytics operations give thread ids.
+            let id = super::records::ulid(
+                now.timestamp_millis() as u64,
+                (u128::from(emu.roll_u64()) << 64) | u128::from(emu.roll_u64()),
+            );
             let key = format!("tk_{:016x}{:016x}", emu.roll_u64(), emu.roll_u64());
             let thread = Thread {
                 key: key.clone(),
                 domain: domain.clone(),
+                project: dom.project.clone(),
+                created: now,
+                messages: Vec::new(),
             };
             emu.lock().threads.insert(id.clone(), thread);
             (id, Some(key))
         }
     };
-    let results = search(&emu, &dom.project, &ask.question, ask.page_size);
-    let parts = stream_parts(&emu, &ask.question, &results, &thread_id);
+    let (results, found) = search(&emu, &dom.project, &ask.question, ask.page_size);
+    let (parts, answer) = stream_parts(&emu, &ask.question, &results, found, &thread_id);
+    if let Some(t) = emu.lock().threads.get_mut(&thread_id) {
+        t.messages.push(("user", ask.question.clone(), now));
+        t.messages
+            .push(("assistant", answer, now + chrono::Duration::seconds(1)));
+    }
     let stream = futures::stream::iter(
         parts
             .into_iter()

@@ -4,8 +4,9 @@
 //! (ULID cursor), threads, caller stats. And `/_emulator/truth/{project}/{dataset}`: the whole
 //! truth of a range, unpaged, for tests.
 //!
-//! A range covers the UTC days whose midnight falls in it (aggregates) or the instants in it
-//! (feedback, turns). Choices where the OpenAPI file is silent: feedback by page counts
+//! A range covers the instants in it, for every operation: visitors count each span of 24
+//! hours from its start (a local day is one), searches the parts of days in it, feedback and
+//! turns those made in it. Choices where the OpenAPI file is silent: feedback by page counts
 //! contextual entries' `helpful` as thumbs up/down and every entry in `total`; the conversation
 //! `id` is the thread's ULID, repeated by each turn; caller stats' `total` is web + api + other.
 
@@ -60,11 +61,35 @@ fn days_touched(from: NaiveDateTime, to: NaiveDateTime) -> Vec<NaiveDate> {
     out
 }
 
-/// The UTC days whose data a range holds: those whose midnight is in it.
-fn days_of(from: NaiveDateTime, to: NaiveDateTime) -> Vec<NaiveDate> {
+/// A range cut into spans of 24 hours from its start (the last one shorter): the "days" an
+/// aggregate of the range counts, as an event store would for any instants (a local day is
+/// one span, of 23 or 25 hours across a clock change).
+fn spans_of(from: NaiveDateTime, to: NaiveDateTime) -> Vec<(NaiveDateTime, NaiveDateTime)> {
+    let mut out = Vec::new();
+    let mut a = from;
+    // A 25-hour local day is one span, not a day and an hour.
+    while a < to && out.len() < 4000 {
+        let b = if to - a <= chrono::Duration::hours(25) {
+            to
+        } else {
+            a + chrono::Duration::hours(24)
+        };
+        out.push((a, b));
+        a = b;
+    }
+    out
+}
+
+/// The parts of UTC days a range holds: each day and its seconds in the range.
+fn day_parts(from: NaiveDateTime, to: NaiveDateTime) -> Vec<(NaiveDate, std::ops::Range<u64>)> {
     days_touched(from, to)
         .into_iter()
-        .filter(|d| midnight(*d) >= from)
+        .map(|d| {
+            let start = midnight(d);
+            let secs = |t: NaiveDateTime| (t - start).num_seconds().clamp(0, 86_400) as u64;
+            (d, secs(from)..secs(to))
+        })
+        .filter(|(_, r)| r.start < r.end)
         .collect()
 }
 
@@ -265,12 +290,12 @@ pub fn visitors_truth(
     to: NaiveDateTime,
 ) -> Option<(Vec<Value>, Value)> {
     let (_, _, seed) = project_of(emu, project)?;
-    let days = days_of(from, to);
+    let days = spans_of(from, to);
     let mut per: HashMap<String, [u64; 6]> = HashMap::new();
     let mut site = [0u64; 6];
-    for d in &days {
-        let views = emu.truth(project, *d, d.succ_opt()?)?;
-        let (rows, (h, a, t)) = records::day_visitors(seed, project, *d, &views);
+    for (start, end) in &days {
+        let views = emu.truth_between(project, *start, *end)?;
+        let (rows, (h, a, t)) = records::day_visitors(seed, project, start.date(), &views);
         for (path, hv, av, tv) in rows {
             let e = per.entry(path).or_default();
             for (i, v) in [hv, av, tv].into_iter().enumerate() {
@@ -331,9 +356,9 @@ fn searches_truth(
 ) -> Option<Vec<Search>> {
     let (paths, views, seed) = project_of(emu, project)?;
     let now = emu.now();
-    let days = days_of(from, to)
+    let days = day_parts(from, to)
         .into_iter()
-        .map(|d| records::day_searches(seed, project, d, paths, views, now))
+        .map(|(d, part)| records::day_searches(seed, project, d, part, paths, views, now))
         .collect();
     Some(records::merge_searches(days))
 }
@@ -596,9 +621,11 @@ pub async fn thread(
     if parse_ulid(&id).is_none() {
         return Err(super::error(StatusCode::BAD_REQUEST, "Invalid thread ID"));
     }
-    let t = find_thread(&emu, &project, &id)
+    let body = emu
+        .asked_thread(&project, &id)
+        .or_else(|| find_thread(&emu, &project, &id).map(|t| thread_json(&t)))
         .ok_or_else(|| super::error(StatusCode::NOT_FOUND, "Thread not found"))?;
-    Ok(Json(thread_json(&t)).into_response())
+    Ok(Json(body).into_response())
 }
 
 fn caller_truth(turns: &[records::Turn]) -> Value {

@@ -92,11 +92,15 @@ pub struct OpStats {
     pub by_status: BTreeMap<u16, u64>,
 }
 
-/// A thread of the assistant.
+/// A thread of the assistant: its key, its domain's project, when it began, and its messages
+/// (role, content, when), which the analytics threads operation serves.
 #[derive(Debug, Clone)]
 struct Thread {
     key: String,
     domain: String,
+    project: String,
+    created: DateTime<Utc>,
+    messages: Vec<(&'static str, String, DateTime<Utc>)>,
 }
 
 /// Mutable state behind one lock.
@@ -466,6 +470,26 @@ impl Emulator {
                 "This API key cannot be used for this endpoint",
             )),
         }
+    }
+
+    /// A thread asked of the assistant, as the analytics threads operation serves it (message
+    /// ids are ULIDs of their times).
+    pub fn asked_thread(&self, project: &str, id: &str) -> Option<serde_json::Value> {
+        let inner = self.lock();
+        let t = inner.threads.get(id).filter(|t| t.project == project)?;
+        let at = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let messages: Vec<serde_json::Value> = t
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(i, (role, content, when))| {
+                serde_json::json!({
+                    "id": records::ulid(when.timestamp_millis() as u64, i as u128),
+                    "role": role, "content": content, "createdAt": at(*when),
+                })
+            })
+            .collect();
+        Some(serde_json::json!({"threadId": id, "createdAt": at(t.created), "messages": messages}))
     }
 
     /// Checks that a project's plan includes an analytics dataset.

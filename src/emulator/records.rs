@@ -129,11 +129,14 @@ const TEMPLATES: [&str; 6] = [
     "configure {}",
 ];
 
-/// The search terms of a day, as they stand at `now`.
+/// The search terms of the seconds `part` (of `0..86_400`) of a day, as they stand at `now`:
+/// a term's searches run from its first second to the end of the day, evenly, so that the
+/// parts of a day add up to the day.
 pub fn day_searches(
     seed: u64,
     project: &str,
     day: NaiveDate,
+    part: std::ops::Range<u64>,
     paths: &[String],
     daily_views: f64,
     now: DateTime<Utc>,
@@ -143,6 +146,10 @@ pub fn day_searches(
         return Vec::new();
     }
     let elapsed = ((now - start).num_seconds().clamp(0, 86_400)) as u64;
+    let (from, to) = (part.start.min(86_400), part.end.min(elapsed));
+    if from >= to {
+        return Vec::new();
+    }
     let n = ((daily_views / 40.0) as u64).clamp(5, 400);
     let mut out = Vec::new();
     for i in 0..n {
@@ -155,12 +162,20 @@ pub fn day_searches(
             continue;
         }
         let base = (200.0 / (i as f64 + 1.0)).ceil() as u64 + (h >> 20) % 5;
-        // Searches spread over the day: today has only those made so far.
+        // Searches spread over the day from the term's first one: today has only those made
+        // so far, a part of the day those made in it.
         let secs = (h >> 30) % 86_400;
-        if secs > elapsed {
+        let upto = |t: u64| {
+            if t <= secs {
+                0
+            } else {
+                (base * t).div_ceil(86_400).max(1)
+            }
+        };
+        let hits = upto(to) - upto(from);
+        if hits == 0 {
             continue;
         }
-        let hits = (base * elapsed.max(1)).div_ceil(86_400).max(1);
         let clicked = (h >> 40) % 100 >= 15;
         let ctr = if clicked {
             ((h >> 48) % 90) as f64 / 100.0 + 0.05
@@ -178,7 +193,8 @@ pub fn day_searches(
         });
         let last = at(
             day,
-            secs.max(elapsed.saturating_sub((h >> 8) % 3600).min(86_399)),
+            secs.max(to.saturating_sub(1 + (h >> 8) % 3600))
+                .clamp(from, to - 1),
         );
         out.push(Search {
             query,
@@ -269,7 +285,8 @@ pub fn day_feedback(
         if made > now {
             continue;
         }
-        let r = unit(h >> 3);
+        // Its own draw: `h`'s high bits place the entry's other traits.
+        let r = unit(mix(h ^ 0x0053_4f55_5243_4545));
         let source = if r < 0.5 {
             "contextual"
         } else if r < 0.8 {

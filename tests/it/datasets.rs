@@ -385,7 +385,16 @@ async fn every_dataset_exported_with_faults_on_equals_the_emulators_truth() {
     assert_eq!((views, plan.due.len() - views), (15, 4 * 15 + 2));
     let summary = exporter.run(&targets, &plan).await;
     assert!(summary.failed.is_empty(), "{:?}", summary.failed);
-    let counts = assert_equals_truth(&live.server.base_url(), &out, "alpha", from, to, to).await;
+    let counts = assert_equals_truth(
+        &live.server.base_url(),
+        &out,
+        "alpha",
+        from,
+        to,
+        to,
+        chrono_tz::UTC,
+    )
+    .await;
     // Every dataset has rows, and the summary counts exactly what was written.
     assert!(counts.values().all(|&n| n > 0), "{counts:?}");
     assert_eq!(
@@ -431,7 +440,16 @@ async fn every_dataset_exported_with_faults_on_equals_the_emulators_truth() {
             .collect::<Vec<_>>(),
         before
     );
-    assert_equals_truth(&live.server.base_url(), &out, "alpha", from, to, to).await;
+    assert_equals_truth(
+        &live.server.base_url(),
+        &out,
+        "alpha",
+        from,
+        to,
+        to,
+        chrono_tz::UTC,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -1008,4 +1026,53 @@ fn every_columns_need_matches_the_openapi_files_required_lists() {
         }
     }
     assert_eq!(problems, Vec::<String>::new());
+}
+
+/// Every dataset of alpha exported as days of `tz` over `from..=to`, compared day by day with
+/// the emulator's truth of each local day's instants.
+async fn local_days_equal_the_truth(tz: chrono_tz::Tz, from: &str, to: &str) {
+    let mut data = small();
+    data.limits.analytics_per_hour = 100_000;
+    let live = Live::start_frozen(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let exporter = docpipe::export::Exporter::open_in(&out, live.clock.clone(), 3, tz)
+        .await
+        .unwrap();
+    let targets = all_datasets(&live);
+    let (from, to) = (day(from), day(to));
+    let plan = exporter.plan(&targets, from, to).unwrap();
+    let summary = exporter.run(&targets, &plan).await;
+    assert!(summary.failed.is_empty(), "{tz}: {:?}", summary.failed);
+    let base = live.server.base_url();
+    let counts = assert_equals_truth(&base, &out, "alpha", from, to, to, tz).await;
+    assert!(counts.values().all(|&n| n > 0), "{tz}: {counts:?}");
+    // A local day's visitors and searches are neither the UTC day's of its date nor of the
+    // next date (what a service counting whole UTC days would give west or east of UTC).
+    let visitors = rows_of(&out, "site_visitors", "alpha");
+    let searches = rows_of(&out, "search_totals", "alpha");
+    let next = from.succ_opt().unwrap();
+    for utc in [from, next] {
+        let v = truth_of(&base, "alpha", "visitors", utc, utc.succ_opt().unwrap()).await;
+        assert_ne!(
+            visitors[&from][0]["human"], v["totals"]["human"],
+            "{tz} {from}"
+        );
+        let s = truth_of(&base, "alpha", "searches", utc, utc.succ_opt().unwrap()).await;
+        assert_ne!(
+            searches[&from][0]["total_searches"], s["totalSearches"],
+            "{tz} {from}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_dataset_as_days_west_of_utc_across_a_clock_change_equals_the_truth() {
+    // New York's clocks go forward on 2026-03-08: a day of 23 hours.
+    local_days_equal_the_truth(chrono_tz::America::New_York, "2026-03-06", "2026-03-09").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_dataset_as_days_east_of_utc_equals_the_truth() {
+    local_days_equal_the_truth(chrono_tz::Asia::Tokyo, "2026-03-09", "2026-03-11").await;
 }

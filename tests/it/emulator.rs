@@ -946,3 +946,55 @@ async fn a_date_to_alone_before_the_data_is_an_empty_range_and_an_empty_thread_i
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     assert!(!r.headers["x-thread-id"].is_empty());
 }
+
+#[tokio::test]
+async fn a_question_no_page_answers_is_marked_not_found_and_every_thread_is_found_by_the_threads_operation()
+ {
+    let (app, _) = app(small());
+    let r = post(
+        &app,
+        ASK,
+        Some(ASSIST_A),
+        &ask_body("qqqzz xyzzy?", json!({"retrievalPageSize": 2})),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let thread = r.headers["x-thread-id"].to_str().unwrap().to_string();
+    let text = r.text();
+    let codes: Vec<&str> = text.lines().map(|l| l.split_once(':').unwrap().0).collect();
+    assert_eq!(&codes[..7], ["f", "0", "9", "a", "9", "a", "e"]);
+    let mark: Value =
+        serde_json::from_str(text.lines().nth(4).unwrap().strip_prefix("9:").unwrap()).unwrap();
+    assert_eq!(
+        (&mark["toolName"], &mark["args"]["query"]),
+        (&json!("markNotFound"), &json!("qqqzz xyzzy?"))
+    );
+    // A thread id is a ULID the analytics threads operation finds, with both messages.
+    assert_eq!(thread.len(), 26);
+    let got = get(
+        &app,
+        &format!("/v1/analytics/alpha/assistant/threads/{thread}"),
+        Some(ADMIN_A),
+    )
+    .await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.text());
+    let body = got.json();
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(body["threadId"], thread.as_str());
+    assert_eq!(
+        messages
+            .iter()
+            .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+            .collect::<Vec<_>>(),
+        [
+            ("user", "qqqzz xyzzy?"),
+            (
+                "assistant",
+                "I could not find a page about that in the documentation."
+            )
+        ]
+    );
+    // A question a page answers calls no markNotFound.
+    let r = post(&app, ASK, Some(ASSIST_A), &ask_body("webhooks", json!({}))).await;
+    assert!(!r.text().contains("markNotFound"));
+}

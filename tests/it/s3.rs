@@ -454,4 +454,43 @@ async fn the_demo_exports_aggregates_and_fires_its_rules_into_a_bucket() {
             "{k}"
         );
     }
+    // The demo's data holds every shape the OpenAPI file allows: each feedback source, each of
+    // their columns filled at least once, code feedback counted by page.
+    let rows = |table: &str| -> Vec<serde_json::Map<String, serde_json::Value>> {
+        keys.iter()
+            .filter(|k| k.starts_with(&format!("{table}/")) && k.ends_with(".parquet"))
+            .flat_map(|k| crate::truth::parquet_json(&fetched.join(k)))
+            .collect()
+    };
+    let feedback = [rows("feedback"), rows("feedback_undated")].concat();
+    let mut sources: Vec<&str> = feedback
+        .iter()
+        .map(|r| r["source"].as_str().unwrap())
+        .collect();
+    sources.sort();
+    sources.dedup();
+    assert_eq!(
+        sources,
+        ["agent", "code_snippet", "contextual", "thumbs_only"]
+    );
+    for column in [
+        "comment",
+        "created_at",
+        "helpful",
+        "contact",
+        "code",
+        "filename",
+        "lang",
+    ] {
+        assert!(
+            feedback.iter().any(|r| !r[column].is_null()),
+            "feedback.{column} is never filled"
+        );
+    }
+    assert!(
+        rows("feedback_by_page")
+            .iter()
+            .any(|r| r["code"].as_i64().unwrap() > 0),
+        "no code feedback by page"
+    );
 }

@@ -162,13 +162,32 @@ pub async fn truth_of(
     from: NaiveDate,
     to: NaiveDate,
 ) -> Value {
-    let url = format!("{base_url}/_emulator/truth/{project}/{dataset}?dateFrom={from}&dateTo={to}");
+    truth_in(base_url, project, dataset, from, to, chrono_tz::UTC).await
+}
+
+/// The emulator's truth of a project's dataset over the days `from..to` of `tz` (from its
+/// midnight on `from` to its midnight on `to`, the instants docpipe sends).
+pub async fn truth_in(
+    base_url: &str,
+    project: &str,
+    dataset: &str,
+    from: NaiveDate,
+    to: NaiveDate,
+    tz: chrono_tz::Tz,
+) -> Value {
+    let w = docpipe::api::views::Window { from, to, tz };
+    let (a, b) = (
+        docpipe::api::escape(&w.bound(from)),
+        docpipe::api::escape(&w.bound(to)),
+    );
+    let url = format!("{base_url}/_emulator/truth/{project}/{dataset}?dateFrom={a}&dateTo={b}");
     reqwest::get(url).await.unwrap().json().await.unwrap()
 }
 
 /// Checks every exported table of `project` against the emulator's truth: the daily
 /// datasets' days `from..=to`, the spans' rows of the days `from..=spans_to` (all of them, the
 /// undated too, when `spans_to` is `to`). Returns the rows compared per dataset.
+/// Each local day of `tz` against the truth of its instants.
 pub async fn assert_equals_truth(
     base_url: &str,
     out: &std::path::Path,
@@ -176,7 +195,14 @@ pub async fn assert_equals_truth(
     from: NaiveDate,
     to: NaiveDate,
     spans_to: NaiveDate,
+    tz: chrono_tz::Tz,
 ) -> BTreeMap<&'static str, usize> {
+    let local_day = |at: &str| {
+        chrono::DateTime::parse_from_rfc3339(at)
+            .unwrap()
+            .with_timezone(&tz)
+            .date_naive()
+    };
     use docpipe::dataset::analytics::*;
     let mut counts = BTreeMap::new();
     let end = to.succ_opt().unwrap();
@@ -186,7 +212,7 @@ pub async fn assert_equals_truth(
         let totals = shape.totals_table.map(|t| rows_of(out, t, project));
         let mut d = from;
         while d <= to {
-            let truth = truth_of(base_url, project, shape.name, d, d.succ_opt().unwrap()).await;
+            let truth = truth_in(base_url, project, shape.name, d, d.succ_opt().unwrap(), tz).await;
             let want: Vec<String> = match shape.rows {
                 docpipe::dataset::shape::RowsAt::Body => vec![truth_row(shape, &truth)],
                 docpipe::dataset::shape::RowsAt::Array(f) => {
@@ -231,7 +257,7 @@ pub async fn assert_equals_truth(
     }
     // Span datasets: every row of the range once, in the partition of its day (or undated).
     for shape in [&FEEDBACK, &ASSISTANT] {
-        let truth = truth_of(base_url, project, shape.name, from, end).await;
+        let truth = truth_in(base_url, project, shape.name, from, end, tz).await;
         let field = match shape.rows {
             docpipe::dataset::shape::RowsAt::Array(f) => f,
             _ => unreachable!(),
@@ -248,7 +274,7 @@ pub async fn assert_equals_truth(
             .unwrap()
             .iter()
             .filter(|r| match r[day_field].as_str() {
-                Some(at) => at[..10] <= *spans_to.to_string(),
+                Some(at) => local_day(at) <= spans_to,
                 None => whole,
             })
             .map(|r| truth_row(shape, r))
@@ -262,8 +288,8 @@ pub async fn assert_equals_truth(
             for r in &rows {
                 let at = r[shape.day_of.unwrap()].as_str().unwrap();
                 assert_eq!(
-                    &at[..10],
-                    d.to_string(),
+                    local_day(at),
+                    d,
                     "{} row in the wrong partition",
                     shape.name
                 );
