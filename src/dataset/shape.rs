@@ -191,6 +191,10 @@ pub struct Shape {
     pub day_of: Option<&'static str>,
     /// For a span dataset: the table of rows whose instant is null (merged on the key).
     pub undated_table: Option<&'static str>,
+    /// Span datasets: the table (per project, merged on the key) of the rows the service sent
+    /// dated outside the days asked for (the range filters on another instant than the one a
+    /// row is partitioned by): set aside there, not written under another window's days.
+    pub outside_table: Option<&'static str>,
     /// A check of a whole row beyond its columns' types (fields that depend on another's value).
     pub check_row: Option<RowCheck>,
     /// The tables, for [`Dataset::tables`].

@@ -75,6 +75,8 @@ pub struct RecordOutcome {
     pub cut_off: bool,
     /// Final.
     pub is_final: bool,
+    /// Span datasets: rows dated outside the days asked for, set aside in the outside table.
+    pub outside: u64,
 }
 
 fn encode_error(dir: &Path, message: String) -> WriteError {
@@ -433,11 +435,11 @@ impl Walk for RecordWalker<'_> {
         // The first page's totals stand (a later page may leave them out).
         let totals = pages.first().map(|p| p.totals.clone()).unwrap_or_default();
         let rows: Vec<Vec<Cell>> = pages.into_iter().flat_map(|p| p.rows).collect();
-        let days = match shape.windowing {
+        let (days, outside) = match shape.windowing {
             Windowing::Span { .. } => x.write_span(shape, walk, &rows, at)?,
             _ => {
                 x.write_day(shape, walk, &rows, &totals, cut_off, is_final, at)?;
-                vec![(d.day, rows.len() as i64)]
+                (vec![(d.day, rows.len() as i64)], 0)
             }
         };
         x.crash.hit("before state commit");
@@ -491,10 +493,11 @@ impl Walk for RecordWalker<'_> {
             project: d.project.clone(),
             from: d.day,
             to: d.to,
-            rows: rows.len() as i64,
+            rows: rows.len() as i64 - outside as i64,
             requests,
             cut_off,
             is_final,
+            outside,
         }))
     }
 }
@@ -566,21 +569,27 @@ impl Exporter {
     }
 
     /// Writes a span: every day of it replaced by its rows (a day without rows loses its
-    /// partition), rows without a day merged on the key into the undated table. A row dated
-    /// outside the span is refused (the service answered for other days).
+    /// partition), rows without a day merged on the key into the undated table, rows dated
+    /// outside the span (the service filters on another instant) merged on the key into the
+    /// outside table; returns the rows of each day and how many were set aside outside.
     fn write_span(
         &self,
         shape: &Shape,
         w: &WalkKey,
         rows: &[Vec<Cell>],
         at: DateTime<Utc>,
-    ) -> Result<Vec<(NaiveDate, i64)>, ExportError> {
+    ) -> Result<(Vec<(NaiveDate, i64)>, u64), ExportError> {
         let mut by_day: BTreeMap<Option<NaiveDate>, Vec<FlaggedRow<'_>>> = BTreeMap::new();
+        let mut outside: Vec<FlaggedRow<'_>> = Vec::new();
         for r in rows {
             let day = shape.day_of(r, self.tz);
             if let Some(d) = day
                 && !(w.from..w.to).contains(&d)
             {
+                if shape.outside_table.is_some() {
+                    outside.push((r.as_slice(), &[]));
+                    continue;
+                }
                 return Err(Client::paging_error(
                     shape.name,
                     target(w),
@@ -626,9 +635,23 @@ impl Exporter {
             if let (Some(rows), Some(table)) = (by_day.get(&None), shape.undated_table) {
                 writes.merge_into(shape, &project_dir(out, table, &w.project), rows, at)?;
             }
+            if let (false, Some(table)) = (outside.is_empty(), shape.outside_table) {
+                writes.merge_into(shape, &project_dir(out, table, &w.project), &outside, at)?;
+            }
             Ok(())
         })?;
-        Ok(days)
+        if !outside.is_empty() {
+            tracing::warn!(
+                dataset = shape.name,
+                project = %w.project,
+                from = %w.from,
+                to = %w.to,
+                rows = outside.len(),
+                "rows dated outside the days asked for, set aside in {}",
+                shape.outside_table.unwrap_or_default()
+            );
+        }
+        Ok((days, outside.len() as u64))
     }
 
     /// Fetches the threads of `candidates` not fetched yet, up to the cap, and merges their
@@ -704,6 +727,7 @@ impl Exporter {
             requests: fetched,
             cut_off: false,
             is_final: false,
+            outside: 0,
         })
     }
 }

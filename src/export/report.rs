@@ -76,21 +76,30 @@ pub fn describe_summary(s: &Summary) -> String {
         s.requests,
         s.skipped_final
     );
-    let mut by_dataset: BTreeMap<&str, (usize, i64, u64, usize)> = BTreeMap::new();
+    let mut by_dataset: BTreeMap<&str, (usize, i64, u64, usize, u64)> = BTreeMap::new();
     for r in &s.records {
         let e = by_dataset.entry(r.dataset).or_default();
         e.0 += 1;
         e.1 += r.rows;
         e.2 += r.requests;
         e.3 += usize::from(r.cut_off);
+        e.4 += r.outside;
     }
-    for (name, (windows, rows, requests, cut)) in by_dataset {
+    for (name, (windows, rows, requests, cut, outside)) in by_dataset {
         let cut = if cut > 0 {
             format!(", {cut} days cut off at the 100 rows the service serves")
         } else {
             String::new()
         };
-        out += &format!("  {name}: {windows} windows, {rows} rows, {requests} requests{cut}\n");
+        let outside = match crate::dataset::shape_by_name(name).and_then(|s| s.outside_table) {
+            Some(table) if outside > 0 => {
+                format!(", {outside} rows dated outside the days asked for set aside in {table}")
+            }
+            _ => String::new(),
+        };
+        out += &format!(
+            "  {name}: {windows} windows, {rows} rows, {requests} requests{cut}{outside}\n"
+        );
     }
     if !s.checked.is_empty() || s.deferred > 0 {
         let finals = s.checked.iter().filter(|c| c.is_final).count();

@@ -72,6 +72,8 @@ struct Replayed {
     requests: u64,
     /// The line about the failed window, if any.
     failed: Option<String>,
+    /// The rows of `<table>_outside` (dated outside the days asked for).
+    outside: Vec<String>,
 }
 
 /// Backfills 2026-03-10 of alpha's `dataset` from the captures of `case`, reading `table`.
@@ -107,6 +109,12 @@ async fn replayed(case: &str, dataset: &str, table: &str) -> Replayed {
     } else {
         Vec::new()
     };
+    let aside = out.join(format!("{table}_outside/project=alpha/part-00000.parquet"));
+    let outside = if aside.is_file() {
+        parquet_rows(&aside)
+    } else {
+        Vec::new()
+    };
     let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
     let requests = stdout
         .split(" analytics requests in all")
@@ -123,6 +131,7 @@ async fn replayed(case: &str, dataset: &str, table: &str) -> Replayed {
         rows,
         requests,
         failed,
+        outside,
     }
 }
 
@@ -282,5 +291,22 @@ async fn a_turn_without_a_field_the_table_needs_fails_the_window_naming_field_an
     assistant_of("assistant-missing-required").await.refused(
         2,
         "assistant 2026-03-10..2026-03-11: assistant for project alpha (2026-03-10 to 2026-03-11): malformed response: the first page: conversations[1] has no field `query`",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_dated_outside_the_days_asked_for_is_set_aside_and_the_others_written() {
+    let r = assistant_of("assistant-row-outside-range").await;
+    r.written(2, 1);
+    let stdout = String::from_utf8_lossy(&r.run.stdout);
+    assert!(
+        stdout.contains("  assistant: 1 windows, 2 rows, 1 requests, 1 rows dated outside the days asked for set aside in assistant_turns_outside\n"),
+        "{stdout}"
+    );
+    assert_eq!(r.outside.len(), 1);
+    assert!(
+        r.outside[0].contains(r#"id="c-1",timestamp=2026-03-11 09:00:00.000000 +00:00"#),
+        "{:?}",
+        r.outside
     );
 }
