@@ -162,7 +162,13 @@ fn generate(out: &std::path::Path, start: NaiveDate) {
             .unwrap()
             .commit()
             .unwrap();
-        write_site_totals(out, "big", day, totals, rows.len() as i64, at, d < DAYS - 4)
+        let site = docpipe::dataset::page_views::SiteTotals {
+            totals,
+            rows: rows.len() as i64,
+            unlisted: Some(0),
+            is_final: d < DAYS - 4,
+        };
+        write_site_totals(out, "big", day, &site, at)
             .unwrap()
             .commit()
             .unwrap();

@@ -40,6 +40,10 @@ pub struct FaultArgs {
     /// Order of rows within a page.
     #[arg(long, value_enum)]
     pub row_order: Option<RowOrder>,
+    /// Human views each day's page-view totals count beyond its rows (views without a listed
+    /// path).
+    #[arg(long)]
+    pub unlisted_views: Option<u64>,
     /// Seed of the fault dice.
     #[arg(long)]
     pub fault_seed: Option<u64>,
@@ -68,7 +72,8 @@ impl FaultArgs {
         set!(error_rate => f.error_rate, burst_429_every => f.burst_429_every, burst_429_len => f.burst_429_len,
              burst_retry_after_secs => f.burst_retry_after_secs, latency_ms => f.latency_ms,
              cut_body_rate => f.cut_body_rate, drop_rate => f.drop_rate, late_days => f.late_days,
-             late_every_secs => f.late_every_secs, row_order => f.row_order, fault_seed => f.seed);
+             late_every_secs => f.late_every_secs, row_order => f.row_order, fault_seed => f.seed,
+             unlisted_views => f.unlisted_views);
         if !self.fault_ops.is_empty() {
             f.ops = self.fault_ops.clone();
         }

@@ -185,6 +185,7 @@ pub fn site_totals_schema() -> SchemaRef {
         Field::new("rows", DataType::Int64, false),
         Field::new("fetched_at", ts_type(), false),
         Field::new("final", DataType::Boolean, false),
+        Field::new("unlisted", DataType::Int64, true),
     ]))
 }
 
@@ -237,23 +238,35 @@ pub fn write_page_views(
     write_batch(&dir, &batch)
 }
 
+/// A day's `site_totals` row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SiteTotals {
+    /// The service's totals.
+    pub totals: Counts,
+    /// Rows written.
+    pub rows: i64,
+    /// Views the totals count beyond the rows (`None`: unknown).
+    pub unlisted: Option<i64>,
+    /// The day can no longer change.
+    pub is_final: bool,
+}
+
 /// Writes the `site_totals` partition of a window (not yet in place).
 pub fn write_site_totals(
     root: &Path,
     project: &str,
     day: NaiveDate,
-    totals: Counts,
-    rows: i64,
+    site: &SiteTotals,
     fetched_at: DateTime<Utc>,
-    is_final: bool,
 ) -> Result<Pending, WriteError> {
     let cols: Vec<ArrayRef> = vec![
-        Arc::new(Int64Array::from(vec![totals.human])),
-        Arc::new(Int64Array::from(vec![totals.ai])),
-        Arc::new(Int64Array::from(vec![totals.total])),
-        Arc::new(Int64Array::from(vec![rows])),
+        Arc::new(Int64Array::from(vec![site.totals.human])),
+        Arc::new(Int64Array::from(vec![site.totals.ai])),
+        Arc::new(Int64Array::from(vec![site.totals.total])),
+        Arc::new(Int64Array::from(vec![site.rows])),
         Arc::new(TimestampMicrosecondArray::from(vec![micros(fetched_at)]).with_timezone("UTC")),
-        Arc::new(BooleanArray::from(vec![is_final])),
+        Arc::new(BooleanArray::from(vec![site.is_final])),
+        Arc::new(Int64Array::from(vec![site.unlisted])),
     ];
     let dir = partition_dir(root, SITE_TOTALS, project, day);
     let batch =
@@ -451,13 +464,48 @@ pub fn check(pages: &[StoredPage]) -> Result<(), String> {
         ai: wide[1] as i64,
         total: wide[2] as i64,
     };
-    if sum != totals {
+    // Totals above the rows are views without a listed path (the file never says the rows
+    // add up to the site's totals): kept as `unlisted`. Rows above the totals are not.
+    let under = sum.human <= totals.human && sum.ai <= totals.ai && sum.total <= totals.total;
+    if !under {
         return Err(format!(
-            "rows sum to {} human + {} ai = {}, totals say {} + {} = {}",
+            "rows sum to {} human + {} ai = {}, more than the totals say, {} + {} = {}",
             sum.human, sum.ai, sum.total, totals.human, totals.ai, totals.total
         ));
     }
     Ok(())
+}
+
+/// The views a walk's totals count beyond its rows (see [`check`]): the first page's total
+/// less the rows' totals.
+pub fn unlisted(pages: &[StoredPage], rows: &[&Rows]) -> i64 {
+    let total = pages
+        .first()
+        .and_then(|p| p.page.totals)
+        .map_or(0, |t| t.total);
+    let sum: i128 = rows
+        .iter()
+        .flat_map(|r| r.total().iter())
+        .map(|&v| i128::from(v))
+        .sum();
+    i64::try_from(i128::from(total) - sum).unwrap_or(0)
+}
+
+/// The views a day's totals count beyond the rows of its `page_views` partition (none
+/// written: all of them), for a day made final on a probe.
+pub fn unlisted_of_partition(
+    root: &Path,
+    project: &str,
+    day: NaiveDate,
+    total: i64,
+) -> Option<i64> {
+    let file = partition_dir(root, PAGE_VIEWS, project, day).join(PART);
+    if !file.is_file() {
+        return Some(total);
+    }
+    let rows = read_page_views(&file).ok()?;
+    let sum: i64 = rows.iter().map(|r| r.total).sum();
+    Some(total - sum)
 }
 
 /// Reads a `page_views` partition back (for the demo's preview and for tests).

@@ -111,9 +111,16 @@ fn row_json(r: &Row) -> Value {
     json!({ "path": r.path, "human": r.human, "ai": r.ai, "total": r.total() })
 }
 
-fn totals_json(rows: &[Row]) -> Value {
+/// The totals of a range's rows, and `unlisted` human views more (a service that counts views
+/// without a listed path; none in a range without views).
+fn totals_json(rows: &[Row], unlisted: u64) -> Value {
     let human: u64 = rows.iter().map(|r| r.human).sum();
     let ai: u64 = rows.iter().map(|r| r.ai).sum();
+    let human = if rows.is_empty() {
+        human
+    } else {
+        human + unlisted
+    };
     json!({ "human": human, "ai": ai, "total": human + ai })
 }
 
@@ -151,7 +158,7 @@ pub async fn views(
     }
     let has_more = q.offset.saturating_add(q.limit) < rows.len();
     Ok(
-        Json(json!({ "totals": totals_json(&rows), "views": views, "hasMore": has_more }))
+        Json(json!({ "totals": totals_json(&rows, emu.data().faults.unlisted_views), "views": views, "hasMore": has_more }))
             .into_response(),
     )
 }
@@ -172,7 +179,7 @@ pub async fn truth(
         .ok_or_else(not_found)?;
     let views: Vec<Value> = rows.iter().map(row_json).collect();
     Ok(
-        Json(json!({ "totals": totals_json(&rows), "views": views, "hasMore": false }))
+        Json(json!({ "totals": totals_json(&rows, emu.data().faults.unlisted_views), "views": views, "hasMore": false }))
             .into_response(),
     )
 }

@@ -278,6 +278,10 @@ pub struct Faults {
     /// Row order within a page.
     #[serde(default)]
     pub row_order: RowOrder,
+    /// Human views a day's page-view totals count beyond its rows (views without a listed
+    /// path): the totals exceed what the rows add up to, the same on every walk.
+    #[serde(default)]
+    pub unlisted_views: u64,
     /// Operations the request faults (latency, 5xx, 429 bursts, cut bodies, drops) hit:
     /// `views`, `job_create`, `job_get`, `job_message`, `assistant`, `visitors`, `searches`,
     /// `feedback`, `feedback_by_page`, `conversations`, `thread`, `caller_stats`; all when empty.
@@ -319,6 +323,7 @@ impl Default for Faults {
             late_days: 0,
             late_every_secs: default_late_every(),
             row_order: RowOrder::Stable,
+            unlisted_views: 0,
             ops: Vec::new(),
         }
     }

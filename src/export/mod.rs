@@ -461,6 +461,8 @@ pub struct WindowOutcome {
     pub mismatch: Option<String>,
     /// Rows set aside in `rejects/` (counts docpipe cannot store faithfully).
     pub rejected: u64,
+    /// Views the totals count beyond the rows (`site_totals.unlisted`).
+    pub unlisted: i64,
 }
 
 /// A run's summary.

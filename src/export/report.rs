@@ -123,6 +123,16 @@ pub fn describe_summary(s: &Summary) -> String {
             w.project, w.day, w.rejected
         );
     }
+    for w in s
+        .windows
+        .iter()
+        .filter(|w| w.unlisted != 0 && w.mismatch.is_none())
+    {
+        out += &format!(
+            "  unlisted in {} {}: the service's totals count {} views without a listed path (kept in site_totals.unlisted)\n",
+            w.project, w.day, w.unlisted
+        );
+    }
     for w in s.windows.iter().filter(|w| w.mismatch.is_some()) {
         out += &format!(
             "  mismatch in {} {}: {}\n",

@@ -107,15 +107,14 @@ impl Walk for ViewWalk<'_> {
             return Ok(());
         };
         let rows = x.state().finalize_day(PAGE_VIEWS, project, day)?;
-        let site = page_views::write_site_totals(
-            x.output(),
-            project,
-            day,
+        let unlisted = page_views::unlisted_of_partition(x.output(), project, day, totals.total);
+        let site = page_views::SiteTotals {
             totals,
             rows,
-            x.clock.now(),
-            true,
-        )?;
+            unlisted,
+            is_final: true,
+        };
+        let site = page_views::write_site_totals(x.output(), project, day, &site, x.clock.now())?;
         pq::commit(site)?;
         Ok(())
     }
@@ -158,6 +157,7 @@ impl Walk for ViewWalk<'_> {
         // A day with rows set aside stays provisional: fetched again on the next run.
         let is_final = due.becomes_final && mismatch.is_none() && rejects.is_empty();
         let n = rows.iter().map(|r| r.len() as i64).sum();
+        let unlisted = page_views::unlisted(&pages, &rows);
         let out = x.output();
         let set_aside = if rejects.is_empty() {
             page_views::remove_rejects(out, &due.project, due.day)?;
@@ -172,15 +172,13 @@ impl Walk for ViewWalk<'_> {
             )?)
         };
         let views = page_views::write_page_views(out, &due.project, due.day, &rows, at)?;
-        let site = match page_views::write_site_totals(
-            out,
-            &due.project,
-            due.day,
+        let site = page_views::SiteTotals {
             totals,
-            n,
-            at,
+            rows: n,
+            unlisted: Some(unlisted),
             is_final,
-        ) {
+        };
+        let site = match page_views::write_site_totals(out, &due.project, due.day, &site, at) {
             Ok(s) => s,
             Err(e) => {
                 views.abandon();
@@ -223,6 +221,7 @@ impl Walk for ViewWalk<'_> {
             requests,
             mismatch,
             rejected: rejects.len() as u64,
+            unlisted,
         }))
     }
 }
@@ -232,6 +231,9 @@ impl Exporter {
     pub(super) fn log_view_window(&self, o: &WindowOutcome) {
         if o.rejected > 0 {
             tracing::warn!(project = %o.project, day = %o.day, rejected = o.rejected, "rows set aside in rejects/: counts docpipe cannot store faithfully; the day stays provisional");
+        }
+        if o.unlisted != 0 && o.mismatch.is_none() {
+            tracing::info!(project = %o.project, day = %o.day, unlisted = o.unlisted, "the service's totals count views without a listed path: kept in site_totals.unlisted");
         }
         if let Some(m) = &o.mismatch {
             tracing::warn!(project = %o.project, day = %o.day, "window written with a persistent mismatch: {m}");

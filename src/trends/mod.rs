@@ -105,6 +105,25 @@ impl Tables {
 /// Views a page needs in both windows to count as a mover (fewer make shares noise).
 pub const MOVER_MIN_VIEWS: i64 = 20;
 
+/// The columns of a table whose files differ by version (`None`: the files' own).
+fn file_schema(table: &str) -> Option<SchemaRef> {
+    (table == crate::dataset::page_views::SITE_TOTALS).then(|| {
+        let count = |n: &str| Field::new(n.into(), DataType::Int64);
+        Arc::new(Schema::from_iter([
+            count("human"),
+            count("ai"),
+            count("total"),
+            count("rows"),
+            Field::new(
+                "fetched_at".into(),
+                DataType::Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC)),
+            ),
+            Field::new("final".into(), DataType::Boolean),
+            count("unlisted"),
+        ]))
+    })
+}
+
 /// Lazily scans a table's Hive partitions, with `project` a string and `date` a date whatever
 /// the values look like, pruned to the selection.
 pub fn scan(out: &Path, table: &str, sel: &Selection) -> Result<LazyFrame, TrendsError> {
@@ -121,6 +140,10 @@ pub fn scan(out: &Path, table: &str, sel: &Selection) -> Result<LazyFrame, Trend
             schema: Some(Arc::new(hive_schema)),
             ..HiveOptions::new_enabled()
         },
+        // A column added later (site_totals' `unlisted`): the files written before it read
+        // as null there, whichever file comes first.
+        schema: file_schema(table),
+        allow_missing_columns: true,
         ..Default::default()
     };
     // The table's folder itself, not a glob built from it: polars walks a folder it is given,

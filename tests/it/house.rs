@@ -203,4 +203,7 @@ async fn a_folder_written_by_66ba354_opens_in_one_windows_table_and_goes_on_with
         kept += 1;
     }
     assert_eq!(kept, 72);
+    // Its site_totals without `unlisted` and the new day's with it read as one table.
+    let tables = docpipe::trends::compute(&out, &docpipe::trends::Selection::default()).unwrap();
+    assert_eq!(tables.daily.height(), 12, "3 projects, 4 days");
 }
