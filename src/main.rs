@@ -17,11 +17,18 @@ fn main() -> ExitCode {
             };
         }
     };
+    // Other crates' logs (the scheduler's, the HTTP stack's) at warn unless RUST_LOG says.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(cli::log_level(cli.verbose, cli.quiet))
+        let level = cli::log_level(cli.verbose, cli.quiet);
+        let others = if level == "error" { "error" } else { "warn" };
+        tracing_subscriber::EnvFilter::new(format!("{others},docpipe={level}"))
     });
+    // Colour only on a terminal, and never with NO_COLOR set (https://no-color.org).
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(docpipe::cli::progress::log_writer);
     match cli.log_format {
         cli::LogFormat::Text => logs.init(),
@@ -44,7 +51,26 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(cli::run(cli)) {
+    // The daemon and the emulator stop on a signal by themselves (gracefully); any other
+    // command stops where it is (what it wrote stays whole: a rerun resumes) and says so.
+    let handles_signals = matches!(cli.command, cli::Command::Run(_) | cli::Command::Emulate(_));
+    let result = runtime.block_on(async {
+        if handles_signals {
+            return Some(cli::run(cli).await);
+        }
+        let signal = cli::shutdown_signal();
+        tokio::select! {
+            r = cli::run(cli) => Some(r),
+            () = signal => None,
+        }
+    });
+    let Some(result) = result else {
+        eprintln!(
+            "error: stopped by a signal; what was written stays whole, and a rerun goes on from there"
+        );
+        return ExitCode::from(130);
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // One line per problem (a rules folder can have several).

@@ -231,6 +231,8 @@ async fn a_429_in_text_or_html_and_a_503_in_html_are_retried_not_read() {
         let stderr = String::from_utf8_lossy(&r.run.stderr);
         assert!(stderr.contains("retrying: "), "{case}: {stderr}");
         assert!(!stderr.contains("not JSON"), "{case}: {stderr}");
+        // Log lines carry no colour codes off a terminal.
+        assert!(!stderr.contains('\u{1b}'), "{case}: {stderr}");
     }
 }
 

@@ -579,3 +579,36 @@ async fn daemons_wait_through_an_outage_of_their_database_and_go_on() {
         vec![format!("after: {}", latest_day(&dir.path().join("out")))]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_stops_a_backfill_with_one_line() {
+    let mut data = small();
+    data.faults.latency_ms = 2000;
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = TestConfig::new(&live.server.base_url(), &dir.path().join("out"))
+        .write(&dir.path().join("docpipe.toml"));
+    let child = docpipe_command(
+        &cfg,
+        &["backfill", "--from", "2026-03-01", "--to", "2026-03-10"],
+    )
+    .env("RUST_LOG", "info")
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.ends_with(
+            "error: stopped by a signal; what was written stays whole, and a rerun goes on from there\n"
+        ),
+        "{stderr}"
+    );
+}
