@@ -32,6 +32,10 @@ pub struct Args {
     /// --replay DIR` serves them): what a bug report attaches.
     #[arg(long, value_name = "DIR", conflicts_with = "queue")]
     pub record: Option<std::path::PathBuf>,
+    /// Ask again for the projects the service said it does not know (left out of later runs
+    /// until then; `docpipe status` lists them).
+    #[arg(long)]
+    pub retry_unknown: bool,
 }
 
 /// Runs `backfill`.
@@ -63,7 +67,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     }
     let ctx = super::export::open(settings, &args.projects, args.record.as_deref()).await?;
     let targets = ctx.targets(&args.projects)?;
-    let exporter = ctx.exporter();
+    let exporter = ctx.exporter().with_retry_unknown(args.retry_unknown);
     let plan = plan_range(&exporter, &targets, args.from, to)?;
     let Some(summary) = super::export::run_plan(&exporter, &targets, &plan, args.dry_run).await
     else {

@@ -32,6 +32,10 @@ pub struct Args {
     /// --replay DIR` serves them): what a bug report attaches.
     #[arg(long, value_name = "DIR")]
     pub record: Option<std::path::PathBuf>,
+    /// Ask again for the projects the service said it does not know (left out of later runs
+    /// until then; `docpipe status` lists them).
+    #[arg(long)]
+    pub retry_unknown: bool,
 }
 
 /// Opens the context of an exporting command: the keys of `projects` (all when empty), the
@@ -119,7 +123,10 @@ pub fn outcome(summary: &Summary) -> anyhow::Result<()> {
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let ctx = open(settings, &args.projects, args.record.as_deref()).await?;
     let targets = ctx.targets(&args.projects)?;
-    let exporter = ctx.exporter().with_refresh(args.refresh);
+    let exporter = ctx
+        .exporter()
+        .with_refresh(args.refresh)
+        .with_retry_unknown(args.retry_unknown);
     let plan = if args.wait {
         plan_due(&ctx, &exporter, &targets)?
     } else {

@@ -68,7 +68,19 @@ pub async fn describe(
     let view = plan_view(&ctx)?;
     let _ = writeln!(out, "state: {}", ctx.store().sql().name());
     let today = settings.today(now);
+    let unknown = ctx.store().unknown_projects()?;
     for p in &settings.projects {
+        if let Some(u) = unknown.iter().find(|u| u.project == p.id) {
+            let _ = writeln!(
+                out,
+                "{}: unknown to the service at {} ({}, {}): not exported until its id is fixed in the config, or `export --retry-unknown`",
+                p.id,
+                u.base_url,
+                crate::text::one_line(&u.message),
+                u.at.format("%Y-%m-%d %H:%M UTC")
+            );
+            continue;
+        }
         page_view_line(&mut out, &ctx, &view, p, today)?;
         for name in p.datasets.iter().filter(|d| **d != PAGE_VIEWS) {
             if let Some(line) = dataset_line(&ctx, &view, p, name, now)? {

@@ -219,6 +219,9 @@ pub struct Plan {
     pub allowance: HashMap<String, u64>,
     /// When it was made: a window another process did since is not walked again.
     pub made_at: DateTime<Utc>,
+    /// Projects not planned: the service said it does not know them (see
+    /// [`Exporter::with_retry_unknown`]).
+    pub unknown: Vec<crate::store::unknown::UnknownProject>,
 }
 
 impl Plan {
@@ -596,6 +599,7 @@ pub struct Exporter {
     records: RecordSettings,
     freshness: Freshness,
     refresh: bool,
+    retry_unknown: bool,
     /// This process's name on its window claims.
     holder: String,
     /// How long a window claim lasts without renewal.
@@ -635,6 +639,7 @@ impl Exporter {
             records: RecordSettings::default(),
             freshness: Freshness::default(),
             refresh: false,
+            retry_unknown: false,
             holder: crate::store::daemons::this_process(),
             lease: chrono::Duration::minutes(2),
         }
@@ -730,6 +735,13 @@ impl Exporter {
     /// 2 hours, a day n days old every 2n hours up to 6).
     pub fn with_freshness(mut self, freshness: Freshness) -> Self {
         self.freshness = freshness;
+        self
+    }
+
+    /// Plans the projects the service said it does not know again (by default they are left
+    /// out until the service they were asked of changes).
+    pub fn with_retry_unknown(mut self, retry: bool) -> Self {
+        self.retry_unknown = retry;
         self
     }
 
@@ -875,6 +887,14 @@ impl Exporter {
         let mut stops = Stops::default();
         let mut spend = Spend::new(plan);
         let mut unanswered: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        // The projects recorded as unknown that this run asks for again.
+        let mut unknown: std::collections::HashSet<String> = self
+            .state()
+            .unknown_projects()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|u| u.project)
+            .collect();
         let _renewing = self.state().is_shared().then(|| self.renewing());
         for due in &plan.due {
             let c = plan.candidate(due);
@@ -941,8 +961,15 @@ impl Exporter {
             let n = client.requests_sent() - before;
             spend.spent(&c.org, n);
             summary.requests += n;
-            if let Err(e) = result {
-                self.failed(window, client, e, &mut summary, &mut stops);
+            match result {
+                Err(e) => self.failed(window, client, e, &mut summary, &mut stops),
+                // A project asked for again (`--retry-unknown`) that answers is known again.
+                Ok(()) if unknown.remove(&due.project) => {
+                    if let Err(e) = self.state().clear_unknown(&due.project) {
+                        tracing::warn!(project = %due.project, "cannot forget the unknown project: {e}");
+                    }
+                }
+                Ok(()) => {}
             }
             self.unclaim(&key, marks, &summary);
         }
@@ -978,8 +1005,20 @@ impl Exporter {
                     crate::api::ErrorKind::BadKey { .. } | crate::api::ErrorKind::Connect(_) => {
                         Some(Scope::Organization(client.organization().to_string()))
                     }
-                    crate::api::ErrorKind::Forbidden { .. }
-                    | crate::api::ErrorKind::UnknownProject { .. } => {
+                    crate::api::ErrorKind::UnknownProject { ref message, .. } => {
+                        // Remembered, so that later runs do not spend the budget on it again.
+                        let unknown = crate::store::unknown::UnknownProject {
+                            project: project.to_string(),
+                            base_url: client.settings().base_url.clone(),
+                            message: format!("404: {message}"),
+                            at: self.clock.now(),
+                        };
+                        if let Err(e) = self.state().mark_unknown(&unknown) {
+                            tracing::warn!(project, "cannot record the unknown project: {e}");
+                        }
+                        Some(Scope::Project(project.to_string()))
+                    }
+                    crate::api::ErrorKind::Forbidden { .. } => {
                         Some(Scope::Project(project.to_string()))
                     }
                     _ => None,

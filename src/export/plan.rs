@@ -25,7 +25,18 @@ impl Exporter {
         };
         self.budgets(&mut plan, targets);
         let to = to.min(self.today());
+        let unknown = self.state().unknown_projects()?;
         for t in targets {
+            // A project the service said it does not know (asked of the same service) is left
+            // out until asked for again.
+            if !self.retry_unknown
+                && let Some(u) = unknown
+                    .iter()
+                    .find(|u| u.project == t.project && u.base_url == t.client.settings().base_url)
+            {
+                plan.unknown.push(u.clone());
+                continue;
+            }
             let from = t.start.unwrap_or(from);
             for name in &t.datasets {
                 let Some(dataset) = dataset::by_name(name) else {

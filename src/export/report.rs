@@ -24,6 +24,14 @@ pub fn describe_plan(plan: &Plan) -> String {
         plan.fresh,
         plan.expected_requests
     );
+    for u in &plan.unknown {
+        out += &format!(
+            "  {}: not planned: the service said it does not know this project ({}, {}); fix its id in the config, or pass --retry-unknown\n",
+            u.project,
+            crate::text::one_line(&u.message),
+            u.at.format("%Y-%m-%d %H:%M UTC")
+        );
+    }
     if plan.deferred > 0 {
         out += &format!(
             "  {} windows due do not fit this hour's budget: left for the next run (oldest missing days last)\n",

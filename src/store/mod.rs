@@ -18,6 +18,7 @@ pub mod pg;
 mod queue;
 mod records;
 pub mod sql;
+pub mod unknown;
 mod windows;
 
 pub use budget::SqliteBudget;

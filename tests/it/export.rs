@@ -1408,3 +1408,57 @@ async fn totals_above_the_rows_are_kept_as_unlisted_and_cost_what_a_normal_day_c
         "{report}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_the_service_does_not_know_costs_one_request_then_waits_for_a_fix() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("docpipe.toml");
+    let text = TestConfig {
+        datasets: r#"datasets = ["page_views", "visitors"]"#.to_string(),
+        ..TestConfig::new(&live.server.base_url(), &dir.path().join("out"))
+    }
+    .toml()
+    .replace(
+        "[export]",
+        "[[projects]]\nid = \"nw-apii\"\norganization = \"org-a\"\n[export]",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let range = ["backfill", "--from", "2026-03-10", "--to", "2026-03-12"];
+    let typo = |live: &Live| -> u64 {
+        live.emu()
+            .stats()
+            .values()
+            .map(|s| s.by_project.get("nw-apii").copied().unwrap_or(0))
+            .sum()
+    };
+    let first = docpipe(&cfg, &range, None);
+    let out = String::from_utf8_lossy(&first.stdout);
+    assert_eq!(first.status.code(), Some(1), "{out}");
+    // One request: the 404 stops the project for the run (its other windows are skipped).
+    assert_eq!(typo(&live), 1, "{out}");
+    // The next run does not plan it, and says why.
+    let second = docpipe(&cfg, &range, None);
+    let out = String::from_utf8_lossy(&second.stdout);
+    assert!(second.status.success(), "{out}");
+    assert!(
+        out.contains("  nw-apii: not planned: the service said it does not know this project (404: Project not found, "),
+        "{out}"
+    );
+    assert_eq!(typo(&live), 1);
+    let status = docpipe(&cfg, &["status"], None);
+    let out = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        out.contains(&format!(
+            "nw-apii: unknown to the service at {} (404: Project not found, ",
+            live.server.base_url()
+        )),
+        "{out}"
+    );
+    // Asked for again, it costs one request again.
+    let mut retry = range.to_vec();
+    retry.push("--retry-unknown");
+    let third = docpipe(&cfg, &retry, None);
+    assert_eq!(third.status.code(), Some(1));
+    assert_eq!(typo(&live), 2);
+}
