@@ -85,11 +85,21 @@ pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<us
     let mut sending = 0;
     for (r, e) in rules.iter().zip(evals) {
         println!("{}", describe_rule(r));
-        println!(
-            "  query: {} rows (fires at {} or more)",
-            e.rows.height(),
-            r.min_rows
-        );
+        match &r.key {
+            Some(key) => println!(
+                "  query: {} rows matched, {} left out by the key ({key} sent within {}), {} rows to send (fires at {} or more)",
+                e.matched,
+                e.left_out,
+                humantime::format_duration(r.key_cooldown),
+                e.rows.height(),
+                r.min_rows
+            ),
+            None => println!(
+                "  query: {} rows (fires at {} or more)",
+                e.rows.height(),
+                r.min_rows
+            ),
+        }
         for line in preview(&e.rows, 10) {
             println!("    {line}");
         }

@@ -376,7 +376,10 @@ pub struct Evaluation {
     pub rows: DataFrame,
     /// The keys of `rows` (a rule with a `key`).
     pub keys: Vec<String>,
-    /// Rows left out as their key was sent lately.
+    /// Rows the query returns with every key (before the key filter).
+    pub matched: usize,
+    /// Of those, the rows left out as their key was sent lately (the query then ran without
+    /// them, so that others could take their place).
     pub left_out: usize,
     /// Whether there are at least `min_rows` of them.
     pub fires: bool,
@@ -423,23 +426,47 @@ fn evaluate_here(
         file: rule.file.clone(),
         message: one_line(&message),
     };
-    let mut ctx = polars::sql::SQLContext::new();
-    for (name, df) in tables.frames() {
-        ctx.register(
-            name,
-            df.clone()
-                .lazy()
-                .filter(col("project").eq(lit(rule.project.as_str()))),
-        );
-    }
-    let mut rows = ctx
-        .execute(&rule.when)
-        .and_then(LazyFrame::collect)
-        .map_err(|e| fail(format!("when: {e}")))?;
+    // The keys sent within the key cooldown: rows holding one are taken out of the tables
+    // before the query runs, so that its ORDER BY and LIMIT make room for the next rows.
+    let sent = match (&rule.key, memory) {
+        (Some(_), Some(m)) => {
+            let since = chrono::Duration::from_std(rule.key_cooldown)
+                .ok()
+                .and_then(|d| m.now.checked_sub_signed(d))
+                .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+            m.ledger
+                .sent_keys(&rule.name, &rule.project, since)
+                .map_err(|e| fail(e.to_string()))?
+        }
+        _ => Default::default(),
+    };
+    let run = |without: Option<(&str, &std::collections::HashSet<String>)>| {
+        let mut ctx = polars::sql::SQLContext::new();
+        for (name, df) in tables.frames() {
+            let df = match without {
+                Some((key, sent)) if df.column(key).is_ok() => {
+                    let keep = key_values(df, key)?
+                        .iter()
+                        .map(|v| !sent.contains(v))
+                        .collect::<BooleanChunked>();
+                    df.filter(&keep)?
+                }
+                _ => df.clone(),
+            };
+            ctx.register(
+                name,
+                df.lazy()
+                    .filter(col("project").eq(lit(rule.project.as_str()))),
+            );
+        }
+        ctx.execute(&rule.when).and_then(LazyFrame::collect)
+    };
+    let mut rows = run(None).map_err(|e| fail(format!("when: {e}")))?;
     let mut keys = Vec::new();
     let mut left_out = 0;
+    let matched = rows.height();
     if let Some(key) = &rule.key {
-        let column = rows.column(key).map_err(|_| {
+        let values = key_values(&rows, key).map_err(|_| {
             let names: Vec<String> = rows
                 .get_column_names()
                 .iter()
@@ -450,22 +477,12 @@ fn evaluate_here(
                 names.join(", ")
             ))
         })?;
-        let values: Vec<String> = (0..rows.height())
-            .map(|i| column.get(i).map(|v| cell(v).to_string()))
-            .collect::<PolarsResult<_>>()
-            .map_err(|e| fail(format!("key: {e}")))?;
-        let sent = match memory {
-            Some(m) => {
-                let since = chrono::Duration::from_std(rule.key_cooldown)
-                    .ok()
-                    .and_then(|d| m.now.checked_sub_signed(d))
-                    .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
-                m.ledger
-                    .sent_keys(&rule.name, &rule.project, since)
-                    .map_err(|e| fail(e.to_string()))?
-            }
-            None => Default::default(),
-        };
+        left_out = values.iter().filter(|v| sent.contains(*v)).count();
+        if !sent.is_empty() {
+            rows = run(Some((key, &sent))).map_err(|e| fail(format!("when: {e}")))?;
+        }
+        // A key the tables do not hold (computed by the query) is left out afterwards.
+        let values = key_values(&rows, key).map_err(|e| fail(format!("key: {e}")))?;
         let keep: Vec<bool> = values.iter().map(|v| !sent.contains(v)).collect();
         rows = rows
             .filter(&keep.iter().copied().collect::<BooleanChunked>())
@@ -475,7 +492,6 @@ fn evaluate_here(
             .zip(&keep)
             .filter_map(|(v, k)| k.then_some(v))
             .collect();
-        left_out = keep.len() - keys.len();
     }
     let fires = rows.height() >= rule.min_rows;
     let records = if fires {
@@ -498,6 +514,7 @@ fn evaluate_here(
     Ok(Evaluation {
         rows,
         keys,
+        matched,
         left_out,
         fires,
         prompt: fires.then_some(prompt),
@@ -521,6 +538,14 @@ fn render(rule: &Rule, rows: &[Value], row_count: usize) -> Result<String, Strin
     environment()
         .render_str(&rule.prompt, ctx)
         .map_err(|e| format!("prompt: {e}"))
+}
+
+/// The values of a frame's column as the ledger keeps keys.
+fn key_values(df: &DataFrame, key: &str) -> PolarsResult<Vec<String>> {
+    let column = df.column(key)?;
+    (0..df.height())
+        .map(|i| column.get(i).map(|v| cell(v).to_string()))
+        .collect()
 }
 
 /// A cell as a template value: numbers stay numbers, dates are `YYYY-MM-DD`, null is none.
