@@ -18,7 +18,7 @@ use crate::export::{Exporter, Target};
 use crate::remote::{Mirror, Remote, RemoteError, Synced};
 use crate::rules::engine::Engine;
 use crate::store::pg::{Pg, PgBudget};
-use crate::store::{Folder, SqliteBudget, Store, StoreError, state_path};
+use crate::store::{Folder, LockWait, SqliteBudget, Store, StoreError, state_path};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,6 +29,9 @@ pub enum Access {
     /// To export into it: its lock is taken (waiting for another exporter), killed runs'
     /// leftovers are swept, and its time zone is checked.
     Export,
+    /// As [`Access::Export`], waiting for another exporter's lock up to this long (zero: not
+    /// at all), then an error naming the holder (the commands a user or a cron runs).
+    ExportWithin(std::time::Duration),
     /// Beside a process that may export into it (status, rules, queueing a backfill).
     Shared,
 }
@@ -141,7 +144,14 @@ impl Context {
             (BudgetDb::File(_), _) => None,
         };
         let folder = match access {
-            Access::Export => Folder::open_for_export(&out, settings.timezone.name(), state).await,
+            Access::Export => {
+                Folder::open_for_export(&out, settings.timezone.name(), state, LockWait::Forever)
+                    .await
+            }
+            Access::ExportWithin(d) => {
+                Folder::open_for_export(&out, settings.timezone.name(), state, LockWait::Up(d))
+                    .await
+            }
             Access::Shared => Folder::open_shared(&out, state),
         }
         .map_err(folder_error)?;

@@ -36,6 +36,10 @@ pub struct Args {
     /// until then; `docpipe status` lists them).
     #[arg(long)]
     pub retry_unknown: bool,
+    /// Wait this long for another docpipe (a daemon) that holds the folder's lock, e.g. `30m`
+    /// (by default: not at all, and the error names the holder; `--queue` needs no lock).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "0s")]
+    pub wait_lock: std::time::Duration,
 }
 
 /// Runs `backfill`.
@@ -65,7 +69,11 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let ctx = super::export::open(settings, &args.projects, args.record.as_deref()).await?;
+    let lock = super::export::LockArgs {
+        dry_run: args.dry_run,
+        wait_lock: args.wait_lock,
+    };
+    let ctx = super::export::open(settings, &args.projects, args.record.as_deref(), lock).await?;
     let targets = ctx.targets(&args.projects)?;
     let exporter = ctx.exporter().with_retry_unknown(args.retry_unknown);
     let plan = plan_range(&exporter, &targets, args.from, to)?;

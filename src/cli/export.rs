@@ -36,6 +36,10 @@ pub struct Args {
     /// until then; `docpipe status` lists them).
     #[arg(long)]
     pub retry_unknown: bool,
+    /// Wait this long for another docpipe (a daemon) that holds the folder's lock, e.g. `30m`
+    /// (by default: not at all, and the error names the holder).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "0s")]
+    pub wait_lock: std::time::Duration,
 }
 
 /// Opens the context of an exporting command: the keys of `projects` (all when empty), the
@@ -45,8 +49,24 @@ pub async fn open(
     settings: &Settings,
     projects: &[String],
     record: Option<&std::path::Path>,
+    lock: LockArgs,
 ) -> anyhow::Result<Context> {
-    open_with(settings, projects, record, Access::Export).await
+    // A dry run only reads the state: it never needs (nor waits for) the lock.
+    let access = if lock.dry_run {
+        Access::Shared
+    } else {
+        Access::ExportWithin(lock.wait_lock)
+    };
+    open_with(settings, projects, record, access).await
+}
+
+/// How an exporting command takes the folder's lock.
+#[derive(Debug, Clone, Copy)]
+pub struct LockArgs {
+    /// A dry run: no lock.
+    pub dry_run: bool,
+    /// How long to wait for another docpipe's lock.
+    pub wait_lock: std::time::Duration,
 }
 
 /// [`open`] with the folder opened as `access` says.
@@ -121,7 +141,11 @@ pub fn outcome(summary: &Summary) -> anyhow::Result<()> {
 
 /// Runs `export`.
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
-    let ctx = open(settings, &args.projects, args.record.as_deref()).await?;
+    let lock = LockArgs {
+        dry_run: args.dry_run,
+        wait_lock: args.wait_lock,
+    };
+    let ctx = open(settings, &args.projects, args.record.as_deref(), lock).await?;
     let targets = ctx.targets(&args.projects)?;
     let exporter = ctx
         .exporter()

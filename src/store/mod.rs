@@ -44,6 +44,14 @@ pub enum StoreError {
         /// What is wrong.
         message: String,
     },
+    /// Another docpipe holds the folder's lock.
+    #[error("output folder {path}: {message}")]
+    Busy {
+        /// Folder.
+        path: String,
+        /// Who holds it, and the ways out.
+        message: String,
+    },
     /// SQLite failed.
     #[error("state database {path}: {source}")]
     Db {
@@ -245,7 +253,7 @@ impl Folder {
     /// that holds it), removes temporary files killed runs left, opens the store, and refuses a
     /// folder whose days are another time zone's than `tz`.
     pub async fn open_locked(out: &Path, tz: &str) -> Result<Self, StoreError> {
-        Self::open_for_export(out, tz, None).await
+        Self::open_for_export(out, tz, None, LockWait::Forever).await
     }
 
     /// [`Folder::open_locked`], with the state on `shared` when given (a database several
@@ -255,6 +263,7 @@ impl Folder {
         out: &Path,
         tz: &str,
         shared: Option<Arc<pg::Pg>>,
+        wait: LockWait,
     ) -> Result<Self, StoreError> {
         let fail = |message: String| StoreError::Folder {
             path: out.display().to_string(),
@@ -263,7 +272,7 @@ impl Folder {
         std::fs::create_dir_all(out).map_err(|e| fail(format!("cannot create it: {e}")))?;
         let lock = match shared {
             Some(_) => None,
-            None => Some(Self::lock(out).await?),
+            None => Some(Self::lock(out, wait).await?),
         };
         // Only the files of processes that ended (the other daemons of this machine write
         // theirs meanwhile).
@@ -298,8 +307,10 @@ impl Folder {
         })
     }
 
-    /// Takes the folder's lock, waiting for another docpipe that holds it.
-    async fn lock(out: &Path) -> Result<std::fs::File, StoreError> {
+    /// Takes the folder's lock, waiting for another docpipe that holds it as `wait` says; then
+    /// writes who holds it (`host:pid`, since when, the command) into the lock file, which the
+    /// others read to say so.
+    async fn lock(out: &Path, wait: LockWait) -> Result<std::fs::File, StoreError> {
         let fail = |message: String| StoreError::Folder {
             path: out.display().to_string(),
             message,
@@ -313,12 +324,38 @@ impl Folder {
         // Tried again every 200 ms rather than waited for in a blocking call: the wait ends
         // when the future is dropped (a stop signal), not only when the lock comes free.
         let mut told = false;
+        let started = std::time::Instant::now();
         loop {
             match lock.try_lock() {
-                Ok(()) => return Ok(lock),
+                Ok(()) => {
+                    write_holder(&lock);
+                    return Ok(lock);
+                }
                 Err(std::fs::TryLockError::WouldBlock) => {
+                    let holder = std::fs::read_to_string(out.join(".lock"))
+                        .ok()
+                        .map(|h| h.trim().to_string())
+                        .filter(|h| !h.is_empty())
+                        .unwrap_or_else(|| "its holder unknown".into());
+                    let limit = match wait {
+                        LockWait::Forever => None,
+                        LockWait::Up(d) => Some(d),
+                    };
+                    if limit.is_some_and(|d| started.elapsed() >= d) {
+                        let waited = limit
+                            .filter(|d| !d.is_zero())
+                            .map_or("not waited".to_string(), |d| {
+                                format!("waited {}", humantime::format_duration(d))
+                            });
+                        return Err(StoreError::Busy {
+                            path: out.display().to_string(),
+                            message: format!(
+                                "another docpipe is exporting to it ({holder}); {waited}: let the daemon fetch a range with `docpipe backfill --queue`, stop the other docpipe, or wait with --wait-lock 30m"
+                            ),
+                        });
+                    }
                     if !std::mem::replace(&mut told, true) {
-                        tracing::info!(output = %out.display(), "another docpipe is exporting to this folder; waiting for it");
+                        tracing::info!(output = %out.display(), holder = %holder, "another docpipe is exporting to this folder; waiting for it");
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                 }
@@ -356,5 +393,49 @@ impl Folder {
     /// Its store.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+}
+
+/// How long to wait for the folder's lock held by another docpipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockWait {
+    /// Until it is free (the daemon, the demo).
+    Forever,
+    /// Up to this long (zero: not at all), then an error naming the holder.
+    Up(std::time::Duration),
+}
+
+/// Writes who holds the lock into the (locked) lock file: `host:pid since <time> (<command>)`.
+fn write_holder(lock: &std::fs::File) {
+    use std::io::{Seek, Write};
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let host = if host.is_empty() {
+        "this machine".into()
+    } else {
+        host
+    };
+    // The subcommand (the first argument that names one: an option's value may come first).
+    const COMMANDS: [&str; 5] = ["run", "export", "backfill", "demo", "check"];
+    let command: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| COMMANDS.contains(&a.as_str()))
+        .take(1)
+        .collect();
+    let line = format!(
+        "{host}:{} since {} (docpipe {})\n",
+        std::process::id(),
+        chrono::Utc::now().format("%Y-%m-%d %H:%M:%S UTC"),
+        command.first().map_or("", String::as_str)
+    );
+    let mut f = lock;
+    let written = f
+        .set_len(0)
+        .and_then(|()| f.rewind())
+        .and_then(|()| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        tracing::debug!("cannot write the lock's holder: {e}");
     }
 }

@@ -1462,3 +1462,60 @@ async fn a_project_the_service_does_not_know_costs_one_request_then_waits_for_a_
     assert_eq!(third.status.code(), Some(1));
     assert_eq!(typo(&live), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_beside_a_daemon_names_the_holder_at_once_and_a_dry_run_needs_no_lock() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let cfg = TestConfig::new(&live.server.base_url(), &out).write(&dir.path().join("c.toml"));
+    let range = ["backfill", "--from", "2026-03-10", "--to", "2026-03-10"];
+    // A first run writes the holder's line into the lock file, and leaves it free.
+    assert!(docpipe(&cfg, &range, None).status.success());
+    let line = std::fs::read_to_string(out.join(".lock")).unwrap();
+    assert!(line.ends_with(" UTC (docpipe backfill)\n"), "{line}");
+    assert!(
+        line.split_once(" since ").unwrap().0.contains(':'),
+        "{line}"
+    );
+    // Another process holds it (as a daemon would).
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .open(out.join(".lock"))
+        .unwrap();
+    lock.try_lock().unwrap();
+    std::fs::write(
+        out.join(".lock"),
+        "host-a:4242 since 2026-11-25 01:00:00 UTC (docpipe run)\n",
+    )
+    .unwrap();
+    let busy = docpipe(&cfg, &range, None);
+    assert_eq!(busy.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&busy.stderr),
+        format!(
+            "error: output folder {}: another docpipe is exporting to it (host-a:4242 since 2026-11-25 01:00:00 UTC (docpipe run)); not waited: let the daemon fetch a range with `docpipe backfill --queue`, stop the other docpipe, or wait with --wait-lock 30m\n",
+            out.display()
+        )
+    );
+    let mut waiting = range.to_vec();
+    waiting.extend(["--wait-lock", "1s"]);
+    let busy = docpipe(&cfg, &waiting, None);
+    assert!(
+        String::from_utf8_lossy(&busy.stderr).contains("(docpipe run)); waited 1s: "),
+        "{}",
+        String::from_utf8_lossy(&busy.stderr)
+    );
+    // A dry run and status read beside it.
+    let mut dry = range.to_vec();
+    dry.push("--dry-run");
+    let planned = docpipe(&cfg, &dry, None);
+    assert!(
+        planned.status.success(),
+        "{}",
+        String::from_utf8_lossy(&planned.stderr)
+    );
+    assert!(String::from_utf8_lossy(&planned.stdout).contains("dry run: nothing sent"));
+    assert!(docpipe(&cfg, &["status"], None).status.success());
+    drop(lock);
+}
