@@ -65,6 +65,30 @@ pub struct RawConfig {
     pub state: RawState,
 }
 
+impl RawConfig {
+    /// Makes the file's relative paths relative to `dir` (its folder): the output folder (not
+    /// a URL), the state folder, the rules folder and a `budget_db` file.
+    pub fn rebase(&mut self, dir: &Path) {
+        let join = |p: &Path| {
+            if p.is_relative() {
+                dir.join(p)
+            } else {
+                p.to_path_buf()
+            }
+        };
+        if !self.export.output_dir.to_string_lossy().contains("://") {
+            self.export.output_dir = join(&self.export.output_dir);
+        }
+        self.export.state_dir = self.export.state_dir.as_deref().map(join);
+        self.rules.dir = join(&self.rules.dir);
+        if let Some(file) = &self.service.budget_db
+            && !crate::store::pg::is_url(file)
+        {
+            self.service.budget_db = Some(join(Path::new(file)).display().to_string());
+        }
+    }
+}
+
 /// `[state]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -992,6 +1016,14 @@ impl Settings {
             source,
         })?;
         let mut raw = RawConfig::parse(&text, &origin)?;
+        // The file's paths are relative to its folder (whatever folder docpipe runs in); the
+        // flags' paths, applied after, to the working directory.
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        let dir = dir.unwrap_or(Path::new("."));
+        let dir = std::fs::canonicalize(dir)
+            .or_else(|_| std::path::absolute(dir))
+            .unwrap_or_default();
+        raw.rebase(&dir);
         overrides.apply(&mut raw.export);
         raw.validate(&origin)
     }

@@ -155,6 +155,23 @@ impl Context {
             Access::Shared => Folder::open_shared(&out, state),
         }
         .map_err(folder_error)?;
+        if access != Access::Shared {
+            // Where everything is, absolute: a relative path never surprises in a log.
+            let abs = |p: &Path| {
+                std::fs::canonicalize(p)
+                    .or_else(|_| std::path::absolute(p))
+                    .unwrap_or_else(|_| p.to_path_buf())
+            };
+            tracing::info!(
+                version = env!("CARGO_PKG_VERSION"),
+                config = %abs(Path::new(&settings.origin)).display(),
+                output = %settings.output.as_ref().map_or_else(|| abs(&out).display().to_string(), ToString::to_string),
+                state = %folder.store().sql().name(),
+                rules = %abs(&settings.rules_dir).display(),
+                "docpipe {}",
+                env!("CARGO_PKG_VERSION")
+            );
+        }
         let budget: Arc<dyn Budget> = match &settings.budget_db {
             BudgetDb::Postgres(_) => Arc::new(PgBudget::new(
                 shared.expect("opened above for a PostgreSQL budget_db"),

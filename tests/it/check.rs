@@ -157,7 +157,13 @@ async fn a_wrong_key_an_unknown_project_a_dataset_the_plan_lacks_and_a_broken_ru
             "gamma    assistant         works: 6 rows on 2026-03-14",
             "gamma    threads           works: a thread of 6 messages",
             "nw-apii  page_views        PROBLEM: project 'nw-apii' is unknown to the service (404: Project not found)",
-            "-        rules             PROBLEM: jobs/broken.toml: project nope is not configured (configured: alpha, beta, gamma, nw-apii)",
+            &format!(
+                "-        rules             PROBLEM: {}: project nope is not configured (configured: alpha, beta, gamma, nw-apii)",
+                std::fs::canonicalize(dir.path())
+                    .unwrap()
+                    .join("jobs/broken.toml")
+                    .display()
+            ),
             "alpha    job job_ok        not sent: the key of organization org-a was refused",
             "error: 4 of 15 checks found a problem (6 requests sent)",
         ]

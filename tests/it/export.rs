@@ -1519,3 +1519,53 @@ async fn a_command_beside_a_daemon_names_the_holder_at_once_and_a_dry_run_needs_
     assert!(docpipe(&cfg, &["status"], None).status.success());
     drop(lock);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_configs_paths_are_relative_to_its_folder_and_the_first_line_names_them() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("conf");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let text = TestConfig::new(&live.server.base_url(), Path::new("out"))
+        .toml()
+        .replace("[export]", "[rules]\ndir = \"rules\"\n[export]");
+    std::fs::write(conf.join("docpipe.toml"), text).unwrap();
+    // Run from another folder, naming the config by a relative path.
+    let run = Command::new(env!("CARGO_BIN_EXE_docpipe"))
+        .current_dir(&elsewhere)
+        .args([
+            "--config",
+            "../conf/docpipe.toml",
+            "backfill",
+            "--from",
+            "2026-03-10",
+            "--to",
+            "2026-03-10",
+            "--project",
+            "alpha",
+        ])
+        .env("DOCPIPE_IT_ADMIN_A", ADMIN_A)
+        .env("DOCPIPE_IT_ADMIN_B", ADMIN_B)
+        .env("RUST_LOG", "docpipe=info")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        conf.join("out/page_views/project=alpha/date=2026-03-10")
+            .is_dir()
+    );
+    assert!(!elsewhere.join("out").exists());
+    let first = stderr.lines().next().unwrap();
+    let conf = std::fs::canonicalize(&conf).unwrap();
+    for field in [
+        format!("config={}", conf.join("docpipe.toml").display()),
+        format!("output={}", conf.join("out").display()),
+        format!("rules={}", conf.join("rules").display()),
+        format!("version=\"{}\"", env!("CARGO_PKG_VERSION")),
+    ] {
+        assert!(first.contains(&field), "{field} not in {first}");
+    }
+}
