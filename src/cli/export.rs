@@ -162,8 +162,10 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let after = after_export(&ctx, settings, &args.projects).await;
     // What was written goes to the output, whatever came after the export.
     push(&ctx).await?;
-    after?;
-    outcome(&summary)
+    // Failed windows are the run's error: a later step's (no data to aggregate after they
+    // failed) would only contradict it.
+    outcome(&summary)?;
+    after
 }
 
 /// The trends and the unscheduled rules after an export.

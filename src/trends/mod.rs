@@ -758,7 +758,11 @@ pub(crate) fn pct(share: Option<f64>) -> String {
 pub fn describe(summaries: &[ProjectSummary]) -> String {
     let mut out = String::from("trends: last 7 days against the 7 before\n");
     for s in summaries {
-        let change = if s.total.1 > 0 {
+        // A change only between two complete weeks (a first run's week of one day against
+        // nothing says nothing).
+        let change = if !s.missing_days.is_empty() {
+            "no change: the two weeks are not both exported".to_string()
+        } else if s.total.1 > 0 {
             format!(
                 "{:+.1}%",
                 (s.total.0 as f64 / s.total.1 as f64 - 1.0) * 100.0

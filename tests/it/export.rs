@@ -1569,3 +1569,24 @@ async fn the_configs_paths_are_relative_to_its_folder_and_the_first_line_names_t
         assert!(first.contains(&field), "{field} not in {first}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_whose_windows_all_failed_ends_on_that_not_on_missing_trends() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = TestConfig::new(&live.server.base_url(), &dir.path().join("out"))
+        .write(&dir.path().join("c.toml"));
+    let run = docpipe_command(&cfg, &["export"])
+        .env("DOCPIPE_IT_ADMIN_A", "mint_test_wrong_a")
+        .env("DOCPIPE_IT_ADMIN_B", "mint_test_wrong_b")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("no exported data"), "{stderr}");
+    let last = stderr.lines().last().unwrap();
+    assert!(
+        last.starts_with("error: ") && last.ends_with(" windows failed; run again to retry them"),
+        "{stderr}"
+    );
+}

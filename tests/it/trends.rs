@@ -207,6 +207,14 @@ async fn daily_weekly_and_summary_equal_an_independent_computation() {
         text.contains(", 4 provisional days, not exported: 2026-03-05\n"),
         "{text}"
     );
+    // A week with a day missing gives no week-on-week change.
+    assert!(
+        text.contains(&format!(
+            "  alpha (to 2026-03-15): {} views (no change: the two weeks are not both exported), AI share",
+            now.0
+        )),
+        "{text}"
+    );
 }
 
 #[tokio::test]
