@@ -6,6 +6,7 @@ pub mod check;
 pub mod demo;
 pub mod emulate;
 pub mod export;
+pub mod init;
 pub mod progress;
 pub mod rules;
 pub mod run;
@@ -77,6 +78,8 @@ pub enum Command {
     Run(run::Args),
     /// Agent-job follow-ups from rule files: `rules check` shows, `rules run` sends.
     Rules(rules::Args),
+    /// Write a first config for your organization and projects, and an example rule.
+    Init(init::Args),
     /// Prove the set-up against the service with the fewest requests (one per dataset).
     Check(check::Args),
     /// Check the config and the rule files without sending anything.
@@ -102,6 +105,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Trends(args) => trends::run(args, &load(&cli.config)?).await,
         Command::Run(args) => run::run(args, &load(&cli.config)?).await,
         Command::Rules(args) => rules::run(args, &load(&cli.config)?).await,
+        Command::Init(args) => init::run(args, &cli.config),
         Command::Check(args) => check::run(args, &load(&cli.config)?).await,
         Command::Validate(args) => rules::validate(args, &load(&cli.config)?).await,
         Command::Status(args) => status::run(args, &load(&cli.config)?).await,

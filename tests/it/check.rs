@@ -170,3 +170,80 @@ async fn a_wrong_key_an_unknown_project_a_dataset_the_plan_lacks_and_a_broken_ru
     );
     assert_eq!(sent(&live), 6);
 }
+
+#[test]
+fn init_writes_a_config_that_loads_and_a_rule_that_validates_and_never_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("first/docpipe.toml");
+    let init = |extra: &[&str]| {
+        let mut args = vec![
+            "init",
+            "--org",
+            "acme",
+            "--project",
+            "acme-docs",
+            "--project",
+            "acme-api",
+        ];
+        args.extend(extra);
+        std::process::Command::new(env!("CARGO_BIN_EXE_docpipe"))
+            .arg("--config")
+            .arg(&cfg)
+            .args(&args)
+            .env("DOCPIPE_ACME_ADMIN_KEY", "mint_secret_never_written")
+            .output()
+            .unwrap()
+    };
+    let first = init(&[]);
+    assert!(first.status.success(), "{}", text(&first));
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        stdout.contains("export DOCPIPE_ACME_ADMIN_KEY=mint_..."),
+        "{stdout}"
+    );
+    assert!(stdout.contains(" check "), "{stdout}");
+    assert!(
+        stdout.contains(" backfill --from <first day> --queue "),
+        "{stdout}"
+    );
+    let settings = docpipe::config::Settings::load(&cfg).unwrap();
+    assert_eq!(settings.project_ids(), ["acme-docs", "acme-api"]);
+    assert_eq!(settings.base_url, "https://api.mintlify.com");
+    assert_eq!(
+        settings.organizations[0].admin_key_env.as_deref(),
+        Some("DOCPIPE_ACME_ADMIN_KEY")
+    );
+    assert_eq!(settings.output_dir, dir.path().join("first/docpipe-data"));
+    for f in files_below(dir.path()) {
+        let body = std::fs::read_to_string(dir.path().join(&f)).unwrap();
+        assert!(
+            !body.contains("mint_secret_never_written"),
+            "{}",
+            f.display()
+        );
+    }
+    // The example rule is valid against the config.
+    let validate = docpipe_command(&cfg, &["validate"])
+        .env("DOCPIPE_ACME_ADMIN_KEY", "mint_x")
+        .output()
+        .unwrap();
+    assert!(validate.status.success(), "{}", text(&validate));
+    assert!(
+        text(&validate).contains("1 rules, all valid"),
+        "{}",
+        text(&validate)
+    );
+    // A second init does not overwrite; bad ids are refused before anything is written.
+    let again = init(&[]);
+    assert_eq!(again.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&again.stderr),
+        format!(
+            "error: {} exists: pass --force to overwrite it, or --config another path\n",
+            cfg.display()
+        )
+    );
+    let bad = init(&["--force", "--key-env", "lower case"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad).contains("--key-env \"lower case\" is not an environment variable name"));
+}
