@@ -149,6 +149,30 @@ fn page_view_line(
     Ok(())
 }
 
+/// The runs of days from `first` to the last of `known` (sorted) that `known` lacks, as
+/// (first, last) inclusive.
+fn holes(known: &[NaiveDate], first: NaiveDate) -> Vec<(NaiveDate, NaiveDate)> {
+    let Some(&last) = known.last() else {
+        return Vec::new();
+    };
+    let have: std::collections::HashSet<&NaiveDate> = known.iter().collect();
+    let mut out: Vec<(NaiveDate, NaiveDate)> = Vec::new();
+    let mut d = first;
+    while d < last {
+        if !have.contains(&d) {
+            match out.last_mut() {
+                Some((_, b)) if b.succ_opt() == Some(d) => *b = d,
+                _ => out.push((d, d)),
+            }
+        }
+        d = match d.succ_opt() {
+            Some(n) => n,
+            None => break,
+        };
+    }
+    out
+}
+
 /// A dataset's line beside page views: its days, or its span's reach, or its threads.
 fn dataset_line(
     ctx: &Context,
@@ -170,12 +194,30 @@ fn dataset_line(
     let written = state.windows(name, &p.id)?;
     let mut known: Vec<NaiveDate> = written.keys().copied().collect();
     known.sort();
+    // Days from the project's first one to the last covered that nothing covers.
+    let first = p.first_day(ctx.settings.today(now));
+    let gaps = holes(&known, first);
+    let gaps = if gaps.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; not covered: {} (`export` fills them)",
+            gaps.iter()
+                .map(|(a, b)| if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}..{b}")
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     let line = match shape.windowing {
         crate::dataset::Windowing::Daily => {
             let provisional = written.values().filter(|w| !w.is_final).count();
             match (known.first(), known.last()) {
                 (Some(a), Some(b)) => format!(
-                    "{} days ({a}..{b}), {provisional} provisional; `export` would fetch {} days",
+                    "{} days ({a}..{b}), {provisional} provisional{gaps}; `export` would fetch {} days",
                     known.len(),
                     due.len()
                 ),
@@ -199,12 +241,16 @@ fn dataset_line(
             } else {
                 walks
             };
-            match state.span_through(name, &p.id)? {
-                Some(t) => format!(
+            match (state.span_through(name, &p.id)?, known.first()) {
+                (Some(t), Some(a)) => format!(
+                    "covered {a}..{}{gaps}; `export` would walk {walks}",
+                    t.pred_opt().unwrap_or(t)
+                ),
+                (Some(t), None) => format!(
                     "fetched through {}; `export` would walk {walks}",
                     t.pred_opt().unwrap_or(t)
                 ),
-                None => format!("nothing exported; `export` would walk {walks}"),
+                (None, _) => format!("nothing exported; `export` would walk {walks}"),
             }
         }
         crate::dataset::Windowing::OnDemand => {
@@ -403,4 +449,30 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         describe(settings, clock::system(), args.firings).await?
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holes_are_the_runs_of_days_missing_before_the_last_one_covered() {
+        let d = |s: &str| s.parse::<NaiveDate>().unwrap();
+        let known = [
+            d("2026-03-03"),
+            d("2026-03-04"),
+            d("2026-03-07"),
+            d("2026-03-09"),
+        ];
+        assert_eq!(
+            holes(&known, d("2026-03-01")),
+            [
+                (d("2026-03-01"), d("2026-03-02")),
+                (d("2026-03-05"), d("2026-03-06")),
+                (d("2026-03-08"), d("2026-03-08"))
+            ]
+        );
+        assert_eq!(holes(&known, d("2026-03-10")), []);
+        assert_eq!(holes(&[], d("2026-03-01")), []);
+    }
 }

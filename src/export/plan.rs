@@ -206,9 +206,18 @@ impl Exporter {
                 (w, purpose, full, recent)
             }
             None => {
+                let mut stop = end;
                 let (start, purpose, full) = match (t.start, through) {
                     // A backfill's range, or a first walk: walked whole.
                     (None, _) | (_, None) => (from, Purpose::Backfill, true),
+                    // Days since the project's first day that no walk covered (a backfill
+                    // that began later than `start_date`): walked first, as a backfill.
+                    (Some(_), Some(th))
+                        if let Some((a, b)) = self.span_hole(shape, t, from, th)? =>
+                    {
+                        stop = b;
+                        (a, Purpose::Backfill, false)
+                    }
                     (Some(_), Some(th)) => {
                         let full_due = recheck > recent_days
                             && (self.refresh || Policy::is_due(policy.full, look.full_at, now));
@@ -229,9 +238,9 @@ impl Exporter {
                     dataset: shape.name,
                     project: t.project.clone(),
                     from: start.min(to),
-                    to: end,
+                    to: stop,
                 };
-                (w, purpose, full, to_today)
+                (w, purpose, full, to_today && stop == end)
             }
         };
         let (stored_pages, _) = self.state().progress(&walk)?;
@@ -264,6 +273,32 @@ impl Exporter {
                 chrono::Duration::zero()
             },
         }))
+    }
+}
+
+impl Exporter {
+    /// The first run of days from `from` to `through` (the last day a walk reached) that no
+    /// walk of a span dataset covered: `(first, the day after the last)`.
+    fn span_hole(
+        &self,
+        shape: &Shape,
+        t: &Target,
+        from: NaiveDate,
+        through: NaiveDate,
+    ) -> Result<Option<(NaiveDate, NaiveDate)>, ExportError> {
+        let covered = self.state().windows(shape.name, &t.project)?;
+        let mut d = from;
+        while d < through {
+            if !covered.contains_key(&d) {
+                let mut e = d;
+                while e < through && !covered.contains_key(&e) {
+                    e = e.succ_opt().unwrap_or(through);
+                }
+                return Ok(Some((d, e)));
+            }
+            d = d.succ_opt().unwrap_or(through);
+        }
+        Ok(None)
     }
 }
 

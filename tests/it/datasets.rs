@@ -783,10 +783,12 @@ async fn killed_at_random_moments_a_backfill_of_every_dataset_resumes_to_the_sam
         [
             format!("  visitors: {}", daily.replace("2 days", "3 days")),
             format!("  searches: {}", daily.replace("2 days", "3 days")),
-            format!("  feedback: fetched through 2026-03-10; `export` would walk {start}..{today}"),
+            format!(
+                "  feedback: covered 2026-03-08..2026-03-10; `export` would walk {start}..{today}"
+            ),
             format!("  feedback_by_page: {}", daily.replace("2 days", "3 days")),
             format!(
-                "  assistant: fetched through 2026-03-10; `export` would walk {start}..{today}"
+                "  assistant: covered 2026-03-08..2026-03-10; `export` would walk {start}..{today}"
             ),
             format!("  caller_stats: {}", daily.replace("2 days", "3 days")),
         ],
@@ -1075,4 +1077,72 @@ async fn every_dataset_as_days_west_of_utc_across_a_clock_change_equals_the_trut
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_dataset_as_days_east_of_utc_equals_the_truth() {
     local_days_equal_the_truth(chrono_tz::Asia::Tokyo, "2026-03-09", "2026-03-11").await;
+}
+
+#[tokio::test]
+async fn a_span_begun_by_a_later_backfill_has_its_hole_filled_from_the_first_day() {
+    let live = Live::start_frozen(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let exporter = docpipe::export::Exporter::open(&out, live.clock.clone(), 3)
+        .await
+        .unwrap();
+    let mut t = targets(&live, open_limits());
+    t.truncate(1);
+    t[0].datasets = vec!["feedback", "assistant"];
+    // A backfill of the last 6 days only.
+    t[0].start = None;
+    let plan = exporter
+        .plan(&t, day("2026-03-10"), day("2026-03-15"))
+        .unwrap();
+    assert!(exporter.run(&t, &plan).await.failed.is_empty());
+    // Then the export from the project's first day: the days before the backfill are a hole,
+    // walked first, as a backfill.
+    t[0].start = Some(day("2026-03-01"));
+    let plan = exporter
+        .plan(&t, day("2026-03-01"), day("2026-03-15"))
+        .unwrap();
+    let holes: Vec<_> = plan
+        .due
+        .iter()
+        .map(|d| (d.dataset(), d.day, d.to))
+        .collect();
+    assert_eq!(
+        holes,
+        [
+            ("feedback", day("2026-03-01"), day("2026-03-10")),
+            ("assistant", day("2026-03-01"), day("2026-03-10"))
+        ]
+    );
+    let s = exporter.run(&t, &plan).await;
+    assert!(s.failed.is_empty(), "{:?}", s.failed);
+    // Every day from the first is covered now, and written.
+    let conn = rusqlite::Connection::open(out.join("state.sqlite")).unwrap();
+    for dataset in ["feedback", "assistant"] {
+        let days: i64 = conn
+            .query_row(
+                "SELECT COUNT(DISTINCT day) FROM windows WHERE dataset = ?1 AND project = 'alpha' AND day >= '2026-03-01'",
+                [dataset],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(days, 15, "{dataset}");
+    }
+    assert!(out.join("feedback/project=alpha/date=2026-03-02").is_dir());
+    assert!(
+        out.join("assistant_turns/project=alpha/date=2026-03-02")
+            .is_dir()
+    );
+    // And nothing is a hole any more: the next plan walks the recent days only.
+    let plan = exporter
+        .plan(&t, day("2026-03-01"), day("2026-03-15"))
+        .unwrap();
+    assert!(
+        plan.due.iter().all(|d| d.day >= day("2026-03-14")),
+        "{:?}",
+        plan.due
+            .iter()
+            .map(|d| (d.dataset(), d.day))
+            .collect::<Vec<_>>()
+    );
 }
