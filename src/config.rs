@@ -861,6 +861,29 @@ impl RawDaemon {
 
 /// A TOML error's message with the line it is on and the field it names: `line 5 ([service]
 /// timeout_secs): invalid type: ...`.
+/// For "unknown field `x`, expected one of `a`, `b`": " (did you mean `a`?)" when one of them
+/// is a likely typo of `x`.
+fn did_you_mean(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return String::new();
+    };
+    let Some((field, expected)) = rest.split_once('`') else {
+        return String::new();
+    };
+    let best = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|c| (strsim::damerau_levenshtein(field, c), c))
+        .min();
+    match best {
+        Some((d, c)) if d <= (field.chars().count() / 3).max(2) => {
+            format!(" (did you mean `{c}`?)")
+        }
+        _ => String::new(),
+    }
+}
+
 fn locate(text: &str, span: Option<std::ops::Range<usize>>, message: &str) -> String {
     let Some(span) = span else {
         return message.to_string();
@@ -881,9 +904,9 @@ fn locate(text: &str, span: Option<std::ops::Range<usize>>, message: &str) -> St
         .map(|(k, _)| k.trim())
         .filter(|k| !k.is_empty() && !k.starts_with('['));
     let hint = if message.contains("datetime") || message.contains("date string") {
-        " (write dates in quotes: start_date = \"2026-01-01\")"
+        " (write dates in quotes: start_date = \"2026-01-01\")".to_string()
     } else {
-        ""
+        did_you_mean(message)
     };
     match field {
         Some(f) => format!("line {line_no} ({table}{f}): {message}{hint}"),
@@ -1162,6 +1185,21 @@ mod tests {
 
     fn parse_error(text: &str) -> String {
         RawConfig::parse(text, "t.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn an_unknown_field_suggests_the_field_it_likely_meant() {
+        assert_eq!(
+            did_you_mean(
+                "unknown field `lookback_dayz`, expected one of `output_dir`, `lookback_days`"
+            ),
+            " (did you mean `lookback_days`?)"
+        );
+        assert_eq!(
+            did_you_mean("unknown field `colour`, expected `dir` or `after_export`"),
+            ""
+        );
+        assert_eq!(did_you_mean("duplicate key"), "");
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod common;
 mod daemon;
 mod daemon_work;
 mod datasets;
+mod docs;
 mod emulator;
 mod export;
 mod gaps;
