@@ -49,13 +49,16 @@ impl std::fmt::Display for Operation {
 pub enum ErrorKind {
     /// 401 (or no key to send).
     #[error(
-        "the service refused the {key} key of organization {organization} ({message}); check the key in its environment variable"
+        "the service refused the {key} key of organization {organization} ({message}); check the key in {source_name}"
     )]
     BadKey {
         /// `admin` or `assistant`.
         key: &'static str,
-        /// The organization whose key it is.
-        organization: String,
+        /// The organization whose key it is (boxed, as the next: the errors stay small).
+        organization: Box<str>,
+        /// Where the key came from: its environment variable's name (or "its environment
+        /// variable" when none was read).
+        source_name: Box<str>,
         /// `401: ` and the service's words, or why nothing was sent.
         message: String,
     },

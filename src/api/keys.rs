@@ -59,9 +59,16 @@ macro_rules! key_type {
         pub struct $name {
             secret: String,
             prefix: String,
+            /// Where it came from (an environment variable's name), for messages.
+            source: String,
         }
 
         impl $name {
+            /// Where it came from: the environment variable (or what the caller named).
+            pub fn source(&self) -> &str {
+                &self.source
+            }
+
             /// The header value `Bearer <key>`.
             pub(crate) fn bearer(&self) -> String {
                 format!("Bearer {}", self.secret)
@@ -129,7 +136,11 @@ impl AdminKey {
             expected,
             source_name,
         )?;
-        Ok(Self { secret, prefix })
+        Ok(Self {
+            secret,
+            prefix,
+            source: source_name.to_string(),
+        })
     }
 
     /// Reads an admin key from an environment variable.
@@ -150,7 +161,11 @@ impl AssistantKey {
             want.clone(),
             source_name,
         )?;
-        Ok(Self { secret, prefix })
+        Ok(Self {
+            secret,
+            prefix,
+            source: source_name.to_string(),
+        })
     }
 
     /// Reads an assistant key from an environment variable.

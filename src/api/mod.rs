@@ -251,7 +251,12 @@ impl Client {
             call,
             ErrorKind::BadKey {
                 key: if call.admin { "admin" } else { "assistant" },
-                organization: self.organization.clone(),
+                organization: self.organization.as_str().into(),
+                source_name: match (call.admin, &self.admin, &self.assistant) {
+                    (true, Some(k), _) => k.source().into(),
+                    (false, _, Some(k)) => k.source().into(),
+                    _ => "its environment variable".into(),
+                },
                 message,
             },
         )

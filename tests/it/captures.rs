@@ -200,7 +200,7 @@ async fn each_error_body_is_shown_in_the_services_words() {
     let cases = [
         (
             "views-401",
-            "the service refused the admin key of organization org-a (401: Unauthorized); check the key in its environment variable",
+            "the service refused the admin key of organization org-a (401: Unauthorized); check the key in DOCPIPE_IT_ADMIN_A",
         ),
         (
             "views-404",

@@ -144,7 +144,7 @@ async fn a_wrong_key_an_unknown_project_a_dataset_the_plan_lacks_and_a_broken_ru
         table,
         [
             "PROJECT  DATASET           RESULT",
-            "alpha    page_views        PROBLEM: the service refused the admin key of organization org-a (401: Invalid API key); check the key in its environment variable",
+            "alpha    page_views        PROBLEM: the service refused the admin key of organization org-a (401: Invalid API key); check the key in DOCPIPE_IT_WRONG_KEY",
             "alpha    visitors          not sent: the key of organization org-a was refused",
             "alpha    searches          not sent: the key of organization org-a was refused",
             "alpha    feedback          not sent: the key of organization org-a was refused",

@@ -181,7 +181,7 @@ async fn each_error_class_names_the_operation_and_target() {
         .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "page views for project alpha (2026-03-10 to 2026-03-11): the service refused the admin key of organization org-a (401: Invalid API key); check the key in its environment variable"
+        "page views for project alpha (2026-03-10 to 2026-03-11): the service refused the admin key of organization org-a (401: Invalid API key); check the key in test"
     );
     let client = live.client(Some(ADMIN_A), None, open_limits());
     let e = client
