@@ -259,6 +259,22 @@ async fn a_second_daemon_waiting_for_the_lock_stops_on_sigterm_and_sighup_is_ign
         .unwrap();
     assert_eq!(health.status(), 200);
     assert_eq!(health.text().await.unwrap(), "ok\n");
+    // An `export` beside it answers at once, naming the daemon (its pid) and the ways out;
+    // its dry run needs no lock.
+    let beside = docpipe(&cfg, &["export"], None);
+    let stderr = String::from_utf8_lossy(&beside.stderr);
+    assert_eq!(beside.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(":{} since ", first.child.id()))
+            && stderr.contains(" UTC (docpipe run)); not waited: let the daemon fetch a range with `docpipe backfill --queue`"),
+        "{stderr}"
+    );
+    let dry = docpipe(&cfg, &["export", "--dry-run"], None);
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
     // The second one waits for the folder's lock, and a SIGTERM ends the wait.
     let second = Daemon::start(&cfg);
     second
