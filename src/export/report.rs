@@ -162,7 +162,23 @@ pub fn describe_summary(s: &Summary) -> String {
     for (cause, windows) in causes {
         match windows.as_slice() {
             [f] => out += &format!("  failed {} {}: {f}\n", f.project, f.day),
-            _ => out += &format!("  {} windows failed: {cause}\n", windows.len()),
+            _ => {
+                // Each project's own count: the cause names the first project it stopped.
+                let mut by_project: Vec<(&str, usize)> = Vec::new();
+                for f in &windows {
+                    match by_project.iter_mut().find(|(p, _)| *p == f.project) {
+                        Some((_, n)) => *n += 1,
+                        None => by_project.push((&f.project, 1)),
+                    }
+                }
+                let projects: Vec<String> =
+                    by_project.iter().map(|(p, n)| format!("{p} {n}")).collect();
+                out += &format!(
+                    "  {} windows failed ({}): {cause}\n",
+                    windows.len(),
+                    projects.join(", ")
+                );
+            }
         }
     }
     out

@@ -391,7 +391,9 @@ async fn a_rejected_key_is_reported_once_per_run_and_the_daemon_goes_on() {
     assert_eq!(seen.count(&[" ERROR ", rejected]), 2, "{:#?}", seen.lines());
     assert_eq!(seen.count(&[" WARN ", rejected]), 2, "{:#?}", seen.lines());
     assert_eq!(
-        seen.count(&["export:   12 windows failed: page views for project alpha"]),
+        seen.count(&[
+            "export:   12 windows failed (alpha 6, beta 6): page views for project alpha"
+        ]),
         2
     );
     assert_eq!(

@@ -1052,7 +1052,8 @@ async fn a_storage_failure_stops_the_sending_at_once_with_one_line_and_exit_code
     assert_eq!(failed.len(), 1, "{stdout}");
     let (n, cause) = failed[0]
         .trim()
-        .split_once(" windows failed: ")
+        .split_once(" windows failed (")
+        .and_then(|(n, rest)| Some((n, rest.split_once("): ")?.1)))
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(
         cause.contains(&format!(
