@@ -3,7 +3,7 @@
 use crate::api::{Limits, RetryPolicy};
 use chrono::NaiveDate;
 use serde::Deserialize;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -562,6 +562,8 @@ impl Project {
 pub struct Settings {
     /// Where the settings came from.
     pub origin: String,
+    /// The line of each project's `id` in the file (for messages that send the user there).
+    pub project_lines: BTreeMap<String, usize>,
     /// Where every response is captured (`--record DIR` of a command; never from the file).
     pub record: Option<std::sync::Arc<crate::api::capture::Recorder>>,
     /// Base address.
@@ -861,6 +863,25 @@ impl RawDaemon {
 
 /// A TOML error's message with the line it is on and the field it names: `line 5 ([service]
 /// timeout_secs): invalid type: ...`.
+/// The line of each `id = "..."` under a `[[projects]]` header.
+fn project_lines(text: &str) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    let mut in_project = false;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            in_project = t.starts_with("[[projects]]");
+        } else if in_project
+            && let Some((k, v)) = t.split_once('=')
+            && k.trim() == "id"
+        {
+            let v = v.split('#').next().unwrap_or("").trim().trim_matches('"');
+            out.entry(v.to_string()).or_insert(i + 1);
+        }
+    }
+    out
+}
+
 /// For "unknown field `x`, expected one of `a`, `b`": " (did you mean `a`?)" when one of them
 /// is a likely typo of `x`.
 fn did_you_mean(message: &str) -> String {
@@ -977,6 +998,7 @@ impl RawConfig {
             });
         }
         Ok(Settings {
+            project_lines: BTreeMap::new(),
             origin: origin.to_string(),
             record: None,
             base_url: s.base_url.trim_end_matches('/').to_string(),
@@ -1048,7 +1070,9 @@ impl Settings {
             .unwrap_or_default();
         raw.rebase(&dir);
         overrides.apply(&mut raw.export);
-        raw.validate(&origin)
+        let mut settings = raw.validate(&origin)?;
+        settings.project_lines = project_lines(&text);
+        Ok(settings)
     }
 
     /// The output's name: its URL, or the output folder.

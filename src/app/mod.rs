@@ -323,6 +323,13 @@ impl Context {
             self.settings.timezone,
         )
         .with_records(self.record_settings())
+        .with_origins(
+            self.settings
+                .project_lines
+                .iter()
+                .map(|(p, line)| (p.clone(), format!("{} line {line}", self.settings.origin)))
+                .collect(),
+        )
         .with_freshness(self.settings.freshness.clone())
         .with_events(self.events.clone())
         .with_lease(

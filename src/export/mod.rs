@@ -220,8 +220,8 @@ pub struct Plan {
     /// When it was made: a window another process did since is not walked again.
     pub made_at: DateTime<Utc>,
     /// Projects not planned: the service said it does not know them (see
-    /// [`Exporter::with_retry_unknown`]).
-    pub unknown: Vec<crate::store::unknown::UnknownProject>,
+    /// [`Exporter::with_retry_unknown`]); and where each is in the config.
+    pub unknown: Vec<(crate::store::unknown::UnknownProject, String)>,
 }
 
 impl Plan {
@@ -600,6 +600,8 @@ pub struct Exporter {
     freshness: Freshness,
     refresh: bool,
     retry_unknown: bool,
+    /// Where each project is in the config (`docpipe.toml line 12`), for messages.
+    origins: HashMap<String, String>,
     /// This process's name on its window claims.
     holder: String,
     /// How long a window claim lasts without renewal.
@@ -640,6 +642,7 @@ impl Exporter {
             freshness: Freshness::default(),
             refresh: false,
             retry_unknown: false,
+            origins: HashMap::new(),
             holder: crate::store::daemons::this_process(),
             lease: chrono::Duration::minutes(2),
         }
@@ -736,6 +739,20 @@ impl Exporter {
     pub fn with_freshness(mut self, freshness: Freshness) -> Self {
         self.freshness = freshness;
         self
+    }
+
+    /// Where each project is in the config (`docpipe.toml line 12`), named in messages about it.
+    pub fn with_origins(mut self, origins: HashMap<String, String>) -> Self {
+        self.origins = origins;
+        self
+    }
+
+    /// Where `project` is in the config, or "the config".
+    pub(crate) fn origin(&self, project: &str) -> String {
+        self.origins
+            .get(project)
+            .cloned()
+            .unwrap_or_else(|| "the config".to_string())
     }
 
     /// Plans the projects the service said it does not know again (by default they are left
@@ -1016,6 +1033,11 @@ impl Exporter {
                         if let Err(e) = self.state().mark_unknown(&unknown) {
                             tracing::warn!(project, "cannot record the unknown project: {e}");
                         }
+                        tracing::error!(
+                            project,
+                            "project '{project}' is unknown to the service: fix its id in {}; later runs leave it out until then (or --retry-unknown)",
+                            self.origin(project)
+                        );
                         Some(Scope::Project(project.to_string()))
                     }
                     crate::api::ErrorKind::Forbidden { .. } => {

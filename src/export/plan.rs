@@ -34,7 +34,7 @@ impl Exporter {
                     .iter()
                     .find(|u| u.project == t.project && u.base_url == t.client.settings().base_url)
             {
-                plan.unknown.push(u.clone());
+                plan.unknown.push((u.clone(), self.origin(&t.project)));
                 continue;
             }
             let from = t.start.unwrap_or(from);

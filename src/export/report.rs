@@ -24,12 +24,13 @@ pub fn describe_plan(plan: &Plan) -> String {
         plan.fresh,
         plan.expected_requests
     );
-    for u in &plan.unknown {
+    for (u, origin) in &plan.unknown {
         out += &format!(
-            "  {}: not planned: the service said it does not know this project ({}, {}); fix its id in the config, or pass --retry-unknown\n",
+            "  {}: not planned: the service said it does not know this project ({}, {}); fix its id in {}, or pass --retry-unknown\n",
             u.project,
             crate::text::one_line(&u.message),
-            u.at.format("%Y-%m-%d %H:%M UTC")
+            u.at.format("%Y-%m-%d %H:%M UTC"),
+            origin
         );
     }
     if plan.deferred > 0 {

@@ -1433,17 +1433,39 @@ async fn a_project_the_service_does_not_know_costs_one_request_then_waits_for_a_
             .map(|s| s.by_project.get("nw-apii").copied().unwrap_or(0))
             .sum()
     };
+    let line = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .lines()
+        .position(|l| l == "id = \"nw-apii\"")
+        .unwrap()
+        + 1;
+    let place = format!("{} line {line}", cfg.display());
     let first = docpipe(&cfg, &range, None);
     let out = String::from_utf8_lossy(&first.stdout);
     assert_eq!(first.status.code(), Some(1), "{out}");
-    // One request: the 404 stops the project for the run (its other windows are skipped).
+    // One request: the 404 stops the project for the run (its other windows are skipped),
+    // with one line sending the user to the config's line.
     assert_eq!(typo(&live), 1, "{out}");
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert_eq!(
+        stderr
+            .matches(&format!("project 'nw-apii' is unknown to the service: fix its id in {place}; later runs leave it out"))
+            .count(),
+        1,
+        "{stderr}"
+    );
     // The next run does not plan it, and says why.
     let second = docpipe(&cfg, &range, None);
     let out = String::from_utf8_lossy(&second.stdout);
     assert!(second.status.success(), "{out}");
     assert!(
         out.contains("  nw-apii: not planned: the service said it does not know this project (404: Project not found, "),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "); fix its id in {place}, or pass --retry-unknown\n"
+        )),
         "{out}"
     );
     assert_eq!(typo(&live), 1);
