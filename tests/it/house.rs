@@ -203,6 +203,28 @@ async fn a_folder_written_by_66ba354_opens_in_one_windows_table_and_goes_on_with
         kept += 1;
     }
     assert_eq!(kept, 72);
+    // Its spans are healed: with the project's first day before the backfill 66ba354 did,
+    // the days before it are a hole, planned first.
+    let mut from_first = targets.clone();
+    for t in &mut from_first {
+        t.start = Some(day("2026-03-05"));
+    }
+    let plan = exporter
+        .plan(&from_first, day("2026-03-05"), day("2026-03-11"))
+        .unwrap();
+    let holes: Vec<_> = plan
+        .due
+        .iter()
+        .filter(|d| d.is_span() && d.project == "alpha")
+        .map(|d| (d.dataset(), d.day, d.to))
+        .collect();
+    assert_eq!(
+        holes,
+        [
+            ("feedback", day("2026-03-05"), day("2026-03-08")),
+            ("assistant", day("2026-03-05"), day("2026-03-08"))
+        ]
+    );
     // Its site_totals without `unlisted` and the new day's with it read as one table.
     let tables = docpipe::trends::compute(&out, &docpipe::trends::Selection::default()).unwrap();
     assert_eq!(tables.daily.height(), 12, "3 projects, 4 days");
