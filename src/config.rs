@@ -937,10 +937,67 @@ fn locate(text: &str, span: Option<std::ops::Range<usize>>, message: &str) -> St
 
 impl RawConfig {
     /// Parses TOML text; `origin` names it in errors.
+    ///
+    /// Every error at once, in file order: after each one the line it names is set aside
+    /// (commented out, so that the lines keep their numbers) and the text read again.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let mut current = text.to_string();
+        let mut found: Vec<(usize, String)> = Vec::new();
+        let mut set_aside: Vec<String> = Vec::new();
+        let mut rest: Vec<String> = Vec::new();
+        for _ in 0..50 {
+            let e = match toml::from_str::<RawConfig>(&current) {
+                Ok(raw) if found.is_empty() => return Ok(raw),
+                // The rest of the file read: what does not fit together in it is said too.
+                Ok(raw) => {
+                    if let Err(ConfigError::Invalid { problems, .. }) = raw.validate(origin) {
+                        rest = problems;
+                    }
+                    break;
+                }
+                Err(e) => e,
+            };
+            let message = locate(&current, e.span(), e.message().trim());
+            // A field missing because its wrong line was set aside is not a new problem.
+            let consequence = e
+                .message()
+                .strip_prefix("missing field `")
+                .is_some_and(|rest| {
+                    set_aside
+                        .iter()
+                        .any(|f| rest.split('`').next() == Some(f.as_str()))
+                });
+            if consequence || found.iter().any(|(_, m)| *m == message) {
+                break;
+            }
+            let Some(span) = e.span() else {
+                found.push((usize::MAX, message));
+                break;
+            };
+            let line = current[..span.start.min(current.len())]
+                .matches('\n')
+                .count();
+            found.push((line, message));
+            let mut lines: Vec<String> = current.lines().map(str::to_string).collect();
+            let Some(l) = lines.get_mut(line) else { break };
+            if l.trim_start().starts_with('#') {
+                break;
+            }
+            if let Some((k, _)) = l.split_once('=') {
+                set_aside.push(k.trim().to_string());
+            }
+            *l = format!("#{l}");
+            current = lines.join("\n");
+        }
+        found.sort_by_key(|(line, _)| *line);
+        Err(ConfigError::Parse {
             path: origin.to_string(),
-            message: locate(text, e.span(), e.message().trim()),
+            message: found
+                .into_iter()
+                .map(|(_, m)| m)
+                .chain(rest)
+                .collect::<Vec<_>>()
+                .join("; "),
         })
     }
 
@@ -1227,6 +1284,35 @@ mod tests {
     }
 
     #[test]
+    fn every_field_error_is_reported_at_once_in_file_order() {
+        let text = "[service]\nbase_url = \"http://x\"\ntimeout_secs = \"ten\"\n[export]\nlookback_dayz = 3\n";
+        let err = RawConfig::parse(text, "t.toml").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "invalid config t.toml: line 3 ([service] timeout_secs): invalid type: string \"ten\", expected u64; line 5 ([export] lookback_dayz): unknown field `lookback_dayz`, expected one of `output_dir`, `state_dir`, `lookback_days`, `trends_after_export`, `timezone`, `feedback_recheck_days`, `assistant_overlap_days`, `threads_per_run` (did you mean `lookback_days`?)"
+        );
+        // With the values that do not fit together, after the lines.
+        let err = RawConfig::parse(
+            "[service]\nbase_url = \"http://x\"\ntimeout_secs = \"ten\"\n[[projects]]\nid = \"a\"\norganization = \"nope\"\n",
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            "invalid config t.toml: line 3 ([service] timeout_secs): invalid type: string \"ten\", expected u64; project a names organization nope, which is not configured"
+        );
+        // A required field given the wrong type is one problem, not two.
+        let err = RawConfig::parse("[service]\nbase_url = 5\n", "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "invalid config t.toml: line 2 ([service] base_url): invalid type: integer `5`, expected a string"
+        );
+    }
+
+    #[test]
     fn a_toml_error_names_its_line_and_field() {
         let service = "[service]\nbase_url = \"http://x\"\n";
         assert_eq!(
@@ -1241,7 +1327,7 @@ mod tests {
             parse_error(&format!(
                 "{service}[[projects]]\nid = \"p\"\norganization = \"a\"\nstart_date = 2026-01-01\n"
             )),
-            "invalid config t.toml: line 6 ([[projects]] start_date): invalid type: map, expected a formatted date string (write dates in quotes: start_date = \"2026-01-01\")"
+            "invalid config t.toml: line 6 ([[projects]] start_date): invalid type: map, expected a formatted date string (write dates in quotes: start_date = \"2026-01-01\"); project p names organization a, which is not configured"
         );
     }
 
