@@ -613,7 +613,7 @@ pub struct Settings {
 
 /// Whether `s` can be an id: letters, digits, `-`, `_` and `.`, but not `.` or `..` (which
 /// would be path segments in the service's URLs).
-fn valid_id(s: &str) -> bool {
+pub(crate) fn valid_id(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 128
         && s != "."

@@ -32,14 +32,9 @@ pub struct Args {
     /// --replay DIR` serves them): what a bug report attaches.
     #[arg(long, value_name = "DIR", conflicts_with = "queue")]
     pub record: Option<std::path::PathBuf>,
-    /// Ask again for the projects the service said it does not know (left out of later runs
-    /// until then; `docpipe status` lists them).
-    #[arg(long)]
-    pub retry_unknown: bool,
-    /// Wait this long for another docpipe (a daemon) that holds the folder's lock, e.g. `30m`
-    /// (by default: not at all, and the error names the holder; `--queue` needs no lock).
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "0s")]
-    pub wait_lock: std::time::Duration,
+    /// Beside other docpipes and earlier runs.
+    #[command(flatten)]
+    pub beside: super::export::Beside,
 }
 
 /// Runs `backfill`.
@@ -69,13 +64,10 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let lock = super::export::LockArgs {
-        dry_run: args.dry_run,
-        wait_lock: args.wait_lock,
-    };
-    let ctx = super::export::open(settings, &args.projects, args.record.as_deref(), lock).await?;
+    let access = args.beside.access(args.dry_run);
+    let ctx = super::export::open(settings, &args.projects, args.record.as_deref(), access).await?;
     let targets = ctx.targets(&args.projects)?;
-    let exporter = ctx.exporter().with_retry_unknown(args.retry_unknown);
+    let exporter = ctx.exporter().with_retry_unknown(args.beside.retry_unknown);
     let plan = plan_range(&exporter, &targets, args.from, to)?;
     let Some(summary) = super::export::run_plan(&exporter, &targets, &plan, args.dry_run).await
     else {

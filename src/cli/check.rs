@@ -224,7 +224,7 @@ fn announce(
     ))
 }
 
-/// The problem an error shows, or `None` when it is not the set-up's (a busy service).
+/// The problem an error shows: a response of another shape says so, the rest in their words.
 fn problem(e: &ApiError) -> String {
     match &e.kind {
         ErrorKind::Malformed(m) | ErrorKind::Paging(m) => format!("shape differs: {m}"),
@@ -381,7 +381,7 @@ fn rows_seen(rows: usize, more: bool, day: chrono::NaiveDate) -> String {
 /// Runs `check`.
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let probes = probes(settings, &args.projects, args.assistant)?;
-    let ctx = super::export::open_with(
+    let ctx = super::export::open(
         settings,
         &args.projects,
         args.record.as_deref(),

@@ -32,45 +32,42 @@ pub struct Args {
     /// --replay DIR` serves them): what a bug report attaches.
     #[arg(long, value_name = "DIR")]
     pub record: Option<std::path::PathBuf>,
+    /// Beside other docpipes and earlier runs.
+    #[command(flatten)]
+    pub beside: Beside,
+}
+
+/// The flags of `export` and `backfill` about what is beside a run: other docpipes holding the
+/// folder, projects earlier runs found unknown.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct Beside {
     /// Ask again for the projects the service said it does not know (left out of later runs
     /// until then; `docpipe status` lists them).
     #[arg(long)]
     pub retry_unknown: bool,
     /// Wait this long for another docpipe (a daemon) that holds the folder's lock, e.g. `30m`
-    /// (by default: not at all, and the error names the holder).
+    /// (by default: not at all, and the error names the holder; `--dry-run` and `backfill
+    /// --queue` need no lock).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "0s")]
     pub wait_lock: std::time::Duration,
 }
 
+impl Beside {
+    /// How the folder is opened: a dry run only reads the state, so it never needs (nor waits
+    /// for) the lock.
+    pub fn access(&self, dry_run: bool) -> Access {
+        if dry_run {
+            Access::Shared
+        } else {
+            Access::ExportWithin(self.wait_lock)
+        }
+    }
+}
+
 /// Opens the context of an exporting command: the keys of `projects` (all when empty), the
-/// output folder locked, every response captured into `record` when given, and a progress
-/// bar on a terminal.
+/// output folder as `access` says, every response captured into `record` when given, and a
+/// progress bar on a terminal.
 pub async fn open(
-    settings: &Settings,
-    projects: &[String],
-    record: Option<&std::path::Path>,
-    lock: LockArgs,
-) -> anyhow::Result<Context> {
-    // A dry run only reads the state: it never needs (nor waits for) the lock.
-    let access = if lock.dry_run {
-        Access::Shared
-    } else {
-        Access::ExportWithin(lock.wait_lock)
-    };
-    open_with(settings, projects, record, access).await
-}
-
-/// How an exporting command takes the folder's lock.
-#[derive(Debug, Clone, Copy)]
-pub struct LockArgs {
-    /// A dry run: no lock.
-    pub dry_run: bool,
-    /// How long to wait for another docpipe's lock.
-    pub wait_lock: std::time::Duration,
-}
-
-/// [`open`] with the folder opened as `access` says.
-pub async fn open_with(
     settings: &Settings,
     projects: &[String],
     record: Option<&std::path::Path>,
@@ -141,16 +138,13 @@ pub fn outcome(summary: &Summary) -> anyhow::Result<()> {
 
 /// Runs `export`.
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
-    let lock = LockArgs {
-        dry_run: args.dry_run,
-        wait_lock: args.wait_lock,
-    };
-    let ctx = open(settings, &args.projects, args.record.as_deref(), lock).await?;
+    let access = args.beside.access(args.dry_run);
+    let ctx = open(settings, &args.projects, args.record.as_deref(), access).await?;
     let targets = ctx.targets(&args.projects)?;
     let exporter = ctx
         .exporter()
         .with_refresh(args.refresh)
-        .with_retry_unknown(args.retry_unknown);
+        .with_retry_unknown(args.beside.retry_unknown);
     let plan = if args.wait {
         plan_due(&ctx, &exporter, &targets)?
     } else {

@@ -34,14 +34,9 @@ pub struct Args {
     pub force: bool,
 }
 
-/// An id as the service's paths take it.
+/// An id as the config takes it (and, for `init`, at most 100 characters).
 fn check_id(what: &str, id: &str) -> Result<(), UserError> {
-    let ok = !id.is_empty()
-        && id.len() <= 100
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if ok {
+    if crate::config::valid_id(id) && id.len() <= 100 {
         Ok(())
     } else {
         Err(UserError::new(format!(

@@ -155,22 +155,10 @@ fn holes(known: &[NaiveDate], first: NaiveDate) -> Vec<(NaiveDate, NaiveDate)> {
     let Some(&last) = known.last() else {
         return Vec::new();
     };
-    let have: std::collections::HashSet<&NaiveDate> = known.iter().collect();
-    let mut out: Vec<(NaiveDate, NaiveDate)> = Vec::new();
-    let mut d = first;
-    while d < last {
-        if !have.contains(&d) {
-            match out.last_mut() {
-                Some((_, b)) if b.succ_opt() == Some(d) => *b = d,
-                _ => out.push((d, d)),
-            }
-        }
-        d = match d.succ_opt() {
-            Some(n) => n,
-            None => break,
-        };
-    }
-    out
+    crate::export::holes(|d| known.binary_search(&d).is_ok(), first, last)
+        .into_iter()
+        .map(|r| (r.start, r.end.pred_opt().unwrap_or(r.start)))
+        .collect()
 }
 
 /// A dataset's line beside page views: its days, or its span's reach, or its threads.

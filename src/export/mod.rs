@@ -10,6 +10,7 @@ mod window;
 
 pub use failure::Failure;
 use failure::WindowId;
+pub use plan::holes;
 pub use records::{RecordOutcome, RecordSettings, check_first_page, fetch_thread};
 pub use report::{describe_plan, describe_summary};
 
@@ -222,6 +223,9 @@ pub struct Plan {
     /// Projects not planned: the service said it does not know them (see
     /// [`Exporter::with_retry_unknown`]); and where each is in the config.
     pub unknown: Vec<(crate::store::unknown::UnknownProject, String)>,
+    /// Projects recorded as unknown that the plan asks for again (`--retry-unknown`, or
+    /// another service): forgotten once one of their windows succeeds.
+    pub asked_again: std::collections::HashSet<String>,
 }
 
 impl Plan {
@@ -904,14 +908,7 @@ impl Exporter {
         let mut stops = Stops::default();
         let mut spend = Spend::new(plan);
         let mut unanswered: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        // The projects recorded as unknown that this run asks for again.
-        let mut unknown: std::collections::HashSet<String> = self
-            .state()
-            .unknown_projects()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|u| u.project)
-            .collect();
+        let mut unknown = plan.asked_again.clone();
         let _renewing = self.state().is_shared().then(|| self.renewing());
         for due in &plan.due {
             let c = plan.candidate(due);

@@ -29,13 +29,12 @@ impl Exporter {
         for t in targets {
             // A project the service said it does not know (asked of the same service) is left
             // out until asked for again.
-            if !self.retry_unknown
-                && let Some(u) = unknown
-                    .iter()
-                    .find(|u| u.project == t.project && u.base_url == t.client.settings().base_url)
-            {
-                plan.unknown.push((u.clone(), self.origin(&t.project)));
-                continue;
+            if let Some(u) = unknown.iter().find(|u| u.project == t.project) {
+                if !self.retry_unknown && u.base_url == t.client.settings().base_url {
+                    plan.unknown.push((u.clone(), self.origin(&t.project)));
+                    continue;
+                }
+                plan.asked_again.insert(t.project.clone());
             }
             let from = t.start.unwrap_or(from);
             for name in &t.datasets {
@@ -287,19 +286,34 @@ impl Exporter {
         through: NaiveDate,
     ) -> Result<Option<(NaiveDate, NaiveDate)>, ExportError> {
         let covered = self.state().windows(shape.name, &t.project)?;
-        let mut d = from;
-        while d < through {
-            if !covered.contains_key(&d) {
-                let mut e = d;
-                while e < through && !covered.contains_key(&e) {
-                    e = e.succ_opt().unwrap_or(through);
-                }
-                return Ok(Some((d, e)));
-            }
-            d = d.succ_opt().unwrap_or(through);
-        }
-        Ok(None)
+        Ok(holes(|d| covered.contains_key(&d), from, through)
+            .first()
+            .map(|r| (r.start, r.end)))
     }
+}
+
+/// The runs of days in `from..until` that `covered` lacks, each `first..the day after the
+/// last` (the planner fills them; `status` shows them).
+pub fn holes(
+    covered: impl Fn(NaiveDate) -> bool,
+    from: NaiveDate,
+    until: NaiveDate,
+) -> Vec<std::ops::Range<NaiveDate>> {
+    let mut out: Vec<std::ops::Range<NaiveDate>> = Vec::new();
+    let mut d = from;
+    while d < until {
+        let Some(next) = d.succ_opt() else {
+            break;
+        };
+        if !covered(d) {
+            match out.last_mut() {
+                Some(r) if r.end == d => r.end = next,
+                _ => out.push(d..next),
+            }
+        }
+        d = next;
+    }
+    out
 }
 
 /// How early a project's first full re-check of a span comes: `rank / n` of its interval, for

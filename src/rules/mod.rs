@@ -444,13 +444,7 @@ fn evaluate_here(
         let mut ctx = polars::sql::SQLContext::new();
         for (name, df) in tables.frames() {
             let df = match without {
-                Some((key, sent)) if df.column(key).is_ok() => {
-                    let keep = key_values(df, key)?
-                        .iter()
-                        .map(|v| !sent.contains(v))
-                        .collect::<BooleanChunked>();
-                    df.filter(&keep)?
-                }
+                Some((key, sent)) if df.column(key).is_ok() => without_keys(df, key, sent)?.0,
                 _ => df.clone(),
             };
             ctx.register(
@@ -482,16 +476,7 @@ fn evaluate_here(
             rows = run(Some((key, &sent))).map_err(|e| fail(format!("when: {e}")))?;
         }
         // A key the tables do not hold (computed by the query) is left out afterwards.
-        let values = key_values(&rows, key).map_err(|e| fail(format!("key: {e}")))?;
-        let keep: Vec<bool> = values.iter().map(|v| !sent.contains(v)).collect();
-        rows = rows
-            .filter(&keep.iter().copied().collect::<BooleanChunked>())
-            .map_err(|e| fail(format!("key: {e}")))?;
-        keys = values
-            .into_iter()
-            .zip(&keep)
-            .filter_map(|(v, k)| k.then_some(v))
-            .collect();
+        (rows, keys) = without_keys(&rows, key, &sent).map_err(|e| fail(format!("key: {e}")))?;
     }
     let fires = rows.height() >= rule.min_rows;
     let records = if fires {
@@ -538,6 +523,18 @@ fn render(rule: &Rule, rows: &[Value], row_count: usize) -> Result<String, Strin
     environment()
         .render_str(&rule.prompt, ctx)
         .map_err(|e| format!("prompt: {e}"))
+}
+
+/// A frame without the rows whose `key` is in `sent`, and the keys of the rows kept.
+fn without_keys(
+    df: &DataFrame,
+    key: &str,
+    sent: &std::collections::HashSet<String>,
+) -> PolarsResult<(DataFrame, Vec<String>)> {
+    let mut kept = key_values(df, key)?;
+    let keep: BooleanChunked = kept.iter().map(|v| !sent.contains(v)).collect();
+    kept.retain(|v| !sent.contains(v));
+    Ok((df.filter(&keep)?, kept))
 }
 
 /// The values of a frame's column as the ledger keeps keys.

@@ -332,16 +332,20 @@ impl Folder {
                     return Ok(lock);
                 }
                 Err(std::fs::TryLockError::WouldBlock) => {
-                    let holder = std::fs::read_to_string(out.join(".lock"))
-                        .ok()
-                        .map(|h| h.trim().to_string())
-                        .filter(|h| !h.is_empty())
-                        .unwrap_or_else(|| "its holder unknown".into());
+                    // Who holds it, read when it is said (not on every try).
+                    let holder = || {
+                        std::fs::read_to_string(out.join(".lock"))
+                            .ok()
+                            .map(|h| h.trim().to_string())
+                            .filter(|h| !h.is_empty())
+                            .unwrap_or_else(|| "its holder unknown".into())
+                    };
                     let limit = match wait {
                         LockWait::Forever => None,
                         LockWait::Up(d) => Some(d),
                     };
                     if limit.is_some_and(|d| started.elapsed() >= d) {
+                        let holder = holder();
                         let waited = limit
                             .filter(|d| !d.is_zero())
                             .map_or("not waited".to_string(), |d| {
@@ -355,7 +359,7 @@ impl Folder {
                         });
                     }
                     if !std::mem::replace(&mut told, true) {
-                        tracing::info!(output = %out.display(), holder = %holder, "another docpipe is exporting to this folder; waiting for it");
+                        tracing::info!(output = %out.display(), holder = %holder(), "another docpipe is exporting to this folder; waiting for it");
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                 }

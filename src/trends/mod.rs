@@ -105,23 +105,31 @@ impl Tables {
 /// Views a page needs in both windows to count as a mover (fewer make shares noise).
 pub const MOVER_MIN_VIEWS: i64 = 20;
 
-/// The columns of a table whose files differ by version (`None`: the files' own).
+/// The columns of a table whose files differ by version (`None`: the files' own): the table's
+/// schema as docpipe writes it now, in polars' types.
 fn file_schema(table: &str) -> Option<SchemaRef> {
-    (table == crate::dataset::page_views::SITE_TOTALS).then(|| {
-        let count = |n: &str| Field::new(n.into(), DataType::Int64);
-        Arc::new(Schema::from_iter([
-            count("human"),
-            count("ai"),
-            count("total"),
-            count("rows"),
-            Field::new(
-                "fetched_at".into(),
-                DataType::Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC)),
-            ),
-            Field::new("final".into(), DataType::Boolean),
-            count("unlisted"),
-        ]))
-    })
+    use arrow_schema::DataType as Arrow;
+    if table != crate::dataset::page_views::SITE_TOTALS {
+        return None;
+    }
+    let fields = crate::dataset::page_views::site_totals_schema()
+        .fields()
+        .iter()
+        .map(|f| {
+            let dtype = match f.data_type() {
+                Arrow::Int64 => DataType::Int64,
+                Arrow::Boolean => DataType::Boolean,
+                Arrow::Timestamp(arrow_schema::TimeUnit::Microsecond, Some(tz))
+                    if &**tz == "UTC" =>
+                {
+                    DataType::Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC))
+                }
+                _ => return None,
+            };
+            Some(Field::new(f.name().as_str().into(), dtype))
+        })
+        .collect::<Option<Vec<Field>>>()?;
+    Some(Arc::new(Schema::from_iter(fields)))
 }
 
 /// Lazily scans a table's Hive partitions, with `project` a string and `date` a date whatever

@@ -101,20 +101,19 @@ async fn replayed(case: &str, dataset: &str, table: &str) -> Replayed {
         None,
     );
     server.stop().await;
-    let file = out
-        .join(table)
-        .join("project=alpha/date=2026-03-10/part-00000.parquet");
-    let rows = if file.is_file() {
-        parquet_rows(&file)
-    } else {
-        Vec::new()
+    // A file not written has no rows.
+    let rows_of = |file: std::path::PathBuf| {
+        if file.is_file() {
+            parquet_rows(&file)
+        } else {
+            Vec::new()
+        }
     };
-    let aside = out.join(format!("{table}_outside/project=alpha/part-00000.parquet"));
-    let outside = if aside.is_file() {
-        parquet_rows(&aside)
-    } else {
-        Vec::new()
-    };
+    let rows = rows_of(
+        out.join(table)
+            .join("project=alpha/date=2026-03-10/part-00000.parquet"),
+    );
+    let outside = rows_of(out.join(format!("{table}_outside/project=alpha/part-00000.parquet")));
     let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
     let requests = stdout
         .split(" analytics requests in all")
