@@ -162,11 +162,23 @@ impl Context {
                     .or_else(|_| std::path::absolute(p))
                     .unwrap_or_else(|_| p.to_path_buf())
             };
+            // The config is a file, or the demo's embedded one (named as it is); the state is
+            // the folder's file, or a database's URL.
+            let origin = Path::new(&settings.origin);
+            let config = if origin.is_file() {
+                abs(origin).display().to_string()
+            } else {
+                settings.origin.clone()
+            };
+            let state = match folder.store().sql() {
+                crate::store::sql::Sql::Lite(_) => abs(&state_path(&out)).display().to_string(),
+                other => other.name().to_string(),
+            };
             tracing::info!(
                 version = env!("CARGO_PKG_VERSION"),
-                config = %abs(Path::new(&settings.origin)).display(),
+                config = %config,
                 output = %settings.output.as_ref().map_or_else(|| abs(&out).display().to_string(), ToString::to_string),
-                state = %folder.store().sql().name(),
+                state = %state,
                 rules = %abs(&settings.rules_dir).display(),
                 "docpipe {}",
                 env!("CARGO_PKG_VERSION")
