@@ -265,6 +265,10 @@ pub struct RawDaemon {
     /// Seconds a stop signal leaves the run in progress to finish.
     #[serde(default = "default_grace")]
     pub shutdown_grace_secs: u64,
+    /// The variable holding the token the status page, `/status.json` and `/metrics` ask
+    /// for (required when `listen` is not a loopback address).
+    #[serde(default)]
+    pub status_token_env: Option<String>,
 }
 
 fn default_export_schedule() -> String {
@@ -283,6 +287,7 @@ impl Default for RawDaemon {
             export_schedule: default_export_schedule(),
             listen: default_listen(),
             shutdown_grace_secs: default_grace(),
+            status_token_env: None,
         }
     }
 }
@@ -296,6 +301,8 @@ pub struct DaemonSettings {
     pub listen: Option<std::net::SocketAddr>,
     /// Time a stop signal leaves the run in progress.
     pub shutdown_grace: Duration,
+    /// The variable of the status page's token.
+    pub status_token_env: Option<String>,
 }
 
 /// `[rules]`.
@@ -833,6 +840,14 @@ impl RawExport {
     }
 }
 
+/// Whether `name` can be an environment variable's name: letters, digits and `_`, not
+/// starting with a digit.
+fn valid_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 impl RawDaemon {
     /// Checks the section; returns the health address (none when empty or not one).
     fn check(&self, problems: &mut Vec<String>) -> Option<std::net::SocketAddr> {
@@ -843,6 +858,13 @@ impl RawDaemon {
             problems.push(format!(
                 "daemon.shutdown_grace_secs {} must be at most 3600",
                 self.shutdown_grace_secs
+            ));
+        }
+        if let Some(v) = &self.status_token_env
+            && !valid_env_name(v)
+        {
+            problems.push(format!(
+                "daemon.status_token_env {v:?} is not an environment variable's name (letters, digits and _)"
             ));
         }
         if self.listen.is_empty() {
@@ -1093,6 +1115,7 @@ impl RawConfig {
                 export_schedule: d.export_schedule.clone(),
                 listen,
                 shutdown_grace: Duration::from_secs(d.shutdown_grace_secs),
+                status_token_env: d.status_token_env.clone(),
             },
             freshness,
         })

@@ -20,6 +20,7 @@ pub mod ratelimit;
 pub mod remote; // the output on object storage: the working copy mirrored to a bucket
 pub mod rules; // rule files -> conditions -> prompts -> follow-ups -> outcome log
 pub mod schedule; // cron schedules
+pub mod status; // what the pipeline is doing, as one model: text, JSON and the daemon's page
 pub mod store; // every table of state (SQLite), the walk journals, the budget's log
 pub mod text; // service text made safe to print
 pub mod trends; // polars aggregation and charts // sliding-window arithmetic

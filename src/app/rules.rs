@@ -112,6 +112,10 @@ pub async fn fire_all(
             },
             Err(e) => Report::Broken(e),
         };
+        let run = report.run(rule, engine.now());
+        if let Err(e) = engine.ledger().activity().rule_ran(&run) {
+            tracing::warn!("cannot record the rule's run for the status page: {e}");
+        }
         reports.push(report);
     }
     let log = if reports.iter().any(|r| matches!(r, Report::Fired(_))) {

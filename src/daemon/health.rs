@@ -1,34 +1,191 @@
-//! `/healthz` and `/metrics` on `[daemon] listen`: an axum router with the Prometheus handle as
-//! its state, stopped gracefully with the daemon.
+//! The daemon's port (`[daemon] listen`): `/` the status page, `/status.json` the same facts
+//! for scripts, the trends' charts under `/trends/`, `/metrics` for Prometheus and `/healthz`.
+//! An axum router, stopped gracefully with the daemon.
+//!
+//! Who may see it: the page shows project ids and readers' text, so on an address other than
+//! loopback the daemon does not start without a token (`[daemon] status_token_env`); with one,
+//! every path but `/healthz` asks for it, as `Authorization: Bearer <token>` or as the cookie
+//! `/login?token=<token>` sets (which holds the token's SHA-256, never the token).
 
-use axum::extract::State;
+use crate::clock::SharedClock;
+use crate::config::Settings;
+use crate::error::UserError;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
+use sha2::{Digest, Sha256};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// The router's state.
+/// The cookie `/login` sets.
+pub const COOKIE: &str = "docpipe_status";
+
+/// Firings listed on the page.
+const PAGE_FIRINGS: usize = 20;
+
+/// The status page's token (its `Debug` shows nothing of it).
 #[derive(Clone)]
-struct Health {
+pub struct Token {
+    /// SHA-256 of the token, hex: what the cookie holds and what is compared.
+    digest: String,
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
+fn digest(s: &str) -> String {
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Compares in time that does not depend on where the two differ.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+impl Token {
+    /// A token from its text.
+    pub fn new(token: &str) -> Self {
+        Self {
+            digest: digest(token),
+        }
+    }
+
+    fn matches(&self, token: &str) -> bool {
+        same(&self.digest, &digest(token))
+    }
+
+    /// Whether a request carries the token: a bearer header, or the cookie.
+    fn admits(&self, headers: &HeaderMap) -> bool {
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| self.matches(t.trim()));
+        let cookie = headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|c| c.trim().split_once('='))
+            .any(|(k, v)| k == COOKIE && same(v, &self.digest));
+        bearer || cookie
+    }
+}
+
+/// The token the daemon's port asks for: read from `[daemon] status_token_env`. An address
+/// other than loopback without one is refused (the page shows readers' text).
+pub fn token(settings: &Settings, addr: SocketAddr) -> Result<Option<Token>, UserError> {
+    let Some(var) = &settings.daemon.status_token_env else {
+        if addr.ip().is_loopback() {
+            return Ok(None);
+        }
+        return Err(UserError::new(format!(
+            "daemon.listen {addr} is not a loopback address: set [daemon] status_token_env to the variable of a token (the status page shows project ids and readers' text), or listen on 127.0.0.1"
+        )));
+    };
+    match std::env::var(var) {
+        Ok(t) if t.trim().len() >= 16 => Ok(Some(Token::new(t.trim()))),
+        Ok(t) if !t.trim().is_empty() => Err(UserError::new(format!(
+            "daemon.status_token_env: the token in {var} is shorter than 16 characters"
+        ))),
+        _ => Err(UserError::new(format!(
+            "daemon.status_token_env: {var} is not set (the status page's token)"
+        ))),
+    }
+}
+
+/// What the router serves from.
+#[derive(Clone)]
+struct Port {
     metrics: Arc<Option<PrometheusHandle>>,
+    /// The config and clock the page is collected with (none: `/` is not served).
+    page: Option<Arc<(Settings, SharedClock)>>,
+    token: Option<Token>,
 }
 
 /// The router: `/healthz` says `ok`, `/metrics` renders the recorder's metrics (empty without
-/// one).
-pub fn router(metrics: Option<PrometheusHandle>) -> axum::Router {
+/// one); with `page`, `/` the status page, `/status.json` its facts and `/trends/*.svg` its
+/// charts; with `token`, everything but `/healthz` asks for it.
+pub fn router(
+    metrics: Option<PrometheusHandle>,
+    page: Option<(Settings, SharedClock)>,
+    token: Option<Token>,
+) -> axum::Router {
+    let state = Port {
+        metrics: Arc::new(metrics),
+        page: page.map(Arc::new),
+        token,
+    };
+    let guarded = axum::Router::new()
+        .route("/metrics", get(render_metrics))
+        .route("/", get(status_page))
+        .route("/status.json", get(json))
+        .route("/trends/{file}", get(chart))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), guard));
     axum::Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/metrics", get(render))
-        .with_state(Health {
-            metrics: Arc::new(metrics),
-        })
+        .route("/login", get(login))
+        .merge(guarded)
+        .with_state(state)
 }
 
-async fn render(State(h): State<Health>) -> impl axum::response::IntoResponse {
+/// Refuses a request without the token (when there is one), with 401 and no data.
+async fn guard(State(p): State<Port>, req: Request, next: Next) -> Response {
+    match &p.token {
+        Some(t) if !t.admits(req.headers()) => (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "401: this daemon's status asks for its token: send `Authorization: Bearer <token>`, or open /login?token=<token> once\n",
+        )
+            .into_response(),
+        _ => next.run(req).await,
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Login {
+    token: Option<String>,
+}
+
+/// Sets the cookie when the token is right, and goes to `/`.
+async fn login(State(p): State<Port>, Query(q): Query<Login>) -> Response {
+    let Some(t) = &p.token else {
+        return (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
+    };
+    match q.token.as_deref() {
+        Some(given) if t.matches(given.trim()) => {
+            let cookie = format!(
+                "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age=2592000",
+                t.digest
+            );
+            let mut r = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
+            if let Ok(v) = HeaderValue::from_str(&cookie) {
+                r.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            r
+        }
+        _ => (StatusCode::UNAUTHORIZED, "401: not this daemon's token\n").into_response(),
+    }
+}
+
+async fn render_metrics(State(p): State<Port>) -> impl IntoResponse {
     (
-        [("content-type", "text/plain; version=0.0.4")],
-        h.metrics
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        p.metrics
             .as_ref()
             .as_ref()
             .map(PrometheusHandle::render)
@@ -36,23 +193,126 @@ async fn render(State(h): State<Health>) -> impl axum::response::IntoResponse {
     )
 }
 
+/// The page's policy: nothing but this daemon, no script.
+const POLICY: &str = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+async fn collect(p: &Port) -> Result<crate::status::Status, Response> {
+    let Some(page) = &p.page else {
+        return Err(StatusCode::NOT_FOUND.into_response());
+    };
+    let (settings, clock) = (&page.0, page.1.clone());
+    crate::status::collect(settings, clock, PAGE_FIRINGS)
+        .await
+        .map_err(|e| {
+            tracing::warn!("status page: {e:#}");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "503: the status cannot be read now: {}\n",
+                    crate::text::one_line(&format!("{e:#}"))
+                ),
+            )
+                .into_response()
+        })
+}
+
+async fn status_page(State(p): State<Port>) -> Response {
+    match collect(&p).await {
+        Ok(s) => (
+            [
+                (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+                (header::CONTENT_SECURITY_POLICY, POLICY),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            crate::status::html::render(&s),
+        )
+            .into_response(),
+        Err(r) => r,
+    }
+}
+
+async fn json(State(p): State<Port>) -> Response {
+    match collect(&p).await {
+        Ok(s) => (
+            [
+                (header::CONTENT_TYPE, "application/json"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            serde_json::to_string_pretty(&s).unwrap_or_default(),
+        )
+            .into_response(),
+        Err(r) => r,
+    }
+}
+
+/// A chart `docpipe trends` drew: `chart-<project>.svg` or `gaps-<project>.svg` of a
+/// configured project, nothing else.
+async fn chart(State(p): State<Port>, Path(file): Path<String>) -> Response {
+    let Some(page) = &p.page else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let settings = &page.0;
+    let known = settings.projects.iter().any(|proj| {
+        file == format!("chart-{}.svg", proj.id) || file == format!("gaps-{}.svg", proj.id)
+    });
+    if !known {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    match tokio::fs::read(settings.output_dir.join("trends").join(&file)).await {
+        Ok(bytes) => (
+            [
+                (header::CONTENT_TYPE, "image/svg+xml"),
+                (header::CONTENT_SECURITY_POLICY, POLICY),
+            ],
+            bytes,
+        )
+            .into_response(),
+        Err(_) => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
 /// Binds `addr` and serves the router until `stop` resolves; returns the bound address and the
 /// server's task.
 pub async fn serve(
     addr: SocketAddr,
-    metrics: Option<PrometheusHandle>,
+    app: axum::Router,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    let app = router(metrics);
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app)
             .with_graceful_shutdown(stop)
             .await
         {
-            tracing::error!("health server: {e}");
+            tracing::error!("status server: {e}");
         }
     });
     Ok((bound, task))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_is_admitted_as_a_bearer_or_as_its_cookie_and_never_shown() {
+        let t = Token::new("s3cret-token-0123456789");
+        let h = |k: header::HeaderName, v: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(k, HeaderValue::from_str(v).unwrap());
+            m
+        };
+        assert!(t.admits(&h(header::AUTHORIZATION, "Bearer s3cret-token-0123456789")));
+        assert!(!t.admits(&h(header::AUTHORIZATION, "Bearer s3cret-token-012345678")));
+        assert!(!t.admits(&h(header::AUTHORIZATION, "s3cret-token-0123456789")));
+        let cookie = format!("a=b; {COOKIE}={}", digest("s3cret-token-0123456789"));
+        assert!(t.admits(&h(header::COOKIE, &cookie)));
+        assert!(!t.admits(&h(
+            header::COOKIE,
+            &format!("{COOKIE}=s3cret-token-0123456789")
+        )));
+        assert!(!t.admits(&HeaderMap::new()));
+        assert_eq!(format!("{t:?}"), "Token(..)");
+    }
 }

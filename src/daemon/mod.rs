@@ -1,6 +1,7 @@
 //! The daemon (`docpipe run`): the incremental export on a cron schedule (then the trends and
 //! the rules without a schedule), each rule's own schedule, the polling of agent jobs, a queue
-//! of backfills drained between scheduled runs within the budget, `/healthz` and `/metrics`,
+//! of backfills drained between scheduled runs within the budget, the status page, `/healthz`
+//! and `/metrics`,
 //! and a clean stop.
 //!
 //! One task does all the work, one piece at a time: scheduled runs never overlap, and a scheduled
@@ -57,13 +58,15 @@ async fn start(
     let (stopped, mut stop_rx) = watch::channel(false);
     let server = match settings.daemon.listen {
         Some(addr) => {
+            let token = health::token(&settings, addr)?;
             let stop = async move {
                 let _ = stop_rx.wait_for(|s| *s).await;
             };
-            let (bound, task) = health::serve(addr, metrics, stop)
+            let app = health::router(metrics, Some((settings.clone(), clock.clone())), token);
+            let (bound, task) = health::serve(addr, app, stop)
                 .await
                 .map_err(|e| UserError::new(format!("daemon.listen {addr}: cannot listen: {e}")))?;
-            tracing::info!("health and metrics on http://{bound}/healthz and /metrics");
+            tracing::info!("status page on http://{bound}/ (and /status.json, /metrics, /healthz)");
             println!("listening on http://{bound}");
             Some(task)
         }

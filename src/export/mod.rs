@@ -819,12 +819,24 @@ impl Exporter {
         self.events.event(&event);
     }
 
-    /// Counts `n` requests of a dataset for a purpose in the summary (and as an event).
-    fn spent(&self, summary: &mut Summary, dataset: &'static str, purpose: &'static str, n: u64) {
+    /// Counts `n` requests of an organization's dataset for a purpose in the summary, as an
+    /// event, and in the state's hourly spend (the status page's budget chart).
+    fn spent(
+        &self,
+        summary: &mut Summary,
+        org: &str,
+        dataset: &'static str,
+        purpose: &'static str,
+        n: u64,
+    ) {
         if n == 0 {
             return;
         }
         *summary.spent.entry((dataset, purpose)).or_default() += n;
+        let at = self.clock.now();
+        if let Err(e) = self.state().activity().spend(org, dataset, purpose, n, at) {
+            tracing::warn!("cannot count the requests spent for the status page: {e}");
+        }
         self.emit(Event::Spent {
             dataset,
             purpose,
@@ -1007,9 +1019,24 @@ impl Exporter {
         summary: &mut Summary,
         stops: &mut Stops,
     ) {
-        let (dataset, project, day, _) = window;
+        let (dataset, project, day, to) = window;
         let failure = Failure::of(window, false, Arc::new(e));
         let e = &failure.cause;
+        let shown = match to {
+            Some(to) => format!("{day}..{}", to.pred_opt().unwrap_or(to)),
+            None => day.to_string(),
+        };
+        let reason = crate::text::one_line(&e.to_string()).into_owned();
+        if let Err(e) = self.state().activity().window_failed(
+            dataset,
+            project,
+            day,
+            &shown,
+            &reason,
+            self.clock.now(),
+        ) {
+            tracing::warn!("cannot record the failure for the status page: {e}");
+        }
         if e.is_storage() {
             tracing::error!(project, day = %day, "{e}; the run stops sending");
             stops.all = Some(e.clone());

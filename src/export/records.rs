@@ -522,7 +522,7 @@ impl Exporter {
             let result = self.fetch_threads(client, &project, &threads).await;
             let n = client.requests_sent() - before;
             summary.requests += n;
-            self.spent(summary, THREADS.name, "walk", n);
+            self.spent(summary, client.organization(), THREADS.name, "walk", n);
             match result {
                 Ok(outcome) => summary.records.push(outcome),
                 Err(e) => {

@@ -84,7 +84,13 @@ impl Exporter {
         let before = client.requests_sent();
         if due.probe {
             let probed = self.refused(w, self.probe(w, client).await);
-            self.spent(summary, dataset, "probe", client.requests_sent() - before);
+            self.spent(
+                summary,
+                org,
+                dataset,
+                "probe",
+                client.requests_sent() - before,
+            );
             let p = Probed {
                 dataset,
                 project: &due.project,
@@ -99,7 +105,7 @@ impl Exporter {
         }
         let mid = client.requests_sent();
         let walked = self.refused(w, self.walk_checked(w, client, before).await);
-        self.spent(summary, dataset, label, client.requests_sent() - mid);
+        self.spent(summary, org, dataset, label, client.requests_sent() - mid);
         let Some((pages, mismatch)) = walked? else {
             tracing::debug!(dataset, project = %due.project, day = %due.day, "walked in parts: the walk goes on next run");
             summary.paused += 1;
@@ -112,6 +118,13 @@ impl Exporter {
             Written::Views(o) => (o.rows, o.rejected, o.day.to_string()),
             Written::Records(o) => (o.rows, 0, format!("{} {}", o.dataset, o.from)),
         };
+        if let Err(e) = self
+            .state()
+            .activity()
+            .window_written(dataset, &due.project, due.day)
+        {
+            tracing::warn!("cannot clear the window's failure for the status page: {e}");
+        }
         self.emit(Event::Written {
             dataset,
             project: &due.project,

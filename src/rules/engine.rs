@@ -11,6 +11,7 @@ use crate::clock::SharedClock;
 use crate::dataset::parquet::{WriteError, commit, write_batch};
 use crate::layout::project_dir;
 use crate::store::StoreError;
+use crate::store::activity::RuleRun;
 use crate::store::ledger::{Firing, Kind, Ledger, Sent, Skip};
 use crate::text::one_line;
 use arrow_array::{
@@ -57,6 +58,30 @@ pub enum Report {
 }
 
 impl Report {
+    /// What the status page keeps of the report: the last run of its rule.
+    pub fn run(&self, rule: &Rule, at: DateTime<Utc>) -> RuleRun {
+        let rows = match self {
+            Report::Quiet { rows, .. } | Report::Skipped { rows, .. } => Some(*rows as i64),
+            Report::Fired(f) => Some(f.rows_matched),
+            Report::Broken(_) => None,
+        };
+        let outcome = match self {
+            _ if self.failed() => "failed",
+            Report::Quiet { .. } => "quiet",
+            Report::Skipped { .. } => "skipped",
+            Report::Fired(_) => "fired",
+            Report::Broken(_) => "failed",
+        };
+        RuleRun {
+            rule: rule.name.clone(),
+            project: rule.project.clone(),
+            at,
+            outcome: outcome.to_string(),
+            rows,
+            line: one_line(&self.line()).into_owned(),
+        }
+    }
+
     /// One line for the terminal.
     pub fn line(&self) -> String {
         match self {
@@ -192,6 +217,11 @@ impl Engine {
     pub fn with_polling(mut self, polling: Polling) -> Self {
         self.polling = polling;
         self
+    }
+
+    /// The engine's clock's now.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
     }
 
     /// The ledger.

@@ -275,6 +275,11 @@ impl Ledger {
         Ok(Self { sql: Sql::Lite(db) })
     }
 
+    /// The rules' last runs, on the ledger's connection.
+    pub fn activity(&self) -> super::activity::Activity {
+        super::activity::Activity::new(self.sql.clone())
+    }
+
     /// Why the rule should not fire now, if it should not: its cooldown runs, or the same
     /// prompt was sent.
     pub fn skip(

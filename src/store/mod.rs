@@ -7,6 +7,7 @@
 //! window claims, heartbeats and the rule ledger; and the rate budget's request log (in the
 //! same place, or in `budget_db`, which then holds only the budget's tables).
 
+pub mod activity;
 pub mod budget;
 pub mod claims;
 pub mod daemons;
@@ -183,6 +184,7 @@ impl Store {
         db.ensure(queue::SCHEMA)?;
         db.ensure(daemons::SCHEMA)?;
         db.ensure(claims::SCHEMA)?;
+        db.ensure(activity::SCHEMA)?;
         db.with_conn(|c| queue::add_lease_columns(c))?;
         ledger::Ledger::on(db.clone())?;
         Ok(Self {
@@ -231,6 +233,12 @@ impl Store {
     /// The daemons' heartbeats, on this store's connection.
     pub fn daemons(&self) -> daemons::Daemons {
         daemons::Daemons::new(self.sql.clone())
+    }
+
+    /// The hourly spend, the windows' failures and the rules' last runs, on this store's
+    /// connection.
+    pub fn activity(&self) -> activity::Activity {
+        activity::Activity::new(self.sql.clone())
     }
 
     /// The rule ledger, on this store's connection.

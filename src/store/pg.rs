@@ -295,6 +295,35 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
             PRIMARY KEY (walk_id, seq)
         );",
     ),
+    (
+        8,
+        "what the status page shows: requests spent by hour, windows' failures, rules' last runs",
+        "CREATE TABLE spent (
+            hour_ms BIGINT NOT NULL,
+            org TEXT NOT NULL,
+            dataset TEXT NOT NULL,
+            purpose TEXT NOT NULL,
+            n BIGINT NOT NULL,
+            PRIMARY KEY (hour_ms, org, dataset, purpose)
+        );
+        CREATE TABLE window_failures (
+            dataset TEXT NOT NULL,
+            project TEXT NOT NULL,
+            day TEXT NOT NULL,
+            win TEXT NOT NULL,
+            at_ms BIGINT NOT NULL,
+            reason TEXT NOT NULL,
+            PRIMARY KEY (dataset, project, day)
+        );
+        CREATE TABLE rule_runs (
+            rule TEXT PRIMARY KEY,
+            project TEXT NOT NULL,
+            at_ms BIGINT NOT NULL,
+            outcome TEXT NOT NULL,
+            rows_matched BIGINT,
+            line TEXT NOT NULL
+        );",
+    ),
 ];
 
 /// The advisory lock key that serializes migrations ("docpipe" in ASCII).

@@ -41,6 +41,25 @@ pub struct WrittenWindow {
 }
 
 impl Store {
+    /// When a window of a dataset and project was last written.
+    pub fn last_written(
+        &self,
+        dataset: &str,
+        project: &str,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let p = vec![Value::from(dataset), Value::from(project)];
+        let at = self.sql.read(move |tx| {
+            tx.row(
+                "SELECT max(done_at) FROM windows WHERE dataset = ?1 AND project = ?2",
+                &p,
+            )?
+            .map_or(Ok(None), |r| r.opt_text(0))
+        })?;
+        Ok(at
+            .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
+            .map(|t| t.to_utc()))
+    }
+
     /// The state of every day of a dataset and project that the database knows.
     pub fn windows(
         &self,

@@ -771,6 +771,88 @@ fn rows_of(df: &DataFrame, project: &str) -> Vec<usize> {
         .collect()
 }
 
+/// A gap table's first rows for a project, as text.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TopRows {
+    /// The table (`search_terms`, `unanswered_questions`, `feedback_pages`).
+    pub table: &'static str,
+    /// What its rows say.
+    pub title: &'static str,
+    /// The columns shown.
+    pub columns: Vec<&'static str>,
+    /// The rows, best first.
+    pub rows: Vec<Vec<String>>,
+}
+
+/// The gaps the status shows: per table, the rank column that orders its rows (none: the
+/// table's order) and the columns shown.
+const TOP: [(&str, &str, Option<&str>, [&str; 3]); 3] = [
+    (
+        "search_terms",
+        "searches without a click (7 days)",
+        Some("gap_rank_7d"),
+        ["search_query", "hits_7d", "unclicked_7d"],
+    ),
+    (
+        "unanswered_questions",
+        "questions the assistant could not answer (7 days)",
+        None,
+        ["latest_wording", "asks", "cited_pages"],
+    ),
+    (
+        "feedback_pages",
+        "pages with the most thumbs down (28 days)",
+        Some("down_rank_28d"),
+        ["path", "down_28d", "votes_28d"],
+    ),
+];
+
+/// Per project, the first `n` rows of the gap tables `docpipe trends` last wrote in
+/// `trends/` (a table not written, or not readable, is left out).
+pub fn top_rows(out: &Path, n: usize) -> std::collections::BTreeMap<String, Vec<TopRows>> {
+    let mut by_project: std::collections::BTreeMap<String, Vec<TopRows>> = Default::default();
+    for (table, title, rank, columns) in TOP {
+        let path = out.join("trends").join(format!("{table}.parquet"));
+        let Ok(file) = std::fs::File::open(&path) else {
+            continue;
+        };
+        let Ok(df) = ParquetReader::new(file).finish() else {
+            continue;
+        };
+        let Ok(p) = df.column("project").and_then(|c| c.str().cloned()) else {
+            continue;
+        };
+        let projects: std::collections::BTreeSet<&str> = p.iter().flatten().collect();
+        for project in projects {
+            let project = project.to_string();
+            let mut rows = rows_of(&df, &project);
+            if let Some(rank) = rank {
+                rows.retain(|i| number(&df, rank, *i).is_some());
+                rows.sort_by(|a, b| {
+                    number(&df, rank, *a)
+                        .partial_cmp(&number(&df, rank, *b))
+                        .unwrap_or(std::cmp::Ordering::Equal)
+                });
+            }
+            if rows.is_empty() {
+                continue;
+            }
+            let rows = rows
+                .into_iter()
+                .take(n)
+                .map(|i| columns.iter().map(|c| text(&df, c, i)).collect())
+                .collect();
+            by_project.entry(project).or_default().push(TopRows {
+                table,
+                title,
+                columns: columns.to_vec(),
+                rows,
+            });
+        }
+    }
+    by_project
+}
+
 /// The terminal summary of the gap tables: a short section per dataset and project.
 pub fn describe(g: &Gaps) -> String {
     let mut projects = std::collections::BTreeSet::new();

@@ -19,6 +19,7 @@ mod s3;
 mod secrets;
 mod soak;
 mod status;
+mod status_page;
 mod stream;
 mod trends;
 mod truth;

@@ -15,6 +15,20 @@ async fn status_reports_days_budgets_and_firings() {
         "id = \"beta\"\norganization = \"org-a\"",
         "id = \"beta\"\norganization = \"org-a\"\nstart_date = \"2026-03-10\"",
     );
+    // The rules of the status: `r` (for alpha, cooling down 6 hours) and a file that does not
+    // load.
+    let jobs = dir.path().join("jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    let rule_text = "name = \"r\"\nproject = \"alpha\"\njob = \"job_ok\"\ncooldown = \"6h\"\nwhen = \"SELECT 1\"\nprompt = \"x\"\n";
+    std::fs::write(jobs.join("r.toml"), rule_text).unwrap();
+    std::fs::write(
+        jobs.join("broken.toml"),
+        rule_text
+            .replace("\"alpha\"", "\"nope\"")
+            .replace("\"r\"", "\"b\""),
+    )
+    .unwrap();
+    let text = format!("{text}\n[rules]\ndir = \"{}\"\n", jobs.display());
     let settings = RawConfig::parse(&text, "t.toml")
         .unwrap()
         .validate("t.toml")
@@ -48,12 +62,7 @@ async fn status_reports_days_budgets_and_firings() {
         .try_take("analytics:org-b", 100, now - chrono::Duration::minutes(90))
         .unwrap();
     budget.try_take("agent:alpha", 100, now).unwrap();
-    let rule = docpipe::rules::Rule::parse(
-        "name = \"r\"\nproject = \"alpha\"\njob = \"job_ok\"\nwhen = \"SELECT 1\"\nprompt = \"x\"\n",
-        "r.toml",
-        &["alpha".to_string()],
-    )
-    .unwrap();
+    let rule = docpipe::rules::Rule::parse(rule_text, "r.toml", &["alpha".to_string()]).unwrap();
     let ledger = Ledger::open(&state).unwrap();
     let id = ledger
         .begin(
@@ -97,6 +106,42 @@ async fn status_reports_days_budgets_and_firings() {
         .unwrap();
     daemons.beat("box-3:9", now - min(5), now - min(5)).unwrap();
     daemons.leave("box-3:9").unwrap();
+    // A window that failed, one written after failing, and a rule whose last run failed.
+    let activity = store.activity();
+    let at = now - min(20);
+    activity
+        .window_failed(
+            "page_views",
+            "gamma",
+            day("2026-03-15"),
+            "2026-03-15",
+            "the service answered 502: bad gateway",
+            at,
+        )
+        .unwrap();
+    activity
+        .window_failed(
+            "page_views",
+            "alpha",
+            day("2026-03-14"),
+            "2026-03-14",
+            "timeout",
+            at,
+        )
+        .unwrap();
+    activity
+        .window_written("page_views", "alpha", day("2026-03-14"))
+        .unwrap();
+    activity
+        .rule_ran(&docpipe::store::activity::RuleRun {
+            rule: "q".into(),
+            project: "beta".into(),
+            at,
+            outcome: "failed".into(),
+            rows: None,
+            line: "rule in q.toml: no such table: dialy".into(),
+        })
+        .unwrap();
     drop(store);
     let status =
         docpipe::cli::status::describe(&settings, docpipe::clock::ManualClock::new(now), 5)
@@ -110,6 +155,7 @@ async fn status_reports_days_budgets_and_firings() {
 project alpha: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 15 days from 2026-02-14
 project beta: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 0 days from 2026-03-10
 project gamma: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 15 days from 2026-02-14
+  page_views 2026-03-15 failed 2026-03-15 11:40 UTC: the service answered 502: bad gateway
 export now: 30 windows, about 30 requests, ETA within the current hour's budget
   12 windows looked at recently enough wait for their turn
 planner, the next 24 hours:
@@ -128,8 +174,81 @@ budget analytics:org-b: 0 of 95000 requests used in the last hour
 budget agent:alpha: 1 of 95 follow-ups and job creations used in the last hour
 rules: 1 firings; the last:
   2026-03-15 12:00:00Z rule r (alpha): sent follow-up to job job_ok (2 rows, prompt 0123456789ab) -> completed after 7.0 s, PR https://github.com/org-a/docs/pull/7
+rule q failed 2026-03-15 11:40 UTC: rule in q.toml: no such table: dialy
+rule file problem: {}: project nope is not configured (configured: alpha, beta, gamma)
 ",
-            state.display()
+            state.display(),
+            jobs.join("broken.toml").display()
         )
     );
+
+    // The same facts as JSON: valid against the schema kept in the repository, and equal to
+    // the text's figures.
+    let model = docpipe::status::collect(&settings, docpipe::clock::ManualClock::new(now), 5)
+        .await
+        .unwrap();
+    let json = serde_json::to_value(&model).unwrap();
+    assert_valid_status(&json, dir.path());
+    let alpha = &json["projects"][0]["datasets"][0];
+    assert_eq!(
+        (
+            &alpha["name"],
+            &alpha["days_final"],
+            &alpha["provisional"].as_array().unwrap().len(),
+            &alpha["failures"]
+        ),
+        (
+            &serde_json::json!("page_views"),
+            &serde_json::json!(11),
+            &4,
+            &serde_json::json!([])
+        )
+    );
+    let gamma = &json["projects"][2]["datasets"][0];
+    assert_eq!(
+        gamma["failures"][0]["reason"],
+        "the service answered 502: bad gateway"
+    );
+    let firing = &json["rules"]["firings"][0];
+    assert_eq!(firing["pr_link"], "https://github.com/org-a/docs/pull/7");
+    // It fired at noon with a 6-hour cooldown.
+    assert_eq!(firing["cooling_down_until"], "2026-03-15T18:00:00Z");
+    assert_eq!(json["rules"]["runs"][0]["outcome"], "failed");
+    let org_a = &json["organizations"][0];
+    assert_eq!(
+        (&org_a["used_last_hour"], &org_a["room_now"]),
+        (&serde_json::json!(3), &serde_json::json!(94997))
+    );
+    assert_eq!(org_a["hours"].as_array().unwrap().len(), 24);
+
+    // A document that breaks the schema is refused (the check can fail).
+    let mut broken = json.clone();
+    broken["projects"][0]["datasets"][0]["freshness"] = "green".into();
+    let refused = validate_status(&broken, dir.path());
+    assert!(refused.contains("'green' is not one of"), "{refused}");
+}
+
+/// Validates a status document against `docs/status.schema.json` with Python's jsonschema;
+/// the validator's words, empty when valid.
+pub fn validate_status(doc: &serde_json::Value, dir: &std::path::Path) -> String {
+    let file = dir.join("status.json");
+    std::fs::write(&file, serde_json::to_vec(doc).unwrap()).unwrap();
+    let schema = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/status.schema.json");
+    let out = std::process::Command::new(python())
+        .args(["-c", "import json, sys, jsonschema\nschema = json.load(open(sys.argv[1]))\njsonschema.Draft202012Validator.check_schema(schema)\nv = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)\nerrors = sorted(v.iter_errors(json.load(open(sys.argv[2]))), key=str)\nprint('\\n'.join(e.message for e in errors))"])
+        .arg(&schema)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Asserts that a status document is valid against the schema.
+pub fn assert_valid_status(doc: &serde_json::Value, dir: &std::path::Path) {
+    assert_eq!(validate_status(doc, dir), "");
 }

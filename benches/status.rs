@@ -1,0 +1,193 @@
+//! Status page benchmark: the daemon's `/` for 20 projects x 8 datasets x 90 days of state
+//! (14,400 windows, each project's range from its `start_date`, 89 of every 90 final), 48 hours of spend, a failed window per project, 200
+//! rule firings and 10 rules' last runs. It times what a request to `/` does (read the state,
+//! plan, forecast, render the HTML) and its parts, on a manual clock, and prints the median and
+//! the slowest of 30 renders. Run with `cargo bench --bench status`.
+
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use docpipe::clock::ManualClock;
+use docpipe::config::RawConfig;
+use std::time::Instant;
+
+const PROJECTS: usize = 20;
+const DAYS: i64 = 90;
+/// Every dataset (eight).
+fn datasets() -> Vec<&'static str> {
+    docpipe::dataset::ALL.iter().map(|d| d.name()).collect()
+}
+const RUNS: usize = 30;
+
+fn config(out: &std::path::Path) -> String {
+    let mut text = "[service]\nbase_url = \"http://127.0.0.1:9\"\n".to_string();
+    for o in 0..4 {
+        text +=
+            &format!("[[organizations]]\nid = \"org-{o}\"\nadmin_key_env = \"BENCH_KEY_{o}\"\n");
+    }
+    for p in 0..PROJECTS {
+        text += &format!(
+            "[[projects]]\nid = \"project-{p:02}\"\norganization = \"org-{}\"\nstart_date = \"2026-03-04\"\ndatasets = [{}]\n",
+            p % 4,
+            datasets()
+                .iter()
+                .map(|d| format!("\"{d}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    text + &format!(
+        "[export]\noutput_dir = \"{}\"\n[rules]\ndir = \"{}/jobs\"\n",
+        out.display(),
+        out.display()
+    )
+}
+
+/// The state: every window of 90 days, the spend of 48 hours, failures, firings, rule runs.
+fn fill(out: &std::path::Path, now: DateTime<Utc>) {
+    let state = out.join("state.sqlite");
+    let store = docpipe::store::Store::open(&state).unwrap();
+    let activity = store.activity();
+    for h in 0..48 {
+        for (d, dataset) in datasets().iter().enumerate() {
+            activity
+                .spend(
+                    &format!("org-{}", h % 4),
+                    dataset,
+                    ["walk", "probe", "backfill"][d % 3],
+                    3,
+                    now - Duration::hours(h),
+                )
+                .unwrap();
+        }
+    }
+    for p in 0..PROJECTS {
+        activity
+            .window_failed(
+                "searches",
+                &format!("project-{p:02}"),
+                now.date_naive(),
+                &now.date_naive().to_string(),
+                "the service answered 502: bad gateway",
+                now,
+            )
+            .unwrap();
+    }
+    for r in 0..10 {
+        activity
+            .rule_ran(&docpipe::store::activity::RuleRun {
+                rule: format!("rule-{r}"),
+                project: format!("project-{r:02}"),
+                at: now,
+                outcome: if r == 3 { "failed" } else { "fired" }.into(),
+                rows: Some(5),
+                line: "rule in r.toml: no such table".into(),
+            })
+            .unwrap();
+    }
+    drop(store);
+    let c = rusqlite::Connection::open(&state).unwrap();
+    c.execute_batch("BEGIN").unwrap();
+    let today = now.date_naive();
+    let first: NaiveDate = today - Duration::days(DAYS - 1);
+    for p in 0..PROJECTS {
+        for dataset in datasets() {
+            for i in 0..DAYS {
+                let day = first + Duration::days(i);
+                c.execute(
+                    "INSERT INTO windows (dataset, project, day, final, rows, requests, done_at) VALUES (?1, ?2, ?3, ?4, 250, 1, ?5)",
+                    rusqlite::params![dataset, format!("project-{p:02}"), day.to_string(), i < DAYS - 1, (now - Duration::minutes(30)).to_rfc3339()],
+                )
+                .unwrap();
+            }
+        }
+    }
+    for f in 0..200i64 {
+        c.execute(
+            "INSERT INTO rule_firings (rule, project, action, job, fired_at_ms, prompt_hash, prompt, rows_matched, sent, status, pr_link, seconds_to_done, updated_at_ms)
+             VALUES (?1, ?2, 'follow_up', 'job_1', ?3, ?4, 'x', 5, 'sent', 'completed', 'https://github.com/acme/docs/pull/7', 12.0, ?3)",
+            rusqlite::params![format!("rule-{}", f % 10), format!("project-{:02}", f % PROJECTS as i64), (now - Duration::hours(200 - f)).timestamp_millis(), format!("{f:064}")],
+        )
+        .unwrap();
+    }
+    c.execute_batch("COMMIT").unwrap();
+}
+
+fn median(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[v.len() - 1])
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(out.join("jobs")).unwrap();
+    let now: DateTime<Utc> = "2026-06-01T12:30:00Z".parse().unwrap();
+    fill(&out, now);
+    let settings = RawConfig::parse(&config(&out), "bench.toml")
+        .unwrap()
+        .validate("bench.toml")
+        .unwrap();
+    let clock = ManualClock::new(now);
+    let (mut collect, mut html, mut whole) = (Vec::new(), Vec::new(), Vec::new());
+    let mut bytes = 0;
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let status = docpipe::status::collect(&settings, clock.clone(), 20)
+            .await
+            .unwrap();
+        let c = t.elapsed().as_secs_f64() * 1e3;
+        let t2 = Instant::now();
+        let page = docpipe::status::html::render(&status);
+        let h = t2.elapsed().as_secs_f64() * 1e3;
+        bytes = page.len();
+        collect.push(c);
+        html.push(h);
+        whole.push(c + h);
+        assert_eq!(status.projects.len(), PROJECTS);
+        assert_eq!(
+            status
+                .projects
+                .iter()
+                .map(|p| p.datasets.len())
+                .sum::<usize>(),
+            PROJECTS * datasets().len()
+        );
+    }
+    // Its parts: opening the state, the planner's plan of what is due, the 24-hour forecast.
+    let (mut open, mut plan, mut forecast) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..10 {
+        let t = Instant::now();
+        let ctx = docpipe::app::Context::open(
+            settings.clone(),
+            clock.clone(),
+            docpipe::app::Access::Shared,
+            docpipe::app::Keys::None,
+        )
+        .await
+        .unwrap();
+        open.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        docpipe::app::plan_view::plan_view(&ctx).unwrap();
+        plan.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        docpipe::app::plan_view::forecast(&ctx).unwrap();
+        forecast.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let (c, cmax) = median(collect);
+    let (h, hmax) = median(html);
+    let (w, wmax) = median(whole);
+    println!(
+        "status page: {PROJECTS} projects x {} datasets x {DAYS} days of state ({} windows), {RUNS} renders",
+        datasets().len(),
+        PROJECTS as i64 * datasets().len() as i64 * DAYS
+    );
+    println!("  read the state, plan, forecast: median {c:.1} ms, slowest {cmax:.1} ms");
+    println!(
+        "    of which: open the state {:.1} ms, plan what is due {:.1} ms, forecast {:.1} ms (medians of 10)",
+        median(open).0,
+        median(plan).0,
+        median(forecast).0
+    );
+    println!("  render the HTML ({bytes} bytes): median {h:.2} ms, slowest {hmax:.2} ms");
+    println!("  the page: median {w:.1} ms, slowest {wmax:.1} ms (target: under 100 ms)");
+}

@@ -1,0 +1,760 @@
+//! What docpipe knows of its pipeline, as one model: `docpipe status` prints it as text or as
+//! JSON (`--json`, the schema in `docs/status.schema.json`), and the daemon serves it as an HTML
+//! page on `[daemon] listen`. [`collect`] reads the state database, the rule files and the
+//! trends' tables (sends nothing); the renderers only format.
+
+pub mod html;
+pub mod text;
+
+use crate::app::plan_view::{PlanView, plan_view};
+use crate::app::{Access, Context, Keys};
+use crate::clock::SharedClock;
+use crate::config::{Project, Settings};
+use crate::dataset::Windowing;
+use crate::export::Plan;
+use crate::store::activity::{RuleRun, WindowFailure};
+use crate::store::state_path;
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The schema's name and version, the document's `schema` field.
+pub const SCHEMA: &str = "docpipe-status/1";
+
+/// Everything the status shows, at `generated_at`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// docpipe's version.
+    pub version: &'static str,
+    /// When the facts were read.
+    pub generated_at: DateTime<Utc>,
+    /// Whether anything was exported yet (without a state database, every list is empty).
+    pub exported: bool,
+    /// The state database: its file, or the shared database's name.
+    pub state: String,
+    /// Whether several daemons share the state (PostgreSQL).
+    pub shared: bool,
+    /// Per project, in the config's order.
+    pub projects: Vec<ProjectStatus>,
+    /// What `docpipe export` would do now.
+    pub export_now: ExportNow,
+    /// Per organization, in the config's order.
+    pub organizations: Vec<OrgStatus>,
+    /// The backfills queued for the daemons, oldest first.
+    pub backfills: Vec<Backfill>,
+    /// The daemons that wrote a heartbeat and did not leave.
+    pub daemons: Vec<DaemonStatus>,
+    /// Per project with follow-ups or job creations in the last hour.
+    pub agent_budgets: Vec<AgentBudget>,
+    /// Rules, firings and jobs.
+    pub rules: Rules,
+    /// The trends' charts and the docs-gaps tables' top rows, per project.
+    pub trends: Vec<ProjectTrends>,
+}
+
+/// A project.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProjectStatus {
+    /// Its id.
+    pub id: String,
+    /// Its organization.
+    pub organization: String,
+    /// The first day it exports.
+    pub first_day: NaiveDate,
+    /// Set when the service said it does not know the project: nothing else is exported.
+    pub unknown: Option<Unknown>,
+    /// Per dataset it exports, in the config's order.
+    pub datasets: Vec<DatasetStatus>,
+}
+
+/// The service's 404 for a project.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unknown {
+    /// The service that said so.
+    pub base_url: String,
+    /// Its words.
+    pub message: String,
+    /// When.
+    pub at: DateTime<Utc>,
+}
+
+/// Days from `from` to `to`, both included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DayRange {
+    /// First day.
+    pub from: NaiveDate,
+    /// Last day.
+    pub to: NaiveDate,
+}
+
+impl DayRange {
+    /// How many days.
+    pub fn days(&self) -> i64 {
+        (self.to - self.from).num_days() + 1
+    }
+}
+
+/// How a dataset's staleness compares with its `[freshness]` target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Freshness {
+    /// Within the target.
+    Fresh,
+    /// Past it, within twice it.
+    Late,
+    /// Past twice the target.
+    Stale,
+    /// Never fetched (or fetched on demand).
+    Unknown,
+}
+
+/// A dataset of a project.
+#[derive(Debug, Clone, Serialize)]
+pub struct DatasetStatus {
+    /// Its name.
+    pub name: &'static str,
+    /// `daily` (a window per day), `span` (walked by ranges) or `on_demand` (threads).
+    pub windowing: &'static str,
+    /// Days exported (for a span: the days its walks covered).
+    pub days_exported: usize,
+    /// The first day exported.
+    pub first: Option<NaiveDate>,
+    /// The last day exported.
+    pub last: Option<NaiveDate>,
+    /// Days final (never fetched again).
+    pub days_final: usize,
+    /// The last final day.
+    pub last_final: Option<NaiveDate>,
+    /// Days still provisional, in order.
+    pub provisional: Vec<NaiveDate>,
+    /// Runs of days from the project's first day to the last exported that nothing covers.
+    pub missing: Vec<DayRange>,
+    /// Days with a persistent mismatch of their totals.
+    pub mismatches: usize,
+    /// Days `export` would fetch now (a daily dataset).
+    pub due_days: usize,
+    /// Ranges `export` would walk now (a span).
+    pub due_walks: Vec<DayRange>,
+    /// A span's last walk.
+    pub walked_at: Option<DateTime<Utc>>,
+    /// The last day a span was fetched through.
+    pub fetched_through: Option<NaiveDate>,
+    /// Threads fetched (the threads dataset).
+    pub threads_fetched: Option<usize>,
+    /// How long ago the newest data were taken.
+    pub staleness_secs: Option<i64>,
+    /// The `[freshness]` target of today's data.
+    pub target_secs: i64,
+    /// Staleness against the target.
+    pub freshness: Freshness,
+    /// When a window was last written.
+    pub last_success: Option<DateTime<Utc>>,
+    /// Windows whose last try failed, with the reason.
+    pub failures: Vec<Failure>,
+}
+
+/// A window whose last try failed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    /// The window (`2026-03-10`, `2026-03-01..2026-03-14`).
+    pub window: String,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// Why, in one line.
+    pub reason: String,
+}
+
+/// What `docpipe export` would do now.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExportNow {
+    /// Windows due.
+    pub windows: usize,
+    /// Requests they are expected to take.
+    pub requests: u64,
+    /// Seconds until they are all in at the budget (0: within this hour's).
+    pub eta_secs: u64,
+    /// Windows looked at recently enough that wait for their turn.
+    pub waiting_turn: u64,
+}
+
+/// An organization's budget and forecast.
+#[derive(Debug, Clone, Serialize)]
+pub struct OrgStatus {
+    /// Its id.
+    pub id: String,
+    /// Analytics requests an hour docpipe allows itself.
+    pub limit: u32,
+    /// Used in the last hour (by every process sharing the budget).
+    pub used_last_hour: u32,
+    /// Room left now.
+    pub room_now: u32,
+    /// The last 24 hours, oldest first: requests docpipe sent each hour.
+    pub hours: Vec<Hour>,
+    /// The planner's next 24 hours (an organization with projects).
+    pub forecast: Option<Forecast>,
+}
+
+/// Requests sent in one hour.
+#[derive(Debug, Clone, Serialize)]
+pub struct Hour {
+    /// The hour's start.
+    pub start: DateTime<Utc>,
+    /// Requests.
+    pub total: u64,
+    /// By dataset.
+    pub by_dataset: BTreeMap<String, u64>,
+    /// By purpose: `walk`, `probe`, `backfill`.
+    pub by_purpose: BTreeMap<String, u64>,
+}
+
+/// The planner's forecast for an organization.
+#[derive(Debug, Clone, Serialize)]
+pub struct Forecast {
+    /// The paragraph `docpipe status` and the daemon print.
+    pub paragraph: String,
+    /// Whether the config asks for more than the budget.
+    pub short: bool,
+    /// Requests an hour by dataset, simulated.
+    pub by_dataset: Vec<Rate>,
+    /// Per project and dataset: the most today's data will be stale, and the longest a
+    /// provisional day waits between two looks.
+    pub staleness: Vec<Expected>,
+}
+
+/// Requests an hour of a dataset.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rate {
+    /// Dataset.
+    pub dataset: &'static str,
+    /// Requests an hour.
+    pub per_hour: f64,
+}
+
+/// The forecast's staleness of a project's dataset.
+#[derive(Debug, Clone, Serialize)]
+pub struct Expected {
+    /// Project.
+    pub project: String,
+    /// Dataset.
+    pub dataset: &'static str,
+    /// The most today's data will be stale, seconds.
+    pub today_secs: i64,
+    /// The longest a provisional day waits between two looks, seconds.
+    pub days_every_secs: i64,
+}
+
+/// A queued backfill.
+#[derive(Debug, Clone, Serialize)]
+pub struct Backfill {
+    /// Its id.
+    pub id: i64,
+    /// First day.
+    pub from: NaiveDate,
+    /// Last day.
+    pub to: NaiveDate,
+    /// Its projects (empty: every project).
+    pub projects: Vec<String>,
+    /// The daemon working on it.
+    pub holder: Option<String>,
+    /// Windows not final yet.
+    pub windows: usize,
+    /// Requests they are expected to take.
+    pub requests: u64,
+    /// Seconds until done at the budget (0: within this hour's).
+    pub eta_secs: u64,
+}
+
+/// A daemon.
+#[derive(Debug, Clone, Serialize)]
+pub struct DaemonStatus {
+    /// Its name (`host:pid`).
+    pub name: String,
+    /// Whether its heartbeat is recent.
+    pub alive: bool,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// Its last heartbeat.
+    pub seen_at: DateTime<Utc>,
+    /// What it holds: `backfill N`, `window K`.
+    pub holds: Vec<String>,
+    /// Windows it finished (shared state only).
+    pub windows_done: Option<i64>,
+}
+
+/// A project's follow-ups and job creations in the last hour.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentBudget {
+    /// Project.
+    pub project: String,
+    /// Used.
+    pub used: u32,
+    /// docpipe's limit an hour.
+    pub limit: u32,
+}
+
+/// The rules.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rules {
+    /// Firings in the ledger.
+    pub firings_total: usize,
+    /// The last firings, oldest first.
+    pub firings: Vec<FiringStatus>,
+    /// Each rule's last run, by rule.
+    pub runs: Vec<RuleRun>,
+    /// Rule files that do not load, one line each.
+    pub problems: Vec<String>,
+}
+
+/// A firing and its job.
+#[derive(Debug, Clone, Serialize)]
+pub struct FiringStatus {
+    /// The ledger's id.
+    pub id: i64,
+    /// When it fired.
+    pub fired_at: DateTime<Utc>,
+    /// Rule.
+    pub rule: String,
+    /// Project.
+    pub project: String,
+    /// `follow_up` or `create`.
+    pub kind: &'static str,
+    /// The job.
+    pub job: Option<String>,
+    /// Rows the query matched.
+    pub rows: i64,
+    /// `sent`, `sending`, `unknown`, `refused`, `not_sent`.
+    pub sent: &'static str,
+    /// The job's last status seen.
+    pub job_status: Option<String>,
+    /// Its pull request.
+    pub pr_link: Option<String>,
+    /// Seconds from sending until the job ended.
+    pub seconds_to_done: Option<f64>,
+    /// What went wrong.
+    pub error: Option<String>,
+    /// The end of the rule's cooldown, while it runs.
+    pub cooling_down_until: Option<DateTime<Utc>>,
+    /// The line `docpipe status` prints.
+    pub line: String,
+}
+
+/// A project's charts and gap rows.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProjectTrends {
+    /// Project.
+    pub project: String,
+    /// The charts' SVG files, relative to the output folder.
+    pub charts: Vec<String>,
+    /// The docs-gaps tables' top rows.
+    pub gaps: Vec<crate::trends::gaps::TopRows>,
+}
+
+fn eta_secs(plan: &Plan) -> u64 {
+    plan.eta().as_secs()
+}
+
+/// Rows of the gap tables shown per project.
+pub const TOP_ROWS: usize = 5;
+
+/// Reads the status at the clock's now; `firings`: how many of the last firings to list.
+pub async fn collect(
+    settings: &Settings,
+    clock: SharedClock,
+    firings: usize,
+) -> anyhow::Result<Status> {
+    let now = clock.now();
+    let state_file = state_path(&settings.output_dir);
+    let mut status = Status {
+        schema: SCHEMA,
+        version: env!("CARGO_PKG_VERSION"),
+        generated_at: now,
+        exported: false,
+        state: state_file.display().to_string(),
+        shared: false,
+        projects: Vec::new(),
+        export_now: ExportNow {
+            windows: 0,
+            requests: 0,
+            eta_secs: 0,
+            waiting_turn: 0,
+        },
+        organizations: Vec::new(),
+        backfills: Vec::new(),
+        daemons: Vec::new(),
+        agent_budgets: Vec::new(),
+        rules: Rules {
+            firings_total: 0,
+            firings: Vec::new(),
+            runs: Vec::new(),
+            problems: Vec::new(),
+        },
+        trends: Vec::new(),
+    };
+    if !state_file.exists() && settings.state_url.is_none() {
+        return Ok(status);
+    }
+    let ctx = Context::open(settings.clone(), clock, Access::Shared, Keys::None).await?;
+    let view = plan_view(&ctx)?;
+    status.exported = true;
+    status.state = ctx.store().sql().name().to_string();
+    status.shared = ctx.store().is_shared();
+    let failures = ctx.store().activity().failures()?;
+    let unknown = ctx.store().unknown_projects()?;
+    for p in &settings.projects {
+        let unknown = unknown.iter().find(|u| u.project == p.id).map(|u| Unknown {
+            base_url: u.base_url.clone(),
+            message: crate::text::one_line(&u.message).into_owned(),
+            at: u.at,
+        });
+        let datasets = if unknown.is_some() {
+            Vec::new()
+        } else {
+            let mut out = Vec::new();
+            for name in &p.datasets {
+                out.push(dataset(&ctx, &view, p, name, &failures, now)?);
+            }
+            out
+        };
+        status.projects.push(ProjectStatus {
+            id: p.id.clone(),
+            organization: p.organization.clone(),
+            first_day: p.first_day(settings.today(now)),
+            unknown,
+            datasets,
+        });
+    }
+    status.export_now = ExportNow {
+        windows: view.due.due.len(),
+        requests: view.due.expected_requests,
+        eta_secs: eta_secs(&view.due),
+        waiting_turn: if view.due.deferred > 0 || view.due.fresh > 0 {
+            view.due.fresh
+        } else {
+            0
+        },
+    };
+    status.organizations = organizations(&ctx, now)?;
+    status.backfills = view
+        .queued
+        .iter()
+        .map(|(q, plan)| Backfill {
+            id: q.id,
+            from: q.from,
+            to: q.to,
+            projects: q.projects.clone(),
+            holder: q.holder.clone(),
+            windows: plan.due.len(),
+            requests: plan.expected_requests,
+            eta_secs: eta_secs(plan),
+        })
+        .collect();
+    status.daemons = daemons(&ctx, &view, now)?;
+    let limits = settings.agent_limits();
+    for p in &settings.projects {
+        let used = ctx.budget().used(&format!("agent:{}", p.id), now);
+        if used > 0 {
+            status.agent_budgets.push(AgentBudget {
+                project: p.id.clone(),
+                used,
+                limit: limits.get(&p.id).copied().unwrap_or(0),
+            });
+        }
+    }
+    status.rules = rules(&ctx, firings, now)?;
+    status.trends = trends(settings);
+    Ok(status)
+}
+
+/// A dataset's days, staleness and failures.
+fn dataset(
+    ctx: &Context,
+    view: &PlanView,
+    p: &Project,
+    name: &'static str,
+    failures: &[WindowFailure],
+    now: DateTime<Utc>,
+) -> anyhow::Result<DatasetStatus> {
+    let state = ctx.store();
+    let windowing = crate::dataset::shape_by_name(name).map_or(Windowing::Daily, |s| s.windowing);
+    let written = state.windows(name, &p.id)?;
+    let mut known: Vec<NaiveDate> = written.keys().copied().collect();
+    known.sort();
+    let first_day = p.first_day(ctx.settings.today(now));
+    let missing = match known.last() {
+        Some(&last) => crate::export::holes(|d| known.binary_search(&d).is_ok(), first_day, last)
+            .into_iter()
+            .map(|r| DayRange {
+                from: r.start,
+                to: r.end.pred_opt().unwrap_or(r.start),
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let due: Vec<_> = view
+        .due
+        .due
+        .iter()
+        .filter(|d| d.dataset() == name && d.project == p.id)
+        .collect();
+    let provisional: Vec<NaiveDate> = known
+        .iter()
+        .filter(|d| !written[*d].is_final)
+        .copied()
+        .collect();
+    let (walked_at, fetched_through) = match windowing {
+        Windowing::Span { .. } => (
+            state.span_look(name, &p.id)?.walked_at,
+            state
+                .span_through(name, &p.id)?
+                .map(|t| t.pred_opt().unwrap_or(t)),
+        ),
+        _ => (None, None),
+    };
+    let target = ctx.settings.freshness.policy(name).today;
+    let staleness = ctx.exporter().staleness(name, &p.id, now)?;
+    let freshness = match staleness {
+        None => Freshness::Unknown,
+        Some(s) if s <= target => Freshness::Fresh,
+        Some(s) if s <= target * 2 => Freshness::Late,
+        Some(_) => Freshness::Stale,
+    };
+    Ok(DatasetStatus {
+        name,
+        windowing: match windowing {
+            Windowing::Daily => "daily",
+            Windowing::Span { .. } => "span",
+            Windowing::OnDemand => "on_demand",
+        },
+        days_exported: known.len(),
+        first: known.first().copied(),
+        last: known.last().copied(),
+        days_final: known.len() - provisional.len(),
+        last_final: known.iter().rev().find(|d| written[*d].is_final).copied(),
+        provisional,
+        missing,
+        mismatches: written.values().filter(|w| w.mismatch.is_some()).count(),
+        due_days: if matches!(windowing, Windowing::Span { .. }) {
+            0
+        } else {
+            due.len()
+        },
+        due_walks: if matches!(windowing, Windowing::Span { .. }) {
+            due.iter()
+                .map(|d| DayRange {
+                    from: d.day,
+                    to: d.to.pred_opt().unwrap_or(d.to),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
+        walked_at,
+        fetched_through,
+        threads_fetched: if windowing == Windowing::OnDemand {
+            Some(state.threads_fetched(&p.id)?.len())
+        } else {
+            None
+        },
+        staleness_secs: staleness.map(|s| s.num_seconds()),
+        target_secs: target.num_seconds(),
+        freshness,
+        last_success: state.last_written(name, &p.id)?,
+        failures: failures
+            .iter()
+            .filter(|f| f.dataset == name && f.project == p.id)
+            .map(|f| Failure {
+                window: f.window.clone(),
+                at: f.at,
+                reason: f.reason.clone(),
+            })
+            .collect(),
+    })
+}
+
+/// Each organization's budget: the last hour, the last 24 hours' spend, the forecast.
+fn organizations(ctx: &Context, now: DateTime<Utc>) -> anyhow::Result<Vec<OrgStatus>> {
+    let (streams, forecast) = crate::app::plan_view::forecast(ctx)?;
+    let this_hour =
+        DateTime::from_timestamp(now.timestamp().div_euclid(3600) * 3600, 0).unwrap_or(now);
+    let since = this_hour - Duration::hours(23);
+    let spent = ctx.store().activity().spent_since(since)?;
+    let mut out = Vec::new();
+    for o in &ctx.settings.organizations {
+        let limit = o.limits.effective(o.limits.analytics_per_hour);
+        let used = ctx.budget().used(&format!("analytics:{}", o.id), now);
+        let hours = (0..24)
+            .map(|i| {
+                let start = since + Duration::hours(i);
+                let mut h = Hour {
+                    start,
+                    total: 0,
+                    by_dataset: BTreeMap::new(),
+                    by_purpose: BTreeMap::new(),
+                };
+                for s in spent.iter().filter(|s| s.hour == start && s.org == o.id) {
+                    h.total += s.requests;
+                    *h.by_dataset.entry(s.dataset.clone()).or_default() += s.requests;
+                    *h.by_purpose.entry(s.purpose.clone()).or_default() += s.requests;
+                }
+                h
+            })
+            .collect();
+        let forecast = forecast.iter().find(|f| f.org == o.id).map(|f| Forecast {
+            paragraph: f.paragraph(&streams),
+            short: f.short(),
+            by_dataset: f
+                .by_dataset
+                .iter()
+                .map(|(d, n)| Rate {
+                    dataset: d,
+                    per_hour: *n,
+                })
+                .collect(),
+            staleness: f
+                .staleness
+                .iter()
+                .map(|(p, d, today, every)| Expected {
+                    project: p.clone(),
+                    dataset: d,
+                    today_secs: today.num_seconds(),
+                    days_every_secs: every.num_seconds(),
+                })
+                .collect(),
+        });
+        out.push(OrgStatus {
+            id: o.id.clone(),
+            limit,
+            used_last_hour: used,
+            room_now: limit.saturating_sub(used),
+            hours,
+            forecast,
+        });
+    }
+    Ok(out)
+}
+
+/// The daemons: alive or not, what each holds.
+fn daemons(
+    ctx: &Context,
+    view: &PlanView,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Vec<DaemonStatus>> {
+    let state = ctx.store();
+    let (held, done_by) = if state.is_shared() {
+        let claims = state.claims();
+        (claims.held(now)?, claims.done_by()?)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    Ok(state
+        .daemons()
+        .all()?
+        .into_iter()
+        .map(|d| {
+            let mut holds: Vec<String> = view
+                .queued
+                .iter()
+                .filter(|(q, _)| q.holder.as_ref() == Some(&d.name))
+                .map(|(q, _)| format!("backfill {}", q.id))
+                .collect();
+            holds.extend(
+                held.iter()
+                    .filter(|(_, h)| *h == d.name)
+                    .map(|(k, _)| format!("window {k}")),
+            );
+            let windows_done = state.is_shared().then(|| {
+                done_by
+                    .iter()
+                    .find(|(h, _)| *h == d.name)
+                    .map_or(0, |(_, n)| *n)
+            });
+            DaemonStatus {
+                alive: d.alive(now),
+                name: d.name,
+                started_at: d.started_at,
+                seen_at: d.seen_at,
+                holds,
+                windows_done,
+            }
+        })
+        .collect())
+}
+
+/// The last firings with their cooldowns, each rule's last run, the rule files' problems.
+fn rules(ctx: &Context, firings: usize, now: DateTime<Utc>) -> anyhow::Result<Rules> {
+    let settings = &ctx.settings;
+    let loaded = if settings.rules_dir.is_dir() {
+        match crate::app::rules::load(&settings.rules_dir, &settings.project_ids(), &[]) {
+            Ok(l) => (l.rules, l.problems),
+            Err(e) => (Vec::new(), vec![e.to_string()]),
+        }
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let all = ctx.store().ledger().all()?;
+    // A rule cools down from its last firing that may have reached the service.
+    let mut last: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
+    for f in all.iter().filter(|f| f.sent.maybe_delivered()) {
+        last.insert(&f.rule, f.fired_at);
+    }
+    let cooling = |rule: &str| -> Option<DateTime<Utc>> {
+        let r = loaded.0.iter().find(|r| r.name == rule)?;
+        let until = *last.get(rule)? + Duration::from_std(r.cooldown).ok()?;
+        (now < until).then_some(until)
+    };
+    let shown: Vec<FiringStatus> = all
+        .iter()
+        .rev()
+        .take(firings)
+        .rev()
+        .map(|f| FiringStatus {
+            id: f.id,
+            fired_at: f.fired_at,
+            rule: f.rule.clone(),
+            project: f.project.clone(),
+            kind: f.kind.as_str(),
+            job: f.job.clone(),
+            rows: f.rows_matched,
+            sent: f.sent.as_str(),
+            job_status: f.status.clone(),
+            pr_link: f.pr_link.clone(),
+            seconds_to_done: f.seconds_to_done,
+            error: f.error.clone(),
+            cooling_down_until: cooling(&f.rule),
+            line: crate::rules::engine::firing_line(f),
+        })
+        .collect();
+    Ok(Rules {
+        firings_total: all.len(),
+        firings: shown,
+        runs: ctx.store().activity().rule_runs()?,
+        problems: loaded.1,
+    })
+}
+
+/// Each project's charts (the SVGs `docpipe trends` drew) and the gap tables' top rows.
+fn trends(settings: &Settings) -> Vec<ProjectTrends> {
+    let out = &settings.output_dir;
+    let mut gaps = crate::trends::gaps::top_rows(out, TOP_ROWS);
+    settings
+        .projects
+        .iter()
+        .filter_map(|p| {
+            let charts: Vec<String> = [
+                format!("trends/chart-{}.svg", p.id),
+                format!("trends/gaps-{}.svg", p.id),
+            ]
+            .into_iter()
+            .filter(|c| out.join(c).is_file())
+            .collect();
+            let gaps = gaps.remove(&p.id).unwrap_or_default();
+            (!charts.is_empty() || !gaps.is_empty()).then(|| ProjectTrends {
+                project: p.id.clone(),
+                charts,
+                gaps,
+            })
+        })
+        .collect()
+}

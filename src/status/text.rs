@@ -1,0 +1,328 @@
+//! `docpipe status` as text: one line per project and dataset, then the plans, the daemons,
+//! the budgets and the last firings.
+
+use super::{DatasetStatus, DayRange, ProjectStatus, Status};
+use chrono::NaiveDate;
+use std::fmt::Write as _;
+
+fn days(list: &[NaiveDate]) -> String {
+    list.iter()
+        .map(NaiveDate::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A duration in hours and minutes, short.
+pub fn short(secs: i64) -> String {
+    let m = secs.max(0) / 60;
+    match (m / 60, m % 60) {
+        (0, m) => format!("{m}m"),
+        (h, 0) => format!("{h}h"),
+        (h, m) => format!("{h}h{m:02}m"),
+    }
+}
+
+/// The planner's time estimate, in words.
+pub fn eta(secs: u64) -> String {
+    if secs == 0 {
+        "within the current hour's budget".to_string()
+    } else {
+        format!("about {} h at the budget", secs / 3600)
+    }
+}
+
+fn range(r: &DayRange) -> String {
+    if r.from == r.to {
+        r.from.to_string()
+    } else {
+        format!("{}..{}", r.from, r.to)
+    }
+}
+
+fn ranges(list: &[DayRange]) -> String {
+    list.iter().map(range).collect::<Vec<_>>().join(", ")
+}
+
+/// The status as text.
+pub fn render(s: &Status) -> String {
+    if !s.exported {
+        return format!("nothing exported yet: no state database at {}\n", s.state);
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "state: {}", s.state);
+    for p in &s.projects {
+        project_lines(&mut out, p);
+    }
+    plan_lines(&mut out, s);
+    daemon_lines(&mut out, s);
+    for o in &s.organizations {
+        let _ = writeln!(
+            out,
+            "budget analytics:{}: {} of {} requests used in the last hour",
+            o.id, o.used_last_hour, o.limit
+        );
+    }
+    for a in &s.agent_budgets {
+        let _ = writeln!(
+            out,
+            "budget agent:{}: {} of {} follow-ups and job creations used in the last hour",
+            a.project, a.used, a.limit
+        );
+    }
+    rule_lines(&mut out, s);
+    out
+}
+
+fn project_lines(out: &mut String, p: &ProjectStatus) {
+    if let Some(u) = &p.unknown {
+        let _ = writeln!(
+            out,
+            "{}: unknown to the service at {} ({}, {}): not exported until its id is fixed in the config, or `export --retry-unknown`",
+            p.id,
+            u.base_url,
+            u.message,
+            u.at.format("%Y-%m-%d %H:%M UTC")
+        );
+        return;
+    }
+    let views = p
+        .datasets
+        .iter()
+        .find(|d| d.name == crate::dataset::page_views::PAGE_VIEWS);
+    match views {
+        Some(d) => page_view_line(out, p, d),
+        None => {
+            let _ = writeln!(
+                out,
+                "project {}: nothing exported; `export` would fetch 0 days from {}",
+                p.id, p.first_day
+            );
+        }
+    }
+    for d in p
+        .datasets
+        .iter()
+        .filter(|d| d.name != crate::dataset::page_views::PAGE_VIEWS)
+    {
+        let _ = writeln!(out, "  {}: {}", d.name, dataset_line(d));
+    }
+    for d in &p.datasets {
+        for f in &d.failures {
+            let _ = writeln!(
+                out,
+                "  {} {} failed {}: {}",
+                d.name,
+                f.window,
+                f.at.format("%Y-%m-%d %H:%M UTC"),
+                f.reason
+            );
+        }
+    }
+}
+
+/// A project's page views: the days exported, the last final one, the provisional ones.
+fn page_view_line(out: &mut String, p: &ProjectStatus, d: &DatasetStatus) {
+    let due = d.due_days;
+    let start = p.first_day;
+    let _ = match (d.first, d.last) {
+        (Some(first), Some(last)) => writeln!(
+            out,
+            "project {}: {} days exported ({first}..{last}), last final day {}, {} provisional{}{}; `export` would fetch {due} days from {start}",
+            p.id,
+            d.days_exported,
+            d.last_final.map_or("none".to_string(), |d| d.to_string()),
+            d.provisional.len(),
+            if d.provisional.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", days(&d.provisional))
+            },
+            if d.mismatches > 0 {
+                format!(", {} with a persistent mismatch", d.mismatches)
+            } else {
+                String::new()
+            },
+        ),
+        _ => writeln!(
+            out,
+            "project {}: nothing exported; `export` would fetch {due} days from {start}",
+            p.id
+        ),
+    };
+}
+
+/// A dataset's line beside page views: its days, or its span's reach, or its threads.
+fn dataset_line(d: &DatasetStatus) -> String {
+    let gaps = if d.missing.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; not covered: {} (`export` fills them)",
+            ranges(&d.missing)
+        )
+    };
+    match d.windowing {
+        "span" => {
+            let walks = if d.due_walks.is_empty() {
+                match (d.walked_at, d.staleness_secs) {
+                    (Some(_), Some(ago)) => {
+                        format!("nothing (walked {} ago: not due yet)", short(ago))
+                    }
+                    _ => "nothing".to_string(),
+                }
+            } else {
+                ranges(&d.due_walks)
+            };
+            match (d.fetched_through, d.first) {
+                (Some(t), Some(a)) => {
+                    format!("covered {a}..{t}{gaps}; `export` would walk {walks}")
+                }
+                (Some(t), None) => format!("fetched through {t}; `export` would walk {walks}"),
+                (None, _) => format!("nothing exported; `export` would walk {walks}"),
+            }
+        }
+        "on_demand" => format!("{} threads fetched", d.threads_fetched.unwrap_or(0)),
+        _ => match (d.first, d.last) {
+            (Some(a), Some(b)) => format!(
+                "{} days ({a}..{b}), {} provisional{gaps}; `export` would fetch {} days",
+                d.days_exported,
+                d.provisional.len(),
+                d.due_days
+            ),
+            _ => format!("nothing exported; `export` would fetch {} days", d.due_days),
+        },
+    }
+}
+
+/// What `export` would do now, the planner's next 24 hours and the backfills queued.
+fn plan_lines(out: &mut String, s: &Status) {
+    let e = &s.export_now;
+    let _ = writeln!(
+        out,
+        "export now: {} windows, about {} requests, ETA {}",
+        e.windows,
+        e.requests,
+        eta(e.eta_secs)
+    );
+    if e.waiting_turn > 0 {
+        let _ = writeln!(
+            out,
+            "  {} windows looked at recently enough wait for their turn",
+            e.waiting_turn
+        );
+    }
+    let _ = writeln!(out, "planner, the next 24 hours:");
+    for f in s.organizations.iter().filter_map(|o| o.forecast.as_ref()) {
+        let _ = writeln!(out, "  {}", f.paragraph);
+        let spend: Vec<String> = f
+            .by_dataset
+            .iter()
+            .map(|r| format!("{} {:.1}", r.dataset, r.per_hour))
+            .collect();
+        let _ = writeln!(
+            out,
+            "    requests an hour by dataset: {}",
+            if spend.is_empty() {
+                "none".to_string()
+            } else {
+                spend.join(", ")
+            }
+        );
+        let mut by_project: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+        for x in &f.staleness {
+            by_project.entry(&x.project).or_default().push(format!(
+                "{} today <= {}, days every <= {}",
+                x.dataset,
+                short(x.today_secs),
+                short(x.days_every_secs)
+            ));
+        }
+        for (p, parts) in by_project {
+            let _ = writeln!(out, "    {p}: {}", parts.join("; "));
+        }
+    }
+    if s.backfills.is_empty() {
+        let _ = writeln!(out, "backfill queue: empty");
+    }
+    for b in &s.backfills {
+        let _ = writeln!(
+            out,
+            "backfill queued ({}{}): {}..{} of {}: {} windows not final yet, about {} requests, ETA {}",
+            b.id,
+            b.holder
+                .as_ref()
+                .map_or(String::new(), |h| format!(", held by daemon {h}")),
+            b.from,
+            b.to,
+            if b.projects.is_empty() {
+                "every project".to_string()
+            } else {
+                b.projects.join(", ")
+            },
+            b.windows,
+            b.requests,
+            eta(b.eta_secs)
+        );
+    }
+}
+
+/// The daemons: alive or not, what each holds.
+fn daemon_lines(out: &mut String, s: &Status) {
+    if s.daemons.is_empty() {
+        let _ = writeln!(out, "daemons: none running");
+    }
+    for d in &s.daemons {
+        let holds = if d.holds.is_empty() {
+            "nothing".to_string()
+        } else {
+            d.holds.join(", ")
+        };
+        let seen = short((s.generated_at - d.seen_at).num_seconds());
+        let started = d.started_at.format("%Y-%m-%d %H:%M:%SZ");
+        let _ = if d.alive {
+            writeln!(
+                out,
+                "daemon {}: alive (heartbeat {seen} ago), started {started}, holds {holds}{}",
+                d.name,
+                d.windows_done
+                    .map_or(String::new(), |n| format!("; {n} windows done"))
+            )
+        } else {
+            writeln!(
+                out,
+                "daemon {}: no heartbeat for {seen} (stopped without leaving, or cut off), started {started}; what it held is taken over when its lease runs out",
+                d.name
+            )
+        };
+    }
+}
+
+/// The last rule firings, then the rules that failed.
+fn rule_lines(out: &mut String, s: &Status) {
+    let r = &s.rules;
+    if r.firings_total == 0 {
+        let _ = writeln!(out, "rules: no firing yet");
+    } else {
+        let _ = writeln!(out, "rules: {} firings; the last:", r.firings_total);
+        for f in &r.firings {
+            let _ = writeln!(
+                out,
+                "  {} {}",
+                f.fired_at.format("%Y-%m-%d %H:%M:%SZ"),
+                f.line
+            );
+        }
+    }
+    for run in r.runs.iter().filter(|r| r.outcome == "failed") {
+        let _ = writeln!(
+            out,
+            "rule {} failed {}: {}",
+            run.rule,
+            run.at.format("%Y-%m-%d %H:%M UTC"),
+            run.line
+        );
+    }
+    for p in &r.problems {
+        let _ = writeln!(out, "rule file problem: {p}");
+    }
+}
