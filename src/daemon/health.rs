@@ -112,22 +112,23 @@ pub fn token(settings: &Settings, addr: SocketAddr) -> Result<Option<Token>, Use
 #[derive(Clone)]
 struct Port {
     metrics: Arc<Option<PrometheusHandle>>,
-    /// The config and clock the page is collected with (none: `/` is not served).
-    page: Option<Arc<(Settings, SharedClock)>>,
+    /// The config and clock the page is collected with.
+    page: Arc<(Settings, SharedClock)>,
     token: Option<Token>,
 }
 
 /// The router: `/healthz` says `ok`, `/metrics` renders the recorder's metrics (empty without
-/// one); with `page`, `/` the status page, `/status.json` its facts and `/trends/*.svg` its
-/// charts; with `token`, everything but `/healthz` asks for it.
+/// one), `/` the status page of `settings` at the clock's now, `/status.json` its facts and
+/// `/trends/*.svg` its charts; with `token`, everything but `/healthz` asks for it.
 pub fn router(
     metrics: Option<PrometheusHandle>,
-    page: Option<(Settings, SharedClock)>,
+    settings: Settings,
+    clock: SharedClock,
     token: Option<Token>,
 ) -> axum::Router {
     let state = Port {
         metrics: Arc::new(metrics),
-        page: page.map(Arc::new),
+        page: Arc::new((settings, clock)),
         token,
     };
     let guarded = axum::Router::new()
@@ -197,10 +198,7 @@ async fn render_metrics(State(p): State<Port>) -> impl IntoResponse {
 const POLICY: &str = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 async fn collect(p: &Port) -> Result<crate::status::Status, Response> {
-    let Some(page) = &p.page else {
-        return Err(StatusCode::NOT_FOUND.into_response());
-    };
-    let (settings, clock) = (&page.0, page.1.clone());
+    let (settings, clock) = (&p.page.0, p.page.1.clone());
     crate::status::collect(settings, clock, PAGE_FIRINGS)
         .await
         .map_err(|e| {
@@ -248,10 +246,7 @@ async fn json(State(p): State<Port>) -> Response {
 /// A chart `docpipe trends` drew: `chart-<project>.svg` or `gaps-<project>.svg` of a
 /// configured project, nothing else.
 async fn chart(State(p): State<Port>, Path(file): Path<String>) -> Response {
-    let Some(page) = &p.page else {
-        return StatusCode::NOT_FOUND.into_response();
-    };
-    let settings = &page.0;
+    let settings = &p.page.0;
     let known = settings.projects.iter().any(|proj| {
         file == format!("chart-{}.svg", proj.id) || file == format!("gaps-{}.svg", proj.id)
     });

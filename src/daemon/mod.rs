@@ -62,7 +62,7 @@ async fn start(
             let stop = async move {
                 let _ = stop_rx.wait_for(|s| *s).await;
             };
-            let app = health::router(metrics, Some((settings.clone(), clock.clone())), token);
+            let app = health::router(metrics, settings.clone(), clock.clone(), token);
             let (bound, task) = health::serve(addr, app, stop)
                 .await
                 .map_err(|e| UserError::new(format!("daemon.listen {addr}: cannot listen: {e}")))?;

@@ -54,6 +54,15 @@ impl Failure {
         )
     }
 
+    /// The window's days as people read them: `2026-03-10`, or `2026-03-01..2026-03-14`
+    /// (the last day included).
+    pub fn days(&self) -> String {
+        match self.to {
+            Some(to) => format!("{}..{}", self.day, to.pred_opt().unwrap_or(to)),
+            None => self.day.to_string(),
+        }
+    }
+
     /// The window as the summary names it: nothing for a page-view day (its messages name the
     /// project and day), the dataset and its days otherwise.
     fn label(&self) -> Option<String> {

@@ -1019,19 +1019,15 @@ impl Exporter {
         summary: &mut Summary,
         stops: &mut Stops,
     ) {
-        let (dataset, project, day, to) = window;
+        let (dataset, project, day, _) = window;
         let failure = Failure::of(window, false, Arc::new(e));
         let e = &failure.cause;
-        let shown = match to {
-            Some(to) => format!("{day}..{}", to.pred_opt().unwrap_or(to)),
-            None => day.to_string(),
-        };
         let reason = crate::text::one_line(&e.to_string()).into_owned();
         if let Err(e) = self.state().activity().window_failed(
             dataset,
             project,
             day,
-            &shown,
+            &failure.days(),
             &reason,
             self.clock.now(),
         ) {

@@ -524,7 +524,18 @@ impl Exporter {
             summary.requests += n;
             self.spent(summary, client.organization(), THREADS.name, "walk", n);
             match result {
-                Ok(outcome) => summary.records.push(outcome),
+                Ok(outcome) => {
+                    if let Err(e) =
+                        self.state()
+                            .activity()
+                            .window_written(THREADS.name, &project, None)
+                    {
+                        tracing::warn!(
+                            "cannot clear the threads' failure for the status page: {e}"
+                        );
+                    }
+                    summary.records.push(outcome)
+                }
                 Err(e) => {
                     let window = (THREADS.name, project.as_str(), self.today(), None);
                     self.failed(window, client, e, summary, stops);

@@ -118,11 +118,11 @@ impl Exporter {
             Written::Views(o) => (o.rows, o.rejected, o.day.to_string()),
             Written::Records(o) => (o.rows, 0, format!("{} {}", o.dataset, o.from)),
         };
-        if let Err(e) = self
-            .state()
-            .activity()
-            .window_written(dataset, &due.project, due.day)
-        {
+        if let Err(e) = self.state().activity().window_written(
+            dataset,
+            &due.project,
+            (!due.is_span()).then_some(due.day),
+        ) {
             tracing::warn!("cannot clear the window's failure for the status page: {e}");
         }
         self.emit(Event::Written {

@@ -402,6 +402,7 @@ pub async fn collect(
     status.shared = ctx.store().is_shared();
     let failures = ctx.store().activity().failures()?;
     let unknown = ctx.store().unknown_projects()?;
+    let exporter = ctx.exporter();
     for p in &settings.projects {
         let unknown = unknown.iter().find(|u| u.project == p.id).map(|u| Unknown {
             base_url: u.base_url.clone(),
@@ -413,7 +414,7 @@ pub async fn collect(
         } else {
             let mut out = Vec::new();
             for name in &p.datasets {
-                out.push(dataset(&ctx, &view, p, name, &failures, now)?);
+                out.push(dataset(&ctx, &view, p, name, &exporter, &failures, now)?);
             }
             out
         };
@@ -429,11 +430,7 @@ pub async fn collect(
         windows: view.due.due.len(),
         requests: view.due.expected_requests,
         eta_secs: eta_secs(&view.due),
-        waiting_turn: if view.due.deferred > 0 || view.due.fresh > 0 {
-            view.due.fresh
-        } else {
-            0
-        },
+        waiting_turn: view.due.fresh,
     };
     status.organizations = organizations(&ctx, now)?;
     status.backfills = view
@@ -467,12 +464,27 @@ pub async fn collect(
     Ok(status)
 }
 
+/// The runs of days from `first` to the last of `known` (sorted) that `known` lacks.
+fn holes(known: &[NaiveDate], first: NaiveDate) -> Vec<DayRange> {
+    let Some(&last) = known.last() else {
+        return Vec::new();
+    };
+    crate::export::holes(|d| known.binary_search(&d).is_ok(), first, last)
+        .into_iter()
+        .map(|r| DayRange {
+            from: r.start,
+            to: r.end.pred_opt().unwrap_or(r.start),
+        })
+        .collect()
+}
+
 /// A dataset's days, staleness and failures.
 fn dataset(
     ctx: &Context,
     view: &PlanView,
     p: &Project,
     name: &'static str,
+    exporter: &crate::export::Exporter,
     failures: &[WindowFailure],
     now: DateTime<Utc>,
 ) -> anyhow::Result<DatasetStatus> {
@@ -482,16 +494,7 @@ fn dataset(
     let mut known: Vec<NaiveDate> = written.keys().copied().collect();
     known.sort();
     let first_day = p.first_day(ctx.settings.today(now));
-    let missing = match known.last() {
-        Some(&last) => crate::export::holes(|d| known.binary_search(&d).is_ok(), first_day, last)
-            .into_iter()
-            .map(|r| DayRange {
-                from: r.start,
-                to: r.end.pred_opt().unwrap_or(r.start),
-            })
-            .collect(),
-        None => Vec::new(),
-    };
+    let missing = holes(&known, first_day);
     let due: Vec<_> = view
         .due
         .due
@@ -513,7 +516,7 @@ fn dataset(
         _ => (None, None),
     };
     let target = ctx.settings.freshness.policy(name).today;
-    let staleness = ctx.exporter().staleness(name, &p.id, now)?;
+    let staleness = exporter.staleness(name, &p.id, now)?;
     let freshness = match staleness {
         None => Freshness::Unknown,
         Some(s) if s <= target => Freshness::Fresh,
@@ -757,4 +760,34 @@ fn trends(settings: &Settings) -> Vec<ProjectTrends> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holes_are_the_runs_of_days_missing_before_the_last_one_covered() {
+        let d = |s: &str| s.parse::<NaiveDate>().unwrap();
+        let r = |a: &str, b: &str| DayRange {
+            from: d(a),
+            to: d(b),
+        };
+        let known = [
+            d("2026-03-03"),
+            d("2026-03-04"),
+            d("2026-03-07"),
+            d("2026-03-09"),
+        ];
+        assert_eq!(
+            holes(&known, d("2026-03-01")),
+            [
+                r("2026-03-01", "2026-03-02"),
+                r("2026-03-05", "2026-03-06"),
+                r("2026-03-08", "2026-03-08")
+            ]
+        );
+        assert_eq!(holes(&known, d("2026-03-10")), []);
+        assert_eq!(holes(&[], d("2026-03-01")), []);
+    }
 }

@@ -2,7 +2,7 @@
 //! the budgets and the last firings.
 
 use super::{DatasetStatus, DayRange, ProjectStatus, Status};
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use std::fmt::Write as _;
 
 fn days(list: &[NaiveDate]) -> String {
@@ -51,7 +51,7 @@ pub fn render(s: &Status) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "state: {}", s.state);
     for p in &s.projects {
-        project_lines(&mut out, p);
+        project_lines(&mut out, p, s.generated_at);
     }
     plan_lines(&mut out, s);
     daemon_lines(&mut out, s);
@@ -73,7 +73,7 @@ pub fn render(s: &Status) -> String {
     out
 }
 
-fn project_lines(out: &mut String, p: &ProjectStatus) {
+fn project_lines(out: &mut String, p: &ProjectStatus, now: DateTime<Utc>) {
     if let Some(u) = &p.unknown {
         let _ = writeln!(
             out,
@@ -104,7 +104,7 @@ fn project_lines(out: &mut String, p: &ProjectStatus) {
         .iter()
         .filter(|d| d.name != crate::dataset::page_views::PAGE_VIEWS)
     {
-        let _ = writeln!(out, "  {}: {}", d.name, dataset_line(d));
+        let _ = writeln!(out, "  {}: {}", d.name, dataset_line(d, now));
     }
     for d in &p.datasets {
         for f in &d.failures {
@@ -152,7 +152,7 @@ fn page_view_line(out: &mut String, p: &ProjectStatus, d: &DatasetStatus) {
 }
 
 /// A dataset's line beside page views: its days, or its span's reach, or its threads.
-fn dataset_line(d: &DatasetStatus) -> String {
+fn dataset_line(d: &DatasetStatus, now: DateTime<Utc>) -> String {
     let gaps = if d.missing.is_empty() {
         String::new()
     } else {
@@ -164,11 +164,12 @@ fn dataset_line(d: &DatasetStatus) -> String {
     match d.windowing {
         "span" => {
             let walks = if d.due_walks.is_empty() {
-                match (d.walked_at, d.staleness_secs) {
-                    (Some(_), Some(ago)) => {
-                        format!("nothing (walked {} ago: not due yet)", short(ago))
-                    }
-                    _ => "nothing".to_string(),
+                match d.walked_at {
+                    Some(at) => format!(
+                        "nothing (walked {} ago: not due yet)",
+                        short((now - at).num_seconds())
+                    ),
+                    None => "nothing".to_string(),
                 }
             } else {
                 ranges(&d.due_walks)

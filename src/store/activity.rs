@@ -199,19 +199,25 @@ impl Activity {
         })
     }
 
-    /// Forgets a window's failure (it was written).
+    /// Forgets a window's failure: a day's when it was written (`Some(day)`); every failure of
+    /// the dataset and project when a walk of its span or its threads was (`None`: their next
+    /// window starts on another day than the one that failed).
     pub fn window_written(
         &self,
         dataset: &str,
         project: &str,
-        day: NaiveDate,
+        day: Option<NaiveDate>,
     ) -> Result<(), StoreError> {
-        let values = vec![dataset.into(), project.into(), day.to_string().into()];
+        let mut values = vec![dataset.into(), project.into()];
+        let sql = match day {
+            Some(day) => {
+                values.push(day.to_string().into());
+                "DELETE FROM window_failures WHERE dataset = ?1 AND project = ?2 AND day = ?3"
+            }
+            None => "DELETE FROM window_failures WHERE dataset = ?1 AND project = ?2",
+        };
         self.sql.tx(move |tx| {
-            tx.exec(
-                "DELETE FROM window_failures WHERE dataset = ?1 AND project = ?2 AND day = ?3",
-                &values,
-            )?;
+            tx.exec(sql, &values)?;
             Ok(())
         })
     }
@@ -331,7 +337,8 @@ mod tests {
             .map(|f| f.reason)
             .collect();
         assert_eq!(reasons, ["second", "other"]);
-        a.window_written("searches", "p", d("2026-03-10")).unwrap();
+        a.window_written("searches", "p", Some(d("2026-03-10")))
+            .unwrap();
         let left: Vec<_> = a
             .failures()
             .unwrap()
@@ -339,5 +346,38 @@ mod tests {
             .map(|f| f.dataset)
             .collect();
         assert_eq!(left, ["visitors"]);
+        // A span's walk clears its dataset's failures whatever day they began on.
+        a.window_failed(
+            "feedback",
+            "p",
+            d("2026-03-01"),
+            "2026-03-01..2026-03-14",
+            "x",
+            at,
+        )
+        .unwrap();
+        a.window_failed(
+            "feedback",
+            "q",
+            d("2026-03-01"),
+            "2026-03-01..2026-03-14",
+            "y",
+            at,
+        )
+        .unwrap();
+        a.window_written("feedback", "p", None).unwrap();
+        let left: Vec<_> = a
+            .failures()
+            .unwrap()
+            .into_iter()
+            .map(|f| (f.dataset, f.project))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                ("feedback".to_string(), "q".to_string()),
+                ("visitors".to_string(), "p".to_string())
+            ]
+        );
     }
 }

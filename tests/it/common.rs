@@ -463,6 +463,23 @@ pub fn python() -> std::path::PathBuf {
     }
 }
 
+/// Runs `script` with [`python`] (`args` after it); its standard output. A script that fails
+/// fails the test with its standard error.
+pub fn run_python(script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let run = std::process::Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("python runs (bash .ci/run installs the readers in target/test-venv)");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    String::from_utf8(run.stdout).unwrap()
+}
+
 /// Writes `jobs/top.toml` in `dir`: a rule after each export that sends alpha's last day's views
 /// to `job_ok` without waiting; returns the folder.
 pub fn top_rule(dir: &std::path::Path) -> std::path::PathBuf {

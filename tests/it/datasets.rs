@@ -857,17 +857,7 @@ print("pandas", turns["query"].dtype, turns["timestamp"].dtype, turns["sources"]
         root = out.display().to_string(),
         tables = tables,
     );
-    let run = std::process::Command::new(python())
-        .arg("-c")
-        .arg(&script)
-        .output()
-        .expect("python runs");
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    assert_eq!(String::from_utf8(run.stdout).unwrap(), want);
+    assert_eq!(run_python(&script, &[]), want);
 }
 
 #[test]

@@ -485,17 +485,7 @@ print("pandas", len(pd.read_parquet(f"{{root}}/page_views")))
 "#,
         root = out.path().display().to_string()
     );
-    let run = Command::new(python())
-        .arg("-c")
-        .arg(&script)
-        .output()
-        .expect("python runs (bash .ci/run installs the readers in target/test-venv)");
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let text = String::from_utf8(run.stdout).unwrap();
+    let text = run_python(&script, &[]);
     assert_eq!(
         text,
         format!(

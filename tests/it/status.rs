@@ -130,7 +130,7 @@ async fn status_reports_days_budgets_and_firings() {
         )
         .unwrap();
     activity
-        .window_written("page_views", "alpha", day("2026-03-14"))
+        .window_written("page_views", "alpha", Some(day("2026-03-14")))
         .unwrap();
     activity
         .rule_ran(&docpipe::store::activity::RuleRun {
@@ -234,18 +234,12 @@ pub fn validate_status(doc: &serde_json::Value, dir: &std::path::Path) -> String
     let file = dir.join("status.json");
     std::fs::write(&file, serde_json::to_vec(doc).unwrap()).unwrap();
     let schema = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/status.schema.json");
-    let out = std::process::Command::new(python())
-        .args(["-c", "import json, sys, jsonschema\nschema = json.load(open(sys.argv[1]))\njsonschema.Draft202012Validator.check_schema(schema)\nv = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)\nerrors = sorted(v.iter_errors(json.load(open(sys.argv[2]))), key=str)\nprint('\\n'.join(e.message for e in errors))"])
-        .arg(&schema)
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    run_python(
+        "import json, sys, jsonschema\nschema = json.load(open(sys.argv[1]))\njsonschema.Draft202012Validator.check_schema(schema)\nv = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)\nerrors = sorted(v.iter_errors(json.load(open(sys.argv[2]))), key=str)\nprint('\\n'.join(e.message for e in errors))",
+        &[schema.as_os_str(), file.as_os_str()],
+    )
+    .trim()
+    .to_string()
 }
 
 /// Asserts that a status document is valid against the schema.
