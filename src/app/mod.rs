@@ -365,6 +365,7 @@ impl Context {
             self.settings.agent_limits(),
             self.clock.clone(),
         )?
+        .with_days(self.settings.timezone, self.settings.lookback_days)
         .with_clients(clients))
     }
 }

@@ -93,6 +93,8 @@ pub struct Fired {
     pub reports: Vec<Report>,
     /// The outcome log's files, rewritten when something fired.
     pub log: Vec<PathBuf>,
+    /// What the impact measurement did after the firings.
+    pub impact: crate::rules::impact::Measured,
 }
 
 /// Fires each evaluated rule in order (an evaluation that failed is reported as broken), then
@@ -123,7 +125,12 @@ pub async fn fire_all(
     } else {
         Vec::new()
     };
-    Ok(Fired { reports, log })
+    let impact = engine.measure_impact()?;
+    Ok(Fired {
+        reports,
+        log,
+        impact,
+    })
 }
 
 /// Errors of firing.
@@ -135,4 +142,7 @@ pub enum FireError {
     /// The outcome log.
     #[error("cannot write the outcome log: {0}")]
     Log(#[from] LogError),
+    /// Measuring the impact.
+    #[error("cannot measure the impact of the agent jobs: {0}")]
+    Impact(#[from] crate::rules::impact::ImpactError),
 }

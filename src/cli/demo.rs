@@ -46,9 +46,16 @@ pub const DEMO_RULES: [(&str, &str); 4] = [
 /// the example rules of `jobs/` (a follow-up and a new agent job, polled until they end), and
 /// show what was written.
 /// The output (`--output`, default `docpipe-demo`) may be a bucket (`s3://…`) with a
-/// `--state-dir`.
+/// `--state-dir`. With `--weeks N`, the demo starts N weeks ago on a simulated clock and
+/// lives each week after: the new days exported, the rules run again, and what the agent
+/// jobs changed measured; it ends with the impact table (`docpipe rules impact`).
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Simulated weeks after the first run (0 to 8): each exports the week's days, runs the
+    /// rules and measures the jobs' impact; 2 or more gives before/after figures.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=8))]
+    pub weeks: u32,
+}
 
 /// The demo's output folder when `--output` is not given.
 pub const DEMO_OUTPUT: &str = "docpipe-demo";
@@ -88,10 +95,17 @@ fn demo_settings(
 }
 
 /// Runs the demo.
-pub async fn run(_: Args, o: &crate::config::Overrides) -> anyhow::Result<()> {
+pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()> {
     let mut data = super::emulate::load_data(None, &super::emulate::FaultArgs::default())?;
     data.limits.analytics_per_hour = DEMO_ANALYTICS_PER_HOUR;
-    let clock = clock::system();
+    // The simulated weeks end now: the clock starts as many weeks ago.
+    let week = chrono::Duration::days(7);
+    let manual = (args.weeks > 0)
+        .then(|| clock::ManualClock::new(chrono::Utc::now() - week * args.weeks as i32));
+    let clock: clock::SharedClock = match &manual {
+        Some(m) => m.clone(),
+        None => clock::system(),
+    };
     let server = Server::start(
         Emulator::new(data.clone(), clock.clone()),
         "127.0.0.1:0".parse()?,
@@ -116,8 +130,32 @@ pub async fn run(_: Args, o: &crate::config::Overrides) -> anyhow::Result<()> {
     print_latest(&out, &targets, &summary)?;
     println!();
     let computed = trends(&ctx)?.ok_or_else(|| super::export::no_data(&ctx))?;
-    super::trends::print(&computed.tables, &computed.files, &[])?;
-    let fired = fire_demo_rules(&ctx, &targets, &computed.tables).await?;
+    super::trends::print(&out, &computed.tables, &computed.files, &[])?;
+    let (mut fired, rules) = fire_demo_rules(&ctx, &targets, &computed.tables).await?;
+    let mut summary = summary;
+    if let Some(m) = &manual {
+        for n in 1..=args.weeks {
+            m.advance(week.to_std().unwrap_or_default());
+            println!(
+                "\n--- week {n} of {}: {} (simulated clock) ---",
+                args.weeks,
+                ctx.settings.today(clock::Clock::now(m.as_ref()))
+            );
+            let exporter = ctx.exporter();
+            let plan = plan_due(&ctx, &exporter, &targets)?;
+            let week_summary = super::export::run_plan(&exporter, &targets, &plan, false)
+                .await
+                .unwrap_or_default();
+            summary.failed.extend(week_summary.failed);
+            let computed = trends(&ctx)?.ok_or_else(|| super::export::no_data(&ctx))?;
+            fired = fire_demo_rules(&ctx, &targets, &computed.tables).await?.0;
+        }
+        println!();
+        print!("{}", {
+            let engine = ctx.engine()?;
+            crate::rules::impact::report(&rules, engine.ledger(), engine.calendar())?
+        });
+    }
     let pushed = ctx.push().await?;
     // The bucket's URL, or the output folder's full path.
     let shown = match &ctx.settings.output {
@@ -200,7 +238,7 @@ async fn fire_demo_rules(
     ctx: &Context,
     targets: &[crate::export::Target],
     tables: &crate::trends::Tables,
-) -> anyhow::Result<crate::app::rules::Fired> {
+) -> anyhow::Result<(crate::app::rules::Fired, Vec<crate::rules::Rule>)> {
     println!("\nrules (the example rules of jobs/, built into the binary):");
     let files: Vec<(String, String)> = DEMO_RULES
         .iter()
@@ -226,7 +264,7 @@ async fn fire_demo_rules(
     )
     .await?;
     super::rules::print_fired(&fired);
-    Ok(fired)
+    Ok((fired, loaded.rules))
 }
 
 /// Each table's files and rows beside the emulator's count of its dataset's requests, where
@@ -262,6 +300,10 @@ fn print_tables(
     }
     println!("  tables are under {shown}/<table>/project=<id>/date=<YYYY-MM-DD>/{PART}");
     println!("  {shown}/{AGENT_RUNS}/project=<id>/{PART}  (rule firings and job outcomes)");
+    println!(
+        "  {shown}/{}/project=<id>/{PART}  (what each job changed, key by key, once measured)",
+        crate::rules::impact::AGENT_IMPACT
+    );
     println!(
         "  {}  (state: windows, walks in progress, request log, rule ledger)",
         state_path(out).display()

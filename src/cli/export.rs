@@ -173,7 +173,7 @@ async fn after_export(
     let computed = if settings.trends_after_export {
         println!();
         let t = trends(ctx)?.ok_or_else(|| no_data(ctx))?;
-        super::trends::print(&t.tables, &t.files, projects)?;
+        super::trends::print(ctx.output(), &t.tables, &t.files, projects)?;
         Some(t)
     } else {
         None

@@ -27,6 +27,10 @@ pub enum RulesCommand {
     /// Evaluate the rules and send what fires, within the hourly limit and the cooldowns; poll
     /// each job until it ends; log the outcomes in the state database and `agent_runs/`.
     Run(RunArgs),
+    /// Measure what the agent jobs changed (each rule's `[impact]`: its keys' metric over the
+    /// days before the firing and after the job ended, once final), rewrite `agent_impact/`,
+    /// and print, per rule, the keys that improved, stayed and got worse. Sends nothing.
+    Impact(Select),
 }
 
 /// Which rules.
@@ -143,6 +147,19 @@ pub fn print_fired(fired: &Fired) {
             println!("  {}", f.display());
         }
     }
+    let m = &fired.impact;
+    for (id, why) in &m.given_up {
+        println!("impact of firing {id}: not measured: {why}");
+    }
+    if m.measured > 0 {
+        println!(
+            "impact measured for {} firings (docpipe rules impact shows them):",
+            m.measured
+        );
+        for f in &m.files {
+            println!("  {}", f.display());
+        }
+    }
 }
 
 /// Ends with exit code 1 when a follow-up was refused or could not be sent.
@@ -168,6 +185,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let (select, no_wait) = match &args.command {
         RulesCommand::Check(s) => (s, false),
         RulesCommand::Run(r) => (&r.select, r.no_wait),
+        RulesCommand::Impact(s) => return impact(s, settings).await,
     };
     let dir = select.dir.clone().unwrap_or(settings.rules_dir.clone());
     let mut loaded = load(&dir, &settings.project_ids(), &select.rules)?;
@@ -212,6 +230,37 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         println!("{} rules; {n} would send now; nothing sent", rules.len());
         Ok(())
     }
+}
+
+/// Runs `rules impact`.
+async fn impact(select: &Select, settings: &Settings) -> anyhow::Result<()> {
+    let dir = select.dir.clone().unwrap_or(settings.rules_dir.clone());
+    let loaded = load(&dir, &settings.project_ids(), &select.rules)?;
+    let ctx = Context::open(
+        settings.clone(),
+        clock::system(),
+        Access::Shared,
+        Keys::None,
+    )
+    .await?;
+    ctx.pull().await?;
+    let engine = ctx.engine()?;
+    let measured = engine.measure_impact()?;
+    print!(
+        "{}",
+        crate::rules::impact::report(&loaded.rules, engine.ledger(), engine.calendar())?
+    );
+    for p in &loaded.problems {
+        println!("rule file not loaded: {p}");
+    }
+    if !measured.files.is_empty() {
+        println!("\nimpact table ({}):", crate::rules::impact::AGENT_IMPACT);
+        for f in &measured.files {
+            println!("  {}", f.display());
+        }
+        ctx.push().await?;
+    }
+    Ok(())
 }
 
 /// Runs `validate`.

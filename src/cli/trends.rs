@@ -24,7 +24,12 @@ pub struct Args {
 }
 
 /// Prints the summary of the tables (of `projects` only, when some are named) and the files.
-pub fn print(tables: &Tables, files: &[PathBuf], projects: &[String]) -> anyhow::Result<()> {
+pub fn print(
+    out: &Path,
+    tables: &Tables,
+    files: &[PathBuf],
+    projects: &[String],
+) -> anyhow::Result<()> {
     let mut summaries = summarize(tables)?;
     summaries.retain(|s| projects.is_empty() || projects.contains(&s.project));
     print!("{}", describe(&summaries));
@@ -41,6 +46,14 @@ pub fn print(tables: &Tables, files: &[PathBuf], projects: &[String]) -> anyhow:
         }
     }
     print!("{}", crate::trends::gaps::describe(&gaps));
+    let mut latest = crate::rules::impact::latest(&crate::rules::impact::read(out)?);
+    latest.retain(|l| projects.is_empty() || projects.contains(&l.project));
+    if !latest.is_empty() {
+        println!("latest impact of the agent jobs (docpipe rules impact tells more):");
+        for l in &latest {
+            println!("  {}", l.line());
+        }
+    }
     println!("trend tables:");
     for f in files {
         println!("  {}", f.display());
@@ -57,7 +70,7 @@ pub fn report(out: &Path, sel: &Selection) -> anyhow::Result<()> {
         Err(e) => return Err(e.into()),
     };
     let files = write_tables(out, &mut tables)?;
-    print(&tables, &files, &[])
+    print(out, &tables, &files, &[])
 }
 
 /// Runs `trends`.

@@ -64,6 +64,9 @@ pub struct DataFile {
     /// Injected faults.
     #[serde(default)]
     pub faults: Faults,
+    /// What a job's pull request changes.
+    #[serde(default)]
+    pub impact: ImpactData,
 }
 
 fn default_brand() -> String {
@@ -195,6 +198,63 @@ pub struct JobSeed {
     /// How the job ends each time it runs.
     #[serde(default)]
     pub outcome: JobOutcome,
+}
+
+/// The data file's `[impact]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImpactData {
+    /// Days after the job ended before its change shows (from the start of that day).
+    #[serde(default = "default_delay")]
+    pub delay_days: u32,
+    /// How much better a responding key gets: page views x (1 + change); a term's searches
+    /// without a click x (1 - change); a question's unanswered turns answered with this chance.
+    #[serde(default = "default_change")]
+    pub change: f64,
+    /// Every this many keys named (of each kind, in the prompt's order), one responds: the
+    /// 1st, the (1 + n)th, ...; 1: all of them; 0: none.
+    #[serde(default = "default_every")]
+    pub respond_every: u32,
+}
+
+const fn default_delay() -> u32 {
+    2
+}
+const fn default_change() -> f64 {
+    0.5
+}
+const fn default_every() -> u32 {
+    2
+}
+
+impl Default for ImpactData {
+    fn default() -> Self {
+        Self {
+            delay_days: default_delay(),
+            change: default_change(),
+            respond_every: default_every(),
+        }
+    }
+}
+
+impl ImpactData {
+    /// What is wrong with it, if anything.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !(0.0..=1.0).contains(&self.change) {
+            out.push(format!(
+                "impact.change = {}: must be between 0 and 1",
+                self.change
+            ));
+        }
+        if self.delay_days > 366 {
+            out.push(format!(
+                "impact.delay_days = {}: must be at most 366",
+                self.delay_days
+            ));
+        }
+        out
+    }
 }
 
 /// Rate limits, per hour.
@@ -489,6 +549,7 @@ impl DataFile {
                 out.push(format!("job {} names unknown project {}", j.id, j.project));
             }
         }
+        out.extend(self.impact.problems());
         let f = &self.faults;
         for (name, v) in [
             ("error_rate", f.error_rate),

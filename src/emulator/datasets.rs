@@ -356,9 +356,14 @@ fn searches_truth(
 ) -> Option<Vec<Search>> {
     let (paths, views, seed) = project_of(emu, project)?;
     let now = emu.now();
+    let changes = emu.effects(project);
     let days = day_parts(from, to)
         .into_iter()
-        .map(|(d, part)| records::day_searches(seed, project, d, part, paths, views, now))
+        .map(|(d, part)| {
+            let mut day = records::day_searches(seed, project, d, part, paths, views, now);
+            super::effects::change_searches(&changes, d, &mut day);
+            day
+        })
         .collect();
     Some(records::merge_searches(days))
 }
@@ -548,6 +553,7 @@ fn turns_truth(
         .flat_map(|t| t.turns)
         .filter(|t| t.at >= from && t.at < to && t.at <= now)
         .collect();
+    super::effects::change_turns(&emu.effects(project), &mut turns);
     turns.sort_by(|a, b| b.at.cmp(&a.at).then_with(|| a.id.cmp(&b.id)));
     Some(turns)
 }
@@ -594,6 +600,7 @@ fn find_thread(emu: &Emulator, project: &str, id: &str) -> Option<Thread> {
         .into_iter()
         .find(|t| t.id == id)?;
     t.turns.retain(|x| x.at <= now);
+    super::effects::change_turns(&emu.effects(project), &mut t.turns);
     Some(t)
 }
 

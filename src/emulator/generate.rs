@@ -224,6 +224,19 @@ impl Generator {
         today: NaiveDate,
         late: impl Fn(NaiveDate) -> u64,
     ) -> Vec<Row> {
+        self.rows_changed(from, to, today, late, |_, _| 1.0)
+    }
+
+    /// [`Generator::rows_between`] with each page's day counts multiplied by `factor(path,
+    /// day)` (what a job's pull request changed), rounded down.
+    pub fn rows_changed(
+        &self,
+        from: NaiveDateTime,
+        to: NaiveDateTime,
+        today: NaiveDate,
+        late: impl Fn(NaiveDate) -> u64,
+        factor: impl Fn(&str, NaiveDate) -> f64,
+    ) -> Vec<Row> {
         let to = to.min(midnight(today.succ_opt().unwrap_or(today)));
         let from = from.max(midnight(self.start));
         // (day, first minute, end minute) of each day the range touches.
@@ -249,7 +262,12 @@ impl Generator {
         for i in 0..self.project.pages {
             let (mut human, mut ai) = (0, 0);
             for &(d, m0, m1, late) in &spans {
-                let (h, a) = self.page_day(i, d, late);
+                let (mut h, mut a) = self.page_day(i, d, late);
+                let f = factor(&self.paths[i as usize], d);
+                if f != 1.0 {
+                    h = (h as f64 * f) as u64;
+                    a = (a as f64 * f) as u64;
+                }
                 if (m0, m1) == (0, MINUTES) {
                     human += h;
                     ai += a;

@@ -77,10 +77,16 @@ impl Job {
         }
     }
 
-    /// Moves an active job to its outcome once its run time has passed.
-    fn advance(&mut self, now: DateTime<Utc>, run: chrono::Duration, pr_number: u64) {
+    /// Moves an active job to its outcome once its run time has passed; when it ends with a
+    /// pull request now, the time it ended and the prompt it worked on.
+    fn advance(
+        &mut self,
+        now: DateTime<Utc>,
+        run: chrono::Duration,
+        pr_number: u64,
+    ) -> Option<(DateTime<Utc>, String)> {
         if self.status != Status::Active || now < self.active_since + run {
-            return;
+            return None;
         }
         match self.outcome {
             JobOutcome::Completed => {
@@ -89,10 +95,12 @@ impl Job {
                     "https://github.com/{}/pull/{pr_number}",
                     self.repository
                 ));
+                return Some((self.active_since + run, self.prompts.last()?.clone()));
             }
             JobOutcome::NoChanges => self.status = Status::Completed,
             JobOutcome::Failed => self.status = Status::Failed,
         }
+        None
     }
 
     fn to_json(&self) -> Value {
@@ -149,10 +157,16 @@ impl Emulator {
         let now = self.now();
         let run = self.run_time();
         let pr = 100 + self.roll_u64() % 900;
-        let mut inner = self.lock();
-        let job = inner.jobs.get_mut(&(project.to_string(), id.to_string()))?;
-        job.advance(now, run, pr);
-        Some(job.to_json())
+        let (json, changed) = {
+            let mut inner = self.lock();
+            let job = inner.jobs.get_mut(&(project.to_string(), id.to_string()))?;
+            let changed = job.advance(now, run, pr);
+            (job.to_json(), changed)
+        };
+        if let Some((ended, prompt)) = changed {
+            self.job_changed(project, &prompt, ended);
+        }
+        Some(json)
     }
 
     /// The prompts a job has received (for tests).
@@ -227,11 +241,20 @@ pub async fn message(
     let now = emu.now();
     let run = emu.run_time();
     let pr = 100 + emu.roll_u64() % 900;
+    let changed = {
+        let mut inner = emu.lock();
+        let Some(job) = inner.jobs.get_mut(&(project.clone(), id.clone())) else {
+            return Err(error(StatusCode::NOT_FOUND, format!("Job {id} not found")));
+        };
+        job.advance(now, run, pr)
+    };
+    if let Some((ended, prompt)) = changed {
+        emu.job_changed(&project, &prompt, ended);
+    }
     let mut inner = emu.lock();
     let Some(job) = inner.jobs.get_mut(&(project.clone(), id.clone())) else {
         return Err(error(StatusCode::NOT_FOUND, format!("Job {id} not found")));
     };
-    job.advance(now, run, pr);
     if job.status == Status::Archived {
         return Err(error(
             StatusCode::BAD_REQUEST,

@@ -10,6 +10,7 @@ pub mod analytics;
 pub mod assistant;
 pub mod data;
 pub mod datasets;
+pub mod effects;
 pub mod faults;
 pub mod generate;
 pub mod jobs;
@@ -117,6 +118,8 @@ struct Inner {
     extra_late_waves: Vec<DateTime<Utc>>,
     cache: Vec<(RowsKey, Arc<Vec<Row>>)>,
     refused_over_limit: BTreeMap<&'static str, u64>,
+    /// What the jobs' pull requests changed.
+    effects: Vec<effects::Effect>,
 }
 
 type RowsKey = (String, NaiveDateTime, NaiveDateTime, NaiveDate, u64);
@@ -368,15 +371,17 @@ impl Emulator {
                 }
             }
         }
-        let late_key = waves
-            .iter()
-            .fold(0u64, |k, (_, w)| k.wrapping_mul(31).wrapping_add(*w));
+        let late_key = waves.iter().fold(self.effect_count(), |k, (_, w)| {
+            k.wrapping_mul(31).wrapping_add(*w)
+        });
         let key: RowsKey = (project.to_string(), from, to, today, late_key);
         if let Some((_, rows)) = self.lock().cache.iter().find(|(k, _)| *k == key) {
             return Some(rows.clone());
         }
         let late = |day: NaiveDate| waves.iter().find(|(d, _)| *d == day).map_or(0, |(_, w)| *w);
-        let rows = Arc::new(generator.rows_between(from, to, today, late));
+        let changes = self.effects(project);
+        let factor = |path: &str, day: NaiveDate| effects::page_factor(&changes, path, day);
+        let rows = Arc::new(generator.rows_changed(from, to, today, late, factor));
         let mut inner = self.lock();
         if inner.cache.len() >= 16 {
             inner.cache.remove(0);

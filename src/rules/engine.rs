@@ -163,6 +163,8 @@ pub struct Engine {
     clients: HashMap<String, Client>,
     clock: SharedClock,
     polling: Polling,
+    tz: chrono_tz::Tz,
+    settle_days: i64,
 }
 
 impl Engine {
@@ -204,6 +206,8 @@ impl Engine {
             clients: HashMap::new(),
             clock,
             polling: Polling::default(),
+            tz: chrono_tz::UTC,
+            settle_days: 0,
         })
     }
 
@@ -217,6 +221,29 @@ impl Engine {
     pub fn with_polling(mut self, polling: Polling) -> Self {
         self.polling = polling;
         self
+    }
+
+    /// Counts the impact's days in this time zone (the output folder's), a day written more
+    /// than `settle_days` after it being final (the export's lookback).
+    pub fn with_days(mut self, tz: chrono_tz::Tz, settle_days: u32) -> Self {
+        self.tz = tz;
+        self.settle_days = i64::from(settle_days);
+        self
+    }
+
+    /// How the impact counts days, now.
+    pub fn calendar(&self) -> super::impact::Calendar {
+        super::impact::Calendar {
+            tz: self.tz,
+            today: self.clock.now().with_timezone(&self.tz).date_naive(),
+            settle_days: self.settle_days,
+        }
+    }
+
+    /// Measures the impact of every firing that is due (the jobs ended, the wait passed, the
+    /// days after final) and rewrites `agent_impact/` when anything was measured.
+    pub fn measure_impact(&self) -> Result<super::impact::Measured, super::impact::ImpactError> {
+        super::impact::measure_due(&self.out, &self.ledger, self.calendar(), self.clock.now())
     }
 
     /// The engine's clock's now.
@@ -331,6 +358,14 @@ impl Engine {
             Ok(id) => id,
             Err(skip) => return Ok(skipped(skip)),
         };
+        if rule.impact.is_some() {
+            let cal = self.calendar();
+            if let Err(e) =
+                super::impact::record_before(&self.out, &self.ledger, rule, id, &eval.keys, cal)
+            {
+                tracing::warn!(rule = %rule.name, "cannot record the impact's figures before: {e}");
+            }
+        }
         let mut firing = Firing {
             id,
             rule: rule.name.clone(),

@@ -4,6 +4,7 @@
 //! unknown outcomes, polls and writes the outcome log.
 
 pub mod engine;
+pub mod impact;
 pub mod query;
 
 use crate::schedule::parse_schedule;
@@ -95,6 +96,8 @@ pub struct Rule {
     pub key: Option<String>,
     /// How long a sent key is left out.
     pub key_cooldown: Duration,
+    /// How its effect is measured (none: by nothing).
+    pub impact: Option<impact::Impact>,
 }
 
 /// A problem with one rule file.
@@ -135,6 +138,8 @@ struct RawRule {
     key: Option<String>,
     #[serde(default)]
     key_cooldown: Option<String>,
+    #[serde(default)]
+    impact: Option<impact::RawImpact>,
 }
 
 const fn one() -> i64 {
@@ -273,6 +278,13 @@ impl Rule {
             DEFAULT_KEY_COOLDOWN,
         )
         .map_err(fail)?;
+        let impact = match raw.impact {
+            Some(i) => Some(
+                i.check(&raw.when, raw.key.as_deref(), raw.wait)
+                    .map_err(fail)?,
+            ),
+            None => None,
+        };
         Ok(Rule {
             name,
             file: file.to_string(),
@@ -288,6 +300,7 @@ impl Rule {
             schedule: raw.schedule,
             key: raw.key,
             key_cooldown,
+            impact,
         })
     }
 
@@ -477,7 +490,16 @@ fn evaluate_here(
         }
         // A key the tables do not hold (computed by the query) is left out afterwards.
         (rows, keys) = without_keys(&rows, key, &sent).map_err(|e| fail(format!("key: {e}")))?;
+    } else if let Some(i) = &rule.impact {
+        // The keys a firing's impact is measured by: the rows' values of the impact's key.
+        keys = key_values(&rows, &i.key).map_err(|_| {
+            fail(format!(
+                "impact.key: the query returns no column {:?}, the key the impact is measured by",
+                i.key
+            ))
+        })?;
     }
+    impact::check_on(rule, tables)?;
     let fires = rows.height() >= rule.min_rows;
     let records = if fires {
         records(&rows).map_err(|e| fail(format!("when: {e}")))?

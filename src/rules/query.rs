@@ -13,6 +13,8 @@ pub const TABLES: [&str; 11] = crate::trends::NAMES;
 
 struct Reads {
     ctes: Vec<String>,
+    /// The trend tables named, lower case, in the order first named.
+    tables: Vec<String>,
 }
 
 impl Visitor for Reads {
@@ -44,6 +46,9 @@ impl Visitor for Reads {
                         TABLES.join(", ")
                     ));
                 }
+                if !self.ctes.contains(&plain) && !self.tables.contains(&plain) {
+                    self.tables.push(plain);
+                }
                 ControlFlow::Continue(())
             }
             TableFactor::Derived { .. } | TableFactor::NestedJoin { .. } => {
@@ -60,6 +65,11 @@ impl Visitor for Reads {
 
 /// Checks that `sql` is one query that reads only the trend tables; the error says why not.
 pub fn check(sql: &str) -> Result<(), String> {
+    tables(sql).map(|_| ())
+}
+
+/// The trend tables `sql` reads (lower case, in the order first named), once [`check`]ed.
+pub fn tables(sql: &str) -> Result<Vec<String>, String> {
     let statements = Parser::parse_sql(&GenericDialect {}, sql)
         .map_err(|e| format!("the query does not parse: {e}"))?;
     let [statement] = statements.as_slice() else {
@@ -71,8 +81,12 @@ pub fn check(sql: &str) -> Result<(), String> {
     if !matches!(statement, Statement::Query(_)) {
         return Err("give a SELECT query".into());
     }
-    match statement.visit(&mut Reads { ctes: Vec::new() }) {
-        ControlFlow::Continue(()) => Ok(()),
+    let mut reads = Reads {
+        ctes: Vec::new(),
+        tables: Vec::new(),
+    };
+    match statement.visit(&mut reads) {
+        ControlFlow::Continue(()) => Ok(reads.tables),
         ControlFlow::Break(why) => Err(why),
     }
 }
@@ -92,6 +106,10 @@ mod tests {
         ] {
             assert_eq!(check(ok), Ok(()), "{ok}");
         }
+        assert_eq!(
+            tables("WITH t AS (SELECT * FROM Pages) SELECT * FROM t JOIN daily d ON 1 = 1"),
+            Ok(vec!["pages".to_string(), "daily".to_string()])
+        );
         let tf = format!("a rule reads only the trend tables ({})", TABLES.join(", "));
         for (bad, why) in [
             (

@@ -362,6 +362,26 @@ fn rules_section(out: &mut String, s: &Status) {
             esc(&run.line)
         );
     }
+    if !r.impact.is_empty() {
+        out.push_str("<h3>Impact of the agent jobs</h3><div class=\"wrap\"><table class=\"impact\"><thead><tr><th>rule</th><th>project</th><th>firing</th><th>pull request</th><th>keys</th><th>improved</th><th>stayed</th><th>worse</th><th>too little data</th><th>median change</th></tr></thead><tbody>");
+        for i in &r.impact {
+            let pr = i.pr_link.as_deref().map_or(String::new(), link);
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{pr}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&i.rule),
+                esc(&i.project),
+                i.firing_id,
+                i.keys,
+                i.improved,
+                i.stayed,
+                i.worse,
+                i.too_little,
+                crate::rules::impact::pct(i.median_change)
+            );
+        }
+        out.push_str("</tbody></table></div>");
+    }
     if !r.firings.is_empty() {
         out.push_str("<div class=\"wrap\"><table><thead><tr><th>fired</th><th>rule</th><th>project</th><th>rows</th><th>sent</th><th>job</th><th>status</th><th>ran</th><th>pull request</th></tr></thead><tbody>");
         for f in r.firings.iter().rev() {

@@ -305,6 +305,8 @@ pub struct Rules {
     pub runs: Vec<RuleRun>,
     /// Rule files that do not load, one line each.
     pub problems: Vec<String>,
+    /// Each rule's latest measured firing: what its job changed.
+    pub impact: Vec<crate::rules::impact::FiringImpact>,
 }
 
 /// A firing and its job.
@@ -389,6 +391,7 @@ pub async fn collect(
             firings: Vec::new(),
             runs: Vec::new(),
             problems: Vec::new(),
+            impact: Vec::new(),
         },
         trends: Vec::new(),
     };
@@ -734,6 +737,7 @@ fn rules(ctx: &Context, firings: usize, now: DateTime<Utc>) -> anyhow::Result<Ru
         firings: shown,
         runs: ctx.store().activity().rule_runs()?,
         problems: loaded.1,
+        impact: crate::rules::impact::latest(&crate::rules::impact::rows(&ctx.store().ledger())?),
     })
 }
 

@@ -323,6 +323,9 @@ fn rule_lines(out: &mut String, s: &Status) {
             run.line
         );
     }
+    for i in &r.impact {
+        let _ = writeln!(out, "impact: {}", i.line());
+    }
     for p in &r.problems {
         let _ = writeln!(out, "rule file problem: {p}");
     }

@@ -39,6 +39,49 @@ CREATE TABLE IF NOT EXISTS rule_firing_keys (
 );
 ";
 
+/// What the impact of a firing needs (the store's impact module reads it): its plan; the key
+/// columns are added by [`add_key_columns`].
+const IMPACT_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS impact_plans (
+    firing_id INTEGER PRIMARY KEY,
+    definition TEXT NOT NULL,
+    before_from TEXT NOT NULL,
+    before_to TEXT NOT NULL,
+    before_days INTEGER NOT NULL,
+    after_from TEXT,
+    after_to TEXT,
+    after_days INTEGER,
+    settled_at_ms INTEGER,
+    outcome TEXT
+);
+";
+
+/// The columns `rule_firing_keys` gained with the impact (nullable: the keys of firings
+/// recorded before hold none).
+const KEY_COLUMNS: [(&str, &str); 4] = [
+    ("before_value", "REAL"),
+    ("before_rows", "INTEGER"),
+    ("after_value", "REAL"),
+    ("after_rows", "INTEGER"),
+];
+
+/// Adds [`KEY_COLUMNS`] to a SQLite ledger written before them.
+fn add_key_columns(c: &rusqlite::Connection) -> rusqlite::Result<()> {
+    for (name, ty) in KEY_COLUMNS {
+        let has = c
+            .prepare(&format!(
+                "SELECT 1 FROM pragma_table_info('rule_firing_keys') WHERE name = '{name}'"
+            ))?
+            .exists([])?;
+        if !has {
+            c.execute_batch(&format!(
+                "ALTER TABLE rule_firing_keys ADD COLUMN {name} {ty}"
+            ))?;
+        }
+    }
+    Ok(())
+}
+
 /// What a firing sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -192,7 +235,7 @@ pub struct RuleKey<'a> {
 /// The ledger.
 #[derive(Debug)]
 pub struct Ledger {
-    sql: Sql,
+    pub(super) sql: Sql,
 }
 
 fn ms(t: DateTime<Utc>) -> i64 {
@@ -257,10 +300,12 @@ impl Ledger {
         Self { sql }
     }
 
-    /// The ledger on an open connection (adds its table, and the polling column to a ledger
-    /// written before it existed).
+    /// The ledger on an open connection (adds its tables, and the polling and impact columns
+    /// to a ledger written before they existed).
     pub fn on(db: Arc<Db>) -> Result<Self, StoreError> {
         db.ensure(SCHEMA)?;
+        db.ensure(IMPACT_SCHEMA)?;
+        db.with_conn(|c| add_key_columns(c))?;
         db.with_conn(|c| {
             let has: bool = c
                 .prepare(
@@ -378,6 +423,7 @@ impl Ledger {
             )?;
             if gone > 0 {
                 tx.exec("DELETE FROM rule_firing_keys WHERE firing_id = ?1", &p)?;
+                tx.exec("DELETE FROM impact_plans WHERE firing_id = ?1", &p)?;
             }
             Ok(())
         })

@@ -12,6 +12,7 @@ pub mod budget;
 pub mod claims;
 pub mod daemons;
 mod freshness;
+pub mod impact;
 pub mod journal;
 pub mod ledger;
 mod pages;

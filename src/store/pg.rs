@@ -324,6 +324,26 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
             line TEXT NOT NULL
         );",
     ),
+    (
+        9,
+        "the impact of agent jobs: each firing's plan, and its keys' figures before and after",
+        "CREATE TABLE impact_plans (
+            firing_id BIGINT PRIMARY KEY,
+            definition TEXT NOT NULL,
+            before_from TEXT NOT NULL,
+            before_to TEXT NOT NULL,
+            before_days BIGINT NOT NULL,
+            after_from TEXT,
+            after_to TEXT,
+            after_days BIGINT,
+            settled_at_ms BIGINT,
+            outcome TEXT
+        );
+        ALTER TABLE rule_firing_keys ADD COLUMN before_value DOUBLE PRECISION;
+        ALTER TABLE rule_firing_keys ADD COLUMN before_rows BIGINT;
+        ALTER TABLE rule_firing_keys ADD COLUMN after_value DOUBLE PRECISION;
+        ALTER TABLE rule_firing_keys ADD COLUMN after_rows BIGINT;",
+    ),
 ];
 
 /// The advisory lock key that serializes migrations ("docpipe" in ASCII).

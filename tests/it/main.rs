@@ -13,6 +13,7 @@ mod export;
 mod gaps;
 mod hostile;
 mod house;
+mod impact;
 mod pg;
 mod rules;
 mod s3;

@@ -283,14 +283,14 @@ fn processes_starting_at_once_migrate_the_schema_once_and_a_newer_schema_is_refu
     assert!(opened.iter().all(Result::is_ok), "{opened:?}");
     assert_eq!(
         server.psql("SELECT version || ' ' || name FROM docpipe_migrations ORDER BY version"),
-        "1 the rate budget's request log\n2 the backfill queue, claimed with a lease\n3 the daemons' heartbeats\n4 every other piece of state: windows, walks and their pages, looks, rules, claims\n5 looks no longer count their changes (nothing read the counts)\n6 the days of every dataset in one table (windows)\n7 every dataset's walks in progress in one table (walks), their pages in walk_pages; the walks in progress before are walked again\n8 what the status page shows: requests spent by hour, windows' failures, rules' last runs"
+        "1 the rate budget's request log\n2 the backfill queue, claimed with a lease\n3 the daemons' heartbeats\n4 every other piece of state: windows, walks and their pages, looks, rules, claims\n5 looks no longer count their changes (nothing read the counts)\n6 the days of every dataset in one table (windows)\n7 every dataset's walks in progress in one table (walks), their pages in walk_pages; the walks in progress before are walked again\n8 what the status page shows: requests spent by hour, windows' failures, rules' last runs\n9 the impact of agent jobs: each firing's plan, and its keys' figures before and after"
     );
     server.psql("INSERT INTO docpipe_migrations (version, name) VALUES (99, 'from the future')");
     let err = Pg::open(&server.url()).unwrap_err().to_string();
     assert_eq!(
         err,
         format!(
-            "state database {}: its schema is version 99, newer than this docpipe's 8: run a newer docpipe",
+            "state database {}: its schema is version 99, newer than this docpipe's 9: run a newer docpipe",
             server.url()
         )
     );
@@ -696,4 +696,114 @@ fn a_state_url_that_is_not_postgres_or_carries_a_password_is_one_line_exit_2() {
         assert!(!err.contains("hunter2"), "{err}");
         assert!(!dir.path().join("out").exists(), "{err}");
     }
+}
+
+/// The same impact records on every state: a firing's plan and its keys' figures before, then
+/// after; read back as written, a key with no figure as none.
+fn impact_rules(ledger: docpipe::store::ledger::Ledger) {
+    use docpipe::store::impact::{Days, Figure};
+    use docpipe::store::ledger::{Kind, RuleKey};
+    let rule = RuleKey {
+        name: "views",
+        project: "alpha",
+        cooldown: std::time::Duration::from_secs(60),
+        kind: Kind::FollowUp,
+    };
+    let keys = ["/a".to_string(), "/b".to_string()];
+    let id = ledger
+        .begin(rule, Some("job_ok"), "p", "h", 2, &keys, t0())
+        .unwrap()
+        .unwrap();
+    let days = |from: &str, to: &str, n| Days {
+        from: day(from),
+        to: day(to),
+        days: n,
+    };
+    let fig = |v: Option<f64>, n| Figure {
+        value: v,
+        rows: Some(n),
+    };
+    ledger
+        .record_before(
+            id,
+            "{\"x\":1}",
+            days("2026-03-05", "2026-03-11", 7),
+            &[
+                ("/a".into(), fig(Some(120.0), 120)),
+                ("/b".into(), fig(None, 0)),
+            ],
+        )
+        .unwrap();
+    assert!(ledger.plans().unwrap()[&id].after.is_none());
+    ledger
+        .record_after(
+            id,
+            Some(days("2026-03-18", "2026-03-24", 7)),
+            &[
+                ("/a".into(), fig(Some(180.5), 180)),
+                ("/b".into(), fig(Some(3.0), 3)),
+            ],
+            "measured",
+            t0(),
+        )
+        .unwrap();
+    let plan = ledger.plans().unwrap()[&id].clone();
+    assert_eq!(
+        (
+            plan.definition.as_str(),
+            plan.before,
+            plan.after,
+            plan.outcome.as_deref()
+        ),
+        (
+            "{\"x\":1}",
+            days("2026-03-05", "2026-03-11", 7),
+            Some(days("2026-03-18", "2026-03-24", 7)),
+            Some("measured")
+        )
+    );
+    assert_eq!(plan.settled_at, Some(t0()));
+    let figures = &ledger.key_figures().unwrap()[&id];
+    assert_eq!(
+        figures
+            .iter()
+            .map(|k| (k.key.as_str(), k.before.clone(), k.after.clone()))
+            .collect::<Vec<_>>(),
+        vec![
+            (
+                "/a",
+                Some(fig(Some(120.0), 120)),
+                Some(fig(Some(180.5), 180))
+            ),
+            ("/b", Some(fig(None, 0)), Some(fig(Some(3.0), 3))),
+        ]
+    );
+    // No windows written yet: no final day.
+    assert!(
+        ledger
+            .final_days("page_views", "alpha", None)
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn the_impact_of_a_firing_on_postgres_is_kept_as_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    impact_rules(
+        docpipe::store::Store::open(&dir.path().join("state.sqlite"))
+            .unwrap()
+            .ledger(),
+    );
+    let server = Postgres::start();
+    let shared = docpipe::store::Store::open_shared(
+        &dir.path().join("local.sqlite"),
+        Arc::new(server.open()),
+    )
+    .unwrap();
+    impact_rules(shared.ledger());
+    assert_eq!(
+        server.psql("SELECT count(*), count(after_value) FROM rule_firing_keys"),
+        "2|2"
+    );
 }

@@ -1,0 +1,280 @@
+//! The impact of agent jobs, in process on the emulator's manual clock: a firing records its
+//! keys' figures before; nothing is measured while the job runs or while the days after are
+//! provisional; once they are final the figures equal a computation over the emulator's truth,
+//! key by key; a job without a pull request is reported as such and measured only when the
+//! rule asks.
+
+use crate::common::*;
+use chrono::{Duration, NaiveDate};
+use docpipe::api::AdminKey;
+use docpipe::api::jobs::Polling;
+use docpipe::app::rules::{Wait, evaluate_all, fire_all, load};
+use docpipe::app::{Access, Context, Keys};
+use docpipe::rules::engine::{Engine, Report};
+use docpipe::rules::impact::{self, Verdict};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+const RULE: &str = r#"
+name = "views"
+project = "alpha"
+job = "job_ok"
+when = "SELECT path, total_7d FROM pages ORDER BY rank_7d LIMIT 4"
+prompt = """
+{% for row in rows %}- {{ row.path }}: {{ row.total_7d }} views
+{% endfor %}"""
+cooldown = "30d"
+timeout = "10m"
+
+[impact]
+key = "path"
+metric = "total_7d"
+count = "total_7d"
+better = "higher"
+days = 7
+wait = "2d"
+min_count = 50
+tolerance = 0.2
+"#;
+
+/// A rule on `job` (a job without pull requests) with `[impact]`, measured anyway when `asks`.
+fn no_pr_rule(name: &str, asks: bool) -> String {
+    RULE.replace("name = \"views\"", &format!("name = \"{name}\""))
+        .replace("job_ok", "job_nochange")
+        .replace("LIMIT 4", "LIMIT 2")
+        + if asks {
+            "without_pull_request = true\n"
+        } else {
+            ""
+        }
+}
+
+fn keys() -> Keys {
+    let key = |k: &str| AdminKey::parse(k, "mint", "test").unwrap();
+    Keys::Given(BTreeMap::from([
+        ("org-a".to_string(), key(ADMIN_A)),
+        ("org-b".to_string(), key(ADMIN_B)),
+    ]))
+}
+
+/// Exports what is due now and computes the trend tables.
+async fn export(ctx: &Context) -> docpipe::trends::Tables {
+    let targets = ctx.targets(&[]).unwrap();
+    let exporter = ctx.exporter();
+    let plan = docpipe::app::export::plan_due(ctx, &exporter, &targets).unwrap();
+    let summary = exporter.run(&targets, &plan).await;
+    assert!(summary.failed.is_empty(), "{:?}", summary.failed);
+    docpipe::app::after::trends(ctx).unwrap().unwrap().tables
+}
+
+fn engine(ctx: &Context) -> Engine {
+    ctx.engine().unwrap().with_polling(Polling {
+        first: std::time::Duration::from_secs(1),
+        max: std::time::Duration::from_secs(1),
+        ..Polling::default()
+    })
+}
+
+/// A page's views over `from..=to` as the emulator counts them now.
+fn truth(live: &Live, path: &str, from: NaiveDate, to: NaiveDate) -> i64 {
+    let mut total = 0;
+    let mut d = from;
+    while d <= to {
+        let rows = live.emu().truth("alpha", d, d.succ_opt().unwrap()).unwrap();
+        total += rows
+            .iter()
+            .filter(|r| r.path == path)
+            .map(|r| r.total() as i64)
+            .sum::<i64>();
+        d = d.succ_opt().unwrap();
+    }
+    total
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_are_final() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let rules_dir = dir.path().join("jobs");
+    std::fs::create_dir_all(&rules_dir).unwrap();
+    std::fs::write(rules_dir.join("views.toml"), RULE).unwrap();
+    std::fs::write(rules_dir.join("nopr.toml"), no_pr_rule("nopr", false)).unwrap();
+    std::fs::write(
+        rules_dir.join("nopr-asks.toml"),
+        no_pr_rule("nopr-asks", true),
+    )
+    .unwrap();
+    let cfg = TestConfig {
+        start: Some(day("2026-03-01")),
+        ..TestConfig::new(&live.server.base_url(), &dir.path().join("out"))
+    }
+    .write(&dir.path().join("docpipe.toml"));
+    let settings = docpipe::config::Settings::load(&cfg).unwrap();
+    let ids = settings.project_ids();
+    let ctx = Context::open(settings, live.clock.clone(), Access::Export, keys())
+        .await
+        .unwrap();
+    let loaded = load(&rules_dir, &ids, &[]).unwrap();
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    let out = ctx.output().to_path_buf();
+
+    // 2026-03-15 12:00: the rules fire; the jobs are left running (the daemon's way).
+    let tables = export(&ctx).await;
+    let e = engine(&ctx);
+    let evals = evaluate_all(&loaded, &tables, Some(e.memory())).unwrap();
+    let fired = fire_all(
+        &e,
+        &loaded.rules,
+        evals.into_iter().map(Ok).collect(),
+        Wait::Never,
+    )
+    .await
+    .unwrap();
+    let ids: Vec<i64> = fired
+        .reports
+        .iter()
+        .map(|r| match r {
+            Report::Fired(f) => f.id,
+            other => panic!("{}", other.line()),
+        })
+        .collect();
+    let (nopr_asks, nopr, views) = (ids[0], ids[1], ids[2]);
+    assert_eq!(fired.impact.measured, 0);
+    // The figures before: the 7 final days up to the last (the lookback is 3 days).
+    let plans = e.ledger().plans().unwrap();
+    let plan = &plans[&views];
+    assert_eq!(
+        (plan.before.from, plan.before.to, plan.before.days),
+        (day("2026-03-05"), day("2026-03-11"), 7)
+    );
+    let keys = e.ledger().key_figures().unwrap()[&views].clone();
+    assert_eq!(keys.len(), 4);
+    for k in &keys {
+        let want = truth(&live, &k.key, day("2026-03-05"), day("2026-03-11"));
+        let before = k.before.clone().unwrap();
+        assert_eq!(before.value, Some(want as f64), "{}", k.key);
+        assert_eq!(before.rows, Some(want), "{}", k.key);
+        assert!(k.after.is_none());
+    }
+    let report = impact::report(&loaded.rules, e.ledger(), e.calendar()).unwrap();
+    assert!(
+        report.contains(&format!("waiting: firing {views} (the job is running)")),
+        "{report}"
+    );
+
+    // The jobs end (job_ok with a pull request); the days after are not final yet.
+    live.clock.advance(std::time::Duration::from_secs(10));
+    let ended = e.poll_step().await.unwrap();
+    assert_eq!(ended.len(), 3);
+    let m = e.measure_impact().unwrap();
+    assert_eq!(m.measured, 0);
+    let given: HashMap<i64, String> = m.given_up.into_iter().collect();
+    assert_eq!(
+        given.get(&nopr).map(String::as_str),
+        Some(
+            "the job ended without a pull request: not measured (without_pull_request = true measures it)"
+        )
+    );
+    assert_eq!(given.len(), 1, "{given:?}");
+    // The days after: from the day after the end plus 2 days, 7 of them.
+    let (from, to) = (day("2026-03-18"), day("2026-03-24"));
+    for step in [6, 6] {
+        live.clock.advance(Duration::days(step).to_std().unwrap());
+        export(&ctx).await;
+        let m = e.measure_impact().unwrap();
+        assert_eq!(m.measured, 0, "{}", live.clock_now());
+        assert!(!out.join("agent_impact").exists());
+    }
+    let report = impact::report(&loaded.rules, e.ledger(), e.calendar()).unwrap();
+    assert!(
+        report.contains(&format!(
+            "waiting: firing {views} (the days {from}..{to} are not all final yet)"
+        )),
+        "{report}"
+    );
+    // 2026-03-28 12:00: 03-24 is past the lookback and written again: final.
+    live.clock.advance(Duration::days(1).to_std().unwrap());
+    export(&ctx).await;
+    let m = e.measure_impact().unwrap();
+    assert_eq!(m.measured, 2);
+    assert_eq!(
+        m.files,
+        vec![out.join("agent_impact/project=alpha/part-00000.parquet")]
+    );
+    let rows = impact::read(&out).unwrap();
+    let mine: Vec<_> = rows.iter().filter(|r| r.firing_id == views).collect();
+    assert_eq!(mine.len(), 4);
+    // The prompt named the four pages in rank order: the first and third changed (x1.5 from
+    // 2026-03-17), the second and fourth did not.
+    let firing = e
+        .ledger()
+        .all()
+        .unwrap()
+        .into_iter()
+        .find(|f| f.id == views)
+        .unwrap();
+    let named: Vec<String> = firing
+        .prompt
+        .lines()
+        .filter_map(|l| Some(l.strip_prefix("- ")?.split(':').next()?.to_string()))
+        .collect();
+    assert_eq!(named.len(), 4);
+    for r in &mine {
+        let before = truth(&live, &r.key, day("2026-03-05"), day("2026-03-11"));
+        let after = truth(&live, &r.key, from, to);
+        assert_eq!(r.before, Some(before as f64), "{}", r.key);
+        assert_eq!(r.after, Some(after as f64), "{}", r.key);
+        assert_eq!((r.rows_before, r.rows_after), (Some(before), Some(after)));
+        assert_eq!((r.days_before.days, r.days_after.days), (7, 7));
+        assert_eq!((r.days_after.from, r.days_after.to), (from, to));
+        assert!(
+            r.pr_link
+                .as_deref()
+                .unwrap()
+                .starts_with("https://github.com/org-a/docs/pull/")
+        );
+        let responded = [0, 2].contains(&named.iter().position(|n| *n == r.key).unwrap());
+        let want = if responded {
+            Verdict::Improved
+        } else {
+            Verdict::Stayed
+        };
+        assert_eq!(r.verdict, want, "{} {before} -> {after}", r.key);
+        assert!(r.enough);
+    }
+    // The job without a pull request is measured when its rule asks, and not otherwise.
+    assert_eq!(rows.iter().filter(|r| r.firing_id == nopr_asks).count(), 2);
+    assert_eq!(rows.iter().filter(|r| r.firing_id == nopr).count(), 0);
+    let report = impact::report(&loaded.rules, e.ledger(), e.calendar()).unwrap();
+    assert!(
+        report.contains(&format!("rule nopr (alpha): total_7d per path in pages, higher is better, 7 days each side, from 2 days after the job ended\n  jobs measured: 0; keys: 0 improved, 0 stayed, 0 worse; median change n/a\n  not measured: firing {nopr} (the job ended without a pull request: not measured (without_pull_request = true measures it))\n")),
+        "{report}"
+    );
+    assert!(
+        report.contains("rule views (alpha): total_7d per path in pages, higher is better, 7 days each side, from 2 days after the job ended\n  jobs measured: 1; keys: 2 improved, 2 stayed, 0 worse; median change "),
+        "{report}"
+    );
+    check_parquet_with_python(&out);
+}
+
+/// The file read by pyarrow: its columns and a row count.
+fn check_parquet_with_python(out: &Path) {
+    let got = run_python(
+        "import sys, pyarrow.parquet as pq\n\
+         t = pq.read_table(sys.argv[1])\n\
+         print(t.num_rows, ','.join(t.column_names))\n",
+        &[out
+            .join("agent_impact/project=alpha/part-00000.parquet")
+            .as_os_str()],
+    );
+    assert_eq!(
+        got.trim(),
+        "6 firing_id,rule,job,job_status,pr_link,fired_at,key,metric,better,before,after,change,relative_change,verdict,enough_data,rows_before,rows_after,days_before,days_after,before_from,before_to,after_from,after_to,measured_at"
+    );
+}
+
+impl Live {
+    fn clock_now(&self) -> chrono::DateTime<chrono::Utc> {
+        docpipe::clock::Clock::now(self.clock.as_ref())
+    }
+}
