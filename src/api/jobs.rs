@@ -30,6 +30,17 @@ impl JobStatus {
         )
     }
 
+    /// The status a word of the service's names (an unknown word is kept).
+    pub fn from_word(s: &str) -> Self {
+        match s {
+            "active" => JobStatus::Active,
+            "completed" => JobStatus::Completed,
+            "archived" => JobStatus::Archived,
+            "failed" => JobStatus::Failed,
+            _ => JobStatus::Other(s.to_string()),
+        }
+    }
+
     /// The service's word.
     pub fn as_str(&self) -> &str {
         match self {
@@ -44,14 +55,7 @@ impl JobStatus {
 
 impl<'de> Deserialize<'de> for JobStatus {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Ok(match s.as_str() {
-            "active" => JobStatus::Active,
-            "completed" => JobStatus::Completed,
-            "archived" => JobStatus::Archived,
-            "failed" => JobStatus::Failed,
-            _ => JobStatus::Other(s),
-        })
+        Ok(JobStatus::from_word(&String::deserialize(d)?))
     }
 }
 

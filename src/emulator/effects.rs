@@ -105,8 +105,6 @@ impl Emulator {
                 change: impact.change,
             });
         }
-        // The page rows cached before the change no longer hold.
-        inner.cache.clear();
     }
 
     /// The changes in force for a project.
@@ -119,7 +117,8 @@ impl Emulator {
             .collect()
     }
 
-    /// The number of changes recorded (a cache key: rows computed before one came are stale).
+    /// The number of changes recorded: part of the page rows' cache key, so that rows computed
+    /// before a change came are not served after it.
     pub(super) fn effect_count(&self) -> u64 {
         self.lock().effects.len() as u64
     }
@@ -148,6 +147,9 @@ pub fn change_searches(effects: &[Effect], day: NaiveDate, searches: &mut [Searc
 /// Turns with the changes in force: an unanswered turn of a named question is answered with
 /// the change's chance (the same turn always the same way).
 pub fn change_turns(effects: &[Effect], turns: &mut [Turn]) {
+    if effects.is_empty() {
+        return;
+    }
     for t in turns.iter_mut().filter(|t| !t.answered) {
         let day = t.at.date_naive();
         let question = normalised(&t.query);

@@ -241,29 +241,27 @@ pub async fn message(
     let now = emu.now();
     let run = emu.run_time();
     let pr = 100 + emu.roll_u64() % 900;
-    let changed = {
+    let (changed, body) = {
         let mut inner = emu.lock();
         let Some(job) = inner.jobs.get_mut(&(project.clone(), id.clone())) else {
             return Err(error(StatusCode::NOT_FOUND, format!("Job {id} not found")));
         };
-        job.advance(now, run, pr)
+        // A run that ended before this message keeps what its pull request changed.
+        let changed = job.advance(now, run, pr);
+        if job.status == Status::Archived {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                format!("Job {id} is archived"),
+            ));
+        }
+        job.status = Status::Active;
+        job.pr_link = None;
+        job.active_since = now;
+        job.prompts.push(prompt);
+        (changed, job.to_json())
     };
-    if let Some((ended, prompt)) = changed {
-        emu.job_changed(&project, &prompt, ended);
+    if let Some((ended, worked_on)) = changed {
+        emu.job_changed(&project, &worked_on, ended);
     }
-    let mut inner = emu.lock();
-    let Some(job) = inner.jobs.get_mut(&(project.clone(), id.clone())) else {
-        return Err(error(StatusCode::NOT_FOUND, format!("Job {id} not found")));
-    };
-    if job.status == Status::Archived {
-        return Err(error(
-            StatusCode::BAD_REQUEST,
-            format!("Job {id} is archived"),
-        ));
-    }
-    job.status = Status::Active;
-    job.pr_link = None;
-    job.active_since = now;
-    job.prompts.push(prompt);
-    Ok(Json(job.to_json()).into_response())
+    Ok(Json(body).into_response())
 }

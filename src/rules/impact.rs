@@ -51,8 +51,6 @@ pub enum Better {
 pub struct Impact {
     /// The trend table the metric reads.
     pub table: String,
-    /// The dataset whose final days count.
-    pub dataset: String,
     /// The table's column that names each key.
     pub key: String,
     /// SQL expression: the metric of a key's row.
@@ -205,7 +203,6 @@ impl RawImpact {
             );
         }
         let impact = Impact {
-            dataset: dataset_of(&table).to_string(),
             table,
             key,
             metric: self.metric.trim().to_string(),
@@ -232,6 +229,11 @@ impl RawImpact {
 }
 
 impl Impact {
+    /// The dataset whose final days count: the table's.
+    pub fn dataset(&self) -> &'static str {
+        dataset_of(&self.table)
+    }
+
     /// The query that measures every key of the table.
     fn sql(&self) -> String {
         format!(
@@ -410,7 +412,7 @@ pub fn record_before(
     };
     let today = days.today;
     let finals = days
-        .final_days(ledger, &impact.dataset, &rule.project)
+        .final_days(ledger, impact.dataset(), &rule.project)
         .map_err(|e| e.to_string())?;
     let to = finals.last().copied().unwrap_or_else(|| shift(today, -1));
     let from = shift(to, 1 - impact.days);
@@ -419,9 +421,14 @@ pub fn record_before(
         to,
         days: final_count(&finals, from, to),
     };
-    let figures = match tables_over(out, &rule.project, from, to).map_err(|e| e.to_string())? {
-        Some(t) if days.days > 0 => impact.figures(&t, &rule.project, keys)?,
-        _ => keys
+    let tables = if days.days > 0 {
+        tables_over(out, &rule.project, from, to).map_err(|e| e.to_string())?
+    } else {
+        None
+    };
+    let figures = match tables {
+        Some(t) => impact.figures(&t, &rule.project, keys)?,
+        None => keys
             .iter()
             .map(|k| {
                 (
@@ -457,8 +464,7 @@ fn due(f: &Firing, plan: &Plan, impact: &Impact, finals: &[NaiveDate], tz: chron
         return Due::Never(format!("the follow-up was {}", f.sent.as_str()));
     }
     let status = f.status.as_deref().unwrap_or("");
-    let ended = matches!(status, "completed" | "failed" | "archived");
-    if !ended {
+    if !crate::api::jobs::JobStatus::from_word(status).is_terminal() {
         return if f
             .error
             .as_deref()
@@ -512,7 +518,7 @@ pub fn measure_due(
     let plans = ledger.plans()?;
     let mut keys = ledger.key_figures()?;
     let mut done = Measured::default();
-    let mut finals: HashMap<(String, String), Vec<NaiveDate>> = HashMap::new();
+    let mut finals: HashMap<(&str, String), Vec<NaiveDate>> = HashMap::new();
     for f in ledger.all()? {
         let Some(plan) = plans.get(&f.id).filter(|p| p.outcome.is_none()) else {
             continue;
@@ -521,10 +527,10 @@ pub fn measure_due(
             ledger.record_after(f.id, None, &[], "its [impact] cannot be read", now)?;
             continue;
         };
-        let days = match finals.entry((impact.dataset.clone(), f.project.clone())) {
+        let days = match finals.entry((impact.dataset(), f.project.clone())) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(cal.final_days(ledger, &impact.dataset, &f.project)?)
+                v.insert(cal.final_days(ledger, impact.dataset(), &f.project)?)
             }
         };
         match due(&f, plan, &impact, days, tz) {
@@ -1212,7 +1218,7 @@ pub fn report(rules: &[Rule], ledger: &Ledger, cal: Calendar) -> Result<String, 
             .filter_map(|f| {
                 let plan = plans.get(&f.id)?;
                 let impact: Impact = serde_json::from_str(&plan.definition).ok()?;
-                let finals = cal.final_days(ledger, &impact.dataset, &f.project).ok()?;
+                let finals = cal.final_days(ledger, impact.dataset(), &f.project).ok()?;
                 match (&plan.outcome, due(f, plan, &impact, &finals, tz)) {
                     (None, Due::Wait(why)) => Some(format!("firing {} ({why})", f.id)),
                     _ => None,
@@ -1277,7 +1283,7 @@ mod tests {
             .impact
             .unwrap();
         assert_eq!(
-            (ok.table.as_str(), ok.dataset.as_str(), ok.key.as_str()),
+            (ok.table.as_str(), ok.dataset(), ok.key.as_str()),
             ("search_terms", "searches", "search_query")
         );
         assert_eq!((ok.days, ok.wait_secs, ok.min_count), (7, 2 * 86_400, 30));
