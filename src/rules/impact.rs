@@ -455,8 +455,16 @@ enum Due {
     Measure(NaiveDate, NaiveDate),
 }
 
-/// Whether a firing's job ended in a way its plan measures, and the days after if so.
-fn due(f: &Firing, plan: &Plan, impact: &Impact, finals: &[NaiveDate], tz: chrono_tz::Tz) -> Due {
+/// Whether a firing's job ended in a way its plan measures, and the days after if so;
+/// `polled` says whether its job is still being polled.
+fn due(
+    f: &Firing,
+    plan: &Plan,
+    impact: &Impact,
+    finals: &[NaiveDate],
+    polled: bool,
+    tz: chrono_tz::Tz,
+) -> Due {
     if plan.before.days == 0 {
         return Due::Never("no final day before the firing to compare with".into());
     }
@@ -465,14 +473,14 @@ fn due(f: &Firing, plan: &Plan, impact: &Impact, finals: &[NaiveDate], tz: chron
     }
     let status = f.status.as_deref().unwrap_or("");
     if !crate::api::jobs::JobStatus::from_word(status).is_terminal() {
-        return if f
-            .error
-            .as_deref()
-            .is_some_and(|e| e.contains("gave up polling"))
-        {
-            Due::Never("the job did not end within the rule's timeout".into())
-        } else {
+        // Polling ends when the job ends, when the rule's timeout passes, or when the job
+        // cannot be read: a job not seen to end after that never will be.
+        return if polled {
             Due::Wait("the job is running".into())
+        } else {
+            Due::Never(
+                "docpipe stopped polling the job before it ended (the rule's timeout passed, or the job could not be read)".into(),
+            )
         };
     }
     if f.pr_link.is_none() && !impact.without_pull_request {
@@ -496,6 +504,11 @@ fn due(f: &Firing, plan: &Plan, impact: &Impact, finals: &[NaiveDate], tz: chron
     Due::Measure(from, to)
 }
 
+/// The firings whose jobs are being polled.
+fn polled(ledger: &Ledger) -> Result<std::collections::HashSet<i64>, StoreError> {
+    Ok(ledger.polling()?.into_iter().map(|(f, _)| f.id).collect())
+}
+
 /// What one measuring pass did.
 #[derive(Debug, Default)]
 pub struct Measured {
@@ -516,6 +529,7 @@ pub fn measure_due(
 ) -> Result<Measured, ImpactError> {
     let tz = cal.tz;
     let plans = ledger.plans()?;
+    let polled = polled(ledger)?;
     let mut keys = ledger.key_figures()?;
     let mut done = Measured::default();
     let mut finals: HashMap<(&str, String), Vec<NaiveDate>> = HashMap::new();
@@ -533,7 +547,7 @@ pub fn measure_due(
                 v.insert(cal.final_days(ledger, impact.dataset(), &f.project)?)
             }
         };
-        match due(&f, plan, &impact, days, tz) {
+        match due(&f, plan, &impact, days, polled.contains(&f.id), tz) {
             Due::Wait(_) => {}
             Due::Never(why) => {
                 ledger.record_after(f.id, None, &[], &why, now)?;
@@ -1136,6 +1150,7 @@ pub fn report(rules: &[Rule], ledger: &Ledger, cal: Calendar) -> Result<String, 
     let all = rows(ledger)?;
     let plans = ledger.plans()?;
     let firings = ledger.all()?;
+    let polled = polled(ledger)?;
     let mut out = format!("impact of the agent jobs: {READING}\n");
     for rule in rules {
         let _ = write!(out, "\nrule {} ({}): ", rule.name, rule.project);
@@ -1219,7 +1234,10 @@ pub fn report(rules: &[Rule], ledger: &Ledger, cal: Calendar) -> Result<String, 
                 let plan = plans.get(&f.id)?;
                 let impact: Impact = serde_json::from_str(&plan.definition).ok()?;
                 let finals = cal.final_days(ledger, impact.dataset(), &f.project).ok()?;
-                match (&plan.outcome, due(f, plan, &impact, &finals, tz)) {
+                match (
+                    &plan.outcome,
+                    due(f, plan, &impact, &finals, polled.contains(&f.id), tz),
+                ) {
                     (None, Due::Wait(why)) => Some(format!("firing {} ({why})", f.id)),
                     _ => None,
                 }
@@ -1383,6 +1401,50 @@ mod tests {
         assert!(
             text.ends_with("\nrule r (p): measured by nothing (no [impact] in jobs/r.toml)\n"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_job_whose_polling_ended_before_it_did_is_never_measured() {
+        let day = NaiveDate::from_ymd_opt(2026, 3, 1).unwrap();
+        let impact =
+            rule("[impact]\nmetric = \"ctr_7d\"\ncount = \"hits_7d\"\nbetter = \"higher\"\n")
+                .unwrap()
+                .impact
+                .unwrap();
+        let plan = Plan {
+            firing_id: 1,
+            definition: String::new(),
+            before: Days {
+                from: day,
+                to: day,
+                days: 7,
+            },
+            after: None,
+            settled_at: None,
+            outcome: None,
+        };
+        let firing = Firing {
+            id: 1,
+            rule: "r".into(),
+            project: "p".into(),
+            kind: crate::store::ledger::Kind::FollowUp,
+            job: Some("j".into()),
+            fired_at: Utc::now(),
+            prompt_hash: "h".into(),
+            prompt: "p".into(),
+            rows_matched: 1,
+            sent: Sent::Sent,
+            status: Some("active".into()),
+            pr_link: None,
+            seconds_to_done: None,
+            error: Some("polling: job j of project p: 500".into()),
+        };
+        let due = |polled| due(&firing, &plan, &impact, &[], polled, chrono_tz::UTC);
+        assert_eq!(due(true), Due::Wait("the job is running".into()));
+        assert_eq!(
+            due(false),
+            Due::Never("docpipe stopped polling the job before it ended (the rule's timeout passed, or the job could not be read)".into())
         );
     }
 
