@@ -315,6 +315,9 @@ pub struct RawRules {
     /// Whether `docpipe export` runs the rules without a schedule after the trends.
     #[serde(default = "default_trends")]
     pub after_export: bool,
+    /// How long a firing held for review waits before it expires unsent (default 7d).
+    #[serde(default)]
+    pub review_expires: Option<String>,
 }
 
 fn default_rules_dir() -> PathBuf {
@@ -326,6 +329,7 @@ impl Default for RawRules {
         Self {
             dir: default_rules_dir(),
             after_export: default_trends(),
+            review_expires: None,
         }
     }
 }
@@ -409,6 +413,10 @@ pub struct RawProject {
     pub start_date: Option<NaiveDate>,
     /// The datasets it exports (default: every one but `threads`).
     pub datasets: Option<Vec<String>>,
+    /// The documentation's own host names (`docs.acme.com`): a reader's text that names one
+    /// is not flagged as a link when a rule renders it.
+    #[serde(default)]
+    pub domains: Vec<String>,
 }
 
 /// `[export]`.
@@ -546,6 +554,8 @@ pub struct Project {
     pub start_date: Option<NaiveDate>,
     /// The datasets it exports, in export order.
     pub datasets: Vec<&'static str>,
+    /// The documentation's own host names.
+    pub domains: Vec<String>,
 }
 
 impl Project {
@@ -612,6 +622,8 @@ pub struct Settings {
     pub rules_dir: PathBuf,
     /// Run the unscheduled rules after `export`.
     pub rules_after_export: bool,
+    /// How long a held firing waits for review.
+    pub review_expires: Duration,
     /// The daemon.
     pub daemon: DaemonSettings,
     /// How often days are looked at again; the backfill's share of the budget.
@@ -776,11 +788,30 @@ impl RawProject {
                     .collect()
             }
         };
+        for d in &self.domains {
+            let host = d.trim();
+            if host.is_empty()
+                || host.contains("://")
+                || host.contains('/')
+                || !host.contains('.')
+                || host.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                problems.push(format!(
+                    "project {}: domains: {d:?} is not a host name like \"docs.acme.com\"",
+                    self.id
+                ));
+            }
+        }
         Project {
             id: self.id.clone(),
             organization: self.organization.clone(),
             start_date: self.start_date,
             datasets,
+            domains: self
+                .domains
+                .iter()
+                .map(|d| d.trim().to_lowercase())
+                .collect(),
         }
     }
 }
@@ -1064,6 +1095,28 @@ impl RawConfig {
                 problems.push(format!("[state] url: {m}"));
             }
         }
+        let review_expires = match &self.rules.review_expires {
+            None => crate::rules::engine::DEFAULT_REVIEW_EXPIRES,
+            Some(text) => match humantime::parse_duration(text.trim()) {
+                Ok(d)
+                    if d >= Duration::from_secs(3600) && d <= Duration::from_secs(90 * 86_400) =>
+                {
+                    d
+                }
+                Ok(_) => {
+                    problems.push(format!(
+                        "[rules] review_expires {text:?} must be between 1 hour and 90 days"
+                    ));
+                    crate::rules::engine::DEFAULT_REVIEW_EXPIRES
+                }
+                Err(e) => {
+                    problems.push(format!(
+                        "[rules] review_expires {text:?} is not a duration like \"7d\" ({e})"
+                    ));
+                    crate::rules::engine::DEFAULT_REVIEW_EXPIRES
+                }
+            },
+        };
         if self.state.lease_secs < 10 {
             problems.push(format!(
                 "[state] lease_secs: {} is too short (at least 10: the holder renews it every third of it)",
@@ -1111,6 +1164,7 @@ impl RawConfig {
             trends_after_export: self.export.trends_after_export,
             rules_dir: self.rules.dir.clone(),
             rules_after_export: self.rules.after_export,
+            review_expires,
             daemon: DaemonSettings {
                 export_schedule: d.export_schedule.clone(),
                 listen,

@@ -2,7 +2,7 @@
 //! same tables handed to the rules without a schedule.
 
 use super::Context;
-use super::rules::{Fired, Loaded, Wait, evaluate_all, fire_all, load};
+use super::rules::{Fired, Loaded, Wait, evaluate_each, fire_all, load};
 use crate::trends::{Selection, Tables, TrendsError, compute, write_tables};
 use std::path::PathBuf;
 
@@ -35,7 +35,7 @@ pub fn unscheduled_rules(ctx: &Context) -> anyhow::Result<Option<Loaded>> {
     if !s.rules_after_export || !s.rules_dir.is_dir() {
         return Ok(None);
     }
-    let mut loaded = load(&s.rules_dir, &s.project_ids(), &[])?;
+    let mut loaded = load(&s.rules_dir, s, &[])?;
     loaded.rules.retain(|r| r.schedule.is_none());
     if loaded.rules.is_empty() && loaded.problems.is_empty() {
         return Ok(None);
@@ -43,8 +43,8 @@ pub fn unscheduled_rules(ctx: &Context) -> anyhow::Result<Option<Loaded>> {
     Ok(Some(loaded))
 }
 
-/// Fires `loaded` over `tables`; every problem in a rule stops everything before anything is
-/// sent.
+/// Fires `loaded` over `tables`; a rule file that does not load stops everything before
+/// anything is sent, a rule that fails on the data fails alone.
 pub async fn fire_rules(
     ctx: &Context,
     loaded: &Loaded,
@@ -52,12 +52,6 @@ pub async fn fire_rules(
     wait: Wait,
 ) -> anyhow::Result<Fired> {
     let engine = ctx.engine()?;
-    let evals = evaluate_all(loaded, tables, Some(engine.memory()))?;
-    Ok(fire_all(
-        &engine,
-        &loaded.rules,
-        evals.into_iter().map(Ok).collect(),
-        wait,
-    )
-    .await?)
+    let evals = evaluate_each(loaded, tables, Some(engine.memory()))?;
+    Ok(fire_all(&engine, &loaded.rules, evals, wait).await?)
 }

@@ -366,6 +366,7 @@ impl Context {
             self.clock.clone(),
         )?
         .with_days(self.settings.timezone, self.settings.lookback_days)
+        .with_review_expires(self.settings.review_expires)
         .with_clients(clients))
     }
 }

@@ -1,5 +1,6 @@
 //! The rules steps: load a folder, evaluate every rule over the trend tables, fire them.
 
+use crate::config::Settings;
 use crate::error::UserError;
 use crate::rules::engine::{Engine, LogError, Report};
 use crate::rules::{Evaluation, Rule, evaluate, load_dir};
@@ -16,15 +17,19 @@ pub struct Loaded {
     pub problems: Vec<String>,
 }
 
-/// Loads the rules of `dir`, keeping the named ones (all when `names` is empty).
-pub fn load(dir: &Path, projects: &[String], names: &[String]) -> Result<Loaded, UserError> {
+/// Loads the rules of `dir`, keeping the named ones (all when `names` is empty); each rule
+/// knows its project's own domains, and a rule file that does not say `enabled` is announced
+/// once (it is previewed).
+pub fn load(dir: &Path, settings: &Settings, names: &[String]) -> Result<Loaded, UserError> {
+    let projects = settings.project_ids();
     if !dir.is_dir() {
         return Err(UserError::new(format!(
             "rules folder {} does not exist (set [rules] dir in the config, or pass --dir)",
             dir.display()
         )));
     }
-    let (rules, problems) = load_dir(dir, projects).map_err(UserError::from_source)?;
+    let (mut rules, problems) = load_dir(dir, &projects).map_err(UserError::from_source)?;
+    with_settings(&mut rules, settings);
     for n in names {
         if !rules.iter().any(|r| &r.name == n) && problems.is_empty() {
             let known: Vec<_> = rules.iter().map(|r| r.name.as_str()).collect();
@@ -42,6 +47,23 @@ pub fn load(dir: &Path, projects: &[String], names: &[String]) -> Result<Loaded,
             .collect(),
         problems: problems.iter().map(ToString::to_string).collect(),
     })
+}
+
+/// Gives each rule its project's own domains, and says once per rule file without `enabled`
+/// that it is previewed.
+pub fn with_settings(rules: &mut [Rule], settings: &Settings) {
+    for r in rules.iter_mut() {
+        if let Some(p) = settings.projects.iter().find(|p| p.id == r.project) {
+            r.domains = p.domains.clone();
+        }
+        if !r.enabled_given {
+            tracing::info!(
+                "rule {} ({}) does not say `enabled`: it is previewed and sends nothing until the file says enabled = true (rule files of earlier docpipes sent without it)",
+                r.name,
+                r.file
+            );
+        }
+    }
 }
 
 /// The trend tables of the output folder, and whether anything was exported; empty tables
@@ -77,6 +99,22 @@ pub fn evaluate_all(
     }
 }
 
+/// Evaluates every rule for sending: a file that does not load stops everything before
+/// anything is sent (one line per problem), but a rule whose evaluation fails on the data (a
+/// query that fails, a prompt too large) fails alone, reported as broken by [`fire_all`], and
+/// the others go on.
+pub fn evaluate_each(
+    loaded: &Loaded,
+    tables: &Tables,
+    memory: Option<crate::rules::Memory<'_>>,
+) -> Result<Vec<Result<Evaluation, crate::rules::RuleError>>, UserError> {
+    if !loaded.problems.is_empty() {
+        // Every problem at once, the files' and the evaluations': this is an error.
+        evaluate_all(loaded, tables, memory)?;
+    }
+    Ok(evaluate(&loaded.rules, tables, memory))
+}
+
 /// Whether firing waits for the jobs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
@@ -95,6 +133,10 @@ pub struct Fired {
     pub log: Vec<PathBuf>,
     /// What the impact measurement did after the firings.
     pub impact: crate::rules::impact::Measured,
+    /// Held firings that expired unreviewed before the rules ran (nothing was sent).
+    pub expired: Vec<i64>,
+    /// Firings waiting for review after the run.
+    pub pending: usize,
 }
 
 /// Fires each evaluated rule in order (an evaluation that failed is reported as broken), then
@@ -105,6 +147,7 @@ pub async fn fire_all(
     evals: Vec<Result<Evaluation, crate::rules::RuleError>>,
     wait: Wait,
 ) -> Result<Fired, FireError> {
+    let expired = engine.expire_reviews()?;
     let mut reports = Vec::new();
     for (rule, eval) in rules.iter().zip(evals) {
         let report = match eval {
@@ -120,16 +163,23 @@ pub async fn fire_all(
         }
         reports.push(report);
     }
-    let log = if reports.iter().any(|r| matches!(r, Report::Fired(_))) {
+    let log = if !expired.is_empty()
+        || reports
+            .iter()
+            .any(|r| matches!(r, Report::Fired(_) | Report::Held(_)))
+    {
         engine.write_log()?
     } else {
         Vec::new()
     };
     let impact = engine.measure_impact()?;
+    let pending = engine.ledger().pending()?.len();
     Ok(Fired {
         reports,
         log,
         impact,
+        expired,
+        pending,
     })
 }
 

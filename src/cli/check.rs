@@ -50,6 +50,9 @@ enum Probe {
     Thread { project: String },
     /// The agent job a rule follows up.
     Job { project: String, job: String },
+    /// Whether the organization's admin key may write agent jobs: a follow-up to a job that
+    /// cannot exist (404: it may; 401 or 403: it may not).
+    Write { org: String, project: String },
     /// One question to an organization's assistant.
     Assistant { org: String, domain: String },
     /// A rule file that does not load (nothing to send).
@@ -62,6 +65,7 @@ impl Probe {
             Probe::Dataset { project, dataset } => (project.clone(), dataset.to_string()),
             Probe::Thread { project } => (project.clone(), THREADS.name.to_string()),
             Probe::Job { project, job } => (project.clone(), format!("job {job}")),
+            Probe::Write { project, .. } => (project.clone(), "agent jobs (write)".into()),
             Probe::Assistant { org, domain } => (org.clone(), format!("assistant {domain}")),
             Probe::RuleFile(_) => ("-".into(), "rules".into()),
         }
@@ -111,8 +115,7 @@ fn probes(
         }
     }
     if settings.rules_dir.is_dir() {
-        let ids = settings.project_ids();
-        let loaded = crate::app::rules::load(&settings.rules_dir, &ids, &[])?;
+        let loaded = crate::app::rules::load(&settings.rules_dir, settings, &[])?;
         // A rule file's problem is the set-up's too; the service is checked all the same.
         out.extend(loaded.problems.into_iter().map(Probe::RuleFile));
         let jobs: BTreeSet<(String, String)> = loaded
@@ -128,6 +131,19 @@ fn probes(
             jobs.into_iter()
                 .map(|(project, job)| Probe::Job { project, job }),
         );
+        // One write probe per organization a rule would act for, on the first such project.
+        let mut orgs: BTreeSet<&str> = BTreeSet::new();
+        for r in &loaded.rules {
+            let Some(p) = selected.iter().find(|p| p.id == r.project) else {
+                continue;
+            };
+            if orgs.insert(p.organization.as_str()) {
+                out.push(Probe::Write {
+                    org: p.organization.clone(),
+                    project: p.id.clone(),
+                });
+            }
+        }
     }
     if assistant {
         let orgs: BTreeSet<&str> = selected.iter().map(|p| p.organization.as_str()).collect();
@@ -151,9 +167,10 @@ fn probes(
 /// The organization of a probe.
 fn org_of<'s>(settings: &'s Settings, probe: &Probe) -> &'s str {
     let project = match probe {
-        Probe::Dataset { project, .. } | Probe::Thread { project } | Probe::Job { project, .. } => {
-            project
-        }
+        Probe::Dataset { project, .. }
+        | Probe::Thread { project }
+        | Probe::Job { project, .. }
+        | Probe::Write { project, .. } => project,
         Probe::Assistant { org, .. } => return settings.organization(org).map_or("", |o| &o.id),
         Probe::RuleFile(_) => return "",
     };
@@ -212,6 +229,14 @@ fn announce(
     let jobs = count(|p| matches!(p, Probe::Job { .. }));
     if jobs > 0 {
         parts.push(plural(jobs, "agent-job read"));
+    }
+    let writes = count(|p| matches!(p, Probe::Write { .. }));
+    if writes > 0 {
+        parts.push(format!(
+            "{} (a follow-up to a job that cannot exist: 404 means the key may write; one of the project's {} agent uses an hour)",
+            plural(writes, "agent-job write probe"),
+            crate::api::service_limits::agent()
+        ));
     }
     let asks = count(|p| matches!(p, Probe::Assistant { .. }));
     if asks > 0 {
@@ -323,6 +348,7 @@ async fn send(
                 None,
             ))
         }
+        Probe::Write { org, project } => Ok((write_probe(client, org, project).await, None)),
         Probe::RuleFile(problem) => Ok((Found::Problem(problem.clone()), None)),
         Probe::Assistant { org, domain } => {
             let org = settings
@@ -361,6 +387,42 @@ async fn send(
                 None,
             ))
         }
+    }
+}
+
+/// The job id the write probe follows up: no job of the service is named so.
+pub const NO_SUCH_JOB: &str = "docpipe-check-no-such-job-0000";
+
+/// Whether the admin key may write agent jobs, proved without creating anything: a follow-up
+/// to a job that cannot exist. 404 reads as "may write" on the assumption that the service
+/// checks the key's scope before it looks the job up (docs/service.md); 401 or 403 as "may
+/// not". The answer is printed as the service gave it.
+async fn write_probe(client: &Client, org: &str, project: &str) -> Found {
+    let prompt = "docpipe check: this follow-up names a job that does not exist, to learn whether the key may write agent jobs; it changes nothing";
+    match client.follow_up(project, NO_SUCH_JOB, prompt).await {
+        Ok(_) => Found::Works(format!(
+            "works: the admin key of organization {org} may write agent jobs (the service accepted a follow-up to job {NO_SUCH_JOB})"
+        )),
+        Err(e) => match &e.kind {
+            ErrorKind::NotFound { message } | ErrorKind::UnknownProject { message, .. } => {
+                Found::Works(format!(
+                    "works: the admin key of organization {org} may write agent jobs (a follow-up to a job that cannot exist got 404: {})",
+                    crate::text::one_line(message)
+                ))
+            }
+            ErrorKind::Forbidden { message } => Found::Problem(format!(
+                "the admin key of organization {org} cannot write agent jobs (403: {}): the rules cannot create jobs or send follow-ups; use an admin key with write access",
+                crate::text::one_line(message)
+            )),
+            ErrorKind::BadKey { message, .. } => Found::Problem(format!(
+                "the admin key of organization {org} cannot write agent jobs ({}): the rules cannot create jobs or send follow-ups",
+                crate::text::one_line(message)
+            )),
+            _ => Found::Problem(format!(
+                "cannot tell whether the admin key of organization {org} may write agent jobs: {}",
+                problem(&e)
+            )),
+        },
     }
 }
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 pub const DEMO_ANALYTICS_PER_HOUR: u32 = 1_000_000;
 
 /// The example rules of `jobs/`, built into the binary so that the demo runs from any folder.
-pub const DEMO_RULES: [(&str, &str); 4] = [
+pub const DEMO_RULES: [(&str, &str); 5] = [
     (
         "jobs/agent-heavy-pages.toml",
         include_str!("../../jobs/agent-heavy-pages.toml"),
@@ -30,6 +30,10 @@ pub const DEMO_RULES: [(&str, &str); 4] = [
     (
         "jobs/ai-share-movers.toml",
         include_str!("../../jobs/ai-share-movers.toml"),
+    ),
+    (
+        "jobs/feedback-down-votes.toml",
+        include_str!("../../jobs/feedback-down-votes.toml"),
     ),
     (
         "jobs/search-gaps.toml",
@@ -245,7 +249,8 @@ async fn fire_demo_rules(
         .map(|(f, t)| (f.to_string(), t.to_string()))
         .collect();
     let projects: Vec<String> = targets.iter().map(|t| t.project.clone()).collect();
-    let (rules, problems) = crate::rules::parse_all(&files, &projects);
+    let (mut rules, problems) = crate::rules::parse_all(&files, &projects);
+    crate::app::rules::with_settings(&mut rules, &ctx.settings);
     let loaded = Loaded {
         rules,
         problems: problems.iter().map(ToString::to_string).collect(),

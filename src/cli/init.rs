@@ -125,10 +125,15 @@ fn env_word(id: &str) -> String {
         .collect()
 }
 
-/// The example rule for `project`: the week's top search gaps to a new agent job.
-fn example_rule(project: &str) -> String {
+/// The example rule for `project`: the week's top search gaps to a new agent job, previewed
+/// (its `enabled = true` commented out): nothing acts before a person turns it on.
+pub fn example_rule(project: &str) -> String {
     include_str!("../../jobs/search-gaps.toml")
         .replace("project = \"acme-docs\"", &format!("project = {project:?}"))
+        .replace(
+            "\nenabled = true\n",
+            "\n# enabled = true   # uncomment once `docpipe rules check` shows what you want sent\n",
+        )
 }
 
 /// Runs `init`, writing the config at `path`.
@@ -192,7 +197,7 @@ pub fn run(args: Args, path: &Path) -> anyhow::Result<()> {
     println!("wrote {}", path.display());
     if wrote_rule {
         println!(
-            "wrote {} (an example rule: the week's top search gaps of {} go to a new agent job)",
+            "wrote {} (an example rule: the week's top search gaps of {} go to a new agent job; previewed: it sends nothing until you uncomment `enabled = true` in it, after `docpipe rules check` shows what it would send)",
             rule.display(),
             projects[0]
         );
@@ -206,7 +211,8 @@ pub fn run(args: Args, path: &Path) -> anyhow::Result<()> {
         "\nnext:\n  export {key_env}=mint_...        # the admin key (dashboard: Settings > API keys)\n  \
          docpipe{config} check                # one request per dataset: proves the keys and ids\n  \
          docpipe{config} backfill --from <first day> --queue   # the first load, for the daemon\n  \
-         docpipe{config} run                  # the daemon: exports every hour, drains the queue, fires the rules"
+         docpipe{config} run                  # the daemon: exports every hour, drains the queue, fires the rules\n  \
+         docpipe{config} rules check          # what each rule would send; enabled = true in its file sends it"
     );
     Ok(())
 }

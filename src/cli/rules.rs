@@ -1,7 +1,7 @@
 //! `docpipe rules check|run` and `docpipe validate`: rule files in `jobs/`, evaluated over the
 //! trend tables, sent within the hourly limit and the cooldowns, polled, and logged.
 
-use crate::app::rules::{Fired, Wait, evaluate_all, fire_all, load, tables};
+use crate::app::rules::{Fired, Wait, evaluate_all, evaluate_each, fire_all, load, tables};
 use crate::app::{Access, Context, Keys};
 use crate::clock;
 use crate::config::Settings;
@@ -31,6 +31,46 @@ pub enum RulesCommand {
     /// days before the firing and after the job ended, once final), rewrite `agent_impact/`,
     /// and print, per rule, the keys that improved, stayed and got worse. Sends nothing.
     Impact(Select),
+    /// List the firings held for review: rule, project, when, rows, each flagged reader's value
+    /// with its row and pattern, and the full prompt. Sends nothing.
+    Pending(PendingArgs),
+    /// Send a held firing's prompt, exactly as held, once.
+    Approve(Decide),
+    /// Drop a held firing: nothing is sent; its rule and keys cool down as if it had been.
+    Reject(RejectArgs),
+}
+
+/// `rules pending`.
+#[derive(Debug, clap::Args)]
+pub struct PendingArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `rules approve`.
+#[derive(Debug, clap::Args)]
+pub struct Decide {
+    /// The held firing's id (`docpipe rules pending` lists them).
+    pub id: i64,
+    /// Who decides, for the trail (default: the login name).
+    #[arg(long = "as", value_name = "NAME")]
+    pub by: Option<String>,
+    /// Rules folder (default: `[rules] dir` of the config): the firing's rule is read from it
+    /// for its polling and `[impact]`.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// `rules reject`.
+#[derive(Debug, clap::Args)]
+pub struct RejectArgs {
+    /// The held firing and who decides.
+    #[command(flatten)]
+    pub decide: Decide,
+    /// Why, for the trail.
+    #[arg(long, value_name = "TEXT")]
+    pub why: Option<String>,
 }
 
 /// Which rules.
@@ -66,11 +106,17 @@ pub struct ValidateArgs {
 
 fn describe_rule(r: &Rule) -> String {
     format!(
-        "rule {} ({}): project {}, {}, cooldown {}, {}{}",
+        "rule {} ({}): {}, project {}, {}, review {}, cooldown {}, {}{}",
         r.name,
         r.file,
+        if r.enabled {
+            "enabled"
+        } else {
+            "previewed (not enabled)"
+        },
         r.project,
         r.target(),
+        r.review.as_str(),
         humantime::format_duration(r.cooldown),
         match &r.schedule {
             Some(s) => format!("schedule {s:?}"),
@@ -110,6 +156,20 @@ pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<us
         if e.rows.height() > 10 {
             println!("    ... {} more", e.rows.height() - 10);
         }
+        for f in &e.flags {
+            println!("  flagged: {}", f.line());
+        }
+        for f in &e.dropped {
+            println!("  dropped (flagged = \"drop\"): {}", f.line());
+        }
+        for place in &r.unescaped {
+            println!("  renders a reader's value unescaped (the `unescaped` filter) at {place}");
+        }
+        if r.review == crate::rules::Review::Never {
+            println!(
+                "  warning: review = \"never\": a firing is sent even when a reader's value reads as an instruction to the agent"
+            );
+        }
         let Some(prompt) = &e.prompt else {
             println!("  does not fire");
             continue;
@@ -122,12 +182,21 @@ pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<us
         for line in prompt.lines() {
             println!("    | {line}");
         }
-        match engine
+        let skip = engine
             .would_skip(r, prompt)
-            .map_err(UserError::from_source)?
-        {
-            Some(skip) => println!("  would not send now: {skip}"),
-            None => {
+            .map_err(UserError::from_source)?;
+        match (r.enabled, e.hold(r), skip) {
+            (false, hold, _) => println!(
+                "  preview: the rule is not enabled, so nothing is sent; `enabled = true` in {} sends it{}",
+                r.file,
+                hold.map(|h| format!(" (it would then wait for review: {h})"))
+                    .unwrap_or_default()
+            ),
+            (true, _, Some(skip)) => println!("  would not send now: {skip}"),
+            (true, Some(hold), None) => println!(
+                "  would be held for review ({hold}): `docpipe rules pending` would list it"
+            ),
+            (true, None, None) => {
                 sending += 1;
                 println!("  would send now")
             }
@@ -138,8 +207,17 @@ pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<us
 
 /// Prints what firing did: a line per rule, and the outcome log's files.
 pub fn print_fired(fired: &Fired) {
+    for id in &fired.expired {
+        println!("firing {id} expired unreviewed: nothing was sent");
+    }
     for r in &fired.reports {
         println!("{}", r.line());
+    }
+    if fired.pending > 0 {
+        println!(
+            "{} firings wait for review: docpipe rules pending",
+            fired.pending
+        );
     }
     if !fired.log.is_empty() {
         println!("outcome log ({AGENT_RUNS}):");
@@ -186,9 +264,12 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         RulesCommand::Check(s) => (s, false),
         RulesCommand::Run(r) => (&r.select, r.no_wait),
         RulesCommand::Impact(s) => return impact(s, settings).await,
+        RulesCommand::Pending(p) => return pending(p, settings).await,
+        RulesCommand::Approve(d) => return approve(d, settings).await,
+        RulesCommand::Reject(r) => return reject(r, settings).await,
     };
     let dir = select.dir.clone().unwrap_or(settings.rules_dir.clone());
-    let mut loaded = load(&dir, &settings.project_ids(), &select.rules)?;
+    let mut loaded = load(&dir, settings, &select.rules)?;
     if no_wait {
         for r in &mut loaded.rules {
             r.wait = false;
@@ -200,9 +281,8 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     } else {
         Keys::None
     };
-    let ctx = Context::open(settings.clone(), clock::system(), Access::Shared, keys).await?;
     // A bucket's tables: fetched into the working copy first.
-    ctx.pull().await?;
+    let ctx = open(settings, keys).await?;
     let (tables, has_data) = tables(&settings.output_dir)?;
     if !has_data {
         println!(
@@ -211,22 +291,17 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         );
     }
     let engine = ctx.engine()?;
-    let evals = evaluate_all(&loaded, &tables, Some(engine.memory()))?;
-    let rules = loaded.rules;
+    let rules = &loaded.rules;
     if sending {
-        let fired = fire_all(
-            &engine,
-            &rules,
-            evals.into_iter().map(Ok).collect(),
-            Wait::AsRulesSay,
-        )
-        .await?;
+        let evals = evaluate_each(&loaded, &tables, Some(engine.memory()))?;
+        let fired = fire_all(&engine, rules, evals, Wait::AsRulesSay).await?;
         print_fired(&fired);
         // The firings' table goes to the bucket too.
         ctx.push().await?;
         outcome(&fired.reports)
     } else {
-        let n = check(&engine, &rules, &evals)?;
+        let evals = evaluate_all(&loaded, &tables, Some(engine.memory()))?;
+        let n = check(&engine, rules, &evals)?;
         println!("{} rules; {n} would send now; nothing sent", rules.len());
         Ok(())
     }
@@ -235,15 +310,8 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
 /// Runs `rules impact`.
 async fn impact(select: &Select, settings: &Settings) -> anyhow::Result<()> {
     let dir = select.dir.clone().unwrap_or(settings.rules_dir.clone());
-    let loaded = load(&dir, &settings.project_ids(), &select.rules)?;
-    let ctx = Context::open(
-        settings.clone(),
-        clock::system(),
-        Access::Shared,
-        Keys::None,
-    )
-    .await?;
-    ctx.pull().await?;
+    let loaded = load(&dir, settings, &select.rules)?;
+    let ctx = open(settings, Keys::None).await?;
     let engine = ctx.engine()?;
     let measured = engine.measure_impact()?;
     print!(
@@ -276,7 +344,7 @@ pub async fn validate(args: ValidateArgs, settings: &Settings) -> anyhow::Result
         return Ok(());
     }
     let dir = args.dir.unwrap_or(settings.rules_dir.clone());
-    let loaded = load(&dir, &settings.project_ids(), &[])?;
+    let loaded = load(&dir, settings, &[])?;
     let (tables, _) = tables(&settings.output_dir)?;
     evaluate_all(&loaded, &tables, None)?;
     println!(
@@ -284,5 +352,188 @@ pub async fn validate(args: ValidateArgs, settings: &Settings) -> anyhow::Result
         dir.display(),
         loaded.rules.len()
     );
+    for r in &loaded.rules {
+        if !r.enabled {
+            println!(
+                "rule {} ({}): previewed, sends nothing until the file says enabled = true",
+                r.name, r.file
+            );
+        }
+        for place in &r.unescaped {
+            println!(
+                "rule {} ({}): renders a reader's value unescaped (the `unescaped` filter) at {place}",
+                r.name, r.file
+            );
+        }
+        if r.review == crate::rules::Review::Never {
+            println!(
+                "rule {} ({}): warning: review = \"never\" sends firings whose readers' values read as instructions",
+                r.name, r.file
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The output folder's context, shared with a daemon, with a bucket's tables pulled first.
+async fn open(settings: &Settings, keys: Keys) -> anyhow::Result<Context> {
+    let ctx = Context::open(settings.clone(), clock::system(), Access::Shared, keys).await?;
+    ctx.pull().await?;
+    Ok(ctx)
+}
+
+/// Who decides a review: `--as`, else the login name.
+fn reviewer(by: &Option<String>) -> Result<String, UserError> {
+    let name = match by {
+        Some(n) => n.trim().to_string(),
+        None => std::env::var("USER")
+            .or_else(|_| std::env::var("LOGNAME"))
+            .unwrap_or_default(),
+    };
+    if name.is_empty() || name.len() > 100 || name.chars().any(char::is_control) {
+        return Err(UserError::new(
+            "say who decides with --as NAME (1 to 100 characters; no login name was found)",
+        ));
+    }
+    Ok(name)
+}
+
+/// A held firing as `rules pending` prints it.
+fn pending_text(f: &crate::store::ledger::Firing) -> String {
+    let mut out = format!(
+        "firing {}: rule {} ({}), {} of job {}, held {} with {} rows: {}\n",
+        f.id,
+        f.rule,
+        f.project,
+        f.kind.as_str(),
+        f.job.as_deref().unwrap_or("(a new job)"),
+        f.trail
+            .held_at
+            .unwrap_or(f.fired_at)
+            .format("%Y-%m-%d %H:%M:%SZ"),
+        f.rows_matched,
+        f.trail.hold.as_deref().unwrap_or("review")
+    );
+    for flag in crate::rules::parse_flags(f.trail.flags.as_deref()) {
+        out.push_str(&format!("  flagged: {}\n", flag.line()));
+    }
+    for flag in crate::rules::parse_flags(f.trail.dropped.as_deref()) {
+        out.push_str(&format!("  dropped: {}\n", flag.line()));
+    }
+    out.push_str(&format!(
+        "  prompt (sha256 {}, {} bytes):\n",
+        &f.prompt_hash[..12.min(f.prompt_hash.len())],
+        f.prompt.len()
+    ));
+    for line in f.prompt.lines() {
+        out.push_str(&format!("    | {}\n", crate::text::one_line(line)));
+    }
+    out.push_str(&format!(
+        "  docpipe rules approve {} sends it; docpipe rules reject {} [--why TEXT] drops it\n",
+        f.id, f.id
+    ));
+    out
+}
+
+/// Runs `rules pending`.
+async fn pending(args: &PendingArgs, settings: &Settings) -> anyhow::Result<()> {
+    let ctx = open(settings, Keys::None).await?;
+    let engine = ctx.engine()?;
+    let expired = engine.expire_reviews()?;
+    let held = engine.ledger().pending()?;
+    if args.json {
+        let items: Vec<serde_json::Value> = held
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "id": f.id,
+                    "rule": f.rule,
+                    "project": f.project,
+                    "action": f.kind.as_str(),
+                    "job": f.job,
+                    "held_at": f.trail.held_at.unwrap_or(f.fired_at),
+                    "rows": f.rows_matched,
+                    "why": f.trail.hold,
+                    "flags": crate::rules::parse_flags(f.trail.flags.as_deref()),
+                    "dropped": crate::rules::parse_flags(f.trail.dropped.as_deref()),
+                    "prompt": f.prompt,
+                    "prompt_sha256": f.prompt_hash,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "pending": items,
+                "expired_now": expired,
+            }))?
+        );
+        return Ok(());
+    }
+    for id in &expired {
+        println!("firing {id} expired unreviewed: nothing was sent");
+    }
+    if held.is_empty() {
+        println!("no firing waits for review");
+        return Ok(());
+    }
+    for f in &held {
+        print!("{}", pending_text(f));
+    }
+    println!(
+        "{} firings wait for review; each expires unsent after {}",
+        held.len(),
+        humantime::format_duration(settings.review_expires)
+    );
+    Ok(())
+}
+
+/// Runs `rules approve`: sends the held prompt once.
+async fn approve(args: &Decide, settings: &Settings) -> anyhow::Result<()> {
+    let by = reviewer(&args.by)?;
+    let probe = open(settings, Keys::None).await?;
+    let Some(held) = probe.store().ledger().firing(args.id)? else {
+        return Err(
+            UserError::new(crate::store::ledger::Decided::Unknown(args.id).to_string()).into(),
+        );
+    };
+    drop(probe);
+    let dir = args.dir.clone().unwrap_or(settings.rules_dir.clone());
+    let rule = if dir.is_dir() {
+        load(&dir, settings, &[])?
+            .rules
+            .into_iter()
+            .find(|r| r.name == held.rule)
+    } else {
+        None
+    };
+    let ctx = open(settings, Keys::Of(vec![held.project.clone()])).await?;
+    let engine = ctx.engine()?;
+    engine.expire_reviews()?;
+    let report = match engine.approve(args.id, &by, rule.as_ref()).await? {
+        Ok(r) => r,
+        Err(decided) => return Err(UserError::new(decided.to_string()).into()),
+    };
+    println!("approved by {by}: {}", report.line());
+    engine.write_log()?;
+    ctx.push().await?;
+    outcome(std::slice::from_ref(&report))
+}
+
+/// Runs `rules reject`: drops the held firing.
+async fn reject(args: &RejectArgs, settings: &Settings) -> anyhow::Result<()> {
+    let by = reviewer(&args.decide.by)?;
+    let ctx = open(settings, Keys::None).await?;
+    let engine = ctx.engine()?;
+    engine.expire_reviews()?;
+    match engine.reject(args.decide.id, &by, args.why.as_deref())? {
+        Ok(f) => println!(
+            "firing {} of rule {} ({}) rejected by {by}: nothing was sent; the rule and its keys cool down as if it had been",
+            f.id, f.rule, f.project
+        ),
+        Err(decided) => return Err(UserError::new(decided.to_string()).into()),
+    }
+    engine.write_log()?;
+    ctx.push().await?;
     Ok(())
 }

@@ -49,7 +49,7 @@ async fn start(
 ) -> anyhow::Result<Started> {
     let mut rules = Vec::new();
     if settings.rules_dir.is_dir() {
-        let loaded = load(&settings.rules_dir, &settings.project_ids(), &[])?;
+        let loaded = load(&settings.rules_dir, &settings, &[])?;
         if !loaded.problems.is_empty() {
             return Err(UserError::new(loaded.problems.join("\n")).into());
         }

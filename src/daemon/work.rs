@@ -144,6 +144,10 @@ fn count_run(kind: &'static str, ok: bool) {
 /// polling ends).
 fn count_reports(rules: &[Rule], reports: &[Report]) {
     for (rule, r) in rules.iter().zip(reports) {
+        if let Report::Held(f) = r {
+            metrics::counter!("docpipe_rule_firings_total", "rule" => f.rule.clone(), "sent" => f.sent.as_str())
+                .increment(1);
+        }
         if let Report::Fired(f) = r {
             metrics::counter!("docpipe_rule_firings_total", "rule" => f.rule.clone(), "sent" => f.sent.as_str())
                 .increment(1);
@@ -309,7 +313,17 @@ impl Daemon {
         };
         let evals = evaluate(&rules, tables, Some(engine.memory()));
         let reports = match fire_all(engine, &rules, evals, Wait::Never).await {
-            Ok(fired) => fired.reports,
+            Ok(fired) => {
+                // Held firings wait for a person: the daemon never waits on one.
+                metrics::gauge!("docpipe_rule_firings_pending").set(fired.pending as f64);
+                for id in &fired.expired {
+                    tracing::warn!(
+                        firing = id,
+                        "a held firing expired unreviewed: nothing was sent"
+                    );
+                }
+                fired.reports
+            }
             Err(e) => {
                 tracing::error!("rules: {e}");
                 count_run("rules", false);

@@ -67,7 +67,45 @@ pub struct DataFile {
     /// What a job's pull request changes.
     #[serde(default)]
     pub impact: ImpactData,
+    /// Readers' texts planted among a project's searches, questions or feedback, every day.
+    #[serde(default)]
+    pub readers: Vec<ReaderText>,
 }
+
+/// Where a planted reader's text goes.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ReaderKind {
+    /// A search term nobody clicks a result of (it ranks as a search gap).
+    Search,
+    /// An assistant question it cannot answer (an unanswered question).
+    Question,
+    /// A feedback comment with a thumbs down.
+    Feedback,
+}
+
+/// A text a reader writes every day: `[[readers]]` in the data file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReaderText {
+    /// The project whose readers write it.
+    pub project: String,
+    /// A search term, a question or a feedback comment.
+    pub kind: ReaderKind,
+    /// The text, as the reader typed it.
+    pub text: String,
+    /// How many times a day (searches: hits; questions: one-turn conversations; feedback:
+    /// entries), spread evenly over the day.
+    #[serde(default = "default_per_day")]
+    pub per_day: u32,
+}
+
+const fn default_per_day() -> u32 {
+    50
+}
+
+/// The longest planted text, in bytes.
+pub const MAX_READER_TEXT: usize = 200_000;
 
 fn default_brand() -> String {
     "mint".to_string()
@@ -550,6 +588,22 @@ impl DataFile {
             }
         }
         out.extend(self.impact.problems());
+        for (i, r) in self.readers.iter().enumerate() {
+            if !projects.contains(r.project.as_str()) {
+                out.push(format!("readers[{i}] names unknown project {}", r.project));
+            }
+            if r.text.trim().is_empty() || r.text.len() > MAX_READER_TEXT {
+                out.push(format!(
+                    "readers[{i}].text must be 1 to {MAX_READER_TEXT} bytes"
+                ));
+            }
+            if !(1..=10_000).contains(&r.per_day) {
+                out.push(format!(
+                    "readers[{i}].per_day = {}: must be between 1 and 10000",
+                    r.per_day
+                ));
+            }
+        }
         let f = &self.faults;
         for (name, v) in [
             ("error_rate", f.error_rate),

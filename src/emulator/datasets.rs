@@ -360,7 +360,14 @@ fn searches_truth(
     let days = day_parts(from, to)
         .into_iter()
         .map(|(d, part)| {
-            let mut day = records::day_searches(seed, project, d, part, paths, views, now);
+            let mut day = records::day_searches(seed, project, d, part.clone(), paths, views, now);
+            day.extend(records::planted_searches(
+                &emu.data().readers,
+                project,
+                d,
+                part,
+                now,
+            ));
             super::effects::change_searches(&changes, d, &mut day);
             day
         })
@@ -406,7 +413,18 @@ fn feedback_truth(
     let (from, to) = (from.and_utc(), to.and_utc());
     let mut out: Vec<Feedback> = days_touched(from.naive_utc(), to.naive_utc())
         .into_iter()
-        .flat_map(|d| records::day_feedback(seed, project, d, paths, views, now))
+        .flat_map(|d| {
+            let mut day = records::day_feedback(seed, project, d, paths, views, now);
+            day.extend(records::planted_feedback(
+                seed,
+                &emu.data().readers,
+                project,
+                d,
+                paths,
+                now,
+            ));
+            day
+        })
         .filter(|f| f.made >= from && f.made < to)
         .filter(|f| source.is_none_or(|s| f.source == s))
         .filter(|f| statuses.is_none_or(|st| st.iter().any(|s| s == f.status)))
@@ -535,6 +553,22 @@ pub async fn feedback_by_page(
 
 // ---- assistant ----
 
+/// The threads started on a day: generated, and those of the planted questions.
+fn day_threads(emu: &Emulator, project: &str, day: NaiveDate, now: DateTime<Utc>) -> Vec<Thread> {
+    let Some((paths, views, seed)) = project_of(emu, project) else {
+        return Vec::new();
+    };
+    let mut out = records::day_threads(seed, project, day, paths, views, now);
+    out.extend(records::planted_threads(
+        seed,
+        &emu.data().readers,
+        project,
+        day,
+        now,
+    ));
+    out
+}
+
 /// Threads with a turn in the range, and the turns in it (newest first), as of now.
 fn turns_truth(
     emu: &Emulator,
@@ -542,14 +576,14 @@ fn turns_truth(
     from: NaiveDateTime,
     to: NaiveDateTime,
 ) -> Option<Vec<records::Turn>> {
-    let (paths, views, seed) = project_of(emu, project)?;
+    project_of(emu, project)?;
     let now = emu.now();
     let (from, to) = (from.and_utc(), to.and_utc());
     // A thread's turns may run past midnight: the day before is looked at too.
     let start = from.date_naive().pred_opt()?;
     let mut turns: Vec<records::Turn> = days_touched(midnight(start), to.naive_utc())
         .into_iter()
-        .flat_map(|d| records::day_threads(seed, project, d, paths, views, now))
+        .flat_map(|d| day_threads(emu, project, d, now))
         .flat_map(|t| t.turns)
         .filter(|t| t.at >= from && t.at < to && t.at <= now)
         .collect();
@@ -591,12 +625,12 @@ fn find_thread(emu: &Emulator, project: &str, id: &str) -> Option<Thread> {
     let v = parse_ulid(id)?;
     let ms = (v >> 80) as i64;
     let created = DateTime::from_timestamp_millis(ms)?;
-    let (paths, views, seed) = project_of(emu, project)?;
+    project_of(emu, project)?;
     let now = emu.now();
     if created > now {
         return None;
     }
-    let mut t = records::day_threads(seed, project, created.date_naive(), paths, views, now)
+    let mut t = day_threads(emu, project, created.date_naive(), now)
         .into_iter()
         .find(|t| t.id == id)?;
     t.turns.retain(|x| x.at <= now);

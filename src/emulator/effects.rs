@@ -41,8 +41,9 @@ pub fn normalised(text: &str) -> String {
     spaced.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The keys a prompt names, in order, each once: the project's page paths it holds as words,
-/// and its quoted texts.
+/// The keys a prompt names, in order, each once: the project's page paths it holds as words
+/// or as quoted texts, and its other quoted texts (JSON string literals, as docpipe quotes
+/// readers' words, or plain double quotes).
 pub fn named(prompt: &str, paths: &[String]) -> Vec<Named> {
     let mut out: Vec<Named> = Vec::new();
     let mut push = |k: Named| {
@@ -50,20 +51,46 @@ pub fn named(prompt: &str, paths: &[String]) -> Vec<Named> {
             out.push(k);
         }
     };
-    for (i, part) in prompt.split('"').enumerate() {
-        if i % 2 == 1 {
-            if !part.trim().is_empty() {
-                push(Named::Quoted(part.to_string()));
-            }
-            continue;
-        }
+    let words = |part: &str, push: &mut dyn FnMut(Named)| {
         for word in part.split_whitespace() {
             let w = word.trim_end_matches([':', ',', '.', ';', ')']);
             if w.starts_with('/') && paths.iter().any(|p| p == w) {
                 push(Named::Page(w.to_string()));
             }
         }
+    };
+    let mut rest = prompt;
+    while let Some(open) = rest.find('"') {
+        words(&rest[..open], &mut push);
+        let after = &rest[open + 1..];
+        // The closing quote: the first one no backslash escapes.
+        let mut end = None;
+        let mut escaped = false;
+        for (i, c) in after.char_indices() {
+            match c {
+                '\\' if !escaped => escaped = true,
+                '"' if !escaped => {
+                    end = Some(i);
+                    break;
+                }
+                _ => escaped = false,
+            }
+        }
+        let Some(end) = end else {
+            rest = after;
+            break;
+        };
+        let literal = &after[..end];
+        let text = serde_json::from_str::<String>(&format!("\"{literal}\""))
+            .unwrap_or_else(|_| literal.to_string());
+        if paths.contains(&text) {
+            push(Named::Page(text));
+        } else if !text.trim().is_empty() {
+            push(Named::Quoted(text));
+        }
+        rest = &after[end + 1..];
     }
+    words(rest, &mut push);
     out
 }
 

@@ -498,3 +498,125 @@ pub fn day_threads(
     }
     out
 }
+
+/// The texts planted by the data file's `[[readers]]` of one kind, for one project.
+fn planted<'a>(
+    readers: &'a [super::data::ReaderText],
+    project: &'a str,
+    kind: super::data::ReaderKind,
+) -> impl Iterator<Item = (usize, &'a super::data::ReaderText)> {
+    readers
+        .iter()
+        .enumerate()
+        .filter(move |(_, r)| r.project == project && r.kind == kind)
+}
+
+/// The planted search terms of the seconds `part` of a day, as they stand at `now`: `per_day`
+/// searches spread evenly over the day, none clicked.
+pub fn planted_searches(
+    readers: &[super::data::ReaderText],
+    project: &str,
+    day: NaiveDate,
+    part: std::ops::Range<u64>,
+    now: DateTime<Utc>,
+) -> Vec<Search> {
+    let start = midnight(day);
+    if start > now {
+        return Vec::new();
+    }
+    let elapsed = ((now - start).num_seconds().clamp(0, 86_400)) as u64;
+    let (from, to) = (part.start.min(86_400), part.end.min(elapsed));
+    if from >= to {
+        return Vec::new();
+    }
+    planted(readers, project, super::data::ReaderKind::Search)
+        .filter_map(|(_, r)| {
+            let per = u64::from(r.per_day);
+            let upto = |t: u64| (per * t).div_ceil(86_400);
+            let hits = upto(to) - upto(from);
+            (hits > 0).then(|| Search {
+                query: r.text.clone(),
+                hits,
+                ctr: 0.0,
+                top: None,
+                last: at(day, to - 1).min(now),
+            })
+        })
+        .collect()
+}
+
+/// The threads of a day's planted questions: `per_day` conversations of one unanswered turn,
+/// evenly spread (with every turn; callers filter by `now`).
+pub fn planted_threads(
+    seed: u64,
+    readers: &[super::data::ReaderText],
+    project: &str,
+    day: NaiveDate,
+    now: DateTime<Utc>,
+) -> Vec<Thread> {
+    let mut out = Vec::new();
+    for (k, r) in planted(readers, project, super::data::ReaderKind::Question) {
+        let per = u64::from(r.per_day);
+        for i in 0..per {
+            let h = dice(seed, project, day, 7, (k as u64) << 32 | i);
+            let t = at(day, (i * 86_400 / per + h % 60) % 86_400);
+            let id = ulid(t.timestamp_millis() as u64, u128::from(h) << 16 | 0xBEEF);
+            out.push(Thread {
+                id: id.clone(),
+                created: t,
+                turns: vec![Turn {
+                    id,
+                    at: t,
+                    query: r.text.clone(),
+                    response: "I could not find anything about that in the documentation."
+                        .to_string(),
+                    response_type: Some("answer"),
+                    sources: Vec::new(),
+                    answered: false,
+                    category: (now - t >= Duration::days(1))
+                        .then(|| CATEGORIES[(h % 5) as usize].to_string()),
+                    page_url: None,
+                    caller: "web",
+                }],
+            });
+        }
+    }
+    out
+}
+
+/// A day's planted feedback comments: `per_day` entries with a thumbs down, on the project's
+/// pages, evenly spread (none after `now`).
+pub fn planted_feedback(
+    seed: u64,
+    readers: &[super::data::ReaderText],
+    project: &str,
+    day: NaiveDate,
+    paths: &[String],
+    now: DateTime<Utc>,
+) -> Vec<Feedback> {
+    let mut out = Vec::new();
+    for (k, r) in planted(readers, project, super::data::ReaderKind::Feedback) {
+        let per = u64::from(r.per_day);
+        for i in 0..per {
+            let h = dice(seed, project, day, 8, (k as u64) << 32 | i);
+            let made = at(day, (i * 86_400 / per + h % 60) % 86_400);
+            if made > now {
+                continue;
+            }
+            out.push(Feedback {
+                id: format!("fb_{:016x}", mix(h ^ 0x0052_4541_4445_5253)),
+                // Each planted text on a page of its own (while there are pages enough).
+                path: paths[(k * 7 + 3) % paths.len().max(1)].clone(),
+                comment: Some(r.text.clone()),
+                made,
+                dated: true,
+                source: "contextual",
+                status: "pending",
+                helpful: false,
+                contact: None,
+                code: None,
+            });
+        }
+    }
+    out
+}

@@ -12,7 +12,7 @@ use crate::dataset::parquet::{WriteError, commit, write_batch};
 use crate::layout::project_dir;
 use crate::store::StoreError;
 use crate::store::activity::RuleRun;
-use crate::store::ledger::{Firing, Kind, Ledger, Sent, Skip};
+use crate::store::ledger::{Decided, Firing, Kind, Ledger, NewFiring, Preview, Sent, Skip, Trail};
 use crate::text::one_line;
 use arrow_array::{
     ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
@@ -39,7 +39,26 @@ pub enum Report {
         rows: usize,
         /// Rows needed.
         min_rows: usize,
+        /// Flagged rows left out (`flagged = "drop"`).
+        dropped: usize,
     },
+    /// The rule is not enabled: what it would send was recorded, nothing was sent.
+    Previewed {
+        /// Rule.
+        rule: String,
+        /// Project.
+        project: String,
+        /// The rule's file.
+        file: String,
+        /// Rows it would send.
+        rows: usize,
+        /// The prompt's hash.
+        prompt_hash: String,
+        /// Why it would wait for review once enabled, if it would.
+        hold: Option<String>,
+    },
+    /// It fired and waits for a person's review: the ledger's row (`held`).
+    Held(Firing),
     /// It matched but did not fire.
     Skipped {
         /// Rule.
@@ -61,14 +80,18 @@ impl Report {
     /// What the status page keeps of the report: the last run of its rule.
     pub fn run(&self, rule: &Rule, at: DateTime<Utc>) -> RuleRun {
         let rows = match self {
-            Report::Quiet { rows, .. } | Report::Skipped { rows, .. } => Some(*rows as i64),
-            Report::Fired(f) => Some(f.rows_matched),
+            Report::Quiet { rows, .. }
+            | Report::Skipped { rows, .. }
+            | Report::Previewed { rows, .. } => Some(*rows as i64),
+            Report::Fired(f) | Report::Held(f) => Some(f.rows_matched),
             Report::Broken(_) => None,
         };
         let outcome = match self {
             _ if self.failed() => "failed",
             Report::Quiet { .. } => "quiet",
             Report::Skipped { .. } => "skipped",
+            Report::Previewed { .. } => "previewed",
+            Report::Held(_) => "held",
             Report::Fired(_) => "fired",
             Report::Broken(_) => "failed",
         };
@@ -90,7 +113,42 @@ impl Report {
                 project,
                 rows,
                 min_rows,
+                dropped: 0,
             } => format!("rule {rule} ({project}): {rows} rows, needs {min_rows}: does not fire"),
+            Report::Quiet {
+                rule,
+                project,
+                rows,
+                min_rows,
+                dropped,
+            } => format!(
+                "rule {rule} ({project}): {rows} rows after {dropped} flagged rows were dropped, needs {min_rows}: does not fire"
+            ),
+            Report::Previewed {
+                rule,
+                project,
+                file,
+                rows,
+                prompt_hash,
+                hold,
+            } => format!(
+                "rule {rule} ({project}): previewed, nothing sent ({rows} rows, prompt {}): the rule is not enabled; `docpipe rules check` shows the prompt, `enabled = true` in {file} sends it{}",
+                &prompt_hash[..12.min(prompt_hash.len())],
+                match hold {
+                    Some(h) => format!(" (after review: {h})"),
+                    None => String::new(),
+                }
+            ),
+            Report::Held(f) => format!(
+                "rule {} ({}): held for review as firing {} ({} rows, prompt {}): {}; `docpipe rules pending` shows it, `docpipe rules approve {}` sends it",
+                f.rule,
+                f.project,
+                f.id,
+                f.rows_matched,
+                &f.prompt_hash[..12.min(f.prompt_hash.len())],
+                f.trail.hold.as_deref().unwrap_or("review"),
+                f.id
+            ),
             Report::Skipped {
                 rule,
                 project,
@@ -132,6 +190,9 @@ pub fn firing_line(f: &Firing) -> String {
             (Sent::Unknown, _) => "outcome unknown (not sent again) of",
             (Sent::Refused, _) => "refused by the service:",
             (Sent::NotSent, _) => "not sent:",
+            (Sent::Held, _) => "held for review:",
+            (Sent::Rejected, _) => "rejected in review:",
+            (Sent::Expired, _) => "expired unreviewed:",
         },
         f.rows_matched,
         &f.prompt_hash[..12.min(f.prompt_hash.len())]
@@ -165,7 +226,11 @@ pub struct Engine {
     polling: Polling,
     tz: chrono_tz::Tz,
     settle_days: i64,
+    review_expires: std::time::Duration,
 }
+
+/// How long a held firing waits for review, unless `[rules] review_expires` says.
+pub const DEFAULT_REVIEW_EXPIRES: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
 
 impl Engine {
     /// An engine over an output folder's state database; `budget` is the shared request log and
@@ -208,7 +273,31 @@ impl Engine {
             polling: Polling::default(),
             tz: chrono_tz::UTC,
             settle_days: 0,
+            review_expires: DEFAULT_REVIEW_EXPIRES,
         })
+    }
+
+    /// Held firings expire after this long without review.
+    pub fn with_review_expires(mut self, after: std::time::Duration) -> Self {
+        self.review_expires = after;
+        self
+    }
+
+    /// Expires the held firings nobody reviewed in time (nothing is sent); their ids.
+    pub fn expire_reviews(&self) -> Result<Vec<i64>, StoreError> {
+        let now = self.clock.now();
+        let before = chrono::Duration::from_std(self.review_expires)
+            .ok()
+            .and_then(|d| now.checked_sub_signed(d))
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let expired = self.ledger.expire(before, now)?;
+        for id in &expired {
+            tracing::warn!(
+                firing = id,
+                "a held firing expired unreviewed: nothing was sent"
+            );
+        }
+        Ok(expired)
     }
 
     /// The clients that send, by project.
@@ -320,11 +409,18 @@ impl Engine {
                 project: rule.project.clone(),
                 rows,
                 min_rows: rule.min_rows,
+                dropped: eval.dropped.len(),
             });
         };
+        if !rule.enabled {
+            return self.preview(rule, eval, prompt);
+        }
+        self.ledger.forget_preview(&rule.name, &rule.project)?;
+        let hold = eval.hold(rule);
         let client = match self.client(rule) {
-            Ok(c) => c,
-            Err(e) => return Ok(Report::Broken(e)),
+            Ok(c) => Some(c),
+            Err(e) if hold.is_none() => return Ok(Report::Broken(e)),
+            Err(_) => None,
         };
         let skipped = |skip| Report::Skipped {
             rule: rule.name.clone(),
@@ -339,33 +435,40 @@ impl Engine {
         if let Some(skip) = self.ledger.skip(rule.key(), &hash, now)? {
             return Ok(skipped(skip));
         }
-        if let Some(skip) = self.hourly(rule, now) {
+        if hold.is_none()
+            && let Some(skip) = self.hourly(rule, now)
+        {
             return Ok(skipped(skip));
         }
         let job = match &rule.action {
             Action::FollowUp(j) => Some(j.clone()),
             Action::Create => None,
         };
-        let id = match self.ledger.begin(
-            rule.key(),
-            job.as_deref(),
+        let trail = Trail {
+            flags: json_of(&eval.flags),
+            dropped: json_of(&eval.dropped),
+            hold: hold.clone(),
+            held_at: hold.as_ref().map(|_| now),
+            ..Trail::default()
+        };
+        let id = match self.ledger.record(NewFiring {
+            rule: rule.key(),
+            job: job.as_deref(),
             prompt,
-            &hash,
-            rows,
-            &eval.keys,
+            hash: &hash,
+            rows_matched: rows,
+            keys: &eval.keys,
             now,
-        )? {
+            state: if hold.is_some() {
+                Sent::Held
+            } else {
+                Sent::Sending
+            },
+            trail: trail.clone(),
+        })? {
             Ok(id) => id,
             Err(skip) => return Ok(skipped(skip)),
         };
-        if rule.impact.is_some() {
-            let cal = self.calendar();
-            if let Err(e) =
-                super::impact::record_before(&self.out, &self.ledger, rule, id, &eval.keys, cal)
-            {
-                tracing::warn!(rule = %rule.name, "cannot record the impact's figures before: {e}");
-            }
-        }
         let mut firing = Firing {
             id,
             rule: rule.name.clone(),
@@ -381,19 +484,58 @@ impl Engine {
             pr_link: None,
             seconds_to_done: None,
             error: None,
+            trail,
         };
-        if let Err(limit) = self.send(client, rule, &mut firing).await {
-            // Another process took the hour's last slot between the check and the send: nothing
-            // left docpipe, so the firing is as if it had not happened.
-            self.ledger.discard(id)?;
-            return Ok(skipped(Skip::HourlyLimit { limit }));
+        let Some(client) = client.filter(|_| hold.is_none()) else {
+            firing.sent = Sent::Held;
+            tracing::warn!(rule = %rule.name, firing = id, "a firing waits for review");
+            return Ok(Report::Held(firing));
+        };
+        self.deliver(client, rule, &mut firing, &eval.keys, inline)
+            .await
+    }
+
+    /// Sends a recorded firing (`sending`) once: the impact's figures before, one request, the
+    /// job polled (inline, or left to [`Engine::poll_step`]); every step in the ledger.
+    async fn deliver(
+        &self,
+        client: &Client,
+        rule: &Rule,
+        firing: &mut Firing,
+        keys: &[String],
+        inline: bool,
+    ) -> Result<Report, StoreError> {
+        let id = firing.id;
+        if rule.impact.is_some() {
+            let cal = self.calendar();
+            if let Err(e) =
+                super::impact::record_before(&self.out, &self.ledger, rule, id, keys, cal)
+            {
+                tracing::warn!(rule = %rule.name, "cannot record the impact's figures before: {e}");
+            }
         }
-        self.ledger.update(&firing, self.clock.now())?;
+        if let Err(limit) = self.send(client, rule, firing).await {
+            // Another process took the hour's last slot between the check and the send: nothing
+            // left docpipe, so the firing is as if it had not happened (an approved one waits
+            // for review again).
+            if firing.trail.decided_by.is_some() {
+                self.ledger.hold_again(id)?;
+            } else {
+                self.ledger.discard(id)?;
+            }
+            return Ok(Report::Skipped {
+                rule: rule.name.clone(),
+                project: rule.project.clone(),
+                rows: firing.rows_matched as usize,
+                skip: Skip::HourlyLimit { limit },
+            });
+        }
+        self.ledger.update(firing, self.clock.now())?;
         tracing::debug!(rule = %rule.name, sent = firing.sent.as_str(), job = ?firing.job, "rule fired");
-        if polls(rule, &firing) {
+        if polls(rule, firing) {
             if inline {
-                self.poll(client, rule, &mut firing).await;
-                self.ledger.update(&firing, self.clock.now())?;
+                self.poll(client, rule, firing).await;
+                self.ledger.update(firing, self.clock.now())?;
             } else {
                 let until = chrono::Duration::from_std(rule.timeout)
                     .ok()
@@ -402,7 +544,117 @@ impl Engine {
                 self.ledger.poll_until(firing.id, until)?;
             }
         }
-        Ok(Report::Fired(firing))
+        Ok(Report::Fired(firing.clone()))
+    }
+
+    /// Records what a rule that is not enabled would send, and sends nothing.
+    fn preview(&self, rule: &Rule, eval: &Evaluation, prompt: &str) -> Result<Report, StoreError> {
+        let hold = eval.hold(rule);
+        let reason = match &hold {
+            Some(h) => format!(
+                "the rule is not enabled (enabled = true in {} sends it); it would then wait for review: {h}",
+                rule.file
+            ),
+            None => format!(
+                "the rule is not enabled (enabled = true in {} sends it)",
+                rule.file
+            ),
+        };
+        self.ledger.preview(&Preview {
+            rule: rule.name.clone(),
+            project: rule.project.clone(),
+            at: self.clock.now(),
+            rows: eval.rows.height() as i64,
+            prompt: prompt.to_string(),
+            reason,
+            flags: json_of(&eval.flags).unwrap_or_else(|| "[]".into()),
+        })?;
+        Ok(Report::Previewed {
+            rule: rule.name.clone(),
+            project: rule.project.clone(),
+            file: rule.file.clone(),
+            rows: eval.rows.height(),
+            prompt_hash: prompt_hash(prompt),
+            hold,
+        })
+    }
+
+    /// Sends a held firing's prompt, exactly as held, once: `by` approved it. `rule` is its
+    /// rule as loaded now (its `wait`, `timeout` and `[impact]`), if it still exists.
+    pub async fn approve(
+        &self,
+        id: i64,
+        by: &str,
+        rule: Option<&Rule>,
+    ) -> Result<Result<Report, Decided>, StoreError> {
+        let Some(held) = self.ledger.firing(id)? else {
+            return Ok(Err(Decided::Unknown(id)));
+        };
+        let action = match (held.kind, &held.job) {
+            (Kind::Create, _) => Action::Create,
+            (_, job) => Action::FollowUp(job.clone().unwrap_or_default()),
+        };
+        // The rule as it was held: its project and action; its polling and impact from the
+        // file when it still names the same ones.
+        let fallback = Rule {
+            name: held.rule.clone(),
+            file: "(the ledger)".into(),
+            description: None,
+            project: held.project.clone(),
+            action: action.clone(),
+            when: String::new(),
+            min_rows: 1,
+            prompt: String::new(),
+            cooldown: std::time::Duration::ZERO,
+            wait: false,
+            timeout: super::DEFAULT_TIMEOUT,
+            schedule: None,
+            key: None,
+            key_cooldown: super::DEFAULT_KEY_COOLDOWN,
+            impact: None,
+            enabled: true,
+            enabled_given: true,
+            review: super::Review::Flagged,
+            on_flagged: super::OnFlagged::Hold,
+            domains: Vec::new(),
+            unescaped: Vec::new(),
+        };
+        let rule = match rule {
+            Some(r) if r.project == held.project && r.action == action => r,
+            _ => &fallback,
+        };
+        let client = match self.client(rule) {
+            Ok(c) => c,
+            Err(e) => return Ok(Ok(Report::Broken(e))),
+        };
+        if held.sent == Sent::Held
+            && let Some(skip) = self.hourly(rule, self.clock.now())
+        {
+            return Ok(Ok(Report::Skipped {
+                rule: held.rule.clone(),
+                project: held.project.clone(),
+                rows: held.rows_matched as usize,
+                skip,
+            }));
+        }
+        let mut firing = match self.ledger.approve(id, by, self.clock.now())? {
+            Ok(f) => f,
+            Err(d) => return Ok(Err(d)),
+        };
+        let keys = self.ledger.firing_keys(id)?;
+        Ok(Ok(self
+            .deliver(client, rule, &mut firing, &keys, true)
+            .await?))
+    }
+
+    /// Drops a held firing: nothing is sent; `by` rejected it, `why` says why.
+    pub fn reject(
+        &self,
+        id: i64,
+        by: &str,
+        why: Option<&str>,
+    ) -> Result<Result<Firing, Decided>, StoreError> {
+        self.ledger.reject(id, by, why, self.clock.now())
     }
 
     /// Looks once at each job being polled (fired by [`Engine::fire_nowait`], in this process
@@ -584,6 +836,15 @@ pub fn polls(rule: &Rule, f: &Firing) -> bool {
     rule.wait && f.job.is_some() && matches!(f.sent, Sent::Sent | Sent::Unknown)
 }
 
+/// A list as JSON, none when it is empty.
+fn json_of<T: serde::Serialize>(items: &[T]) -> Option<String> {
+    if items.is_empty() {
+        None
+    } else {
+        serde_json::to_string(items).ok()
+    }
+}
+
 /// Adds a note to a firing's error text.
 fn note(f: &mut Firing, text: String) {
     f.error = Some(match f.error.take() {
@@ -624,6 +885,16 @@ pub fn agent_runs_schema() -> Arc<Schema> {
         s("pr_link", true),
         Field::new("seconds_to_done", DataType::Float64, true),
         s("error", true),
+        s("flags", true),
+        s("dropped", true),
+        s("held_because", true),
+        s("decided_by", true),
+        Field::new(
+            "decided_at",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        ),
+        s("review_note", true),
     ]))
 }
 
@@ -663,6 +934,17 @@ pub fn write_log(out: &Path, firings: &[Firing]) -> Result<Vec<PathBuf>, LogErro
                     .collect::<Float64Array>(),
             ),
             text(|f| f.error.as_deref()),
+            text(|f| f.trail.flags.as_deref()),
+            text(|f| f.trail.dropped.as_deref()),
+            text(|f| f.trail.hold.as_deref()),
+            text(|f| f.trail.decided_by.as_deref()),
+            Arc::new(
+                rows.iter()
+                    .map(|f| f.trail.decided_at.map(|t| t.timestamp_micros()))
+                    .collect::<TimestampMicrosecondArray>()
+                    .with_timezone("UTC"),
+            ),
+            text(|f| f.trail.note.as_deref()),
         ];
         let dir = project_dir(out, AGENT_RUNS, project);
         let batch =

@@ -1439,6 +1439,7 @@ mod tests {
             pr_link: None,
             seconds_to_done: None,
             error: Some("polling: job j of project p: 500".into()),
+            trail: Default::default(),
         };
         let due = |polled| due(&firing, &plan, &impact, &[], polled, chrono_tz::UTC);
         assert_eq!(due(true), Due::Wait("the job is running".into()));

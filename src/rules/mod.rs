@@ -6,6 +6,7 @@
 pub mod engine;
 pub mod impact;
 pub mod query;
+pub mod readers;
 
 use crate::schedule::parse_schedule;
 use crate::store::ledger::{self, Ledger, RuleKey};
@@ -15,6 +16,8 @@ use polars::prelude::*;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// How long a rule stays quiet after it fired, unless it says otherwise.
@@ -29,6 +32,8 @@ pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 pub const DEFAULT_KEY_COOLDOWN: Duration = Duration::from_secs(28 * 24 * 3600);
 /// The most rows a rule may ask for before it fires.
 pub const MAX_MIN_ROWS: i64 = 1_000_000;
+/// The rows of zeros a template is checked with when its rule does not fire.
+pub const SAMPLE_ROWS: usize = 10;
 /// The template work a prompt may take to render (minijinja's fuel: about one unit per
 /// instruction), so that a loop of loops ends with an error instead of running for minutes.
 pub const TEMPLATE_FUEL: u64 = 5_000_000;
@@ -98,6 +103,52 @@ pub struct Rule {
     pub key_cooldown: Duration,
     /// How its effect is measured (none: by nothing).
     pub impact: Option<impact::Impact>,
+    /// Whether it sends: without `enabled = true` it is previewed (what it would send is
+    /// recorded, nothing is sent).
+    pub enabled: bool,
+    /// Whether the file says `enabled` at all (a file written for an earlier docpipe does not).
+    pub enabled_given: bool,
+    /// When a firing waits for a person's review.
+    pub review: Review,
+    /// What a row whose reader's value is flagged does.
+    pub on_flagged: OnFlagged,
+    /// The project's own domains: a reader's value naming one is not flagged as a link (from
+    /// the config's `[[projects]] domains`).
+    pub domains: Vec<String>,
+    /// The places where the template renders a value without the readers' escape (the
+    /// `unescaped` filter): `line N: <the line>`.
+    pub unescaped: Vec<String>,
+}
+
+/// When a firing waits for a person's review (`review` in a rule file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Review {
+    /// A firing with a flagged reader's value waits (the default).
+    Flagged,
+    /// Every firing waits.
+    Always,
+    /// Nothing waits, flagged or not (`rules check` warns).
+    Never,
+}
+
+/// What a flagged row does (`flagged` in a rule file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnFlagged {
+    /// The firing waits for review with every row (the default).
+    Hold,
+    /// The flagged rows are left out; the rule fires with the rest if `min_rows` still holds.
+    Drop,
+}
+
+impl Review {
+    /// The word of the rule file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Review::Flagged => "flagged",
+            Review::Always => "always",
+            Review::Never => "never",
+        }
+    }
 }
 
 /// A problem with one rule file.
@@ -140,6 +191,12 @@ struct RawRule {
     key_cooldown: Option<String>,
     #[serde(default)]
     impact: Option<impact::RawImpact>,
+    #[serde(default)]
+    enabled: Option<bool>,
+    #[serde(default)]
+    review: Option<String>,
+    #[serde(default)]
+    flagged: Option<String>,
 }
 
 const fn one() -> i64 {
@@ -175,22 +232,62 @@ fn duration(field: &str, text: Option<&str>, default: Duration) -> Result<Durati
     }
 }
 
-/// The template environment: strict about undefined values, with a `pct` filter.
-pub fn environment() -> Environment<'static> {
+/// The template environment: strict about undefined values, with a `pct` filter, and the
+/// readers' escape applied by the renderer itself: every string that is not docpipe's own (a
+/// reader's value, or text a filter made of one) is written by [`readers::quote`]. `readers`
+/// is set when a reader's value was rendered; `unescaped` renders one as it is (a rule that
+/// needs it says so per value, and `rules check` names each place).
+pub fn environment(readers: Arc<AtomicBool>) -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_fuel(Some(TEMPLATE_FUEL));
     env.add_filter("pct", pct);
+    // The template's own way around the escape would be silent: only `unescaped` is.
+    env.remove_filter("safe");
+    let seen = readers.clone();
+    env.add_filter("unescaped", move |value: Value| {
+        seen.store(true, Ordering::Relaxed);
+        match value.as_str() {
+            Some(s) => Value::from_safe_string(s.to_string()),
+            None => value,
+        }
+    });
+    env.set_formatter(move |out, state, value| match value.as_str() {
+        Some(s) if !value.is_safe() => {
+            readers.store(true, Ordering::Relaxed);
+            out.write_str(&readers::quote(s))
+                .map_err(minijinja::Error::from)
+        }
+        _ => minijinja::escape_formatter(out, state, value),
+    });
     env
 }
 
 /// `{{ share | pct }}` renders 0.4523 as `45.2%` (`pct(0)` for no decimals); none gives `n/a`.
-fn pct(value: Value, digits: Option<u32>) -> Result<String, minijinja::Error> {
+fn pct(value: Value, digits: Option<u32>) -> Result<Value, minijinja::Error> {
     if value.is_none() || value.is_undefined() {
-        return Ok("n/a".to_string());
+        return Ok(Value::from_safe_string("n/a".to_string()));
     }
     let x = f64::try_from(value)?;
-    Ok(format!("{:.*}%", digits.unwrap_or(1) as usize, x * 100.0))
+    Ok(Value::from_safe_string(format!(
+        "{:.*}%",
+        digits.unwrap_or(1) as usize,
+        x * 100.0
+    )))
+}
+
+/// The places where a template uses the `unescaped` filter: `line N: <the line>`.
+fn unescaped_places(template: &str) -> Vec<String> {
+    template
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            l.split('|')
+                .skip(1)
+                .any(|f| f.trim_start().starts_with("unescaped"))
+        })
+        .map(|(i, l)| format!("line {}: {}", i + 1, l.trim()))
+        .collect()
 }
 
 impl Rule {
@@ -252,9 +349,28 @@ impl Rule {
         if raw.prompt.trim().is_empty() {
             return Err(fail("prompt is empty".into()));
         }
-        environment()
+        environment(Arc::default())
             .template_from_str(&raw.prompt)
             .map_err(|e| fail(format!("prompt: {e}")))?;
+        let review = match raw.review.as_deref() {
+            None | Some("flagged") => Review::Flagged,
+            Some("always") => Review::Always,
+            Some("never") => Review::Never,
+            Some(other) => {
+                return Err(fail(format!(
+                    "review {other:?} must be \"flagged\", \"always\" or \"never\""
+                )));
+            }
+        };
+        let on_flagged = match raw.flagged.as_deref() {
+            None | Some("hold") => OnFlagged::Hold,
+            Some("drop") => OnFlagged::Drop,
+            Some(other) => {
+                return Err(fail(format!(
+                    "flagged {other:?} must be \"hold\" or \"drop\""
+                )));
+            }
+        };
         let cooldown =
             duration("cooldown", raw.cooldown.as_deref(), DEFAULT_COOLDOWN).map_err(fail)?;
         let timeout = duration("timeout", raw.timeout.as_deref(), DEFAULT_TIMEOUT).map_err(fail)?;
@@ -285,6 +401,7 @@ impl Rule {
             ),
             None => None,
         };
+        let unescaped = unescaped_places(&raw.prompt);
         Ok(Rule {
             name,
             file: file.to_string(),
@@ -301,6 +418,12 @@ impl Rule {
             key: raw.key,
             key_cooldown,
             impact,
+            enabled: raw.enabled.unwrap_or(false),
+            enabled_given: raw.enabled.is_some(),
+            review,
+            on_flagged,
+            domains: Vec::new(),
+            unescaped,
         })
     }
 
@@ -398,6 +521,89 @@ pub struct Evaluation {
     pub fires: bool,
     /// The rendered prompt (when it fires).
     pub prompt: Option<String>,
+    /// The readers' values of `rows` that read as instructions to an agent.
+    pub flags: Vec<RowFlag>,
+    /// The flagged rows left out (a rule with `flagged = "drop"`).
+    pub dropped: Vec<RowFlag>,
+}
+
+/// A reader's value of a row that reads as an instruction to an agent.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RowFlag {
+    /// The row, from 1, in the query's order (of the rows before any was dropped).
+    pub row: usize,
+    /// The column.
+    pub column: String,
+    /// The value as a prompt renders it (escaped, cut).
+    pub value: String,
+    /// Why it is flagged.
+    pub patterns: Vec<readers::Pattern>,
+}
+
+/// The flags a ledger's trail keeps as JSON (none: an empty list).
+pub fn parse_flags(json: Option<&str>) -> Vec<RowFlag> {
+    json.and_then(|j| serde_json::from_str(j).ok())
+        .unwrap_or_default()
+}
+
+impl RowFlag {
+    /// `row 2 search_query "..." : addresses_agent, link`.
+    pub fn line(&self) -> String {
+        let patterns: Vec<&str> = self.patterns.iter().map(|p| p.as_str()).collect();
+        format!(
+            "row {} {} {}: {}",
+            self.row,
+            self.column,
+            self.value,
+            patterns.join(", ")
+        )
+    }
+}
+
+impl Evaluation {
+    /// Why a firing of `rule` waits for a person's review, if it does.
+    pub fn hold(&self, rule: &Rule) -> Option<String> {
+        match rule.review {
+            Review::Never => None,
+            Review::Always => Some("the rule's review is \"always\"".to_string()),
+            Review::Flagged if self.flags.is_empty() => None,
+            Review::Flagged => Some(format!(
+                "{} readers' values read as instructions to an agent",
+                self.flags.len()
+            )),
+        }
+    }
+}
+
+/// The readers' values of a frame's rows that read as instructions (every string column but
+/// docpipe's and the service's own).
+fn flag_rows(df: &DataFrame, own: &[String]) -> Vec<RowFlag> {
+    let mut out = Vec::new();
+    let columns: Vec<&Column> = df
+        .columns()
+        .iter()
+        .filter(|c| c.dtype() == &DataType::String && !readers::is_service_column(c.name()))
+        .collect();
+    for i in 0..df.height() {
+        for c in &columns {
+            let Ok(v) = c.get(i) else { continue };
+            let text = match &v {
+                AnyValue::String(s) => *s,
+                AnyValue::StringOwned(s) => s.as_str(),
+                _ => continue,
+            };
+            let patterns = readers::flags(text, own);
+            if !patterns.is_empty() {
+                out.push(RowFlag {
+                    row: i + 1,
+                    column: c.name().to_string(),
+                    value: readers::quote(text),
+                    patterns,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Evaluates rules against the trend tables (all of them, filtered to each rule's project),
@@ -500,13 +706,30 @@ fn evaluate_here(
         })?;
     }
     impact::check_on(rule, tables)?;
+    let mut flags = flag_rows(&rows, &rule.domains);
+    let mut dropped = Vec::new();
+    if rule.on_flagged == OnFlagged::Drop && rule.review != Review::Never && !flags.is_empty() {
+        let out: std::collections::HashSet<usize> = flags.iter().map(|f| f.row - 1).collect();
+        let keep: BooleanChunked = (0..rows.height()).map(|i| !out.contains(&i)).collect();
+        rows = rows.filter(&keep).map_err(|e| fail(format!("when: {e}")))?;
+        if !keys.is_empty() {
+            keys = keys
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| !out.contains(i))
+                .map(|(_, k)| k)
+                .collect();
+        }
+        dropped = std::mem::take(&mut flags);
+    }
     let fires = rows.height() >= rule.min_rows;
     let records = if fires {
         records(&rows).map_err(|e| fail(format!("when: {e}")))?
     } else {
         // Nothing to send: render with zero values of the query's columns, so that a template
-        // that names a missing column or filter is found now, not on the day the rule fires.
-        vec![sample(&rows); rule.min_rows]
+        // that names a missing column or filter is found now, not on the day the rule fires
+        // (a few rows: a loop over a million would only spend the template's fuel).
+        vec![sample(&rows); rule.min_rows.min(SAMPLE_ROWS)]
     };
     let prompt = render(rule, &records, rows.height()).map_err(fail)?;
     if fires && prompt.trim().is_empty() {
@@ -525,26 +748,39 @@ fn evaluate_here(
         left_out,
         fires,
         prompt: fires.then_some(prompt),
+        flags,
+        dropped,
     })
 }
 
-/// Renders the prompt with `rows`, `row_count`, `columns`, `project` and `rule`.
+/// Renders the prompt with `rows`, `row_count`, `columns`, `project` and `rule`; a prompt that
+/// renders a reader's value starts with docpipe's [`readers::PREAMBLE`], outside the template.
 fn render(rule: &Rule, rows: &[Value], row_count: usize) -> Result<String, String> {
     let columns: Vec<Value> = rows
         .first()
         .and_then(|r| r.try_iter().ok())
-        .map(|keys| keys.collect())
+        .map(|keys| {
+            keys.map(|k| Value::from_safe_string(k.to_string()))
+                .collect()
+        })
         .unwrap_or_default();
+    let safe = |s: &str| Value::from_safe_string(s.to_string());
     let ctx = Value::from(BTreeMap::from([
         ("rows".to_string(), Value::from(rows.to_vec())),
         ("row_count".to_string(), Value::from(row_count)),
         ("columns".to_string(), Value::from(columns)),
-        ("project".to_string(), Value::from(rule.project.as_str())),
-        ("rule".to_string(), Value::from(rule.name.as_str())),
+        ("project".to_string(), safe(&rule.project)),
+        ("rule".to_string(), safe(&rule.name)),
     ]));
-    environment()
+    let readers = Arc::new(AtomicBool::new(false));
+    let text = environment(readers.clone())
         .render_str(&rule.prompt, ctx)
-        .map_err(|e| format!("prompt: {e}"))
+        .map_err(|e| format!("prompt: {e}"))?;
+    Ok(if readers.load(Ordering::Relaxed) {
+        format!("{}{text}", readers::PREAMBLE)
+    } else {
+        text
+    })
 }
 
 /// A frame without the rows whose `key` is in `sent`, and the keys of the rows kept.
@@ -567,6 +803,23 @@ fn key_values(df: &DataFrame, key: &str) -> PolarsResult<Vec<String>> {
         .collect()
 }
 
+/// A cell of a column as a template value: a reader's text (any string column but those of
+/// [`readers::SERVICE_COLUMNS`]) is a plain string, which the renderer escapes; the others are
+/// docpipe's or the service's own words and render as they are.
+fn cell_of(column: &str, v: AnyValue) -> Value {
+    // Times and other scalars shown as text are docpipe's; lists may hold readers' texts.
+    let own = readers::is_service_column(column)
+        || !matches!(
+            v,
+            AnyValue::String(_) | AnyValue::StringOwned(_) | AnyValue::List(_)
+        );
+    let value = cell(v);
+    match value.as_str() {
+        Some(s) if own => Value::from_safe_string(s.to_string()),
+        _ => value,
+    }
+}
+
 /// A cell as a template value: numbers stay numbers, dates are `YYYY-MM-DD`, null is none.
 fn cell(v: AnyValue) -> Value {
     match v {
@@ -586,7 +839,7 @@ fn cell(v: AnyValue) -> Value {
         AnyValue::StringOwned(s) => Value::from(s.as_str()),
         AnyValue::Date(days) => {
             let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
-            Value::from((epoch + chrono::Duration::days(i64::from(days))).to_string())
+            Value::from_safe_string((epoch + chrono::Duration::days(i64::from(days))).to_string())
         }
         other => Value::from(other.to_string()),
     }
@@ -599,7 +852,7 @@ fn records(df: &DataFrame) -> PolarsResult<Vec<Value>> {
     for i in 0..df.height() {
         let mut row = BTreeMap::new();
         for c in columns {
-            row.insert(c.name().to_string(), cell(c.get(i)?));
+            row.insert(c.name().to_string(), cell_of(c.name(), c.get(i)?));
         }
         out.push(Value::from(row));
     }
@@ -614,7 +867,7 @@ fn sample(df: &DataFrame) -> Value {
             d if d.is_integer() => Value::from(0),
             d if d.is_float() => Value::from(0.0),
             DataType::Boolean => Value::from(false),
-            DataType::Date => Value::from("1970-01-01"),
+            DataType::Date => Value::from_safe_string("1970-01-01".to_string()),
             _ => Value::from(""),
         };
         row.insert(c.name().to_string(), v);
@@ -681,7 +934,7 @@ prompt = "{% for row in rows %}{{ row.path }} {% endfor %}"
 
     #[test]
     fn pct_renders_shares() {
-        let env = environment();
+        let env = environment(Arc::default());
         let out = env
             .render_str(
                 "{{ a | pct }} {{ b | pct(0) }} {{ c | pct }}",

@@ -339,6 +339,18 @@ fn ran(secs: f64) -> String {
     }
 }
 
+/// The flagged readers' values of a firing, as a list (read only).
+fn flag_list(out: &mut String, flags: &[crate::rules::RowFlag]) {
+    if flags.is_empty() {
+        return;
+    }
+    out.push_str("<ul class=\"flags\">");
+    for f in flags {
+        let _ = write!(out, "<li>{}</li>", esc(&f.line()));
+    }
+    out.push_str("</ul>");
+}
+
 fn rules_section(out: &mut String, s: &Status) {
     let r = &s.rules;
     let _ = write!(
@@ -361,6 +373,40 @@ fn rules_section(out: &mut String, s: &Status) {
             run.at.format("%Y-%m-%d %H:%M UTC"),
             esc(&run.line)
         );
+    }
+    if !r.pending.is_empty() {
+        out.push_str("<h3>Waiting for review</h3><p>Approve or reject on the command line: <code>docpipe rules pending</code>, <code>docpipe rules approve ID</code>, <code>docpipe rules reject ID</code>.</p>");
+        for p in &r.pending {
+            let _ = write!(
+                out,
+                "<div class=\"pending\"><p>Firing {} of rule {} ({}), held {}, expires {}: {} rows; {}</p>",
+                p.id,
+                esc(&p.rule),
+                esc(&p.project),
+                p.held_at.format("%Y-%m-%d %H:%M UTC"),
+                p.expires_at.format("%Y-%m-%d %H:%M UTC"),
+                p.rows,
+                esc(&p.why)
+            );
+            flag_list(out, &p.flags);
+            let _ = write!(out, "<pre class=\"prompt\">{}</pre></div>", esc(&p.prompt));
+        }
+    }
+    if !r.previews.is_empty() {
+        out.push_str("<h3>Previewed rules (not enabled: nothing sent)</h3>");
+        for p in &r.previews {
+            let _ = write!(
+                out,
+                "<div class=\"preview\"><p>Rule {} ({}) would send {} rows, as of {}: {}</p>",
+                esc(&p.rule),
+                esc(&p.project),
+                p.rows,
+                p.at.format("%Y-%m-%d %H:%M UTC"),
+                esc(&p.reason)
+            );
+            flag_list(out, &p.flags);
+            let _ = write!(out, "<pre class=\"prompt\">{}</pre></div>", esc(&p.prompt));
+        }
     }
     if !r.impact.is_empty() {
         out.push_str("<h3>Impact of the agent jobs</h3><div class=\"wrap\"><table class=\"impact\"><thead><tr><th>rule</th><th>project</th><th>firing</th><th>pull request</th><th>keys</th><th>improved</th><th>stayed</th><th>worse</th><th>too little data</th><th>median change</th></tr></thead><tbody>");

@@ -307,6 +307,52 @@ pub struct Rules {
     pub problems: Vec<String>,
     /// Each rule's latest measured firing: what its job changed.
     pub impact: Vec<crate::rules::impact::FiringImpact>,
+    /// The latest preview of each rule that is not enabled: what it would send.
+    pub previews: Vec<PreviewStatus>,
+    /// The firings waiting for a person's review (`docpipe rules pending`), oldest first.
+    pub pending: Vec<PendingStatus>,
+}
+
+/// What a rule that is not enabled would send.
+#[derive(Debug, Clone, Serialize)]
+pub struct PreviewStatus {
+    /// Rule.
+    pub rule: String,
+    /// Project.
+    pub project: String,
+    /// When it was evaluated.
+    pub at: DateTime<Utc>,
+    /// Rows it would send.
+    pub rows: i64,
+    /// Why nothing was sent.
+    pub reason: String,
+    /// The flagged readers' values of its rows.
+    pub flags: Vec<crate::rules::RowFlag>,
+    /// The prompt it would send.
+    pub prompt: String,
+}
+
+/// A firing waiting for review.
+#[derive(Debug, Clone, Serialize)]
+pub struct PendingStatus {
+    /// The ledger's id (`docpipe rules approve ID`).
+    pub id: i64,
+    /// Rule.
+    pub rule: String,
+    /// Project.
+    pub project: String,
+    /// When it was held.
+    pub held_at: DateTime<Utc>,
+    /// When it expires unsent.
+    pub expires_at: DateTime<Utc>,
+    /// Rows it sends.
+    pub rows: i64,
+    /// Why it waits.
+    pub why: String,
+    /// The flagged readers' values of its rows.
+    pub flags: Vec<crate::rules::RowFlag>,
+    /// The prompt approval sends.
+    pub prompt: String,
 }
 
 /// A firing and its job.
@@ -392,6 +438,8 @@ pub async fn collect(
             runs: Vec::new(),
             problems: Vec::new(),
             impact: Vec::new(),
+            previews: Vec::new(),
+            pending: Vec::new(),
         },
         trends: Vec::new(),
     };
@@ -692,7 +740,7 @@ fn daemons(
 fn rules(ctx: &Context, firings: usize, now: DateTime<Utc>) -> anyhow::Result<Rules> {
     let settings = &ctx.settings;
     let loaded = if settings.rules_dir.is_dir() {
-        match crate::app::rules::load(&settings.rules_dir, &settings.project_ids(), &[]) {
+        match crate::app::rules::load(&settings.rules_dir, settings, &[]) {
             Ok(l) => (l.rules, l.problems),
             Err(e) => (Vec::new(), vec![e.to_string()]),
         }
@@ -732,12 +780,50 @@ fn rules(ctx: &Context, firings: usize, now: DateTime<Utc>) -> anyhow::Result<Ru
             line: crate::rules::engine::firing_line(f),
         })
         .collect();
+    let enabled = |rule: &str| loaded.0.iter().any(|r| r.name == rule && r.enabled);
+    let previews = ctx
+        .store()
+        .ledger()
+        .previews()?
+        .into_iter()
+        .filter(|p| !enabled(&p.rule))
+        .map(|p| PreviewStatus {
+            flags: crate::rules::parse_flags(Some(&p.flags)),
+            rule: p.rule,
+            project: p.project,
+            at: p.at,
+            rows: p.rows,
+            reason: p.reason,
+            prompt: p.prompt,
+        })
+        .collect();
+    let expires = Duration::from_std(settings.review_expires).unwrap_or(Duration::days(7));
+    let pending = all
+        .iter()
+        .filter(|f| f.sent == crate::store::ledger::Sent::Held)
+        .map(|f| {
+            let held_at = f.trail.held_at.unwrap_or(f.fired_at);
+            PendingStatus {
+                id: f.id,
+                rule: f.rule.clone(),
+                project: f.project.clone(),
+                held_at,
+                expires_at: held_at + expires,
+                rows: f.rows_matched,
+                why: f.trail.hold.clone().unwrap_or_default(),
+                flags: crate::rules::parse_flags(f.trail.flags.as_deref()),
+                prompt: f.prompt.clone(),
+            }
+        })
+        .collect();
     Ok(Rules {
         firings_total: all.len(),
         firings: shown,
         runs: ctx.store().activity().rule_runs()?,
         problems: loaded.1,
         impact: crate::rules::impact::latest(&crate::rules::impact::rows(&ctx.store().ledger())?),
+        previews,
+        pending,
     })
 }
 

@@ -326,6 +326,32 @@ fn rule_lines(out: &mut String, s: &Status) {
     for i in &r.impact {
         let _ = writeln!(out, "impact: {}", i.line());
     }
+    for p in &r.pending {
+        let _ = writeln!(
+            out,
+            "waiting for review: firing {} of rule {} ({}), held {}, {} rows, {} flagged; expires {}: docpipe rules pending shows it, approve {} sends it",
+            p.id,
+            p.rule,
+            p.project,
+            p.held_at.format("%Y-%m-%d %H:%M UTC"),
+            p.rows,
+            p.flags.len(),
+            p.expires_at.format("%Y-%m-%d %H:%M UTC"),
+            p.id
+        );
+    }
+    for p in &r.previews {
+        let _ = writeln!(
+            out,
+            "preview: rule {} ({}) would send {} rows ({} flagged) as of {}: {}",
+            p.rule,
+            p.project,
+            p.rows,
+            p.flags.len(),
+            p.at.format("%Y-%m-%d %H:%M UTC"),
+            p.reason
+        );
+    }
     for p in &r.problems {
         let _ = writeln!(out, "rule file problem: {p}");
     }

@@ -56,6 +56,33 @@ CREATE TABLE IF NOT EXISTS impact_plans (
 );
 ";
 
+/// The review of a rule's firings: the latest preview of each rule that is not enabled.
+const REVIEW_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS rule_previews (
+    rule TEXT NOT NULL,
+    project TEXT NOT NULL,
+    at_ms INTEGER NOT NULL,
+    rows_matched INTEGER NOT NULL,
+    prompt TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    flags TEXT NOT NULL,
+    PRIMARY KEY (rule, project)
+);
+";
+
+/// The columns `rule_firings` gained with the review (nullable: firings recorded before have
+/// none): the flagged and dropped rows (JSON), why the firing waited, who decided and when,
+/// the reviewer's note, and when it was held.
+pub const TRAIL_COLUMNS: [(&str, &str); 7] = [
+    ("flags", "TEXT"),
+    ("dropped", "TEXT"),
+    ("hold", "TEXT"),
+    ("decided_by", "TEXT"),
+    ("decided_at_ms", "INTEGER"),
+    ("note", "TEXT"),
+    ("held_at_ms", "INTEGER"),
+];
+
 /// The columns `rule_firing_keys` gained with the impact (nullable: the keys of firings
 /// recorded before hold none).
 const KEY_COLUMNS: [(&str, &str); 4] = [
@@ -65,18 +92,20 @@ const KEY_COLUMNS: [(&str, &str); 4] = [
     ("after_rows", "INTEGER"),
 ];
 
-/// Adds [`KEY_COLUMNS`] to a SQLite ledger written before them.
-fn add_key_columns(c: &rusqlite::Connection) -> rusqlite::Result<()> {
-    for (name, ty) in KEY_COLUMNS {
+/// Adds `columns` to a SQLite table written before them.
+fn add_columns(
+    c: &rusqlite::Connection,
+    table: &str,
+    columns: &[(&str, &str)],
+) -> rusqlite::Result<()> {
+    for (name, ty) in columns {
         let has = c
             .prepare(&format!(
-                "SELECT 1 FROM pragma_table_info('rule_firing_keys') WHERE name = '{name}'"
+                "SELECT 1 FROM pragma_table_info('{table}') WHERE name = '{name}'"
             ))?
             .exists([])?;
         if !has {
-            c.execute_batch(&format!(
-                "ALTER TABLE rule_firing_keys ADD COLUMN {name} {ty}"
-            ))?;
+            c.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {name} {ty}"))?;
         }
     }
     Ok(())
@@ -114,6 +143,12 @@ pub enum Sent {
     Refused,
     /// It did not reach the service.
     NotSent,
+    /// It waits for a person's review (`rules approve` sends it, `rules reject` drops it).
+    Held,
+    /// A person rejected it: nothing was sent; its rule and keys cool down as if sent.
+    Rejected,
+    /// Nobody reviewed it within `[rules] review_expires`: nothing was sent.
+    Expired,
 }
 
 impl Sent {
@@ -125,6 +160,9 @@ impl Sent {
             Sent::Unknown => "unknown",
             Sent::Refused => "refused",
             Sent::NotSent => "not_sent",
+            Sent::Held => "held",
+            Sent::Rejected => "rejected",
+            Sent::Expired => "expired",
         }
     }
 
@@ -134,6 +172,9 @@ impl Sent {
             "sending" => Sent::Sending,
             "refused" => Sent::Refused,
             "not_sent" => Sent::NotSent,
+            "held" => Sent::Held,
+            "rejected" => Sent::Rejected,
+            "expired" => Sent::Expired,
             _ => Sent::Unknown,
         }
     }
@@ -144,7 +185,10 @@ impl Sent {
     }
 }
 
-const DELIVERED: &str = "('sending', 'sent', 'unknown')";
+/// The firings that start their rule's cooldown, count for the same-prompt check and keep
+/// their keys out of the next prompts: those that may have reached the service, and those a
+/// person rejected (so that the rule moves on instead of holding the same rows again).
+const DELIVERED: &str = "('sending', 'sent', 'unknown', 'rejected')";
 
 /// One firing.
 #[derive(Debug, Clone, PartialEq)]
@@ -177,6 +221,63 @@ pub struct Firing {
     pub seconds_to_done: Option<f64>,
     /// What went wrong.
     pub error: Option<String>,
+    /// Its review: flagged and dropped rows, why it waited, who decided.
+    pub trail: Trail,
+}
+
+/// What a firing's review left: so that a pull request can be traced to the rows and the
+/// readers' words behind it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Trail {
+    /// The flagged readers' values of its rows, as JSON (an array; none before the review).
+    pub flags: Option<String>,
+    /// The rows left out as flagged, as JSON.
+    pub dropped: Option<String>,
+    /// Why it waited for review (none: it did not).
+    pub hold: Option<String>,
+    /// Who approved or rejected it.
+    pub decided_by: Option<String>,
+    /// When.
+    pub decided_at: Option<DateTime<Utc>>,
+    /// The reviewer's note (`reject --why`).
+    pub note: Option<String>,
+    /// When it was held (its `fired_at` is when it was sent, once approved).
+    pub held_at: Option<DateTime<Utc>>,
+}
+
+/// A rule's latest preview: what it would have sent, had it been enabled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preview {
+    /// Rule.
+    pub rule: String,
+    /// Project.
+    pub project: String,
+    /// When it was evaluated.
+    pub at: DateTime<Utc>,
+    /// Rows it would send.
+    pub rows: i64,
+    /// The prompt it would send.
+    pub prompt: String,
+    /// Why it was not sent, and what would have happened.
+    pub reason: String,
+    /// Its flagged readers' values, as JSON.
+    pub flags: String,
+}
+
+/// Why `rules approve` or `rules reject` did nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Decided {
+    /// No such firing.
+    #[error("no firing {0} in the ledger (docpipe rules pending lists those waiting)")]
+    Unknown(i64),
+    /// It does not wait for review: what happened to it.
+    #[error("firing {id} is not waiting for review: it was {state}")]
+    Already {
+        /// The firing.
+        id: i64,
+        /// What became of it.
+        state: String,
+    },
 }
 
 /// Why a rule that matched did not fire.
@@ -199,6 +300,13 @@ pub enum Skip {
         /// The limit docpipe keeps to.
         limit: u32,
     },
+    /// A firing of the rule waits for review: it does not fire again until that is decided.
+    AwaitingReview {
+        /// The held firing.
+        id: i64,
+        /// When it was held.
+        since: DateTime<Utc>,
+    },
 }
 
 impl std::fmt::Display for Skip {
@@ -215,7 +323,53 @@ impl std::fmt::Display for Skip {
                 f,
                 "the project's {limit} follow-ups and job creations of the last hour are used; it fires on a later run"
             ),
+            Skip::AwaitingReview { id, since } => write!(
+                f,
+                "firing {id} of {} waits for review (docpipe rules approve {id}, or reject {id})",
+                t(since)
+            ),
         }
+    }
+}
+
+/// A firing to record.
+#[derive(Debug, Clone)]
+pub struct NewFiring<'a> {
+    /// The rule.
+    pub rule: RuleKey<'a>,
+    /// The job messaged (none: a creation).
+    pub job: Option<&'a str>,
+    /// The prompt.
+    pub prompt: &'a str,
+    /// Its hash.
+    pub hash: &'a str,
+    /// Rows it sends.
+    pub rows_matched: usize,
+    /// The keys of its rows.
+    pub keys: &'a [String],
+    /// Now.
+    pub now: DateTime<Utc>,
+    /// `Sending`, or `Held` for review.
+    pub state: Sent,
+    /// Flags, dropped rows, why it is held.
+    pub trail: Trail,
+}
+
+/// What became of a firing that is not waiting for review, in words.
+fn decided(f: &Firing) -> String {
+    let t = |t: &DateTime<Utc>| t.format("%Y-%m-%d %H:%M:%SZ").to_string();
+    let by = match (&f.trail.decided_by, &f.trail.decided_at) {
+        (Some(b), Some(at)) => format!(" by {b} at {}", t(at)),
+        _ => String::new(),
+    };
+    match f.sent {
+        Sent::Rejected => format!("rejected{by}"),
+        Sent::Expired => "expired: nobody reviewed it in time, and nothing was sent".to_string(),
+        Sent::Held => "held".to_string(),
+        s if f.trail.decided_by.is_some() => {
+            format!("approved{by} and {} (sent once, never again)", s.as_str())
+        }
+        s => format!("{} at {} without review", s.as_str(), t(&f.fired_at)),
     }
 }
 
@@ -253,6 +407,16 @@ fn skip_for(
     hash: &str,
     now: DateTime<Utc>,
 ) -> Result<Option<Skip>, SqlError> {
+    let held = tx.row(
+        "SELECT id, fired_at_ms FROM rule_firings WHERE rule = ?1 AND sent = 'held' ORDER BY id LIMIT 1",
+        &[name.into()],
+    )?;
+    if let Some(r) = held {
+        return Ok(Some(Skip::AwaitingReview {
+            id: r.int(0)?,
+            since: from_ms(r.int(1)?),
+        }));
+    }
     let last = tx
         .row(
             &format!(
@@ -305,7 +469,9 @@ impl Ledger {
     pub fn on(db: Arc<Db>) -> Result<Self, StoreError> {
         db.ensure(SCHEMA)?;
         db.ensure(IMPACT_SCHEMA)?;
-        db.with_conn(|c| add_key_columns(c))?;
+        db.ensure(REVIEW_SCHEMA)?;
+        db.with_conn(|c| add_columns(c, "rule_firing_keys", &KEY_COLUMNS))?;
+        db.with_conn(|c| add_columns(c, "rule_firings", &TRAIL_COLUMNS))?;
         db.with_conn(|c| {
             let has: bool = c
                 .prepare(
@@ -351,18 +517,43 @@ impl Ledger {
         keys: &[String],
         now: DateTime<Utc>,
     ) -> Result<Result<i64, Skip>, StoreError> {
-        let (name, cooldown, hash) = (rule.name.to_string(), rule.cooldown, hash.to_string());
+        self.record(NewFiring {
+            rule,
+            job,
+            prompt,
+            hash,
+            rows_matched,
+            keys,
+            now,
+            state: Sent::Sending,
+            trail: Trail::default(),
+        })
+    }
+
+    /// Records a firing (`sending`, or `held` for review) unless it should be skipped, in one
+    /// transaction (the check and the record taken together: no two processes both fire);
+    /// its id.
+    pub fn record(&self, new: NewFiring<'_>) -> Result<Result<i64, Skip>, StoreError> {
+        let rule = new.rule;
+        let (name, cooldown, hash) = (rule.name.to_string(), rule.cooldown, new.hash.to_string());
+        let now = new.now;
+        let t = &new.trail;
         let p = vec![
             Value::from(rule.name),
             rule.project.into(),
-            job.into(),
+            new.job.into(),
             Value::Int(ms(now)),
             hash.as_str().into(),
-            prompt.into(),
-            Value::Int(rows_matched as i64),
+            new.prompt.into(),
+            Value::Int(new.rows_matched as i64),
             rule.kind.as_str().into(),
+            new.state.as_str().into(),
+            t.flags.clone().into(),
+            t.dropped.clone().into(),
+            t.hold.clone().into(),
+            t.held_at.map(ms).into(),
         ];
-        let keys = keys.to_vec();
+        let keys = new.keys.to_vec();
         self.sql.tx(move |tx| {
             if tx.postgres() {
                 tx.exec(
@@ -375,8 +566,8 @@ impl Ledger {
             }
             let id = tx
                 .row(
-                    "INSERT INTO rule_firings (rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched, sent, updated_at_ms, action)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'sending', ?4, ?8) RETURNING id",
+                    "INSERT INTO rule_firings (rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched, sent, updated_at_ms, action, flags, dropped, hold, held_at_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?9, ?4, ?8, ?10, ?11, ?12, ?13) RETURNING id",
                     &p,
                 )?
                 .map_or(Ok(0), |r| r.int(0))?;
@@ -391,6 +582,181 @@ impl Ledger {
         })
     }
 
+    /// Takes a held firing for sending (`sending`, sent from now on, approved by `by`): the one
+    /// caller that takes it gets it; any other is told what became of it.
+    pub fn approve(
+        &self,
+        id: i64,
+        by: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Result<Firing, Decided>, StoreError> {
+        let p = vec![Value::Int(id), by.into(), Value::Int(ms(now))];
+        self.decide(
+            id,
+            "UPDATE rule_firings SET sent = 'sending', decided_by = ?2, decided_at_ms = ?3,
+             fired_at_ms = ?3, updated_at_ms = ?3 WHERE id = ?1 AND sent = 'held'",
+            p,
+        )
+    }
+
+    /// Moves a held firing on by `update` (one statement on `?1 = id` that only takes a held
+    /// one): the firing for the one caller that moved it, what became of it for any other.
+    fn decide(
+        &self,
+        id: i64,
+        update: &'static str,
+        params: Vec<Value>,
+    ) -> Result<Result<Firing, Decided>, StoreError> {
+        let taken = self.sql.tx(move |tx| tx.exec(update, &params))?;
+        Ok(match self.firing(id)? {
+            None => Err(Decided::Unknown(id)),
+            Some(f) if taken == 1 => Ok(f),
+            Some(f) => Err(Decided::Already {
+                id,
+                state: decided(&f),
+            }),
+        })
+    }
+
+    /// Rejects a held firing: nothing is sent; its rule and keys cool down as if it had been.
+    pub fn reject(
+        &self,
+        id: i64,
+        by: &str,
+        why: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Result<Firing, Decided>, StoreError> {
+        let p = vec![Value::Int(id), by.into(), Value::Int(ms(now)), why.into()];
+        self.decide(
+            id,
+            "UPDATE rule_firings SET sent = 'rejected', decided_by = ?2, decided_at_ms = ?3,
+             note = ?4, updated_at_ms = ?3 WHERE id = ?1 AND sent = 'held'",
+            p,
+        )
+    }
+
+    /// An approved firing the hour's limit stopped before it left: it waits for review again.
+    pub fn hold_again(&self, id: i64) -> Result<(), StoreError> {
+        let p = vec![Value::Int(id)];
+        self.sql.tx(move |tx| {
+            tx.exec(
+                "UPDATE rule_firings SET sent = 'held', decided_by = NULL, decided_at_ms = NULL,
+                 fired_at_ms = COALESCE(held_at_ms, fired_at_ms) WHERE id = ?1 AND sent = 'sending'",
+                &p,
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// The keys a firing holds.
+    pub fn firing_keys(&self, id: i64) -> Result<Vec<String>, StoreError> {
+        let p = vec![Value::Int(id)];
+        self.sql.read(move |tx| {
+            tx.rows(
+                "SELECT key FROM rule_firing_keys WHERE firing_id = ?1 ORDER BY key",
+                &p,
+            )?
+            .iter()
+            .map(|r| r.text(0))
+            .collect()
+        })
+    }
+
+    /// Held firings older than `before` expire (nothing sent); the ids that did.
+    pub fn expire(
+        &self,
+        before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<i64>, StoreError> {
+        let p = vec![Value::Int(ms(before)), Value::Int(ms(now))];
+        self.sql.tx(move |tx| {
+            tx.rows(
+                "UPDATE rule_firings SET sent = 'expired', updated_at_ms = ?2,
+                 note = 'nobody reviewed it in time: not sent'
+                 WHERE sent = 'held' AND fired_at_ms < ?1 RETURNING id",
+                &p,
+            )?
+            .iter()
+            .map(|r| r.int(0))
+            .collect()
+        })
+    }
+
+    /// The firings waiting for review, oldest first.
+    pub fn pending(&self) -> Result<Vec<Firing>, StoreError> {
+        Ok(self
+            .select("WHERE sent = 'held'", |_| Ok(()))?
+            .into_iter()
+            .map(|(f, ())| f)
+            .collect())
+    }
+
+    /// One firing.
+    pub fn firing(&self, id: i64) -> Result<Option<Firing>, StoreError> {
+        let found = self.select_with("WHERE id = ?1", vec![Value::Int(id)], |_| Ok(()))?;
+        Ok(found.into_iter().map(|(f, ())| f).find(|f| f.id == id))
+    }
+
+    /// Keeps a rule's latest preview (one per rule and project).
+    pub fn preview(&self, p: &Preview) -> Result<(), StoreError> {
+        let v = vec![
+            Value::from(p.rule.as_str()),
+            p.project.as_str().into(),
+            Value::Int(ms(p.at)),
+            Value::Int(p.rows),
+            p.prompt.as_str().into(),
+            p.reason.as_str().into(),
+            p.flags.as_str().into(),
+        ];
+        self.sql.tx(move |tx| {
+            tx.exec(
+                "INSERT INTO rule_previews (rule, project, at_ms, rows_matched, prompt, reason, flags)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (rule, project) DO UPDATE SET at_ms = excluded.at_ms,
+                 rows_matched = excluded.rows_matched, prompt = excluded.prompt,
+                 reason = excluded.reason, flags = excluded.flags",
+                &v,
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// Forgets a rule's preview (it is enabled now, or no longer fires).
+    pub fn forget_preview(&self, rule: &str, project: &str) -> Result<(), StoreError> {
+        let v = vec![Value::from(rule), project.into()];
+        self.sql.tx(move |tx| {
+            tx.exec(
+                "DELETE FROM rule_previews WHERE rule = ?1 AND project = ?2",
+                &v,
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// Every rule's latest preview, by rule.
+    pub fn previews(&self) -> Result<Vec<Preview>, StoreError> {
+        self.sql.read(move |tx| {
+            tx.rows(
+                "SELECT rule, project, at_ms, rows_matched, prompt, reason, flags
+                 FROM rule_previews ORDER BY rule, project",
+                &[],
+            )?
+            .iter()
+            .map(|r| {
+                Ok(Preview {
+                    rule: r.text(0)?,
+                    project: r.text(1)?,
+                    at: from_ms(r.int(2)?),
+                    rows: r.int(3)?,
+                    prompt: r.text(4)?,
+                    reason: r.text(5)?,
+                    flags: r.text(6)?,
+                })
+            })
+            .collect()
+        })
+    }
+
     /// Stores a firing's outcome so far.
     pub fn update(&self, f: &Firing, now: DateTime<Utc>) -> Result<(), StoreError> {
         let p = vec![
@@ -402,11 +768,15 @@ impl Ledger {
             f.seconds_to_done.into(),
             f.error.clone().into(),
             Value::Int(ms(now)),
+            f.trail.flags.clone().into(),
+            f.trail.dropped.clone().into(),
+            f.trail.hold.clone().into(),
         ];
         self.sql.tx(move |tx| {
             tx.exec(
                 "UPDATE rule_firings SET job = ?2, sent = ?3, status = ?4, pr_link = ?5,
-                 seconds_to_done = ?6, error = ?7, updated_at_ms = ?8 WHERE id = ?1",
+                 seconds_to_done = ?6, error = ?7, updated_at_ms = ?8, flags = ?9, dropped = ?10,
+                 hold = ?11 WHERE id = ?1",
                 &p,
             )
             .map(|_| ())
@@ -517,14 +887,24 @@ impl Ledger {
         filter: &'static str,
         extra: impl Fn(&Row) -> Result<T, SqlError> + Send + 'static,
     ) -> Result<Vec<(Firing, T)>, StoreError> {
+        self.select_with(filter, Vec::new(), extra)
+    }
+
+    fn select_with<T: Send + 'static>(
+        &self,
+        filter: &'static str,
+        params: Vec<Value>,
+        extra: impl Fn(&Row) -> Result<T, SqlError> + Send + 'static,
+    ) -> Result<Vec<(Firing, T)>, StoreError> {
         self.sql.read(move |tx| {
             tx.rows(
                 &format!(
                     "SELECT id, rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched,
-                     sent, status, pr_link, seconds_to_done, error, action, poll_until_ms
+                     sent, status, pr_link, seconds_to_done, error, action, poll_until_ms,
+                     flags, dropped, hold, decided_by, decided_at_ms, note, held_at_ms
                      FROM rule_firings {filter} ORDER BY id"
                 ),
-                &[],
+                &params,
             )?
             .iter()
             .map(|r| {
@@ -547,6 +927,15 @@ impl Ledger {
                     pr_link: r.opt_text(10)?,
                     seconds_to_done: r.opt_real(11)?,
                     error: r.opt_text(12)?,
+                    trail: Trail {
+                        flags: r.opt_text(15)?,
+                        dropped: r.opt_text(16)?,
+                        hold: r.opt_text(17)?,
+                        decided_by: r.opt_text(18)?,
+                        decided_at: r.opt_int(19)?.map(from_ms),
+                        note: r.opt_text(20)?,
+                        held_at: r.opt_int(21)?.map(from_ms),
+                    },
                 };
                 Ok((f, extra(r)?))
             })

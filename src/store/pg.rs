@@ -344,6 +344,27 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         ALTER TABLE rule_firing_keys ADD COLUMN after_value DOUBLE PRECISION;
         ALTER TABLE rule_firing_keys ADD COLUMN after_rows BIGINT;",
     ),
+    (
+        10,
+        "the review of rule firings: previews, held firings and their trail",
+        "CREATE TABLE rule_previews (
+            rule TEXT NOT NULL,
+            project TEXT NOT NULL,
+            at_ms BIGINT NOT NULL,
+            rows_matched BIGINT NOT NULL,
+            prompt TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            flags TEXT NOT NULL,
+            PRIMARY KEY (rule, project)
+        );
+        ALTER TABLE rule_firings ADD COLUMN flags TEXT;
+        ALTER TABLE rule_firings ADD COLUMN dropped TEXT;
+        ALTER TABLE rule_firings ADD COLUMN hold TEXT;
+        ALTER TABLE rule_firings ADD COLUMN decided_by TEXT;
+        ALTER TABLE rule_firings ADD COLUMN decided_at_ms BIGINT;
+        ALTER TABLE rule_firings ADD COLUMN note TEXT;
+        ALTER TABLE rule_firings ADD COLUMN held_at_ms BIGINT;",
+    ),
 ];
 
 /// The advisory lock key that serializes migrations ("docpipe" in ASCII).

@@ -76,10 +76,10 @@ async fn a_good_config_works_in_the_requests_it_announced() {
     assert!(run.status.success(), "{out}");
     assert_eq!(
         std::fs::read_dir(&captures).unwrap().count(),
-        13,
+        14,
         "one capture a response"
     );
-    let announced = "check: 12 requests for 2026-03-14: org-a 8 of the 95 analytics requests docpipe takes of its hour's 100 (0 used in the last hour); org-b 3 of the 95 analytics requests docpipe takes of its hour's 100 (0 used in the last hour); up to 1 more for a thread of the day's assistant turns; 1 agent-job read\n";
+    let announced = "check: 13 requests for 2026-03-14: org-a 8 of the 95 analytics requests docpipe takes of its hour's 100 (0 used in the last hour); org-b 3 of the 95 analytics requests docpipe takes of its hour's 100 (0 used in the last hour); up to 1 more for a thread of the day's assistant turns; 1 agent-job read; 1 agent-job write probe (a follow-up to a job that cannot exist: 404 means the key may write; one of the project's 100 agent uses an hour)\n";
     assert!(
         String::from_utf8_lossy(&dry.stdout).starts_with(announced),
         "{}",
@@ -90,25 +90,26 @@ async fn a_good_config_works_in_the_requests_it_announced() {
     assert_eq!(
         table,
         [
-            "PROJECT  DATASET           RESULT",
-            "alpha    page_views        works: 250 rows on the first page of 2026-03-14 (more on later pages)",
-            "alpha    visitors          works: 250 rows on the first page of 2026-03-14 (more on later pages)",
-            "alpha    searches          works: 100 rows on the first page of 2026-03-14 (more on later pages)",
-            "alpha    feedback          works: 60 rows on 2026-03-14",
-            "alpha    feedback_by_page  works: 57 rows on 2026-03-14",
-            "alpha    assistant         works: 118 rows on 2026-03-14",
-            "alpha    caller_stats      works: 1 row on 2026-03-14",
-            "beta     page_views        works: 35 rows on 2026-03-14",
-            "gamma    page_views        works: 27 rows on 2026-03-14",
-            "gamma    searches          works: 5 rows on 2026-03-14",
-            "gamma    assistant         works: 6 rows on 2026-03-14",
-            "gamma    threads           works: a thread of 6 messages",
-            "alpha    job job_ok        works: job completed",
-            "all 13 checks work (13 requests sent)",
+            "PROJECT  DATASET             RESULT",
+            "alpha    page_views          works: 250 rows on the first page of 2026-03-14 (more on later pages)",
+            "alpha    visitors            works: 250 rows on the first page of 2026-03-14 (more on later pages)",
+            "alpha    searches            works: 100 rows on the first page of 2026-03-14 (more on later pages)",
+            "alpha    feedback            works: 60 rows on 2026-03-14",
+            "alpha    feedback_by_page    works: 57 rows on 2026-03-14",
+            "alpha    assistant           works: 118 rows on 2026-03-14",
+            "alpha    caller_stats        works: 1 row on 2026-03-14",
+            "beta     page_views          works: 35 rows on 2026-03-14",
+            "gamma    page_views          works: 27 rows on 2026-03-14",
+            "gamma    searches            works: 5 rows on 2026-03-14",
+            "gamma    assistant           works: 6 rows on 2026-03-14",
+            "gamma    threads             works: a thread of 6 messages",
+            "alpha    job job_ok          works: job completed",
+            "alpha    agent jobs (write)  works: the admin key of organization org-a may write agent jobs (a follow-up to a job that cannot exist got 404: Job docpipe-check-no-such-job-0000 not found)",
+            "all 14 checks work (14 requests sent)",
         ]
     );
-    // 12 announced, and the one thread the day's turns gave.
-    assert_eq!(sent(&live), 13);
+    // 13 announced, and the one thread the day's turns gave.
+    assert_eq!(sent(&live), 14);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,29 +144,30 @@ async fn a_wrong_key_an_unknown_project_a_dataset_the_plan_lacks_and_a_broken_ru
     assert_eq!(
         table,
         [
-            "PROJECT  DATASET           RESULT",
-            "alpha    page_views        PROBLEM: the service refused the admin key of organization org-a (401: Invalid API key); check the key in DOCPIPE_IT_WRONG_KEY",
-            "alpha    visitors          not sent: the key of organization org-a was refused",
-            "alpha    searches          not sent: the key of organization org-a was refused",
-            "alpha    feedback          not sent: the key of organization org-a was refused",
-            "alpha    feedback_by_page  not sent: the key of organization org-a was refused",
-            "alpha    assistant         not sent: the key of organization org-a was refused",
-            "alpha    caller_stats      not sent: the key of organization org-a was refused",
-            "beta     page_views        not sent: the key of organization org-a was refused",
-            "gamma    page_views        works: 27 rows on 2026-03-14",
-            "gamma    searches          PROBLEM: forbidden (403: Your plan does not include searches analytics); the key may be of the wrong kind, read-only, outside its IP allow-list, or the plan lacks this feature",
-            "gamma    assistant         works: 6 rows on 2026-03-14",
-            "gamma    threads           works: a thread of 6 messages",
-            "nw-apii  page_views        PROBLEM: project 'nw-apii' is unknown to the service (404: Project not found)",
+            "PROJECT  DATASET             RESULT",
+            "alpha    page_views          PROBLEM: the service refused the admin key of organization org-a (401: Invalid API key); check the key in DOCPIPE_IT_WRONG_KEY",
+            "alpha    visitors            not sent: the key of organization org-a was refused",
+            "alpha    searches            not sent: the key of organization org-a was refused",
+            "alpha    feedback            not sent: the key of organization org-a was refused",
+            "alpha    feedback_by_page    not sent: the key of organization org-a was refused",
+            "alpha    assistant           not sent: the key of organization org-a was refused",
+            "alpha    caller_stats        not sent: the key of organization org-a was refused",
+            "beta     page_views          not sent: the key of organization org-a was refused",
+            "gamma    page_views          works: 27 rows on 2026-03-14",
+            "gamma    searches            PROBLEM: forbidden (403: Your plan does not include searches analytics); the key may be of the wrong kind, read-only, outside its IP allow-list, or the plan lacks this feature",
+            "gamma    assistant           works: 6 rows on 2026-03-14",
+            "gamma    threads             works: a thread of 6 messages",
+            "nw-apii  page_views          PROBLEM: project 'nw-apii' is unknown to the service (404: Project not found)",
             &format!(
-                "-        rules             PROBLEM: {}: project nope is not configured (configured: alpha, beta, gamma, nw-apii)",
+                "-        rules               PROBLEM: {}: project nope is not configured (configured: alpha, beta, gamma, nw-apii)",
                 std::fs::canonicalize(dir.path())
                     .unwrap()
                     .join("jobs/broken.toml")
                     .display()
             ),
-            "alpha    job job_ok        not sent: the key of organization org-a was refused",
-            "error: 4 of 15 checks found a problem (6 requests sent)",
+            "alpha    job job_ok          not sent: the key of organization org-a was refused",
+            "alpha    agent jobs (write)  not sent: the key of organization org-a was refused",
+            "error: 4 of 16 checks found a problem (6 requests sent)",
         ]
     );
     assert_eq!(sent(&live), 6);

@@ -114,6 +114,17 @@ impl Live {
         Self { server, clock }
     }
 
+    /// An emulator whose clock stands at `now` (the binary's own clock is the system's: a test
+    /// that runs it starts the emulator at the real now).
+    pub async fn start_at(data: DataFile, now: DateTime<Utc>) -> Self {
+        let clock = docpipe::clock::ManualClock::new(now);
+        let emu = Emulator::new(data, clock.clone());
+        let server = docpipe::emulator::Server::start(emu, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        Self { server, clock }
+    }
+
     /// An emulator whose clock stays at noon while the clients' moves (with their retries'
     /// waits): what it serves does not change during a test.
     pub async fn start_frozen(data: DataFile) -> Self {
@@ -487,7 +498,7 @@ pub fn top_rule(dir: &std::path::Path) -> std::path::PathBuf {
     std::fs::create_dir_all(&rules).unwrap();
     std::fs::write(
         rules.join("top.toml"),
-        "name = \"top\"\nproject = \"alpha\"\njob = \"job_ok\"\nwait = false\n\
+        "enabled = true\nname = \"top\"\nproject = \"alpha\"\njob = \"job_ok\"\nwait = false\n\
          when = \"SELECT date, total FROM daily ORDER BY date DESC LIMIT 1\"\n\
          prompt = \"Views on {{ rows[0].date }}: {{ rows[0].total }}\"\n",
     )
@@ -551,7 +562,7 @@ pub fn after_and_timed_rules(dir: &std::path::Path, schedule: &str) -> std::path
 /// a schedule say).
 pub fn latest_day_rule(name: &str, job: &str, extra: &str) -> String {
     format!(
-        "name = \"{name}\"\nproject = \"alpha\"\njob = \"{job}\"\nwait = false\n{extra}\n\
+        "enabled = true\nname = \"{name}\"\nproject = \"alpha\"\njob = \"{job}\"\nwait = false\n{extra}\n\
          when = \"SELECT date FROM daily ORDER BY date DESC LIMIT 1\"\n\
          prompt = \"{name}: {{{{ rows[0].date }}}}\"\n"
     )

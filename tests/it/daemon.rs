@@ -311,7 +311,7 @@ mod shared {
         std::fs::create_dir_all(&rules).unwrap();
         std::fs::write(
             rules.join("after.toml"),
-            "name = \"after\"\nproject = \"alpha\"\njob = \"job_ok\"\nwait = false\n\
+            "enabled = true\nname = \"after\"\nproject = \"alpha\"\njob = \"job_ok\"\nwait = false\n\
              when = \"SELECT date FROM daily ORDER BY date DESC LIMIT 1\"\n\
              prompt = \"after: {{ rows[0].date }}\"\n",
         )

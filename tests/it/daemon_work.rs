@@ -41,12 +41,12 @@ async fn daemon(
     keys: Keys,
     rules: Option<&Path>,
 ) -> Daemon {
-    let ids = settings.project_ids();
+    let given = settings.clone();
     let ctx = Context::open(settings, clock, Access::Export, keys)
         .await
         .unwrap();
     let rules = rules.map_or_else(Vec::new, |dir| {
-        let loaded = docpipe::app::rules::load(dir, &ids, &[]).unwrap();
+        let loaded = docpipe::app::rules::load(dir, &given, &[]).unwrap();
         assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
         loaded.rules
     });
@@ -425,7 +425,7 @@ async fn an_agent_job_of_ten_minutes_delays_no_export_and_its_polling_resumes_af
         rules.join("watch.toml"),
         "name = \"watch\"\nproject = \"alpha\"\njob = \"job_ok\"\n\
          when = \"SELECT date FROM daily ORDER BY date DESC LIMIT 1\"\n\
-         prompt = \"watch: {{ rows[0].date }}\"\n",
+         prompt = \"watch: {{ rows[0].date }}\"\nenabled = true\n",
     )
     .unwrap();
     let mut config = daemon_config(&live.server.base_url(), dir.path(), day("2026-03-14"), 100);

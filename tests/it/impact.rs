@@ -18,6 +18,7 @@ use std::path::Path;
 const RULE: &str = r#"
 name = "views"
 project = "alpha"
+enabled = true
 job = "job_ok"
 when = "SELECT path, total_7d FROM pages ORDER BY rank_7d LIMIT 4"
 prompt = """
@@ -110,11 +111,11 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
     }
     .write(&dir.path().join("docpipe.toml"));
     let settings = docpipe::config::Settings::load(&cfg).unwrap();
-    let ids = settings.project_ids();
+    let given = settings.clone();
     let ctx = Context::open(settings, live.clock.clone(), Access::Export, keys())
         .await
         .unwrap();
-    let loaded = load(&rules_dir, &ids, &[]).unwrap();
+    let loaded = load(&rules_dir, &given, &[]).unwrap();
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
     let out = ctx.output().to_path_buf();
 
@@ -216,7 +217,10 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
     let named: Vec<String> = firing
         .prompt
         .lines()
-        .filter_map(|l| Some(l.strip_prefix("- ")?.split(':').next()?.to_string()))
+        .filter_map(|l| {
+            let quoted = l.strip_prefix("- ")?.split(':').next()?;
+            serde_json::from_str::<String>(quoted).ok()
+        })
         .collect();
     assert_eq!(named.len(), 4);
     for r in &mine {

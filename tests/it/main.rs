@@ -15,6 +15,7 @@ mod hostile;
 mod house;
 mod impact;
 mod pg;
+mod review;
 mod rules;
 mod s3;
 mod secrets;

@@ -22,7 +22,7 @@ const PROJECTS: [&str; 3] = ["alpha", "beta", "gamma"];
 
 fn rule(name: &str, project: &str, target: &str, when: &str, prompt: &str, extra: &str) -> Rule {
     let text = format!(
-        "name = {name:?}\nproject = {project:?}\n{target}\nwhen = {when:?}\nprompt = {prompt:?}\n{extra}\n"
+        "enabled = true\nname = {name:?}\nproject = {project:?}\n{target}\nwhen = {when:?}\nprompt = {prompt:?}\n{extra}\n"
     );
     let projects: Vec<String> = PROJECTS.iter().map(|p| p.to_string()).collect();
     Rule::parse(&text, &format!("jobs/{name}.toml"), &projects).unwrap()
@@ -43,9 +43,10 @@ fn top3_from_truth(live: &Live, project: &str) -> String {
         .map(|r| (r.human + r.ai, r.path.clone()))
         .collect();
     totals.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    let mut out = "Top pages:".to_string();
+    // Paths are readers' words: quoted, after docpipe's block.
+    let mut out = format!("{}Top pages:", docpipe::rules::readers::PREAMBLE);
     for (t, p) in totals.iter().take(3) {
-        out.push_str(&format!(" {p}={t}"));
+        out.push_str(&format!(" {}={t}", docpipe::rules::readers::quote(p)));
     }
     out
 }
@@ -151,9 +152,10 @@ async fn a_rule_with_a_key_never_sends_the_same_gap_twice_within_its_key_cooldow
     };
     let paths = |f: &docpipe::store::ledger::Firing| {
         f.prompt
+            .trim_start_matches(docpipe::rules::readers::PREAMBLE)
             .trim_start_matches("Pages: ")
             .split(' ')
-            .map(str::to_string)
+            .map(|p| serde_json::from_str::<String>(p).unwrap())
             .collect::<Vec<_>>()
     };
     let first = fired(fire(&engine, &top(3), &s.tables).await);
@@ -286,7 +288,7 @@ async fn a_rule_that_fires_sends_one_follow_up_with_the_rendered_prompt() {
     );
     assert!(
         rows[0].ends_with(&format!(
-            "rows_matched=3,sent=\"sent\",status=\"completed\",pr_link=\"{pr}\",seconds_to_done=7.0,error=null"
+            "rows_matched=3,sent=\"sent\",status=\"completed\",pr_link=\"{pr}\",seconds_to_done=7.0,error=null,flags=null,dropped=null,held_because=null,decided_by=null,decided_at=null,review_note=null"
         )),
         "{}",
         rows[0]
@@ -706,7 +708,7 @@ async fn two_processes_and_a_restart_keep_the_cooldown_and_the_hourly_limit() {
             &rules,
             &format!("r{i}"),
             &format!(
-                "name = \"r{i}\"\nproject = \"alpha\"\ncreate = true\nwait = false\nwhen = {TOP3:?}\nprompt = \"rule {i}: {{{{ rows[0].path }}}}\"\n"
+                "enabled = true\nname = \"r{i}\"\nproject = \"alpha\"\ncreate = true\nwait = false\nwhen = {TOP3:?}\nprompt = \"rule {i}: {{{{ rows[0].path }}}}\"\n"
             ),
         );
     }
@@ -762,7 +764,7 @@ async fn rules_check_shows_the_prompt_and_sends_nothing() {
         &rules,
         "top",
         &format!(
-            "name = \"top\"\nproject = \"alpha\"\njob = \"job_ok\"\nwhen = {TOP3:?}\nprompt = {TOP3_PROMPT:?}\n"
+            "enabled = true\nname = \"top\"\nproject = \"alpha\"\njob = \"job_ok\"\nwhen = {TOP3:?}\nprompt = {TOP3_PROMPT:?}\n"
         ),
     );
     let cfg = rules_config(&live, dir.path(), &rules, "");
@@ -774,7 +776,12 @@ async fn rules_check_shows_the_prompt_and_sends_nothing() {
         stdout.contains("  query: 3 rows (fires at 1 or more)\n"),
         "{stdout}"
     );
-    assert!(stdout.contains(&format!("    | {expected}\n")), "{stdout}");
+    // docpipe's block, then the template's line with the paths quoted.
+    let (block, line) = expected.split_once("\n\n").unwrap();
+    assert!(
+        stdout.contains(&format!("    | {block}\n    | \n    | {line}\n")),
+        "{stdout}"
+    );
     assert!(stdout.contains("  would send now\n"), "{stdout}");
     assert!(
         stdout.ends_with("1 rules; 1 would send now; nothing sent\n"),
@@ -881,6 +888,7 @@ fn a_job_id_or_pull_request_link_with_terminal_escapes_is_printed_escaped() {
         pr_link: Some("https://x/pull/1\n\u{7}".into()),
         seconds_to_done: None,
         error: None,
+        trail: Default::default(),
     };
     let line = docpipe::rules::engine::firing_line(&f);
     assert_eq!(

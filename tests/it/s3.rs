@@ -249,7 +249,7 @@ for r in sorted(g.to_pylist(), key=lambda r: (r['project'], str(r['date']))):
     std::fs::create_dir_all(&rules).unwrap();
     std::fs::write(
         rules.join("top.toml"),
-        "name = \"top\"\nproject = \"alpha\"\njob = \"job_ok\"\nwait = false\n\
+        "enabled = true\nname = \"top\"\nproject = \"alpha\"\njob = \"job_ok\"\nwait = false\n\
          when = \"SELECT date, total FROM daily WHERE project = 'alpha' ORDER BY date DESC LIMIT 1\"\n\
          prompt = \"{{ rows[0].total }}\"\n",
     )

@@ -19,7 +19,7 @@ async fn status_reports_days_budgets_and_firings() {
     // load.
     let jobs = dir.path().join("jobs");
     std::fs::create_dir_all(&jobs).unwrap();
-    let rule_text = "name = \"r\"\nproject = \"alpha\"\njob = \"job_ok\"\ncooldown = \"6h\"\nwhen = \"SELECT 1\"\nprompt = \"x\"\n";
+    let rule_text = "enabled = true\nname = \"r\"\nproject = \"alpha\"\njob = \"job_ok\"\ncooldown = \"6h\"\nwhen = \"SELECT 1\"\nprompt = \"x\"\n";
     std::fs::write(jobs.join("r.toml"), rule_text).unwrap();
     std::fs::write(
         jobs.join("broken.toml"),

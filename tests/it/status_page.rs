@@ -90,7 +90,7 @@ fn config(live: &Live, dir: &Path, listen: &str, extra: &str) -> PathBuf {
     std::fs::create_dir_all(&rules).unwrap();
     std::fs::write(
         rules.join("top.toml"),
-        "name = \"top\"\nproject = \"alpha\"\njob = \"job_ok\"\n\
+        "enabled = true\nname = \"top\"\nproject = \"alpha\"\njob = \"job_ok\"\n\
          when = \"SELECT date, total FROM daily ORDER BY date DESC LIMIT 1\"\n\
          prompt = \"Views on {{ rows[0].date }}: {{ rows[0].total }}\"\n",
     )
