@@ -576,3 +576,46 @@ fn site_days(out: &Path, project: &str) -> usize {
         .map(|d| d.count())
         .unwrap_or(0)
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_firing_held_for_review_waits_for_a_person_and_the_daemon_goes_on() {
+    let seen = Seen::capture();
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("jobs");
+    std::fs::create_dir_all(&rules).unwrap();
+    // Every firing waits for review.
+    std::fs::write(
+        rules.join("watch.toml"),
+        latest_day_rule("watch", "job_ok", "review = \"always\""),
+    )
+    .unwrap();
+    let mut config = daemon_config(&live.server.base_url(), dir.path(), day("2026-03-14"), 100);
+    config.extra = format!("[rules]\ndir = \"{}\"", rules.display());
+    let settings = settings(&config, dir.path());
+    let mut d = daemon(settings, live.clock.clone(), keys(), Some(&rules)).await;
+    for _ in 0..3 {
+        assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+        live.clock.advance(Duration::from_secs(3600));
+    }
+    assert_eq!(
+        seen.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}"),
+        3.0
+    );
+    assert_eq!(
+        seen.metric("docpipe_rule_firings_total{rule=\"watch\",sent=\"held\"}"),
+        1.0,
+        "held once; the later runs wait for the review"
+    );
+    assert_eq!(seen.metric("docpipe_rule_firings_pending"), 1.0);
+    assert_eq!(live.emu().requests(Op::JobMessage, "alpha"), 0);
+    assert_eq!(live.emu().requests(Op::JobGet, "alpha"), 0);
+    let ledger =
+        docpipe::store::ledger::Ledger::open(&dir.path().join("out/state.sqlite")).unwrap();
+    let pending = ledger.pending().unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(
+        pending[0].trail.hold.as_deref(),
+        Some("the rule's review is \"always\"")
+    );
+}
