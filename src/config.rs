@@ -647,9 +647,29 @@ impl RawService {
             || self.base_url.starts_with("https://"))
             && reqwest::Url::parse(&self.base_url)
                 .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()));
-        if !url_ok {
+        let parsed = reqwest::Url::parse(&self.base_url).ok();
+        let credentials = parsed
+            .as_ref()
+            .is_some_and(|u| !u.username().is_empty() || u.password().is_some());
+        if credentials {
+            // Not the address itself: it carries a secret.
+            problems.push(
+                "service.base_url holds credentials (user:password@): write the service's address alone; keys come from the environment".into(),
+            );
+        } else if !url_ok {
             problems.push(format!(
                 "service.base_url {:?} must be an http:// or https:// address with a host",
+                self.base_url
+            ));
+        } else if parsed.as_ref().is_some_and(|u| {
+            !u.path().trim_end_matches('/').is_empty()
+                || u.query().is_some()
+                || u.fragment().is_some()
+        }) {
+            // Every operation's path is the service's own (/v1/analytics/..., /v2/agent/...):
+            // a path here would send them all somewhere else.
+            problems.push(format!(
+                "service.base_url {:?} must be the service's address alone, without a path or query (like \"https://api.mintlify.com\"): docpipe adds each operation's path",
                 self.base_url
             ));
         }
@@ -1036,10 +1056,23 @@ impl RawConfig {
             if l.trim_start().starts_with('#') {
                 break;
             }
+            let header = l.trim_start().starts_with('[');
             if let Some((k, _)) = l.split_once('=') {
                 set_aside.push(k.trim().to_string());
             }
             *l = format!("#{l}");
+            // A table header set aside takes its fields with it: read under the table before,
+            // they would be blamed on it.
+            if header {
+                for l in lines.iter_mut().skip(line + 1) {
+                    if l.trim_start().starts_with('[') {
+                        break;
+                    }
+                    if !l.trim_start().starts_with('#') && !l.trim().is_empty() {
+                        *l = format!("#{l}");
+                    }
+                }
+            }
             current = lines.join("\n");
         }
         found.sort_by_key(|(line, _)| *line);
@@ -1266,6 +1299,8 @@ impl Location {
                     return Err(format!("{s} names no bucket ({scheme}://bucket/prefix)"));
                 }
                 if rest.contains('?') || rest.contains('#') || rest.contains('@') {
+                    // The bucket as named after any credentials: never the credentials.
+                    let bucket = bucket.rsplit('@').next().unwrap_or("");
                     return Err(format!(
                         "{scheme}://{bucket}/…: write the bucket and the prefix only; credentials and options come from the environment"
                     ));
@@ -1343,6 +1378,51 @@ mod tests {
 
     fn parse_error(text: &str) -> String {
         RawConfig::parse(text, "t.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_base_url_with_a_path_or_credentials_and_an_output_url_with_credentials_are_refused_without_the_secret()
+     {
+        let invalid = |base: &str| {
+            let text = format!(
+                "[service]\nbase_url = \"{base}\"\n[[organizations]]\nid = \"o\"\nadmin_key_env = \"K\"\n[[projects]]\nid = \"p\"\norganization = \"o\"\n"
+            );
+            RawConfig::parse(&text, "t.toml")
+                .unwrap()
+                .validate("t.toml")
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            invalid("https://api.example.com/v2?x=1"),
+            "invalid config t.toml: service.base_url \"https://api.example.com/v2?x=1\" must be the service's address alone, without a path or query (like \"https://api.mintlify.com\"): docpipe adds each operation's path"
+        );
+        let err = invalid("https://user:s3cr3t@api.example.com");
+        assert_eq!(
+            err,
+            "invalid config t.toml: service.base_url holds credentials (user:password@): write the service's address alone; keys come from the environment"
+        );
+        let fine = "[service]\nbase_url = \"http://127.0.0.1:8080/\"\n[[organizations]]\nid = \"o\"\nadmin_key_env = \"K\"\n[[projects]]\nid = \"p\"\norganization = \"o\"\n";
+        assert!(
+            RawConfig::parse(fine, "t.toml")
+                .unwrap()
+                .validate("t.toml")
+                .is_ok()
+        );
+        let err = Location::parse("s3://AKIDEXAMPLE:s3cr3tKey@bucket/x").unwrap_err();
+        assert_eq!(
+            err,
+            "s3://bucket/…: write the bucket and the prefix only; credentials and options come from the environment"
+        );
+    }
+
+    #[test]
+    fn a_second_table_of_one_name_is_one_error_and_its_fields_are_not_blamed_on_the_table_before() {
+        let text = "[service]\nbase_url = \"http://x\"\n[export]\noutput_dir = \"out\"\n[daemon]\nlisten = \"\"\n[export]\nlookback_days = 3\n";
+        assert_eq!(
+            parse_error(text),
+            "invalid config t.toml: line 7: duplicate key"
+        );
     }
 
     #[test]

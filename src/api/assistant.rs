@@ -100,6 +100,8 @@ pub struct AnswerStream {
     /// Pages the search tool returned, in order, without repeats.
     pub sources: Vec<Found>,
     target: String,
+    /// The client, to redact its keys from what the service says.
+    client: super::Client,
 }
 
 impl std::fmt::Debug for AnswerStream {
@@ -156,7 +158,11 @@ impl AnswerStream {
         loop {
             if let Some(ev) = self.queue.pop_front() {
                 if let Event::Error { message } = &ev {
-                    let message = format!("the assistant reported an error: {message}");
+                    // The service's words: any key it echoes removed, control characters escaped.
+                    let message = format!(
+                        "the assistant reported an error: {}",
+                        crate::text::one_line(&self.client.redact(message))
+                    );
                     return Some(Err(self.fail(message)));
                 }
                 self.note(&ev);
@@ -249,6 +255,7 @@ impl Client {
             search_calls: HashSet::new(),
             sources: Vec::new(),
             target,
+            client: self.clone(),
         })
     }
 }

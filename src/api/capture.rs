@@ -54,6 +54,22 @@ impl Capture {
     }
 }
 
+/// Writes `bytes` into a file made anew at `path`: a file or link already there (left by a
+/// stopped run, or planted) is removed first, never followed, and the file is created only if
+/// nothing took its place meanwhile.
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    f.write_all(bytes)
+}
+
 /// Writes the captures of a run into a folder: `00001.json`, `00002.json`... (after the
 /// highest number already there, so that several commands can record into one folder).
 #[derive(Debug)]
@@ -85,7 +101,12 @@ impl Recorder {
     /// body (the keys the client holds). A failure is logged, never the request's.
     pub fn record(&self, capture: Capture, redact: impl Fn(&str) -> String) {
         let mut c = capture;
+        c.path = redact(&c.path);
         for (_, v) in &mut c.query {
+            *v = redact(v);
+        }
+        // A header may echo the key too (a `Retry-After` of a hostile service).
+        for v in c.headers.values_mut() {
             *v = redact(v);
         }
         c.body = c.body.as_deref().map(&redact);
@@ -103,7 +124,7 @@ impl Recorder {
         let tmp = self.dir.join(format!(".{n:05}.json.tmp"));
         let written = serde_json::to_vec_pretty(&c)
             .map_err(std::io::Error::other)
-            .and_then(|bytes| std::fs::write(&tmp, bytes))
+            .and_then(|bytes| write_new(&tmp, &bytes))
             .and_then(|()| std::fs::rename(&tmp, &path));
         if let Err(e) = written {
             tracing::warn!(path = %path.display(), "cannot write the capture: {e}");
@@ -113,8 +134,9 @@ impl Recorder {
 
 /// The captures of a folder, in file order; an error names the file that does not read.
 pub fn read_dir(dir: &Path) -> Result<Vec<Capture>, String> {
+    let shown = |p: &Path| crate::text::one_line(&p.display().to_string()).into_owned();
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("cannot read the capture folder {}: {e}", dir.display()))?
+        .map_err(|e| format!("cannot read the capture folder {}: {e}", shown(dir)))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             p.extension().is_some_and(|x| x == "json")
@@ -125,21 +147,68 @@ pub fn read_dir(dir: &Path) -> Result<Vec<Capture>, String> {
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(format!("no capture (*.json) in {}", dir.display()));
+        return Err(format!("no capture (*.json) in {}", shown(dir)));
     }
-    files
-        .iter()
-        .map(|p| {
-            let text = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-            serde_json::from_slice(&text)
-                .map_err(|e| format!("{}: not a capture: {e}", p.display()))
-        })
-        .collect()
+    files.iter().map(|p| read_one(p, &shown(p))).collect()
+}
+
+/// The largest capture file replay reads.
+pub const MAX_CAPTURE_BYTES: u64 = 64 << 20;
+
+/// One capture file: a regular file (not a link, a pipe or a device, which could block or
+/// never end) of at most [`MAX_CAPTURE_BYTES`].
+fn read_one(p: &Path, shown: &str) -> Result<Capture, String> {
+    use std::io::Read;
+    let meta = std::fs::symlink_metadata(p).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if !meta.file_type().is_file() {
+        return Err(format!(
+            "{shown}: not a regular file (a link, a pipe or a device): replay reads capture files only"
+        ));
+    }
+    if meta.len() > MAX_CAPTURE_BYTES {
+        return Err(format!(
+            "{shown}: {} bytes, more than a capture may hold ({MAX_CAPTURE_BYTES})",
+            meta.len()
+        ));
+    }
+    let mut text = Vec::new();
+    std::fs::File::open(p)
+        .and_then(|f| f.take(MAX_CAPTURE_BYTES + 1).read_to_end(&mut text))
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if text.len() as u64 > MAX_CAPTURE_BYTES {
+        return Err(format!(
+            "{shown}: grew past {MAX_CAPTURE_BYTES} bytes while read"
+        ));
+    }
+    serde_json::from_slice(&text).map_err(|e| format!("{shown}: not a capture: {e}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_echoed_in_a_header_is_removed_and_a_planted_link_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target.txt");
+        std::fs::write(&target, "keep me").unwrap();
+        let rec = Recorder::new(&dir.path().join("c")).unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("c/.00001.json.tmp")).unwrap();
+        let mut c = Capture {
+            method: "GET".into(),
+            path: "/v1/analytics/p/views".into(),
+            query: Vec::new(),
+            status: 429,
+            headers: BTreeMap::from([("retry-after".to_string(), "mint_secret".to_string())]),
+            body: Some("{}".into()),
+            body_bytes: None,
+        };
+        rec.record(c.clone(), |s| s.replace("mint_secret", "[redacted]"));
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+        let got = read_dir(&dir.path().join("c")).unwrap();
+        c.headers.insert("retry-after".into(), "[redacted]".into());
+        assert_eq!(got, vec![c]);
+    }
 
     #[test]
     fn a_key_is_removed_from_the_query_the_body_and_a_body_that_is_not_utf8() {

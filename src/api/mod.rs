@@ -155,6 +155,9 @@ impl Client {
         let http = reqwest::Client::builder()
             .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
             .user_agent(concat!("docpipe/", env!("CARGO_PKG_VERSION")))
+            // An API answers where it is asked: a redirect is reported with where it points,
+            // never followed (with the key) to another address.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ApiError {
                 operation: Operation::PageViews,
@@ -350,6 +353,10 @@ impl Client {
             return Ok(resp);
         }
         let retry_after = retry_after(resp.headers());
+        let location = resp
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .map(|v| crate::text::one_line(&String::from_utf8_lossy(v.as_bytes())).into_owned());
         let kind = content_type(resp.headers());
         let text = match read_capped(resp).await {
             Ok(b) => b,
@@ -376,6 +383,15 @@ impl Client {
             s if s.is_server_error() => ErrorKind::Server {
                 status: s.as_u16(),
                 message,
+            },
+            s if s.is_redirection() => ErrorKind::Unexpected {
+                status: s.as_u16(),
+                message: format!(
+                    "the service redirects to {}; docpipe does not follow redirects: check service.base_url",
+                    location
+                        .as_deref()
+                        .unwrap_or("no address (no Location header)")
+                ),
             },
             s => ErrorKind::Unexpected {
                 status: s.as_u16(),

@@ -543,3 +543,55 @@ fn a_long_path_is_data() {
     );
     assert!(!Operation::FollowUp.idempotent());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_is_reported_with_where_it_points_and_not_followed() {
+    use axum::routing::get;
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = hits.clone();
+    let app = axum::Router::new().route(
+        "/v1/analytics/{p}/views",
+        get(move || {
+            let seen = seen.clone();
+            async move {
+                seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                (
+                    axum::http::StatusCode::FOUND,
+                    [("location", "http://127.0.0.1:9/v1/analytics/alpha/views")],
+                    "",
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let live = Live::start(small()).await;
+    let base = live.client(Some(ADMIN_A), None, open_limits());
+    let mut settings = base.settings().clone();
+    settings.base_url = format!("http://{addr}");
+    let client = docpipe::api::Client::new(
+        settings,
+        "org-a",
+        Some(docpipe::api::AdminKey::parse(ADMIN_A, "mint", "t").unwrap()),
+        None,
+        live.clock.clone(),
+        base.budget().clone(),
+    )
+    .unwrap();
+    let err = client
+        .page_views("alpha", Window::day(day(WINDOW)), 250, 0)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().ends_with(
+            "unexpected status 302: the service redirects to http://127.0.0.1:9/v1/analytics/alpha/views; docpipe does not follow redirects: check service.base_url"
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "not retried"
+    );
+}

@@ -76,3 +76,57 @@ async fn no_key_appears_in_logs_errors_or_debug_output() {
         "bad key mint_***"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_assistant_error_part_that_echoes_the_key_is_shown_redacted_and_escaped() {
+    use axum::routing::post;
+    let body = "0:\"hi\"\n3:\"Bearer mint_dsc_test_assistant_a \\u001b[2J bad\"\n";
+    let app = axum::Router::new().route(
+        "/discovery/v1/assistant/{d}/message",
+        post(move || async move { body }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let live = Live::start(small()).await;
+    let mut client = live.client(None, Some(ASSIST_A), open_limits());
+    let mut settings = client.settings().clone();
+    settings.base_url = format!("http://{addr}");
+    client = docpipe::api::Client::new(
+        settings,
+        "org-a",
+        None,
+        Some(docpipe::api::AssistantKey::parse(ASSIST_A, "mint", "t").unwrap()),
+        live.clock.clone(),
+        client.budget().clone(),
+    )
+    .unwrap();
+    let request = docpipe::api::assistant::AskRequest {
+        fp: "anonymous".into(),
+        messages: vec![docpipe::api::assistant::Message::user_at(
+            "m1",
+            "hello",
+            noon(),
+        )],
+        thread_id: None,
+        thread_key: None,
+        retrieval_page_size: 1,
+        current_path: None,
+    };
+    let mut answer = client.ask("d", &request).await.unwrap();
+    let mut error = None;
+    while let Some(ev) = answer.next().await {
+        if let Err(e) = ev {
+            error = Some(e.to_string());
+        }
+    }
+    let error = error.unwrap();
+    assert!(!error.contains(ASSIST_A), "{error}");
+    assert!(!error.chars().any(char::is_control), "{error}");
+    assert!(
+        error.ends_with(
+            "stream: the assistant reported an error: Bearer mint_dsc_*** \\u{1b}[2J bad"
+        ),
+        "{error}"
+    );
+}
