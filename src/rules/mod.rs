@@ -32,6 +32,9 @@ pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 pub const DEFAULT_KEY_COOLDOWN: Duration = Duration::from_secs(28 * 24 * 3600);
 /// The most rows a rule may ask for before it fires.
 pub const MAX_MIN_ROWS: i64 = 1_000_000;
+/// The most rows a rule's query may make by joining (its bound, see [`query::join_bound`]):
+/// beyond it the query fails its rule instead of taking the process's memory.
+pub const MAX_JOIN_ROWS: u64 = 5_000_000;
 /// The rows of zeros a template is checked with when its rule does not fire.
 pub const SAMPLE_ROWS: usize = 10;
 /// The template work a prompt may take to render (minijinja's fuel: about one unit per
@@ -674,6 +677,18 @@ fn evaluate_here(
         }
         ctx.execute(&rule.when).and_then(LazyFrame::collect)
     };
+    let mut sizes = ProjectSizes {
+        tables,
+        project: &rule.project,
+        cache: HashMap::new(),
+    };
+    let bound =
+        query::join_bound(&rule.when, &mut sizes).map_err(|e| fail(format!("when: {e}")))?;
+    if bound > MAX_JOIN_ROWS {
+        return Err(fail(format!(
+            "when: the query's joins may produce up to {bound} rows, more than {MAX_JOIN_ROWS}; join on a key of the rows (a path, a search term), not on the project alone"
+        )));
+    }
     let mut rows = run(None).map_err(|e| fail(format!("when: {e}")))?;
     let mut keys = Vec::new();
     let mut left_out = 0;
@@ -751,6 +766,65 @@ fn evaluate_here(
         flags,
         dropped,
     })
+}
+
+/// The trend tables' sizes for one project, for the join bound.
+struct ProjectSizes<'a> {
+    tables: &'a Tables,
+    project: &'a str,
+    cache: HashMap<(String, String), Option<u64>>,
+}
+
+impl ProjectSizes<'_> {
+    /// One number of a table filtered to the project, `None` when it has no such column.
+    fn figure(&mut self, table: &str, column: Option<&str>) -> Option<u64> {
+        let key = (table.to_string(), column.unwrap_or("").to_string());
+        if let Some(v) = self.cache.get(&key) {
+            return *v;
+        }
+        let df = self
+            .tables
+            .frames()
+            .into_iter()
+            .find(|(n, _)| *n == table)
+            .map(|(_, df)| df);
+        let v = df.and_then(|df| {
+            let lf = df
+                .clone()
+                .lazy()
+                .filter(col("project").eq(lit(self.project)));
+            let lf = match column {
+                None => lf.select([len().alias("n")]),
+                Some(c) => {
+                    df.column(c).ok()?;
+                    lf.group_by([col(c)])
+                        .agg([len().alias("n")])
+                        .select([col("n").max()])
+                }
+            };
+            let out = lf.collect().ok()?;
+            let n = out.column("n").ok()?.get(0).ok()?;
+            Some(match n {
+                AnyValue::UInt32(x) => u64::from(x),
+                AnyValue::UInt64(x) => x,
+                AnyValue::Int64(x) => x.max(0) as u64,
+                AnyValue::Int32(x) => x.max(0) as u64,
+                _ => 0,
+            })
+        });
+        self.cache.insert(key, v);
+        v
+    }
+}
+
+impl query::Sizes for ProjectSizes<'_> {
+    fn rows(&mut self, table: &str) -> u64 {
+        self.figure(table, None).unwrap_or(0)
+    }
+
+    fn most_per_value(&mut self, table: &str, column: &str) -> Option<u64> {
+        self.figure(table, Some(column))
+    }
 }
 
 /// Renders the prompt with `rows`, `row_count`, `columns`, `project` and `rule`; a prompt that

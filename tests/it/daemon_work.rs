@@ -619,3 +619,57 @@ async fn a_firing_held_for_review_waits_for_a_person_and_the_daemon_goes_on() {
         Some("the rule's review is \"always\"")
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_rule_query_that_would_join_without_bound_fails_its_rule_and_the_daemon_goes_on() {
+    let seen = Seen::capture();
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("jobs");
+    std::fs::create_dir_all(&rules).unwrap();
+    let cross = "SELECT a.path FROM pages a JOIN pages b ON a.project = b.project JOIN pages c ON a.project = c.project LIMIT 5";
+    std::fs::write(
+        rules.join("cross.toml"),
+        format!(
+            "enabled = true\nname = \"pages-cross\"\nproject = \"alpha\"\njob = \"job_ok\"\nwait = false\nwhen = {cross:?}\nprompt = \"{{{{ rows | length }}}}\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(rules.join("ok.toml"), latest_day_rule("ok", "job_ok", "")).unwrap();
+    let mut config = daemon_config(&live.server.base_url(), dir.path(), day("2026-03-14"), 100);
+    config.extra = format!("[rules]\ndir = \"{}\"", rules.display());
+    let settings = settings(&config, dir.path());
+    let mut d = daemon(settings, live.clock.clone(), keys(), Some(&rules)).await;
+    for _ in 0..2 {
+        assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+        live.clock.advance(Duration::from_secs(3600));
+    }
+    assert_eq!(
+        seen.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}"),
+        2.0
+    );
+    assert_eq!(
+        seen.metric("docpipe_runs_total{kind=\"rules\",result=\"failed\"}"),
+        2.0
+    );
+    // The other rule sent its follow-up; the cross join's rule failed with its line.
+    assert_eq!(live.emu().requests(Op::JobMessage, "alpha"), 1);
+    let out = dir.path().join("out");
+    let tables = docpipe::trends::compute(&out, &docpipe::trends::Selection::default()).unwrap();
+    let (loaded, _) = docpipe::rules::load_dir(
+        &rules,
+        &["alpha".to_string(), "beta".to_string(), "gamma".to_string()],
+    )
+    .unwrap();
+    let cross_rule = loaded.iter().find(|r| r.name == "pages-cross").unwrap();
+    let err = docpipe::rules::evaluate(std::slice::from_ref(cross_rule), &tables, None)
+        .pop()
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        err.message.starts_with("when: the query's joins may produce up to ")
+            && err.message.ends_with(" rows, more than 5000000; join on a key of the rows (a path, a search term), not on the project alone"),
+        "{}",
+        err.message
+    );
+}
