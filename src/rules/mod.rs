@@ -595,7 +595,19 @@ fn flag_rows(df: &DataFrame, own: &[String]) -> Vec<RowFlag> {
                 AnyValue::StringOwned(s) => s.as_str(),
                 _ => continue,
             };
-            let patterns = readers::flags(text, own);
+            // A column that joins several readers' texts is judged text by text (their sum
+            // may be long; no one of them is).
+            let patterns = if readers::JOINED_COLUMNS.contains(&c.name().as_str()) {
+                let mut all: Vec<readers::Pattern> = text
+                    .split(crate::trends::gaps::SEPARATOR)
+                    .flat_map(|t| readers::flags(t, own))
+                    .collect();
+                all.sort();
+                all.dedup();
+                all
+            } else {
+                readers::flags(text, own)
+            };
             if !patterns.is_empty() {
                 out.push(RowFlag {
                     row: i + 1,

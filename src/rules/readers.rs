@@ -53,6 +53,10 @@ pub const READER_COLUMNS: [(&str, &str); 16] = [
     ),
 ];
 
+/// Reader columns that join several readers' texts (by the trend tables' separator, " | "):
+/// each text is flagged on its own.
+pub const JOINED_COLUMNS: [&str; 1] = ["latest_comments"];
+
 /// String columns of docpipe's tables that hold no reader's text: identifiers, enums and
 /// what the service or docpipe computed. They render as they are.
 pub const SERVICE_COLUMNS: [&str; 13] = [

@@ -238,7 +238,7 @@ async fn hostile_readers_texts_reach_prompts_only_escaped_and_instructions_hold_
 
 #[test]
 fn the_demos_generated_terms_and_questions_and_plain_terms_are_not_flagged() {
-    use docpipe::emulator::records::{day_searches, day_threads};
+    use docpipe::emulator::records::{day_feedback, day_searches, day_threads};
     let data = DataFile::load(&root().join("sample_data/demo.toml")).unwrap();
     let mut terms = BTreeSet::new();
     let today = chrono::Utc::now().date_naive();
@@ -263,11 +263,15 @@ fn the_demos_generated_terms_and_questions_and_plain_terms_are_not_flagged() {
                     terms.insert(turn.query);
                 }
             }
+            for f in day_feedback(data.seed, &p.id, d, g.paths(), p.daily_views, now) {
+                terms.extend(f.comment);
+            }
         }
     }
     assert!(terms.len() > 1000, "{}", terms.len());
     let flagged: Vec<&String> = terms.iter().filter(|t| !flags(t, &[]).is_empty()).collect();
     assert_eq!(flagged, Vec::<&String>::new(), "of {} texts", terms.len());
+    eprintln!("{} of the demo's {} generated texts flagged", flagged.len(), terms.len());
     for plain in [
         "config.yaml",
         "how do I use webhooks?",
