@@ -487,8 +487,12 @@ pub struct Summary {
     pub failed: Vec<Failure>,
     /// Days a probe found unchanged (nothing written; the day is final when `is_final`).
     pub checked: Vec<Checked>,
-    /// Windows another process (sharing the state) held or did since the plan was made.
+    /// Windows another process (sharing the state) did since the plan was made.
     pub elsewhere: u64,
+    /// Windows this run did not walk because another process held them (or, for a span, held
+    /// or walked its dataset, whose days may not be these): `dataset project days (held by
+    /// who)`. They are not done: the summary says so.
+    pub left_to_others: Vec<String>,
     /// Windows of the plan not fetched: the run's allowance had no room for them (left for
     /// the next run; a probed day that changed keeps its first page and resumes).
     pub deferred: u64,
@@ -686,12 +690,13 @@ impl Exporter {
         }))
     }
 
-    /// Claims a window for this process; `None` when it is taken (another process holds it,
-    /// or did it since `plan` was made: counted as done elsewhere) or the claim failed
-    /// (counted as failed).
+    /// Claims a window for this process; `None` when it is taken (another process did the day
+    /// since `plan` was made: counted as done elsewhere; holds it, or a span's dataset: listed
+    /// as left to another process, not done) or the claim failed (counted as failed).
     fn claim(
         &self,
         key: &str,
+        span: bool,
         window: WindowId<'_>,
         plan: &Plan,
         summary: &mut Summary,
@@ -710,9 +715,33 @@ impl Exporter {
             plan.made_at,
         ) {
             Ok(crate::store::claims::Claim::Taken) => Some(()),
-            Ok(other) => {
-                tracing::debug!(window = key, found = ?other, "window left to another process");
+            // A day another process did since the plan: done.
+            Ok(crate::store::claims::Claim::DoneSince(_)) if !span => {
+                tracing::debug!(window = key, "window done by another process");
                 summary.elsewhere += 1;
+                None
+            }
+            // Held, or a span's dataset walked by another process over days that may not be
+            // these: not done by this run, and said so.
+            Ok(other) => {
+                let who = match &other {
+                    crate::store::claims::Claim::Held(by) => format!("held by {by}"),
+                    _ => "its dataset walked meanwhile by another process".to_string(),
+                };
+                let (dataset, project, from, to) = window;
+                let days = match to {
+                    Some(to) if to > from + chrono::Duration::days(1) => {
+                        format!("{from}..{}", to - chrono::Duration::days(1))
+                    }
+                    _ => from.to_string(),
+                };
+                tracing::warn!(
+                    window = key,
+                    "{who}: left to another process, not walked by this run"
+                );
+                summary
+                    .left_to_others
+                    .push(format!("{dataset} {project} {days} ({who})"));
                 None
             }
             Err(e) => {
@@ -950,7 +979,10 @@ impl Exporter {
                 &due.project,
                 (!due.is_span()).then_some(due.day),
             );
-            if self.claim(&key, window, plan, &mut summary).is_none() {
+            if self
+                .claim(&key, due.is_span(), window, plan, &mut summary)
+                .is_none()
+            {
                 continue;
             }
             let marks = (summary.failed.len(), summary.paused, summary.deferred);

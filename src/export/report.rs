@@ -118,6 +118,13 @@ pub fn describe_summary(s: &Summary) -> String {
             s.deferred
         );
     }
+    if !s.left_to_others.is_empty() {
+        out += &format!(
+            "  {} windows not walked by this run, another process held them: {}; they are not done by this run: run it again once that process is done (docpipe status shows what is covered)\n",
+            s.left_to_others.len(),
+            s.left_to_others.join(", ")
+        );
+    }
     if !s.spent.is_empty() {
         let parts: Vec<String> = s
             .spent

@@ -1055,7 +1055,11 @@ prompt = "{% for row in rows %}{{ row.path }} {% endfor %}"
         );
         assert!(readers.load(Ordering::Relaxed));
         // `safe` is gone: the one way around the escape is `unescaped`, and it is named.
-        assert!(environment(Arc::default()).render_str("{{ 'x' | safe }}", ()).is_err());
+        assert!(
+            environment(Arc::default())
+                .render_str("{{ 'x' | safe }}", ())
+                .is_err()
+        );
         let r = rule(&BASE.replace("{{ row.path }}", "{{ row.path | unescaped }}")).unwrap();
         assert_eq!(
             r.unescaped,

@@ -807,3 +807,56 @@ fn the_impact_of_a_firing_on_postgres_is_kept_as_on_sqlite() {
         "2|2"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_span_another_process_holds_is_named_in_the_summary_as_not_done() {
+    let server = Postgres::start();
+    let mut data = small();
+    data.limits.analytics_per_hour = 100_000;
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        config_of(
+            &live.server.base_url(),
+            &dir.path().join("out"),
+            &state_on(&server),
+            r#"datasets = ["page_views", "feedback"]"#,
+        ),
+    )
+    .unwrap();
+    // The state made, then a daemon elsewhere holding alpha's feedback for an hour.
+    let first = docpipe_command(&cfg, &["status"])
+        .env(PASSWORD_ENV, PASSWORD)
+        .output()
+        .unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let until = t0().timestamp_millis() + 3_600_000 * 24 * 365 * 10;
+    server.psql(&format!(
+        "INSERT INTO window_claims (key, holder, lease_until_ms) VALUES ('feedback/alpha', 'other-host:1', {until})"
+    ));
+    let run = docpipe_command(
+        &cfg,
+        &["backfill", "--from", "2026-03-08", "--to", "2026-03-10"],
+    )
+    .env(PASSWORD_ENV, PASSWORD)
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout.contains("  1 windows not walked by this run, another process held them: feedback alpha 2026-03-08..2026-03-10 (held by other-host:1); they are not done by this run: run it again once that process is done (docpipe status shows what is covered)\n"),
+        "{stdout}"
+    );
+    assert!(!dir.path().join("out/feedback/project=alpha").exists());
+    assert!(dir.path().join("out/feedback/project=beta").exists());
+}

@@ -271,7 +271,11 @@ fn the_demos_generated_terms_and_questions_and_plain_terms_are_not_flagged() {
     assert!(terms.len() > 1000, "{}", terms.len());
     let flagged: Vec<&String> = terms.iter().filter(|t| !flags(t, &[]).is_empty()).collect();
     assert_eq!(flagged, Vec::<&String>::new(), "of {} texts", terms.len());
-    eprintln!("{} of the demo's {} generated texts flagged", flagged.len(), terms.len());
+    eprintln!(
+        "{} of the demo's {} generated texts flagged",
+        flagged.len(),
+        terms.len()
+    );
     for plain in [
         "config.yaml",
         "how do I use webhooks?",
