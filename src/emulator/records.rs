@@ -105,6 +105,21 @@ pub fn day_visitors(
     (rows, (sh, sa, sh + sa - both))
 }
 
+/// The seconds of `part` (of a day's `0..86_400`) already past at `now`, if any.
+fn seconds_seen(
+    day: NaiveDate,
+    part: std::ops::Range<u64>,
+    now: DateTime<Utc>,
+) -> Option<(u64, u64)> {
+    let start = midnight(day);
+    if start > now {
+        return None;
+    }
+    let elapsed = ((now - start).num_seconds().clamp(0, 86_400)) as u64;
+    let (from, to) = (part.start.min(86_400), part.end.min(elapsed));
+    (from < to).then_some((from, to))
+}
+
 /// One search term of a day.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Search {
@@ -141,15 +156,9 @@ pub fn day_searches(
     daily_views: f64,
     now: DateTime<Utc>,
 ) -> Vec<Search> {
-    let start = midnight(day);
-    if start > now {
+    let Some((from, to)) = seconds_seen(day, part, now) else {
         return Vec::new();
-    }
-    let elapsed = ((now - start).num_seconds().clamp(0, 86_400)) as u64;
-    let (from, to) = (part.start.min(86_400), part.end.min(elapsed));
-    if from >= to {
-        return Vec::new();
-    }
+    };
     let n = ((daily_views / 40.0) as u64).clamp(5, 400);
     let mut out = Vec::new();
     for i in 0..n {
@@ -520,15 +529,9 @@ pub fn planted_searches(
     part: std::ops::Range<u64>,
     now: DateTime<Utc>,
 ) -> Vec<Search> {
-    let start = midnight(day);
-    if start > now {
+    let Some((from, to)) = seconds_seen(day, part, now) else {
         return Vec::new();
-    }
-    let elapsed = ((now - start).num_seconds().clamp(0, 86_400)) as u64;
-    let (from, to) = (part.start.min(86_400), part.end.min(elapsed));
-    if from >= to {
-        return Vec::new();
-    }
+    };
     planted(readers, project, super::data::ReaderKind::Search)
         .filter_map(|(_, r)| {
             let per = u64::from(r.per_day);

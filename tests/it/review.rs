@@ -374,14 +374,7 @@ async fn approve_sends_the_held_prompt_once_reject_and_expiry_send_nothing() {
 
     // Rejected: nothing sent; the rule then cools down as if it had been.
     let rejected = rule("rejected", TOP_SEARCHES, SEARCH_PROMPT, "");
-    let id = match e
-        .fire(&rejected, &evaluated(&rejected, &tables, &e))
-        .await
-        .unwrap()
-    {
-        Report::Held(f) => f.id,
-        other => panic!("{}", other.line()),
-    };
+    let id = held_id(&e, &rejected, &tables).await;
     let f = e.reject(id, "bob", Some("an injection")).unwrap().unwrap();
     assert_eq!(
         (f.sent, f.trail.note.as_deref()),
@@ -405,14 +398,7 @@ async fn approve_sends_the_held_prompt_once_reject_and_expiry_send_nothing() {
 
     // Expired: a week without review, nothing sent, and approval comes too late.
     let expired = rule("expired", TOP_SEARCHES, SEARCH_PROMPT, "");
-    let id = match e
-        .fire(&expired, &evaluated(&expired, &tables, &e))
-        .await
-        .unwrap()
-    {
-        Report::Held(f) => f.id,
-        other => panic!("{}", other.line()),
-    };
+    let id = held_id(&e, &expired, &tables).await;
     live.clock
         .advance(std::time::Duration::from_secs(7 * 86_400 + 1));
     assert_eq!(e.expire_reviews().unwrap(), vec![id]);
@@ -448,6 +434,14 @@ async fn approve_sends_the_held_prompt_once_reject_and_expiry_send_nothing() {
     let ev = evaluated(&dropping, &tables, &e);
     assert_eq!((ev.flags.len(), ev.dropped.len()), (0, 1));
     assert!(!ev.prompt.clone().unwrap_or_default().contains("SYSTEM"));
+}
+
+/// Fires a rule that must be held for review; the held firing's id.
+async fn held_id(e: &Engine, r: &Rule, tables: &Tables) -> i64 {
+    match e.fire(r, &evaluated(r, tables, e)).await.unwrap() {
+        Report::Held(f) => f.id,
+        other => panic!("{}", other.line()),
+    }
 }
 
 /// The config `init` writes for alpha on `base_url`, with room for a quick first load.
