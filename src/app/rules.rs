@@ -49,14 +49,24 @@ pub fn load(dir: &Path, settings: &Settings, names: &[String]) -> Result<Loaded,
     })
 }
 
+/// Whether this process has not yet said anything of `file` (the status page loads the rules
+/// on every request: its line comes once).
+fn first_time(file: &str) -> bool {
+    static SAID: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    SAID.lock()
+        .map(|mut said| said.insert(file.to_string()))
+        .unwrap_or(true)
+}
+
 /// Gives each rule its project's own domains, and says once per rule file without `enabled`
-/// that it is previewed.
+/// (once a process) that it is previewed.
 pub fn with_settings(rules: &mut [Rule], settings: &Settings) {
     for r in rules.iter_mut() {
         if let Some(p) = settings.projects.iter().find(|p| p.id == r.project) {
             r.domains = p.domains.clone();
         }
-        if !r.enabled_given {
+        if !r.enabled_given && first_time(&r.file) {
             tracing::info!(
                 "rule {} ({}) does not say `enabled`: it is previewed and sends nothing until the file says enabled = true (rule files of earlier docpipes sent without it)",
                 r.name,
