@@ -176,7 +176,7 @@ pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<us
         };
         println!(
             "  prompt (sha256 {}, {} bytes):",
-            &prompt_hash(prompt)[..12],
+            crate::rules::short_hash(&prompt_hash(prompt)),
             prompt.len()
         );
         for line in prompt.lines() {
@@ -422,7 +422,7 @@ fn pending_text(f: &crate::store::ledger::Firing) -> String {
     }
     out.push_str(&format!(
         "  prompt (sha256 {}, {} bytes):\n",
-        &f.prompt_hash[..12.min(f.prompt_hash.len())],
+        crate::rules::short_hash(&f.prompt_hash),
         f.prompt.len()
     ));
     for line in f.prompt.lines() {
@@ -442,24 +442,9 @@ async fn pending(args: &PendingArgs, settings: &Settings) -> anyhow::Result<()> 
     let expired = engine.expire_reviews()?;
     let held = engine.ledger().pending()?;
     if args.json {
-        let items: Vec<serde_json::Value> = held
+        let items: Vec<crate::status::PendingStatus> = held
             .iter()
-            .map(|f| {
-                serde_json::json!({
-                    "id": f.id,
-                    "rule": f.rule,
-                    "project": f.project,
-                    "action": f.kind.as_str(),
-                    "job": f.job,
-                    "held_at": f.trail.held_at.unwrap_or(f.fired_at),
-                    "rows": f.rows_matched,
-                    "why": f.trail.hold,
-                    "flags": crate::rules::parse_flags(f.trail.flags.as_deref()),
-                    "dropped": crate::rules::parse_flags(f.trail.dropped.as_deref()),
-                    "prompt": f.prompt,
-                    "prompt_sha256": f.prompt_hash,
-                })
-            })
+            .map(|f| crate::status::PendingStatus::of(f, settings.review_expires))
             .collect();
         println!(
             "{}",
@@ -491,7 +476,14 @@ async fn pending(args: &PendingArgs, settings: &Settings) -> anyhow::Result<()> 
 /// Runs `rules approve`: sends the held prompt once.
 async fn approve(args: &Decide, settings: &Settings) -> anyhow::Result<()> {
     let by = reviewer(&args.by)?;
-    let probe = open(settings, Keys::None).await?;
+    // The ledger only (no bucket to pull): which project's key the sending needs.
+    let probe = Context::open(
+        settings.clone(),
+        clock::system(),
+        Access::Shared,
+        Keys::None,
+    )
+    .await?;
     let Some(held) = probe.store().ledger().firing(args.id)? else {
         return Err(
             UserError::new(crate::store::ledger::Decided::Unknown(args.id).to_string()).into(),

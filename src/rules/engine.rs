@@ -133,7 +133,7 @@ impl Report {
                 hold,
             } => format!(
                 "rule {rule} ({project}): previewed, nothing sent ({rows} rows, prompt {}): the rule is not enabled; `docpipe rules check` shows the prompt, `enabled = true` in {file} sends it{}",
-                &prompt_hash[..12.min(prompt_hash.len())],
+                super::short_hash(prompt_hash),
                 match hold {
                     Some(h) => format!(" (after review: {h})"),
                     None => String::new(),
@@ -145,7 +145,7 @@ impl Report {
                 f.project,
                 f.id,
                 f.rows_matched,
-                &f.prompt_hash[..12.min(f.prompt_hash.len())],
+                super::short_hash(&f.prompt_hash),
                 f.trail.hold.as_deref().unwrap_or("review"),
                 f.id
             ),
@@ -195,7 +195,7 @@ pub fn firing_line(f: &Firing) -> String {
             (Sent::Expired, _) => "expired unreviewed:",
         },
         f.rows_matched,
-        &f.prompt_hash[..12.min(f.prompt_hash.len())]
+        super::short_hash(&f.prompt_hash)
     );
     if let Some(status) = &f.status {
         line.push_str(&format!(" -> {}", one_line(status)));

@@ -982,6 +982,11 @@ pub fn preview(df: &DataFrame, max: usize) -> Vec<String> {
         .collect()
 }
 
+/// A prompt's hash as lines show it: its first 12 hex digits.
+pub fn short_hash(hash: &str) -> &str {
+    &hash[..12.min(hash.len())]
+}
+
 /// The SHA-256 of a prompt, in hex: how the ledger knows a prompt was sent before.
 pub fn prompt_hash(prompt: &str) -> String {
     use sha2::Digest;

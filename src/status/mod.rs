@@ -349,10 +349,41 @@ pub struct PendingStatus {
     pub rows: i64,
     /// Why it waits.
     pub why: String,
+    /// `follow_up` or `create`.
+    pub action: &'static str,
+    /// The job it follows up (none: a creation).
+    pub job: Option<String>,
     /// The flagged readers' values of its rows.
     pub flags: Vec<crate::rules::RowFlag>,
+    /// The flagged rows left out (`flagged = "drop"`).
+    pub dropped: Vec<crate::rules::RowFlag>,
     /// The prompt approval sends.
     pub prompt: String,
+    /// Its SHA-256.
+    pub prompt_sha256: String,
+}
+
+impl PendingStatus {
+    /// A held firing as the status and `rules pending --json` show it; it expires `expires`
+    /// after it was held.
+    pub fn of(f: &crate::store::ledger::Firing, expires: std::time::Duration) -> Self {
+        let held_at = f.trail.held_at.unwrap_or(f.fired_at);
+        Self {
+            id: f.id,
+            rule: f.rule.clone(),
+            project: f.project.clone(),
+            held_at,
+            expires_at: held_at + Duration::from_std(expires).unwrap_or(Duration::days(7)),
+            rows: f.rows_matched,
+            why: f.trail.hold.clone().unwrap_or_default(),
+            action: f.kind.as_str(),
+            job: f.job.clone(),
+            flags: crate::rules::parse_flags(f.trail.flags.as_deref()),
+            dropped: crate::rules::parse_flags(f.trail.dropped.as_deref()),
+            prompt: f.prompt.clone(),
+            prompt_sha256: f.prompt_hash.clone(),
+        }
+    }
 }
 
 /// A firing and its job.
@@ -797,24 +828,10 @@ fn rules(ctx: &Context, firings: usize, now: DateTime<Utc>) -> anyhow::Result<Ru
             prompt: p.prompt,
         })
         .collect();
-    let expires = Duration::from_std(settings.review_expires).unwrap_or(Duration::days(7));
     let pending = all
         .iter()
         .filter(|f| f.sent == crate::store::ledger::Sent::Held)
-        .map(|f| {
-            let held_at = f.trail.held_at.unwrap_or(f.fired_at);
-            PendingStatus {
-                id: f.id,
-                rule: f.rule.clone(),
-                project: f.project.clone(),
-                held_at,
-                expires_at: held_at + expires,
-                rows: f.rows_matched,
-                why: f.trail.hold.clone().unwrap_or_default(),
-                flags: crate::rules::parse_flags(f.trail.flags.as_deref()),
-                prompt: f.prompt.clone(),
-            }
-        })
+        .map(|f| PendingStatus::of(f, settings.review_expires))
         .collect();
     Ok(Rules {
         firings_total: all.len(),
