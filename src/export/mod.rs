@@ -22,6 +22,7 @@ use crate::dataset::parquet::WriteError;
 use crate::dataset::{Dataset, Windowing};
 use crate::events::{Event, Events, Quiet};
 use crate::planner::{self, Candidate, DayState, DueRule, Freshness, Purpose, Room};
+use crate::store::claims::Claim;
 use crate::store::{Folder, Store, StoreError, WalkKey};
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
@@ -487,12 +488,16 @@ pub struct Summary {
     pub failed: Vec<Failure>,
     /// Days a probe found unchanged (nothing written; the day is final when `is_final`).
     pub checked: Vec<Checked>,
-    /// Windows another process (sharing the state) did since the plan was made.
-    pub elsewhere: u64,
-    /// Windows this run did not walk because another process held them (or, for a span, held
-    /// or walked its dataset, whose days may not be these): `dataset project days (held by
-    /// who)`. They are not done: the summary says so.
-    pub left_to_others: Vec<String>,
+    /// Windows another process (sharing the state) did since the plan was made: not walked
+    /// again.
+    pub done_by_others: Vec<OtherWindow>,
+    /// Windows another process held when first tried, walked by this run after it let go.
+    pub walked_after_others: Vec<OtherWindow>,
+    /// Windows another process still held after this run waited `waited` for them: not done
+    /// by this run, and said so.
+    pub left_to_others: Vec<OtherWindow>,
+    /// How long the run waited for the windows left to others.
+    pub waited: Duration,
     /// Windows of the plan not fetched: the run's allowance had no room for them (left for
     /// the next run; a probed day that changed keeps its first page and resumes).
     pub deferred: u64,
@@ -501,6 +506,58 @@ pub struct Summary {
     pub paused: u64,
     /// Requests by dataset and purpose (`walk`, `probe`, `backfill`).
     pub spent: BTreeMap<(&'static str, &'static str), u64>,
+}
+
+/// A window another process had: which, and that process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtherWindow {
+    /// Dataset.
+    pub dataset: &'static str,
+    /// Project.
+    pub project: String,
+    /// First day.
+    pub from: NaiveDate,
+    /// The day after the last.
+    pub to: NaiveDate,
+    /// The process (`host:pid`; empty when the state does not say).
+    pub by: String,
+}
+
+impl OtherWindow {
+    fn of(due: &Due, by: &str) -> Self {
+        Self {
+            dataset: due.dataset(),
+            project: due.project.clone(),
+            from: due.day,
+            to: due.to,
+            by: by.to_string(),
+        }
+    }
+}
+
+/// What claiming a window found.
+enum Claimed {
+    /// Walk it.
+    Go,
+    /// Nothing to do (done by another process, or the claim failed: recorded).
+    Settled,
+    /// Another process holds it.
+    Held(String),
+}
+
+/// A run going on: its windows' clients, what it may still spend, what stopped, and what
+/// waits.
+struct Running<'a> {
+    clients: HashMap<&'a str, &'a Client>,
+    targets: &'a [Target],
+    plan: &'a Plan,
+    summary: Summary,
+    stops: Stops,
+    spend: Spend,
+    unanswered: BTreeMap<String, Vec<String>>,
+    unknown: std::collections::HashSet<String>,
+    /// Windows another process held, and that process: tried again after the others.
+    held: Vec<(Due, String)>,
 }
 
 /// A day a probe found as stored.
@@ -690,66 +747,59 @@ impl Exporter {
         }))
     }
 
-    /// Claims a window for this process; `None` when it is taken (another process did the day
-    /// since `plan` was made: counted as done elsewhere; holds it, or a span's dataset: listed
-    /// as left to another process, not done) or the claim failed (counted as failed).
-    fn claim(
-        &self,
-        key: &str,
-        span: bool,
-        window: WindowId<'_>,
-        plan: &Plan,
-        summary: &mut Summary,
-    ) -> Option<()> {
+    /// Claims a window for this process. A day another process did since `plan` was made,
+    /// and a span whose days another process all wrote since, are settled (named in the
+    /// summary as done by it); a window held is to be tried again after the run's other
+    /// windows; a claim that failed is counted as failed.
+    fn claim(&self, key: &str, due: &Due, plan: &Plan, summary: &mut Summary) -> Claimed {
         // One process exports into a folder whose state is its own (it holds the folder's
         // lock): nothing to claim.
         if !self.state().is_shared() {
-            return Some(());
+            return Claimed::Go;
         }
         let claims = self.state().claims();
-        match claims.take(
-            key,
-            &self.holder,
-            self.clock.now(),
-            self.lease,
-            plan.made_at,
-        ) {
-            Ok(crate::store::claims::Claim::Taken) => Some(()),
-            // A day another process did since the plan: done.
-            Ok(crate::store::claims::Claim::DoneSince(_)) if !span => {
-                tracing::debug!(window = key, "window done by another process");
-                summary.elsewhere += 1;
-                None
-            }
-            // Held, or a span's dataset walked by another process over days that may not be
-            // these: not done by this run, and said so.
-            Ok(other) => {
-                let who = match &other {
-                    crate::store::claims::Claim::Held(by) => format!("held by {by}"),
-                    _ => "its dataset walked meanwhile by another process".to_string(),
-                };
-                let (dataset, project, from, to) = window;
-                let days = match to {
-                    Some(to) if to > from + chrono::Duration::days(1) => {
-                        format!("{from}..{}", to - chrono::Duration::days(1))
-                    }
-                    _ => from.to_string(),
-                };
-                tracing::warn!(
+        let window = due.window();
+        let span = due.is_span();
+        // A span's claim is its project's dataset (its walk writes back the project's undated
+        // and outside tables whole); whether its own days were done is the days' record.
+        let planned = (!span).then_some(plan.made_at);
+        let settled = match claims.take(key, &self.holder, self.clock.now(), self.lease, planned) {
+            Ok(Claim::Taken) if span => self
+                .state()
+                .days_written_since(due.dataset(), &due.project, (due.day, due.to), plan.made_at)
+                .and_then(|all| match all {
+                    true => claims
+                        .done_by_of(key)
+                        .map(|by| Some(by.unwrap_or_default())),
+                    false => Ok(None),
+                }),
+            Ok(Claim::Taken) => Ok(None),
+            Ok(Claim::DoneSince(_, by)) => Ok(Some(by)),
+            Ok(Claim::Held(by)) => {
+                tracing::info!(
                     window = key,
-                    "{who}: left to another process, not walked by this run"
+                    "held by {by}: tried again after this run's other windows"
                 );
-                summary
-                    .left_to_others
-                    .push(format!("{dataset} {project} {days} ({who})"));
-                None
+                return Claimed::Held(by);
+            }
+            Err(e) => Err(e),
+        };
+        match settled {
+            Ok(None) => Claimed::Go,
+            Ok(Some(by)) => {
+                tracing::debug!(window = key, "window done by {by} since this run's plan");
+                if span && let Err(e) = claims.end(key, &self.holder, None) {
+                    tracing::warn!(window = key, error = %e, "window claim not ended (its lease runs out)");
+                }
+                summary.done_by_others.push(OtherWindow::of(due, &by));
+                Claimed::Settled
             }
             Err(e) => {
                 tracing::error!(window = key, "claiming the window: {e}");
                 summary
                     .failed
                     .push(Failure::of(window, false, Arc::new(e.into())));
-                None
+                Claimed::Settled
             }
         }
     }
@@ -935,109 +985,161 @@ impl Exporter {
     /// (a fitted plan), a window that no longer fits is deferred, and a probed day that
     /// changed is walked on only with room to spare after the windows still planned.
     pub async fn run(&self, targets: &[Target], plan: &Plan) -> Summary {
-        let clients: HashMap<&str, &Client> = targets
-            .iter()
-            .map(|t| (t.project.as_str(), &t.client))
-            .collect();
-        let mut summary = Summary {
-            skipped_final: plan.skipped_final,
-            ..Summary::default()
+        let mut r = Running {
+            clients: targets
+                .iter()
+                .map(|t| (t.project.as_str(), &t.client))
+                .collect(),
+            targets,
+            plan,
+            summary: Summary {
+                skipped_final: plan.skipped_final,
+                ..Summary::default()
+            },
+            stops: Stops::default(),
+            spend: Spend::new(plan),
+            unanswered: BTreeMap::new(),
+            unknown: plan.asked_again.clone(),
+            held: Vec::new(),
         };
         self.emit(Event::Planned {
             windows: plan.due.len() as u64,
         });
-        let mut stops = Stops::default();
-        let mut spend = Spend::new(plan);
-        let mut unanswered: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let mut unknown = plan.asked_again.clone();
         let _renewing = self.state().is_shared().then(|| self.renewing());
         for due in &plan.due {
-            let c = plan.candidate(due);
-            spend.starting(&c);
-            if !spend.fits(&c.org, c.cost) {
-                summary.deferred += 1;
-                continue;
-            }
-            let due = &Due {
-                part: spend.part(&c.org, due.part),
-                ..due.clone()
-            };
-            let Some(client) = clients.get(due.project.as_str()) else {
-                continue;
-            };
-            let window = due.window();
-            if stops.skip(window, client, &mut summary) {
-                self.emit(Event::Failed {
-                    dataset: due.dataset(),
-                    project: &due.project,
-                    skipped: true,
-                });
-                continue;
-            }
-            let key = claim_key(
-                due.dataset(),
-                &due.project,
-                (!due.is_span()).then_some(due.day),
-            );
-            if self
-                .claim(&key, due.is_span(), window, plan, &mut summary)
-                .is_none()
-            {
-                continue;
-            }
-            let marks = (summary.failed.len(), summary.paused, summary.deferred);
-            let before = client.requests_sent();
-            let days = Window {
-                from: due.day,
-                to: due.to,
-                tz: self.tz,
-            };
-            // The one branch on the dataset: which page it walks.
-            let result = match due.dataset.shape() {
-                None => {
-                    let w = &mut views::ViewWalk {
-                        due,
-                        key: due.walk(),
-                        window: days,
-                    };
-                    self.window(w, client, &spend, &c.org, &mut summary).await
-                }
-                Some(shape) => {
-                    let wants_threads = targets
-                        .iter()
-                        .any(|t| t.project == due.project && t.datasets.contains(&THREADS.name));
-                    let w = &mut records::RecordWalker {
-                        shape,
-                        due,
-                        walk: due.walk(),
-                        window: days,
-                        unanswered: wants_threads.then_some(&mut unanswered),
-                    };
-                    self.window(w, client, &spend, &c.org, &mut summary).await
-                }
-            };
-            let n = client.requests_sent() - before;
-            spend.spent(&c.org, n);
-            summary.requests += n;
-            match result {
-                Err(e) => self.failed(window, client, e, &mut summary, &mut stops),
-                // A project asked for again (`--retry-unknown`) that answers is known again.
-                Ok(()) if unknown.remove(&due.project) => {
-                    if let Err(e) = self.state().clear_unknown(&due.project) {
-                        tracing::warn!(project = %due.project, "cannot forget the unknown project: {e}");
-                    }
-                }
-                Ok(()) => {}
-            }
-            self.unclaim(&key, marks, &summary);
+            self.serve(&mut r, due, None).await;
         }
-        self.run_threads(&clients, unanswered, &mut stops, &mut summary)
+        self.wait_for_others(&mut r).await;
+        self.run_threads(&r.clients, r.unanswered, &mut r.stops, &mut r.summary)
             .await;
         for t in targets {
             t.client.budget().release();
         }
         self.emit(Event::Finished);
-        summary
+        r.summary
+    }
+
+    /// Serves one window of the plan: deferred when it no longer fits, skipped after a
+    /// failure that stopped its organization, claimed (see [`Exporter::claim`]), walked,
+    /// written. `after`: the process that held it when it was first tried.
+    async fn serve(&self, r: &mut Running<'_>, due: &Due, after: Option<&str>) {
+        let c = r.plan.candidate(due);
+        if after.is_none() {
+            r.spend.starting(&c);
+        }
+        if !r.spend.fits(&c.org, c.cost) {
+            r.summary.deferred += 1;
+            return;
+        }
+        let held = due;
+        let due = &Due {
+            part: r.spend.part(&c.org, due.part),
+            ..due.clone()
+        };
+        let Some(client) = r.clients.get(due.project.as_str()).copied() else {
+            return;
+        };
+        let window = due.window();
+        if r.stops.skip(window, client, &mut r.summary) {
+            self.emit(Event::Failed {
+                dataset: due.dataset(),
+                project: &due.project,
+                skipped: true,
+            });
+            return;
+        }
+        let key = claim_key(
+            due.dataset(),
+            &due.project,
+            (!due.is_span()).then_some(due.day),
+        );
+        match self.claim(&key, due, r.plan, &mut r.summary) {
+            Claimed::Go => {}
+            Claimed::Settled => return,
+            Claimed::Held(by) => {
+                r.held.push((held.clone(), by));
+                return;
+            }
+        }
+        if let Some(by) = after {
+            r.summary.walked_after_others.push(OtherWindow::of(due, by));
+        }
+        let marks = (r.summary.failed.len(), r.summary.paused, r.summary.deferred);
+        let before = client.requests_sent();
+        let days = Window {
+            from: due.day,
+            to: due.to,
+            tz: self.tz,
+        };
+        let (spend, summary) = (&r.spend, &mut r.summary);
+        // The one branch on the dataset: which page it walks.
+        let result = match due.dataset.shape() {
+            None => {
+                let w = &mut views::ViewWalk {
+                    due,
+                    key: due.walk(),
+                    window: days,
+                };
+                self.window(w, client, spend, &c.org, summary).await
+            }
+            Some(shape) => {
+                let wants_threads = r
+                    .targets
+                    .iter()
+                    .any(|t| t.project == due.project && t.datasets.contains(&THREADS.name));
+                let w = &mut records::RecordWalker {
+                    shape,
+                    due,
+                    walk: due.walk(),
+                    window: days,
+                    unanswered: wants_threads.then_some(&mut r.unanswered),
+                };
+                self.window(w, client, spend, &c.org, summary).await
+            }
+        };
+        let n = client.requests_sent() - before;
+        r.spend.spent(&c.org, n);
+        r.summary.requests += n;
+        match result {
+            Err(e) => self.failed(window, client, e, &mut r.summary, &mut r.stops),
+            // A project asked for again (`--retry-unknown`) that answers is known again.
+            Ok(()) if r.unknown.remove(&due.project) => {
+                if let Err(e) = self.state().clear_unknown(&due.project) {
+                    tracing::warn!(project = %due.project, "cannot forget the unknown project: {e}");
+                }
+            }
+            Ok(()) => {}
+        }
+        self.unclaim(&key, marks, &r.summary);
+    }
+
+    /// Tries the windows another process held again, until each is walked or settled or one
+    /// lease has passed (a living holder renews its claim; one that died loses it when its
+    /// lease runs out); what is still held then is named in the summary as not done.
+    async fn wait_for_others(&self, r: &mut Running<'_>) {
+        if r.held.is_empty() {
+            return;
+        }
+        let patience = self.lease.to_std().unwrap_or(Duration::from_secs(120));
+        let poll = (patience / 20).clamp(Duration::from_millis(100), Duration::from_secs(2));
+        let until = std::time::Instant::now() + patience;
+        while !r.held.is_empty() && std::time::Instant::now() < until {
+            tokio::time::sleep(poll).await;
+            for (due, by) in std::mem::take(&mut r.held) {
+                self.serve(r, &due, Some(&by)).await;
+            }
+        }
+        for (due, by) in std::mem::take(&mut r.held) {
+            tracing::warn!(
+                dataset = due.dataset(),
+                project = %due.project,
+                day = %due.day,
+                "still held by {by} after {} s: not walked by this run",
+                patience.as_secs()
+            );
+            r.summary.left_to_others.push(OtherWindow::of(&due, &by));
+            r.summary.waited = patience;
+        }
     }
 
     /// Records a failed window of any dataset. A rejected key or an unreachable service stops

@@ -1,6 +1,6 @@
 //! The plan and the summary of a run, as text for people.
 
-use super::{Due, Plan, Summary};
+use super::{Due, OtherWindow, Plan, Summary};
 use crate::dataset::page_views::PAGE_VIEWS;
 use std::collections::BTreeMap;
 
@@ -73,6 +73,45 @@ pub fn describe_plan(plan: &Plan) -> String {
     out
 }
 
+/// Windows another process had, consecutive days of a dataset, project and process as one
+/// range: `feedback alpha 2026-03-08..2026-03-10 (held by host:12)`.
+fn others(windows: &[OtherWindow], verb: &str) -> String {
+    let mut sorted: Vec<&OtherWindow> = windows.iter().collect();
+    sorted.sort_by(|a, b| {
+        (a.dataset, &a.project, &a.by, a.from).cmp(&(b.dataset, &b.project, &b.by, b.from))
+    });
+    let mut runs: Vec<OtherWindow> = Vec::new();
+    for w in sorted {
+        match runs.last_mut() {
+            Some(r)
+                if (r.dataset, &r.project, &r.by, r.to)
+                    == (w.dataset, &w.project, &w.by, w.from) =>
+            {
+                r.to = w.to;
+            }
+            _ => runs.push(w.clone()),
+        }
+    }
+    let parts: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            let last = r.to.pred_opt().unwrap_or(r.to);
+            let days = if last > r.from {
+                format!("{}..{last}", r.from)
+            } else {
+                r.from.to_string()
+            };
+            let by = if r.by.is_empty() {
+                "another process"
+            } else {
+                &r.by
+            };
+            format!("{} {} {days} ({verb} {by})", r.dataset, r.project)
+        })
+        .collect();
+    parts.join(", ")
+}
+
 /// Prints a summary for people.
 pub fn describe_summary(s: &Summary) -> String {
     let finals = s.windows.iter().filter(|w| w.is_final).count();
@@ -118,11 +157,26 @@ pub fn describe_summary(s: &Summary) -> String {
             s.deferred
         );
     }
+    if !s.done_by_others.is_empty() {
+        out += &format!(
+            "  {} windows done by another process since this run's plan, not walked again: {}\n",
+            s.done_by_others.len(),
+            others(&s.done_by_others, "by")
+        );
+    }
+    if !s.walked_after_others.is_empty() {
+        out += &format!(
+            "  {} windows another process held at first, walked by this run after it let go: {}\n",
+            s.walked_after_others.len(),
+            others(&s.walked_after_others, "held by")
+        );
+    }
     if !s.left_to_others.is_empty() {
         out += &format!(
-            "  {} windows not walked by this run, another process held them: {}; they are not done by this run: run it again once that process is done (docpipe status shows what is covered)\n",
+            "  {} windows not walked by this run, another process still held them after {} s: {}; they are not done by this run: run it again once that process is done (docpipe status shows what is covered)\n",
             s.left_to_others.len(),
-            s.left_to_others.join(", ")
+            s.waited.as_secs(),
+            others(&s.left_to_others, "held by")
         );
     }
     if !s.spent.is_empty() {

@@ -28,8 +28,8 @@ pub enum Claim {
     Taken,
     /// Another process holds it.
     Held(String),
-    /// Another process did it after the caller's plan was made.
-    DoneSince(DateTime<Utc>),
+    /// Another process (named) did it after the caller's plan was made.
+    DoneSince(DateTime<Utc>, String),
 }
 
 /// The claims, in the state database.
@@ -45,14 +45,16 @@ impl Claims {
     }
 
     /// Claims window `key` for `holder` from `now` for `lease`, unless another holder's lease
-    /// runs (and it is not a process of this machine that has ended) or the window was done after `planned_at` (claiming one's own renews it).
+    /// runs (and it is not a process of this machine that has ended) or the window was done
+    /// after `planned_at` (`None`: taken however recently it was done; claiming one's own
+    /// renews it).
     pub fn take(
         &self,
         key: &str,
         holder: &str,
         now: DateTime<Utc>,
         lease: Duration,
-        planned_at: DateTime<Utc>,
+        planned_at: Option<DateTime<Utc>>,
     ) -> Result<Claim, StoreError> {
         let now_ms = now.timestamp_millis();
         let p = vec![
@@ -60,7 +62,7 @@ impl Claims {
             holder.into(),
             Value::Int(now_ms + lease.num_milliseconds()),
         ];
-        let planned_ms = planned_at.timestamp_millis();
+        let planned_ms = planned_at.map(|p| p.timestamp_millis());
         let me = holder.to_string();
         self.sql.tx(move |tx| {
             tx.exec(
@@ -70,7 +72,7 @@ impl Claims {
             let lock = if tx.postgres() { " FOR UPDATE" } else { "" };
             let Some(row) = tx.row(
                 &format!(
-                    "SELECT holder, lease_until_ms, done_at_ms FROM window_claims WHERE key = ?1{lock}"
+                    "SELECT holder, lease_until_ms, done_at_ms, done_by FROM window_claims WHERE key = ?1{lock}"
                 ),
                 &p[..1],
             )?
@@ -78,15 +80,17 @@ impl Claims {
                 return Ok(Claim::Held(String::new()));
             };
             let (other, until, done) = (row.opt_text(0)?, row.opt_int(1)?, row.opt_int(2)?);
+            let by = row.opt_text(3)?.unwrap_or_default();
             if let Some(other) = other.filter(|o| *o != me)
                 && until.is_some_and(|u| u > now_ms)
                 && !super::daemons::gone(&other)
             {
                 return Ok(Claim::Held(other));
             }
-            if let Some(done) = done.filter(|&d| d > planned_ms) {
+            if let Some(done) = done.filter(|&d| planned_ms.is_some_and(|p| d > p)) {
                 return Ok(Claim::DoneSince(
                     DateTime::from_timestamp_millis(done).unwrap_or_default(),
+                    by,
                 ));
             }
             tx.exec(
@@ -170,6 +174,17 @@ impl Claims {
 }
 
 impl Claims {
+    /// Who last did window `key`, if anyone did.
+    pub fn done_by_of(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let p = vec![Value::from(key)];
+        self.sql.read(move |tx| {
+            tx.row("SELECT done_by FROM window_claims WHERE key = ?1", &p)?
+                .map(|r| r.opt_text(0))
+                .transpose()
+                .map(Option::flatten)
+        })
+    }
+
     /// How many windows each holder did, by holder.
     pub fn done_by(&self) -> Result<Vec<(String, i64)>, StoreError> {
         self.sql.read(|tx| {

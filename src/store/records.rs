@@ -90,6 +90,35 @@ impl Store {
         self.walk_ended(w)
     }
 
+    /// Whether every day of `from..to` of a dataset was written after `since` (by any process
+    /// sharing the state).
+    pub fn days_written_since(
+        &self,
+        dataset: &str,
+        project: &str,
+        (from, to): (NaiveDate, NaiveDate),
+        since: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut p = two(dataset, project);
+        p.extend([Value::from(from), Value::from(to)]);
+        let done: Vec<Option<DateTime<Utc>>> = self.sql.read(move |tx| {
+            tx.rows(
+                "SELECT done_at FROM windows WHERE dataset = ?1 AND project = ?2
+                 AND day >= ?3 AND day < ?4",
+                &p,
+            )?
+            .iter()
+            .map(|r| {
+                Ok(DateTime::parse_from_rfc3339(&r.text(0)?)
+                    .ok()
+                    .map(|d| d.to_utc()))
+            })
+            .collect()
+        })?;
+        let days = (to - from).num_days().max(0) as usize;
+        Ok(done.len() == days && done.iter().all(|d| d.is_some_and(|d| d > since)))
+    }
+
     /// A span's latest walk: the most requests a day took and how many days it wrote.
     pub fn span_cost(
         &self,

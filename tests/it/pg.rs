@@ -854,9 +854,138 @@ async fn a_span_another_process_holds_is_named_in_the_summary_as_not_done() {
         String::from_utf8_lossy(&run.stderr)
     );
     assert!(
-        stdout.contains("  1 windows not walked by this run, another process held them: feedback alpha 2026-03-08..2026-03-10 (held by other-host:1); they are not done by this run: run it again once that process is done (docpipe status shows what is covered)\n"),
+        stdout.contains("  1 windows not walked by this run, another process still held them after 10 s: feedback alpha 2026-03-08..2026-03-10 (held by other-host:1); they are not done by this run: run it again once that process is done (docpipe status shows what is covered)\n"),
         "{stdout}"
     );
     assert!(!dir.path().join("out/feedback/project=alpha").exists());
     assert!(dir.path().join("out/feedback/project=beta").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_span_another_process_lets_go_of_is_walked_after_it_and_named() {
+    let server = Postgres::start();
+    let mut data = small();
+    data.limits.analytics_per_hour = 100_000;
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        config_of(
+            &live.server.base_url(),
+            &dir.path().join("out"),
+            &state_on(&server),
+            r#"datasets = ["feedback"]"#,
+        ),
+    )
+    .unwrap();
+    let first = docpipe_command(&cfg, &["status"])
+        .env(PASSWORD_ENV, PASSWORD)
+        .output()
+        .unwrap();
+    assert!(first.status.success());
+    // Another process holds alpha's feedback and dies: its lease runs out in 4 s (the run's
+    // clock is the system's), before this run stops waiting (10 s, `lease_secs`).
+    let until = chrono::Utc::now().timestamp_millis() + 4_000;
+    server.psql(&format!(
+        "INSERT INTO window_claims (key, holder, lease_until_ms) VALUES ('feedback/alpha', 'other-host:1', {until})"
+    ));
+    let run = docpipe_command(
+        &cfg,
+        &["backfill", "--from", "2026-03-08", "--to", "2026-03-10"],
+    )
+    .env(PASSWORD_ENV, PASSWORD)
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("  1 windows another process held at first, walked by this run after it let go: feedback alpha 2026-03-08..2026-03-10 (held by other-host:1)\n"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("not walked by this run"), "{stdout}");
+    for p in ["alpha", "beta", "gamma"] {
+        for d in ["2026-03-08", "2026-03-09", "2026-03-10"] {
+            assert!(
+                dir.path()
+                    .join(format!(
+                        "out/feedback/project={p}/date={d}/part-00000.parquet"
+                    ))
+                    .exists(),
+                "{p} {d}"
+            );
+        }
+    }
+    assert_eq!(
+        server.psql("SELECT holder IS NULL FROM window_claims WHERE key = 'feedback/alpha'"),
+        "t"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_backfills_at_once_on_one_postgres_leave_every_day_as_one_alone() {
+    let server = Postgres::start();
+    let mut data = small();
+    data.limits.analytics_per_hour = 100_000;
+    // Slow answers, so that the two runs' walks overlap.
+    data.faults.latency_ms = 40;
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ref_out, out) = (dir.path().join("ref"), dir.path().join("shared"));
+    let (ref_cfg, cfg) = (dir.path().join("ref.toml"), dir.path().join("shared.toml"));
+    std::fs::write(&ref_cfg, config_all(&live.server.base_url(), &ref_out, "")).unwrap();
+    std::fs::write(
+        &cfg,
+        config_all(&live.server.base_url(), &out, &state_on(&server)),
+    )
+    .unwrap();
+    let reference = docpipe(
+        &ref_cfg,
+        &["backfill", "--from", "2026-03-01", "--to", "2026-03-14"],
+        None,
+    );
+    assert!(reference.status.success());
+    let first = docpipe_command(&cfg, &["status"])
+        .env(PASSWORD_ENV, PASSWORD)
+        .output()
+        .unwrap();
+    assert!(first.status.success());
+    let start = |from: &str, to: &str| {
+        docpipe_command(&cfg, &["backfill", "--from", from, "--to", to])
+            .env(PASSWORD_ENV, PASSWORD)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (
+        start("2026-03-01", "2026-03-10"),
+        start("2026-03-05", "2026-03-14"),
+    );
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let mut named = 0;
+    for run in [&a, &b] {
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        assert!(
+            run.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert!(!stdout.contains("not walked by this run"), "{stdout}");
+        named += stdout
+            .lines()
+            .filter(|l| {
+                l.contains("windows done by another process")
+                    || l.contains("walked by this run after it let go")
+            })
+            .count();
+    }
+    // Each day of every dataset as one backfill of them all alone left it.
+    assert_eq!(dataset(&out), dataset(&ref_out));
+    // The runs met (days 5 to 10 are both's): what one left to the other is named.
+    assert!(named > 0);
+    assert_eq!(
+        server.psql("SELECT COUNT(*) FROM window_claims WHERE holder IS NOT NULL"),
+        "0"
+    );
 }
