@@ -8,6 +8,7 @@ use crate::dataset::shape::Shape;
 use crate::export::{ExportError, Plan};
 use crate::planner::Room;
 use crate::planner::forecast::{OrgForecast, Stream, Windows};
+use crate::store::activity::Trouble;
 use crate::store::{Queued, StoreError};
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::BTreeMap;
@@ -48,13 +49,31 @@ pub fn plan_view(ctx: &Context) -> Result<PlanView, ExportError> {
 pub fn streams(ctx: &Context) -> Result<Vec<Stream>, StoreError> {
     let s = &ctx.settings;
     let today = s.today(ctx.clock.now());
+    let now = ctx.clock.now();
+    // Windows stuck on the service's paging (waiting for their next try, or walking far
+    // beyond their estimate) are left out of the forecast, and named.
+    let stuck: Vec<crate::store::activity::WindowFailure> = ctx
+        .store()
+        .activity()
+        .failures()?
+        .into_iter()
+        .filter(|f| match f.kind {
+            Trouble::Long => true,
+            Trouble::Stuck => f.retry_at.is_some_and(|r| r > now),
+            Trouble::Failed => false,
+        })
+        .collect();
     let mut out = Vec::new();
     for p in &s.projects {
         for name in &p.datasets {
             let Some(dataset) = crate::dataset::by_name(name) else {
                 continue;
             };
-            let (walk_cost, windows) = match (dataset.windowing(), dataset.shape()) {
+            let mine: Vec<_> = stuck
+                .iter()
+                .filter(|f| f.dataset == dataset.name() && f.project == p.id)
+                .collect();
+            let (walk_cost, mut windows) = match (dataset.windowing(), dataset.shape()) {
                 (Windowing::Daily, _) => (
                     ctx.store().window_cost(dataset, &p.id)?,
                     Windows::Days {
@@ -65,6 +84,11 @@ pub fn streams(ctx: &Context) -> Result<Vec<Stream>, StoreError> {
                 (Windowing::Span { .. }, Some(shape)) => span_stream(ctx, shape, &p.id)?,
                 _ => continue,
             };
+            if let Windows::Days { days, .. } = &mut windows {
+                for f in &mine {
+                    days.remove(&f.day);
+                }
+            }
             out.push(Stream {
                 org: p.organization.clone(),
                 project: p.id.clone(),
@@ -72,6 +96,18 @@ pub fn streams(ctx: &Context) -> Result<Vec<Stream>, StoreError> {
                 policy: s.freshness.policy(name),
                 walk_cost,
                 windows,
+                stuck: mine
+                    .iter()
+                    .map(|f| {
+                        let when = match (f.kind, f.retry_at) {
+                            (Trouble::Stuck, Some(r)) => {
+                                format!("tried again after {}", r.format("%Y-%m-%d %H:%M UTC"))
+                            }
+                            _ => "walking in turns after the other windows".to_string(),
+                        };
+                        format!("{} {} {} ({when})", f.dataset, f.project, f.window)
+                    })
+                    .collect(),
             });
         }
     }

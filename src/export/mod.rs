@@ -22,6 +22,7 @@ use crate::dataset::parquet::WriteError;
 use crate::dataset::{Dataset, Windowing};
 use crate::events::{Event, Events, Quiet};
 use crate::planner::{self, Candidate, DayState, DueRule, Freshness, Purpose, Room};
+use crate::store::activity::Trouble;
 use crate::store::claims::Claim;
 use crate::store::{Folder, Store, StoreError, WalkKey};
 use chrono::{DateTime, NaiveDate, Utc};
@@ -44,6 +45,10 @@ pub enum ExportError {
     /// Writing Parquet.
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// A walk the service led to the bound of pages ([`crate::api::views::MAX_WALK_PAGES`]):
+    /// the window is stuck, and tried again at a falling rate.
+    #[error(transparent)]
+    Bound(ApiError),
 }
 
 impl ExportError {
@@ -54,6 +59,7 @@ impl ExportError {
             ExportError::State(_) => true,
             ExportError::Write(w) => w.is_storage(),
             ExportError::Api(a) => matches!(a.kind, crate::api::ErrorKind::Budget(_)),
+            ExportError::Bound(_) => false,
         }
     }
 
@@ -65,8 +71,16 @@ impl ExportError {
                 a.kind,
                 crate::api::ErrorKind::Paging(_) | crate::api::ErrorKind::Malformed(_)
             ),
-            ExportError::Write(WriteError::Encode { .. }) => true,
+            ExportError::Write(WriteError::Encode { .. }) | ExportError::Bound(_) => true,
             _ => false,
+        }
+    }
+
+    /// The error of a walk that reached the bound of pages (see [`ExportError::Bound`]).
+    pub(crate) fn bound(self) -> Self {
+        match self {
+            ExportError::Api(a) => ExportError::Bound(a),
+            e => e,
         }
     }
 }
@@ -135,6 +149,9 @@ pub struct Due {
     /// For a span's first walk: how much earlier than its walk its first full re-check falls
     /// due, so that the projects' full re-checks fall in different hours.
     pub stagger: chrono::Duration,
+    /// Requests this run already spent on it in its earlier turns (see [`turn`]): counted in
+    /// its part and in the requests it records.
+    pub earlier: u64,
 }
 
 impl Due {
@@ -163,6 +180,7 @@ impl Due {
             full: false,
             recent: false,
             stagger: chrono::Duration::zero(),
+            earlier: 0,
         }
     }
 
@@ -227,6 +245,8 @@ pub struct Plan {
     /// Projects recorded as unknown that the plan asks for again (`--retry-unknown`, or
     /// another service): forgotten once one of their windows succeeds.
     pub asked_again: std::collections::HashSet<String>,
+    /// Windows due but stuck on the service's paging, waiting for their next try.
+    pub stuck: Vec<crate::store::activity::WindowFailure>,
 }
 
 impl Plan {
@@ -558,6 +578,28 @@ struct Running<'a> {
     unknown: std::collections::HashSet<String>,
     /// Windows another process held, and that process: tried again after the others.
     held: Vec<(Due, String)>,
+    /// Windows that walked to the end of their turn, with the requests spent on them so far:
+    /// walked on after the others.
+    again: Vec<(Due, u64)>,
+}
+
+/// Which turn of a window a run serves.
+#[derive(Debug, Clone, Copy)]
+enum Turn<'a> {
+    /// Its first, in the plan's order.
+    First,
+    /// Another process (named) held it at its first.
+    AfterHeld(&'a str),
+    /// It walked to the end of an earlier turn (these requests spent in the turns before).
+    Again(u64),
+}
+
+/// The requests a window may take in one turn: twice its estimate, and at least 4 more. A
+/// window that needs more (a day the service pages far beyond what was expected, or forever)
+/// yields to the windows waiting behind it, so that each gets its turn before any gets a
+/// second.
+pub fn turn(expected: u64) -> u64 {
+    expected.saturating_mul(2).max(expected.saturating_add(4))
 }
 
 /// A day a probe found as stored.
@@ -1001,15 +1043,17 @@ impl Exporter {
             unanswered: BTreeMap::new(),
             unknown: plan.asked_again.clone(),
             held: Vec::new(),
+            again: Vec::new(),
         };
         self.emit(Event::Planned {
             windows: plan.due.len() as u64,
         });
         let _renewing = self.state().is_shared().then(|| self.renewing());
         for due in &plan.due {
-            self.serve(&mut r, due, None).await;
+            self.serve(&mut r, due, Turn::First).await;
         }
         self.wait_for_others(&mut r).await;
+        self.turns_again(&mut r).await;
         self.run_threads(&r.clients, r.unanswered, &mut r.stops, &mut r.summary)
             .await;
         for t in targets {
@@ -1020,20 +1064,50 @@ impl Exporter {
     }
 
     /// Serves one window of the plan: deferred when it no longer fits, skipped after a
-    /// failure that stopped its organization, claimed (see [`Exporter::claim`]), walked,
-    /// written. `after`: the process that held it when it was first tried.
-    async fn serve(&self, r: &mut Running<'_>, due: &Due, after: Option<&str>) {
+    /// failure that stopped its organization, claimed (see [`Exporter::claim`]), walked for
+    /// its turn (see [`turn`]), written. A window that walks beyond its turn yields: its
+    /// pages are kept, and it goes on after every other window had its turn.
+    async fn serve(&self, r: &mut Running<'_>, due: &Due, turn: Turn<'_>) {
         let c = r.plan.candidate(due);
-        if after.is_none() {
+        if matches!(turn, Turn::First) {
             r.spend.starting(&c);
         }
-        if !r.spend.fits(&c.org, c.cost) {
-            r.summary.deferred += 1;
+        // A window's next turn needs one request; the others, what the plan expects.
+        let earlier = match turn {
+            Turn::Again(n) => Some(n),
+            _ => None,
+        };
+        if !r.spend.fits(&c.org, earlier.map_or(c.cost, |_| 1)) {
+            match earlier {
+                Some(_) => r.summary.paused += 1,
+                None => r.summary.deferred += 1,
+            }
             return;
         }
+        let earlier = earlier.unwrap_or(0);
         let held = due;
+        // What is left of its part of the run, after its earlier turns.
+        let limit = r
+            .spend
+            .part(&c.org, due.part.map(|p| p.saturating_sub(earlier)));
+        if limit == Some(0) {
+            r.summary.paused += 1;
+            return;
+        }
+        // Once every window had its turn, the ones walking on share what is left.
+        let share = match (turn, limit) {
+            (Turn::Again(_), Some(l)) => {
+                let waiting = r.again.len() as u64 + 1;
+                self::turn(due.expected_requests).max(l / waiting)
+            }
+            _ => self::turn(due.expected_requests),
+        };
+        let yields = limit.is_none_or(|l| share < l);
+        // A later turn goes on from the pages kept: no probe again.
         let due = &Due {
-            part: r.spend.part(&c.org, due.part),
+            part: Some(earlier + limit.map_or(share, |l| l.min(share))),
+            probe: due.probe && earlier == 0,
+            earlier,
             ..due.clone()
         };
         let Some(client) = r.clients.get(due.project.as_str()).copied() else {
@@ -1061,7 +1135,7 @@ impl Exporter {
                 return;
             }
         }
-        if let Some(by) = after {
+        if let Turn::AfterHeld(by) = turn {
             r.summary.walked_after_others.push(OtherWindow::of(due, by));
         }
         let marks = (r.summary.failed.len(), r.summary.paused, r.summary.deferred);
@@ -1110,7 +1184,63 @@ impl Exporter {
             }
             Ok(()) => {}
         }
+        // Walked to the end of its turn, far beyond its estimate: it goes on after the others
+        // (or, when the allowance ended its next turn, next run).
+        let paused = r.summary.paused > marks.1;
+        if paused && (yields || earlier > 0) {
+            self.long(due, earlier + n);
+        }
+        if paused && yields {
+            r.summary.paused -= 1;
+            self.unclaim(&key, marks, &r.summary);
+            r.again.push((held.clone(), earlier + n));
+            return;
+        }
         self.unclaim(&key, marks, &r.summary);
+    }
+
+    /// Records a window walking far beyond its estimate (its turn of `n` requests spent), for
+    /// `status`.
+    fn long(&self, due: &Due, n: u64) {
+        let pages = self.state().progress(&due.walk()).map_or(0, |p| p.0);
+        tracing::warn!(
+            dataset = due.dataset(),
+            project = %due.project,
+            day = %due.day,
+            "{pages} pages walked, far beyond the {} expected: the window yields to the others after each turn of {n} requests",
+            due.expected_requests
+        );
+        let days = match due.window().3 {
+            Some(to) if to > due.day + chrono::Duration::days(1) => {
+                format!("{}..{}", due.day, to - chrono::Duration::days(1))
+            }
+            _ => due.day.to_string(),
+        };
+        let reason = format!(
+            "{pages} pages walked, far beyond the {} expected: it walks in turns after the other windows (a walk of more than {} pages fails)",
+            due.expected_requests,
+            crate::api::views::MAX_WALK_PAGES
+        );
+        if let Err(e) = self.state().activity().window_trouble(
+            due.dataset(),
+            &due.project,
+            (due.day, &days),
+            &reason,
+            self.clock.now(),
+            Trouble::Long,
+        ) {
+            tracing::warn!("cannot record the long walk for the status page: {e}");
+        }
+    }
+
+    /// Gives the windows that yielded their next turns, each in turn, while the allowance
+    /// lasts; what is left is paused (its walk goes on next run).
+    async fn turns_again(&self, r: &mut Running<'_>) {
+        while !r.again.is_empty() {
+            for (due, earlier) in std::mem::take(&mut r.again) {
+                self.serve(r, &due, Turn::Again(earlier)).await;
+            }
+        }
     }
 
     /// Tries the windows another process held again, until each is walked or settled or one
@@ -1126,7 +1256,7 @@ impl Exporter {
         while !r.held.is_empty() && std::time::Instant::now() < until {
             tokio::time::sleep(poll).await;
             for (due, by) in std::mem::take(&mut r.held) {
-                self.serve(r, &due, Some(&by)).await;
+                self.serve(r, &due, Turn::AfterHeld(&by)).await;
             }
         }
         for (due, by) in std::mem::take(&mut r.held) {
@@ -1157,15 +1287,27 @@ impl Exporter {
         let failure = Failure::of(window, false, Arc::new(e));
         let e = &failure.cause;
         let reason = crate::text::one_line(&e.to_string()).into_owned();
-        if let Err(e) = self.state().activity().window_failed(
+        let trouble = match **e {
+            ExportError::Bound(_) => Trouble::Stuck,
+            _ => Trouble::Failed,
+        };
+        match self.state().activity().window_trouble(
             dataset,
             project,
-            day,
-            &failure.days(),
+            (day, &failure.days()),
             &reason,
             self.clock.now(),
+            trouble,
         ) {
-            tracing::warn!("cannot record the failure for the status page: {e}");
+            Ok(Some((tries, retry))) => tracing::error!(
+                dataset,
+                project,
+                day = %day,
+                "stuck: the service led the walk to the bound of pages ({tries} times in a row); tried again after {}",
+                retry.format("%Y-%m-%d %H:%M UTC")
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("cannot record the failure for the status page: {e}"),
         }
         if e.is_storage() {
             tracing::error!(project, day = %day, "{e}; the run stops sending");

@@ -54,6 +54,20 @@ impl Exporter {
                 }
             }
         }
+        // A window stuck on the service's paging waits for its next try (its walk of up to
+        // 2,000 pages is not spent again on every run).
+        let held_back = self.state().activity().held_back(self.clock.now())?;
+        plan.due.retain(|d| {
+            let stuck = held_back.iter().find(|f| {
+                f.dataset == d.dataset()
+                    && f.project == d.project
+                    && (d.is_span() || f.day == d.day)
+            });
+            if let Some(f) = stuck {
+                plan.stuck.push(f.clone());
+            }
+            stuck.is_none()
+        });
         // Most recent first, projects interleaved, the datasets in export order (that many
         // ties in the serving order are served so), then in serving order.
         let rank = |d: &Due| dataset::order(d.dataset());
@@ -266,6 +280,7 @@ impl Exporter {
                 && full
                 && Policy::is_due(policy.oldest, look.full_at, now),
             part: None,
+            earlier: 0,
             stagger: if purpose == Purpose::Backfill {
                 stagger(shape, t, targets, policy.full)
             } else {

@@ -61,6 +61,28 @@ pub fn describe_plan(plan: &Plan) -> String {
     for (name, (windows, req)) in by_dataset {
         out += &format!("  {name}: {windows} windows, about {req} requests\n");
     }
+    if !plan.stuck.is_empty() {
+        let stuck: Vec<String> = plan
+            .stuck
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {} {} (tried again after {})",
+                    f.dataset,
+                    f.project,
+                    f.window,
+                    f.retry_at.map_or(String::new(), |r| r
+                        .format("%Y-%m-%d %H:%M UTC")
+                        .to_string())
+                )
+            })
+            .collect();
+        out += &format!(
+            "  {} windows stuck on the service's paging, not tried before their time: {}\n",
+            stuck.len(),
+            stuck.join(", ")
+        );
+    }
     for (org, (limit, used)) in &plan.budgets {
         out += &format!("  budget of {org}: {limit} requests/hour, {used} used in the last hour\n");
     }

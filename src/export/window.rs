@@ -8,7 +8,7 @@
 use super::{Due, ExportError, Exporter, Probed, RecordOutcome, Spend, Summary, WindowOutcome};
 use crate::api::Client;
 use crate::api::analytics::At;
-use crate::api::views::MAX_EMPTY_RUN;
+use crate::api::views::{MAX_EMPTY_RUN, MAX_WALK_PAGES};
 use crate::events::Event;
 use crate::store::WalkKey;
 use std::borrow::Cow;
@@ -81,7 +81,8 @@ impl Exporter {
         let due = w.due().clone();
         let dataset = due.dataset();
         let label = due.purpose.request_kind();
-        let before = client.requests_sent();
+        // The window's requests in this run: its earlier turns' too.
+        let before = client.requests_sent() - due.earlier;
         if due.probe {
             let probed = self.refused(w, self.probe(w, client).await);
             self.spent(
@@ -280,6 +281,10 @@ impl Exporter {
                     return Ok(None);
                 }
                 Ok(Some(at)) => at,
+                // The bound of pages: the window is stuck (tried again at a falling rate).
+                Err(detail) if pages.len() as u64 >= MAX_WALK_PAGES => {
+                    return Err(w.astray(detail).bound());
+                }
                 Err(detail) => return Err(w.astray(detail)),
             };
             if empty_run >= MAX_EMPTY_RUN {

@@ -29,6 +29,10 @@ pub struct Stream {
     pub walk_cost: u64,
     /// Its windows.
     pub windows: Windows,
+    /// Its windows left out of `windows` because they are stuck (their walk reached the bound
+    /// of pages, or walks far beyond its estimate), as people read them:
+    /// `page_views alpha 2026-03-08 (tried again after ...)`.
+    pub stuck: Vec<String>,
 }
 
 /// The windows of a stream.
@@ -72,6 +76,8 @@ pub struct OrgForecast {
     pub demand_by_dataset: Vec<(&'static str, f64)>,
     /// The `today` interval of the datasets (hours).
     pub today_hours: f64,
+    /// The windows left out of the forecast because they are stuck (see [`Stream::stuck`]).
+    pub stuck: Vec<String>,
 }
 
 fn hours(d: Duration) -> f64 {
@@ -417,6 +423,7 @@ impl Sim {
                     backfill: self.backfill.get(org).copied().filter(|(n, _)| *n > 0),
                     demand_by_dataset: by_demand.into_iter().collect(),
                     today_hours: mine.first().map_or(1.0, |s| hours(s.policy.today)),
+                    stuck: mine.iter().flat_map(|s| s.stuck.iter().cloned()).collect(),
                 }
             })
             .collect()
@@ -529,6 +536,14 @@ impl OrgForecast {
                 ),
             };
         }
+        if !self.stuck.is_empty() {
+            let _ = write!(
+                out,
+                " Not counted: {} windows stuck on the service's paging: {}.",
+                self.stuck.len(),
+                self.stuck.join(", ")
+            );
+        }
         out
     }
 }
@@ -553,6 +568,7 @@ mod tests {
                 dataset,
                 policy: Policy::default(),
                 walk_cost: walk,
+                stuck: Vec::new(),
                 windows: Windows::Days {
                     days: ["2026-03-12", "2026-03-13", "2026-03-14", "2026-03-15"]
                         .iter()

@@ -235,10 +235,9 @@ fn projects_section(out: &mut String, s: &Status) {
                 .iter()
                 .map(|f| {
                     format!(
-                        "<div class=\"problem\">{} ({}): {}</div>",
+                        "<div class=\"problem\">{} {}</div>",
                         esc(&f.window),
-                        f.at.format("%m-%d %H:%M"),
-                        esc(&f.reason)
+                        esc(&f.describe())
                     )
                 })
                 .collect::<String>();

@@ -155,7 +155,7 @@ pub struct DatasetStatus {
     pub failures: Vec<Failure>,
 }
 
-/// A window whose last try failed.
+/// A window whose last try failed, or that is stuck.
 #[derive(Debug, Clone, Serialize)]
 pub struct Failure {
     /// The window (`2026-03-10`, `2026-03-01..2026-03-14`).
@@ -164,6 +164,34 @@ pub struct Failure {
     pub at: DateTime<Utc>,
     /// Why, in one line.
     pub reason: String,
+    /// `failed` (the next run tries it again), `stuck` (its walk reached the bound of pages:
+    /// tried again at `retry_at`), `long` (walking far beyond its estimate, in turns after the
+    /// other windows).
+    pub kind: crate::store::activity::Trouble,
+    /// Its walks that reached the bound of pages, in a row.
+    pub stuck_tries: u32,
+    /// When a stuck window is tried again.
+    pub retry_at: Option<DateTime<Utc>>,
+}
+
+impl Failure {
+    /// What went wrong, as `status` and the page say it after the window.
+    pub fn describe(&self) -> String {
+        use crate::store::activity::Trouble;
+        let at = self.at.format("%Y-%m-%d %H:%M UTC");
+        match self.kind {
+            Trouble::Failed => format!("failed {at}: {}", self.reason),
+            Trouble::Long => format!("walking in turns since {at}: {}", self.reason),
+            Trouble::Stuck => format!(
+                "stuck since {at}: {}; {} walks in a row reached the bound, tried again after {}",
+                self.reason,
+                self.stuck_tries,
+                self.retry_at.map_or("the next run".to_string(), |r| r
+                    .format("%Y-%m-%d %H:%M UTC")
+                    .to_string())
+            ),
+        }
+    }
 }
 
 /// What `docpipe export` would do now.
@@ -653,6 +681,9 @@ fn dataset(
                 window: f.window.clone(),
                 at: f.at,
                 reason: f.reason.clone(),
+                kind: f.kind,
+                stuck_tries: f.stuck_tries,
+                retry_at: f.retry_at,
             })
             .collect(),
     })

@@ -108,14 +108,7 @@ fn project_lines(out: &mut String, p: &ProjectStatus, now: DateTime<Utc>) {
     }
     for d in &p.datasets {
         for f in &d.failures {
-            let _ = writeln!(
-                out,
-                "  {} {} failed {}: {}",
-                d.name,
-                f.window,
-                f.at.format("%Y-%m-%d %H:%M UTC"),
-                f.reason
-            );
+            let _ = writeln!(out, "  {} {} {}", d.name, f.window, f.describe());
         }
     }
 }

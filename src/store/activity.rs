@@ -24,6 +24,9 @@ CREATE TABLE IF NOT EXISTS window_failures (
     win TEXT NOT NULL,
     at_ms INTEGER NOT NULL,
     reason TEXT NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'failed',
+    stuck_tries INTEGER NOT NULL DEFAULT 0,
+    retry_at_ms INTEGER,
     PRIMARY KEY (dataset, project, day)
 );
 CREATE TABLE IF NOT EXISTS rule_runs (
@@ -56,6 +59,58 @@ pub struct Spent {
     pub requests: u64,
 }
 
+/// The columns `window_failures` gained after its first version (SQLite adds them to a file
+/// made before; PostgreSQL's migration 11).
+pub(super) const FAILURE_COLUMNS: [(&str, &str); 3] = [
+    ("kind", "TEXT NOT NULL DEFAULT 'failed'"),
+    ("stuck_tries", "INTEGER NOT NULL DEFAULT 0"),
+    ("retry_at_ms", "INTEGER"),
+];
+
+/// How long a window stuck on the bound of pages waits before its first try again; each
+/// failure in a row doubles it, up to [`STUCK_WAIT_MAX`].
+pub const STUCK_WAIT: chrono::Duration = chrono::Duration::hours(24);
+
+/// The longest a stuck window waits between two tries.
+pub const STUCK_WAIT_MAX: chrono::Duration = chrono::Duration::days(7);
+
+/// How a window's last try went wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trouble {
+    /// It failed; the next run tries it again.
+    Failed,
+    /// Its walk reached the bound of pages the service may lead a walk to: tried again after
+    /// a wait that doubles with each such failure in a row.
+    Stuck,
+    /// Its walk went far beyond its estimate: it walks in turns after the other windows.
+    Long,
+}
+
+impl Trouble {
+    fn name(self) -> &'static str {
+        match self {
+            Trouble::Failed => "failed",
+            Trouble::Stuck => "stuck",
+            Trouble::Long => "long",
+        }
+    }
+
+    fn of(name: &str) -> Self {
+        match name {
+            "stuck" => Trouble::Stuck,
+            "long" => Trouble::Long,
+            _ => Trouble::Failed,
+        }
+    }
+}
+
+/// The wait before a stuck window's next try, after its `tries`-th failure in a row.
+pub fn stuck_wait(tries: u32) -> chrono::Duration {
+    let doubled = STUCK_WAIT * 2i32.saturating_pow(tries.saturating_sub(1).min(8));
+    doubled.min(STUCK_WAIT_MAX)
+}
+
 /// A window whose last try failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowFailure {
@@ -69,6 +124,14 @@ pub struct WindowFailure {
     pub at: DateTime<Utc>,
     /// Why, in one line.
     pub reason: String,
+    /// How it went wrong.
+    pub kind: Trouble,
+    /// Its walks that reached the bound of pages, in a row.
+    pub stuck_tries: u32,
+    /// Not tried before this (a stuck window).
+    pub retry_at: Option<DateTime<Utc>>,
+    /// The first day of the window.
+    pub day: NaiveDate,
 }
 
 /// What a rule's last run did.
@@ -179,24 +242,73 @@ impl Activity {
         reason: &str,
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let values = vec![
-            dataset.into(),
-            project.into(),
-            day.to_string().into(),
-            window.into(),
-            Value::Int(at.timestamp_millis()),
-            reason.into(),
-        ];
+        self.window_trouble(dataset, project, (day, window), reason, at, Trouble::Failed)
+            .map(|_| ())
+    }
+
+    /// Records how a window's last try went wrong (see [`Trouble`]); for a stuck window, returns
+    /// its failures on the bound in a row and when it is tried again. A stuck window keeps its
+    /// count through the tries that follow until it is written.
+    pub fn window_trouble(
+        &self,
+        dataset: &str,
+        project: &str,
+        (day, window): (NaiveDate, &str),
+        reason: &str,
+        at: DateTime<Utc>,
+        kind: Trouble,
+    ) -> Result<Option<(u32, DateTime<Utc>)>, StoreError> {
+        let key = vec![dataset.into(), project.into(), day.to_string().into()];
+        let (window, reason) = (window.to_string(), reason.to_string());
         self.sql.tx(move |tx| {
+            let before = tx
+                .row(
+                    "SELECT stuck_tries FROM window_failures
+                     WHERE dataset = ?1 AND project = ?2 AND day = ?3",
+                    &key,
+                )?
+                .map(|r| r.int(0))
+                .transpose()?
+                .unwrap_or(0)
+                .max(0) as u32;
+            let (tries, retry) = match kind {
+                Trouble::Stuck => {
+                    let tries = before + 1;
+                    (tries, Some(at + stuck_wait(tries)))
+                }
+                _ => (before, None),
+            };
+            let mut values = key.clone();
+            values.extend([
+                Value::from(window.as_str()),
+                Value::Int(at.timestamp_millis()),
+                reason.as_str().into(),
+                kind.name().into(),
+                Value::Int(i64::from(tries)),
+                retry.map(|r| r.timestamp_millis()).into(),
+            ]);
             tx.exec(
-                "INSERT INTO window_failures (dataset, project, day, win, at_ms, reason)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                "INSERT INTO window_failures
+                   (dataset, project, day, win, at_ms, reason, kind, stuck_tries, retry_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT (dataset, project, day) DO UPDATE
-                 SET win = excluded.win, at_ms = excluded.at_ms, reason = excluded.reason",
+                 SET win = excluded.win, at_ms = excluded.at_ms, reason = excluded.reason,
+                   kind = excluded.kind, stuck_tries = excluded.stuck_tries,
+                   retry_at_ms = COALESCE(excluded.retry_at_ms, window_failures.retry_at_ms)",
                 &values,
             )?;
-            Ok(())
+            Ok(retry.map(|r| (tries, r)))
         })
+    }
+
+    /// The windows held back at `now` (stuck, their next try later): dataset, project, first
+    /// day and when they are tried again.
+    pub fn held_back(&self, now: DateTime<Utc>) -> Result<Vec<WindowFailure>, StoreError> {
+        Ok(self
+            .failures()?
+            .into_iter()
+            .filter(|f| f.retry_at.is_some_and(|r| r > now))
+            .collect())
     }
 
     /// Forgets a window's failure: a day's when it was written (`Some(day)`); every failure of
@@ -226,8 +338,8 @@ impl Activity {
     pub fn failures(&self) -> Result<Vec<WindowFailure>, StoreError> {
         self.sql.read(|tx| {
             tx.rows(
-                "SELECT dataset, project, win, at_ms, reason FROM window_failures
-                 ORDER BY dataset, project, day",
+                "SELECT dataset, project, win, at_ms, reason, kind, stuck_tries, retry_at_ms, day
+                 FROM window_failures ORDER BY dataset, project, day",
                 &[],
             )?
             .iter()
@@ -238,6 +350,10 @@ impl Activity {
                     window: r.text(2)?,
                     at: time(r.int(3)?),
                     reason: r.text(4)?,
+                    kind: Trouble::of(&r.text(5)?),
+                    stuck_tries: r.int(6)?.clamp(0, i64::from(u32::MAX)) as u32,
+                    retry_at: r.opt_int(7)?.map(time),
+                    day: r.text(8)?.parse().unwrap_or_default(),
                 })
             })
             .collect()
@@ -317,6 +433,48 @@ mod tests {
                 ("2026-03-15T11:00:00+00:00".to_string(), "searches", 1),
             ]
         );
+    }
+
+    #[test]
+    fn a_stuck_window_waits_longer_after_each_failure_in_a_row_until_it_is_written() {
+        let (_dir, a) = activity();
+        let d = "2026-03-10".parse::<NaiveDate>().unwrap();
+        let t0: DateTime<Utc> = "2026-03-15T10:00:00Z".parse().unwrap();
+        let h = chrono::Duration::hours;
+        let trouble = |kind, at| {
+            a.window_trouble("page_views", "p", (d, "2026-03-10"), "why", at, kind)
+                .unwrap()
+        };
+        assert_eq!(trouble(Trouble::Long, t0), None);
+        assert_eq!(trouble(Trouble::Stuck, t0), Some((1, t0 + h(24))));
+        assert_eq!(a.held_back(t0 + h(23)).unwrap().len(), 1);
+        assert!(a.held_back(t0 + h(24)).unwrap().is_empty());
+        // Walking again in turns keeps the count and the time of the next try.
+        assert_eq!(trouble(Trouble::Long, t0 + h(30)), None);
+        let f = &a.failures().unwrap()[0];
+        assert_eq!(
+            (f.kind, f.stuck_tries, f.retry_at),
+            (Trouble::Long, 1, Some(t0 + h(24)))
+        );
+        assert_eq!(
+            trouble(Trouble::Stuck, t0 + h(80)),
+            Some((2, t0 + h(80 + 48)))
+        );
+        assert_eq!(
+            trouble(Trouble::Stuck, t0 + h(200)),
+            Some((3, t0 + h(200 + 96)))
+        );
+        assert_eq!(
+            trouble(Trouble::Stuck, t0 + h(400)),
+            Some((4, t0 + h(400 + 168)))
+        );
+        assert_eq!(
+            trouble(Trouble::Stuck, t0 + h(600)),
+            Some((5, t0 + h(600 + 168)))
+        );
+        a.window_written("page_views", "p", Some(d)).unwrap();
+        assert!(a.failures().unwrap().is_empty());
+        assert_eq!(trouble(Trouble::Stuck, t0 + h(900)), Some((1, t0 + h(924))));
     }
 
     #[test]

@@ -93,7 +93,7 @@ const KEY_COLUMNS: [(&str, &str); 4] = [
 ];
 
 /// Adds `columns` to a SQLite table written before them.
-fn add_columns(
+pub(super) fn add_columns(
     c: &rusqlite::Connection,
     table: &str,
     columns: &[(&str, &str)],

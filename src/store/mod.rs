@@ -186,6 +186,7 @@ impl Store {
         db.ensure(daemons::SCHEMA)?;
         db.ensure(claims::SCHEMA)?;
         db.ensure(activity::SCHEMA)?;
+        db.with_conn(|c| ledger::add_columns(c, "window_failures", &activity::FAILURE_COLUMNS))?;
         db.with_conn(|c| queue::add_lease_columns(c))?;
         ledger::Ledger::on(db.clone())?;
         Ok(Self {

@@ -365,6 +365,13 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         ALTER TABLE rule_firings ADD COLUMN note TEXT;
         ALTER TABLE rule_firings ADD COLUMN held_at_ms BIGINT;",
     ),
+    (
+        11,
+        "windows stuck on the service's paging: how, how often, when tried again",
+        "ALTER TABLE window_failures ADD COLUMN kind TEXT NOT NULL DEFAULT 'failed';
+        ALTER TABLE window_failures ADD COLUMN stuck_tries BIGINT NOT NULL DEFAULT 0;
+        ALTER TABLE window_failures ADD COLUMN retry_at_ms BIGINT;",
+    ),
 ];
 
 /// The advisory lock key that serializes migrations ("docpipe" in ASCII).

@@ -673,3 +673,168 @@ async fn a_rule_query_that_would_join_without_bound_fails_its_rule_and_the_daemo
         err.message
     );
 }
+
+/// A service whose page views of alpha's 2026-03-10 never end (one new row a page, `hasMore`
+/// always, totals that allow them); every other day of every project is two rows on one page.
+/// Counts the requests of the endless day and of the others.
+async fn endless_day_service() -> (String, Arc<Mutex<(u64, u64)>>) {
+    use axum::extract::{Path, Query};
+    let counts = Arc::new(Mutex::new((0u64, 0u64)));
+    let seen = counts.clone();
+    let views = move |Path(project): Path<String>,
+                      Query(q): Query<std::collections::HashMap<String, String>>| {
+        let seen = seen.clone();
+        async move {
+            let offset: u64 = q.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
+            let from = q.get("dateFrom").cloned().unwrap_or_default();
+            let row = |i: u64| serde_json::json!({"path": format!("/p{i}"), "human": 1, "ai": 0, "total": 1});
+            if project == "alpha" && from.starts_with("2026-03-10") {
+                seen.lock().unwrap().0 += 1;
+                let total = 1_000_000_000;
+                axum::Json(
+                    serde_json::json!({"totals": {"human": total, "ai": 0, "total": total}, "views": [row(offset)], "hasMore": true}),
+                )
+            } else {
+                seen.lock().unwrap().1 += 1;
+                axum::Json(
+                    serde_json::json!({"totals": {"human": 2, "ai": 0, "total": 2}, "views": [row(0), row(1)], "hasMore": false}),
+                )
+            }
+        }
+    };
+    let app = axum::Router::new().route("/v1/analytics/{project}/views", axum::routing::get(views));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (format!("http://{addr}"), counts)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_endless_day_yields_the_budget_to_the_other_days_and_is_reported_stuck() {
+    const PER_HOUR: u64 = 40;
+    let (base, counts) = endless_day_service().await;
+    let clock = ManualClock::new(noon());
+    let dir = tempfile::tempdir().unwrap();
+    let config = TestConfig {
+        datasets: r#"datasets = ["page_views"]"#.into(),
+        ..daemon_config(&base, dir.path(), day("2026-03-08"), PER_HOUR)
+    };
+    let settings = settings(&config, dir.path());
+    let mut d = daemon(settings.clone(), clock.clone(), keys(), None).await;
+    let out = dir.path().join("out");
+    let written = |p: &str, date: &str| {
+        out.join(format!(
+            "page_views/project={p}/date={date}/part-00000.parquet"
+        ))
+        .exists()
+    };
+    let requests = || {
+        let c = counts.lock().unwrap();
+        c.0 + c.1
+    };
+    // The first hour: alpha's and beta's 8 days and gamma's (another organization). The
+    // endless day walks its turn, yields, and takes what is left after every other day.
+    assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+    let mut d8 = day("2026-03-08");
+    while d8 <= day("2026-03-15") {
+        for p in ["alpha", "beta", "gamma"] {
+            let date = d8.to_string();
+            assert_eq!(
+                written(p, &date),
+                !(p == "alpha" && date == "2026-03-10"),
+                "{p} {date}"
+            );
+        }
+        d8 = d8.succ_opt().unwrap();
+    }
+    // org-a spent its hour: 15 other days (one request each) and the rest on the endless day.
+    let (endless, others) = *counts.lock().unwrap();
+    assert_eq!(others, 15 + 8);
+    assert_eq!(endless, PER_HOUR - 15);
+    let status = docpipe::status::collect(&settings, clock.clone(), 10)
+        .await
+        .unwrap();
+    let text = docpipe::status::text::render(&status);
+    assert!(
+        text.contains(&format!("  page_views 2026-03-10 walking in turns since 2026-03-15 12:00 UTC: {endless} pages walked, far beyond the 1 expected: it walks in turns after the other windows (a walk of more than 2000 pages fails)\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains("Not counted: 1 windows stuck on the service's paging: page_views alpha 2026-03-10 (walking in turns after the other windows)."),
+        "{text}"
+    );
+    // Hour after hour (the daemon's export step alone, as its hourly schedule runs it): today
+    // is looked at each hour, the endless day takes the rest, never more than the budget;
+    // after its 2,000th page it is stuck, and waits a day.
+    let ctx = d.context();
+    let exporter = ctx.exporter();
+    let targets = ctx.targets(&[]).unwrap();
+    let export = || async {
+        let plan = docpipe::app::export::plan_fitted(ctx, &exporter, &targets, false).unwrap();
+        exporter.run(&targets, &plan).await
+    };
+    let mut hours = 0;
+    let stuck_at = loop {
+        hours += 1;
+        assert!(hours < 80, "the endless day never failed");
+        clock.advance(Duration::from_secs(3600));
+        let before = requests();
+        let endless_before = counts.lock().unwrap().0;
+        let s = export().await;
+        assert!(
+            s.requests <= PER_HOUR + 8,
+            "hour {hours}: {} requests",
+            s.requests
+        );
+        assert_eq!(requests() - before, s.requests);
+        let now = clock.now().date_naive();
+        let today = s.windows.iter().filter(|w| w.day == now).count()
+            + s.checked.iter().filter(|c| c.day == now).count();
+        assert_eq!(today, 3, "hour {hours}: today {now} not looked at");
+        let failures = ctx.store().activity().failures().unwrap();
+        if let Some(f) = failures
+            .iter()
+            .find(|f| f.kind == docpipe::store::activity::Trouble::Stuck)
+        {
+            assert_eq!(counts.lock().unwrap().0, 2000);
+            assert_eq!(f.stuck_tries, 1);
+            assert_eq!(f.retry_at, Some(clock.now() + chrono::Duration::hours(24)));
+            break clock.now();
+        }
+        assert!(
+            counts.lock().unwrap().0 > endless_before,
+            "hour {hours}: the endless day starved"
+        );
+    };
+    let status = docpipe::status::collect(&settings, clock.clone(), 10)
+        .await
+        .unwrap();
+    let text = docpipe::status::text::render(&status);
+    let retry = (stuck_at + chrono::Duration::hours(24)).format("%Y-%m-%d %H:%M UTC");
+    assert!(
+        text.contains(&format!("  page_views 2026-03-10 stuck since {}: page views for project alpha (2026-03-10 to 2026-03-11): paging stopped: hasMore at offset 500000: a day of more than 2000 pages (500000 rows) is refused; 1 walks in a row reached the bound, tried again after {retry}\n", stuck_at.format("%Y-%m-%d %H:%M UTC"))),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("Not counted: 1 windows stuck on the service's paging: page_views alpha 2026-03-10 (tried again after {retry}).")),
+        "{text}"
+    );
+    // The next hours leave it out (the plan says why); a day later it is walked again.
+    for _ in 0..23 {
+        clock.advance(Duration::from_secs(3600));
+        let plan = docpipe::app::export::plan_fitted(ctx, &exporter, &targets, false).unwrap();
+        assert_eq!(plan.stuck.len(), 1);
+        let described = docpipe::export::describe_plan(&plan);
+        assert!(
+            described.contains(&format!("  1 windows stuck on the service's paging, not tried before their time: page_views alpha 2026-03-10 (tried again after {retry})\n")),
+            "{described}"
+        );
+        exporter.run(&targets, &plan).await;
+        assert_eq!(counts.lock().unwrap().0, 2000);
+    }
+    clock.advance(Duration::from_secs(3600));
+    export().await;
+    assert!(counts.lock().unwrap().0 > 2000);
+}

@@ -283,14 +283,14 @@ fn processes_starting_at_once_migrate_the_schema_once_and_a_newer_schema_is_refu
     assert!(opened.iter().all(Result::is_ok), "{opened:?}");
     assert_eq!(
         server.psql("SELECT version || ' ' || name FROM docpipe_migrations ORDER BY version"),
-        "1 the rate budget's request log\n2 the backfill queue, claimed with a lease\n3 the daemons' heartbeats\n4 every other piece of state: windows, walks and their pages, looks, rules, claims\n5 looks no longer count their changes (nothing read the counts)\n6 the days of every dataset in one table (windows)\n7 every dataset's walks in progress in one table (walks), their pages in walk_pages; the walks in progress before are walked again\n8 what the status page shows: requests spent by hour, windows' failures, rules' last runs\n9 the impact of agent jobs: each firing's plan, and its keys' figures before and after\n10 the review of rule firings: previews, held firings and their trail"
+        "1 the rate budget's request log\n2 the backfill queue, claimed with a lease\n3 the daemons' heartbeats\n4 every other piece of state: windows, walks and their pages, looks, rules, claims\n5 looks no longer count their changes (nothing read the counts)\n6 the days of every dataset in one table (windows)\n7 every dataset's walks in progress in one table (walks), their pages in walk_pages; the walks in progress before are walked again\n8 what the status page shows: requests spent by hour, windows' failures, rules' last runs\n9 the impact of agent jobs: each firing's plan, and its keys' figures before and after\n10 the review of rule firings: previews, held firings and their trail\n11 windows stuck on the service's paging: how, how often, when tried again"
     );
     server.psql("INSERT INTO docpipe_migrations (version, name) VALUES (99, 'from the future')");
     let err = Pg::open(&server.url()).unwrap_err().to_string();
     assert_eq!(
         err,
         format!(
-            "state database {}: its schema is version 99, newer than this docpipe's 10: run a newer docpipe",
+            "state database {}: its schema is version 99, newer than this docpipe's 11: run a newer docpipe",
             server.url()
         )
     );
@@ -808,8 +808,11 @@ fn the_impact_of_a_firing_on_postgres_is_kept_as_on_sqlite() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_span_another_process_holds_is_named_in_the_summary_as_not_done() {
+/// A server, the emulator at 100,000 requests an hour, and a config of `datasets` (a
+/// project's line) whose state is on that server, made by a first `status`.
+async fn a_config_on_postgres(
+    datasets: &str,
+) -> (Postgres, Live, tempfile::TempDir, std::path::PathBuf) {
     let server = Postgres::start();
     let mut data = small();
     data.limits.analytics_per_hour = 100_000;
@@ -822,11 +825,10 @@ async fn a_span_another_process_holds_is_named_in_the_summary_as_not_done() {
             &live.server.base_url(),
             &dir.path().join("out"),
             &state_on(&server),
-            r#"datasets = ["page_views", "feedback"]"#,
+            datasets,
         ),
     )
     .unwrap();
-    // The state made, then a daemon elsewhere holding alpha's feedback for an hour.
     let first = docpipe_command(&cfg, &["status"])
         .env(PASSWORD_ENV, PASSWORD)
         .output()
@@ -836,6 +838,14 @@ async fn a_span_another_process_holds_is_named_in_the_summary_as_not_done() {
         "{}",
         String::from_utf8_lossy(&first.stderr)
     );
+    (server, live, dir, cfg)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_span_another_process_holds_is_named_in_the_summary_as_not_done() {
+    // A daemon elsewhere holding alpha's feedback for years.
+    let (server, _live, dir, cfg) =
+        a_config_on_postgres(r#"datasets = ["page_views", "feedback"]"#).await;
     let until = t0().timestamp_millis() + 3_600_000 * 24 * 365 * 10;
     server.psql(&format!(
         "INSERT INTO window_claims (key, holder, lease_until_ms) VALUES ('feedback/alpha', 'other-host:1', {until})"
@@ -863,27 +873,7 @@ async fn a_span_another_process_holds_is_named_in_the_summary_as_not_done() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_span_another_process_lets_go_of_is_walked_after_it_and_named() {
-    let server = Postgres::start();
-    let mut data = small();
-    data.limits.analytics_per_hour = 100_000;
-    let live = Live::start(data).await;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("c.toml");
-    std::fs::write(
-        &cfg,
-        config_of(
-            &live.server.base_url(),
-            &dir.path().join("out"),
-            &state_on(&server),
-            r#"datasets = ["feedback"]"#,
-        ),
-    )
-    .unwrap();
-    let first = docpipe_command(&cfg, &["status"])
-        .env(PASSWORD_ENV, PASSWORD)
-        .output()
-        .unwrap();
-    assert!(first.status.success());
+    let (server, _live, dir, cfg) = a_config_on_postgres(r#"datasets = ["feedback"]"#).await;
     // Another process holds alpha's feedback and dies: its lease runs out in 4 s (the run's
     // clock is the system's), before this run stops waiting (10 s, `lease_secs`).
     let until = chrono::Utc::now().timestamp_millis() + 4_000;
@@ -928,7 +918,7 @@ async fn two_backfills_at_once_on_one_postgres_leave_every_day_as_one_alone() {
     let mut data = small();
     data.limits.analytics_per_hour = 100_000;
     // Slow answers, so that the two runs' walks overlap.
-    data.faults.latency_ms = 40;
+    data.faults.latency_ms = 20;
     let live = Live::start(data).await;
     let dir = tempfile::tempdir().unwrap();
     let (ref_out, out) = (dir.path().join("ref"), dir.path().join("shared"));
