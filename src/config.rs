@@ -152,6 +152,7 @@ pub struct RawPolicy {
 
 impl RawFreshness {
     /// Checks the section: every duration, every dataset name, the order of the three.
+    #[expect(clippy::too_many_lines)]
     fn check(&self, problems: &mut Vec<String>) -> crate::planner::Freshness {
         fn one(
             at: &str,
@@ -1088,6 +1089,7 @@ impl RawConfig {
     }
 
     /// Validates, reporting every problem at once: each section checks itself.
+    #[expect(clippy::too_many_lines)]
     pub fn validate(self, origin: &str) -> Result<Settings, ConfigError> {
         let mut problems = Vec::new();
         let s = &self.service;

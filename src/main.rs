@@ -1,5 +1,7 @@
 //! The docpipe binary: parse the command line, run the library, map errors to exit codes.
 
+#![warn(clippy::too_many_lines)]
+
 use clap::Parser;
 use docpipe::cli::{self, Cli};
 use std::process::ExitCode;

@@ -267,6 +267,7 @@ impl Client {
 
     /// One attempt: budget, send, and a non-2xx status mapped to its error. A state-changing
     /// request whose fate is uncertain becomes `OutcomeUnknown`.
+    #[expect(clippy::too_many_lines)]
     async fn attempt(&self, call: &Call) -> Result<reqwest::Response, ApiError> {
         let auth = self.auth_header(call)?;
         if let Some((scope, limit)) = &call.budget {

@@ -934,6 +934,7 @@ mod tests {
     }
 
     #[test]
+    #[expect(clippy::too_many_lines)]
     fn the_decoder_reads_escapes_spacing_and_unknown_fields_and_words_errors_as_serde_does() {
         let page = decode_page(
             br#" {"extra":[1,{"x":null}],"hasMore":true,"views":[

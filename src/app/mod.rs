@@ -87,6 +87,7 @@ impl Context {
     /// Opens the context: checks the projects and reads the keys `keys` names (writing nothing
     /// before), opens the output folder as `access` says and its store once, the rate budget
     /// (on the store's connection when `budget_db` is its file) and a client per organization.
+    #[expect(clippy::too_many_lines)]
     pub async fn open(
         settings: Settings,
         clock: SharedClock,

@@ -37,6 +37,7 @@ pub struct Args {
 }
 
 /// Runs `ask`.
+#[expect(clippy::too_many_lines)]
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let with_domain: Vec<_> = settings
         .organizations

@@ -267,6 +267,7 @@ fn stops(e: &ApiError) -> Option<bool> {
 }
 
 /// Sends one probe (a thread needs the id `thread` of a turn).
+#[expect(clippy::too_many_lines)]
 async fn send(
     client: &Client,
     settings: &Settings,
@@ -441,6 +442,7 @@ fn rows_seen(rows: usize, more: bool, day: chrono::NaiveDate) -> String {
 }
 
 /// Runs `check`.
+#[expect(clippy::too_many_lines)]
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let probes = probes(settings, &args.projects, args.assistant)?;
     let ctx = super::export::open(

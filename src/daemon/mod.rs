@@ -42,6 +42,7 @@ struct Started {
 }
 
 /// Opens the context, loads the rules, starts the health server and the schedules.
+#[expect(clippy::too_many_lines)]
 async fn start(
     settings: Settings,
     clock: SharedClock,
@@ -149,6 +150,7 @@ async fn start(
 
 /// Runs the daemon until `stop` resolves; then lets the work in progress finish for the grace
 /// period (or abandons it: the state stays consistent and the next start resumes) and returns.
+#[expect(clippy::too_many_lines)]
 pub async fn run(
     settings: Settings,
     clock: SharedClock,

@@ -180,6 +180,7 @@ impl Daemon {
 
     /// The incremental export of every project (one plan), then the trends and the unscheduled
     /// rules over the same tables.
+    #[expect(clippy::too_many_lines)]
     pub(super) async fn export(&mut self) {
         let queued = self
             .ctx

@@ -923,6 +923,7 @@ fn times(n: usize, at: DateTime<Utc>) -> ArrayRef {
     Arc::new(b.finish())
 }
 
+#[expect(clippy::too_many_lines)]
 fn column<'a>(
     c: &Column,
     cells: impl ExactSizeIterator<Item = &'a Cell>,

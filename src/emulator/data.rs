@@ -477,6 +477,7 @@ impl DataFile {
     }
 
     /// Every inconsistency in the file.
+    #[expect(clippy::too_many_lines)]
     fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
         let brand = &self.brand;

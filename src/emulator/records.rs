@@ -405,6 +405,7 @@ const CATEGORIES: [&str; 5] = [
 ];
 
 /// The threads started on a day (with every turn; callers filter by `now`).
+#[expect(clippy::too_many_lines)]
 pub fn day_threads(
     seed: u64,
     project: &str,

@@ -1067,6 +1067,7 @@ impl Exporter {
     /// failure that stopped its organization, claimed (see [`Exporter::claim`]), walked for
     /// its turn (see [`turn`]), written. A window that walks beyond its turn yields: its
     /// pages are kept, and it goes on after every other window had its turn.
+    #[expect(clippy::too_many_lines)]
     async fn serve(&self, r: &mut Running<'_>, due: &Due, turn: Turn<'_>) {
         let c = r.plan.candidate(due);
         if matches!(turn, Turn::First) {

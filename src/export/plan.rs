@@ -176,6 +176,7 @@ impl Exporter {
 
     /// A span dataset's walk for a project: the one under way goes on; else a full re-check
     /// or a walk of the recent days when one is due (`None`: neither is, fresh enough).
+    #[expect(clippy::too_many_lines)]
     fn plan_span(
         &self,
         shape: &'static Shape,

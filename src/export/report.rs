@@ -5,6 +5,7 @@ use crate::dataset::page_views::PAGE_VIEWS;
 use std::collections::BTreeMap;
 
 /// Prints a plan for people.
+#[expect(clippy::too_many_lines)]
 pub fn describe_plan(plan: &Plan) -> String {
     let mut out = String::new();
     // The plan's first line counts page views apart: the word the user knows them by.
@@ -135,6 +136,7 @@ fn others(windows: &[OtherWindow], verb: &str) -> String {
 }
 
 /// Prints a summary for people.
+#[expect(clippy::too_many_lines)]
 pub fn describe_summary(s: &Summary) -> String {
     let finals = s.windows.iter().filter(|w| w.is_final).count();
     let mut out = format!(

@@ -127,6 +127,7 @@ impl Walk for ViewWalk<'_> {
         Ok(mismatch)
     }
 
+    #[expect(clippy::too_many_lines)]
     fn write(
         &mut self,
         x: &Exporter,

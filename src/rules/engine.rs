@@ -396,6 +396,7 @@ impl Engine {
         self.fire_with(rule, eval, false).await
     }
 
+    #[expect(clippy::too_many_lines)]
     async fn fire_with(
         &self,
         rule: &Rule,

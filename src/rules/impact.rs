@@ -119,6 +119,7 @@ fn identifier(name: &str) -> bool {
 
 impl RawImpact {
     /// Checks `[impact]` against the rule: `when` (its tables), its key, whether it waits.
+    #[expect(clippy::too_many_lines)]
     pub(super) fn check(
         self,
         when: &str,
@@ -1011,6 +1012,7 @@ impl FiringImpact {
 }
 
 /// The rows of `agent_impact/` in an output folder (none when it has none).
+#[expect(clippy::too_many_lines)]
 pub fn read(out: &Path) -> Result<Vec<Row>, PolarsError> {
     let root = out.join(AGENT_IMPACT);
     if !root.is_dir() {
@@ -1144,6 +1146,7 @@ pub const READING: &str = "a key improved (or got worse) when its metric moved m
 /// `docpipe rules impact`: per rule, the jobs measured, the keys that improved, stayed and got
 /// worse, the median change, each measured firing's keys, what waits and what never will be
 /// measured; a rule without `[impact]` says it is measured by nothing.
+#[expect(clippy::too_many_lines)]
 pub fn report(rules: &[Rule], ledger: &Ledger, cal: Calendar) -> Result<String, StoreError> {
     let tz = cal.tz;
     use std::fmt::Write as _;

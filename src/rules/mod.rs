@@ -296,6 +296,7 @@ fn unescaped_places(template: &str) -> Vec<String> {
 impl Rule {
     /// Parses and checks one rule file (everything that needs no data): `projects` are the
     /// configured ones.
+    #[expect(clippy::too_many_lines)]
     pub fn parse(text: &str, file: &str, projects: &[String]) -> Result<Rule, RuleError> {
         let fail = |message: String| RuleError {
             file: file.to_string(),
@@ -651,6 +652,7 @@ pub fn evaluate(
     })
 }
 
+#[expect(clippy::too_many_lines)]
 fn evaluate_here(
     rule: &Rule,
     tables: &Tables,

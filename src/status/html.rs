@@ -350,6 +350,7 @@ fn flag_list(out: &mut String, flags: &[crate::rules::RowFlag]) {
     out.push_str("</ul>");
 }
 
+#[expect(clippy::too_many_lines)]
 fn rules_section(out: &mut String, s: &Status) {
     let r = &s.rules;
     let _ = write!(

@@ -466,6 +466,7 @@ fn eta_secs(plan: &Plan) -> u64 {
 pub const TOP_ROWS: usize = 5;
 
 /// Reads the status at the clock's now; `firings`: how many of the last firings to list.
+#[expect(clippy::too_many_lines)]
 pub async fn collect(
     settings: &Settings,
     clock: SharedClock,
@@ -589,6 +590,7 @@ fn holes(known: &[NaiveDate], first: NaiveDate) -> Vec<DayRange> {
 }
 
 /// A dataset's days, staleness and failures.
+#[expect(clippy::too_many_lines)]
 fn dataset(
     ctx: &Context,
     view: &PlanView,

@@ -123,6 +123,7 @@ where
         .map_err(|e| e.to_string())
 }
 
+#[expect(clippy::too_many_lines)]
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     project: &str,

@@ -241,6 +241,7 @@ fn clicks() -> Expr {
 /// the day the term had most hits), the last search; `unclicked_7d` (searches without a
 /// click) and `gap_rank_7d` (1: the term searched most without a click); `new_this_week`
 /// (searched in the last 7 days and not in the 21 before; null unless those were exported).
+#[expect(clippy::too_many_lines)]
 pub fn search_terms(searches: LazyFrame, totals: LazyFrame) -> PolarsResult<LazyFrame> {
     let last = last_day(totals.clone());
     let coverage = aged(totals, last.clone(), 28)
@@ -513,6 +514,7 @@ pub fn unanswered_questions(turns: LazyFrame) -> PolarsResult<LazyFrame> {
 /// votes), entries, the latest comments (up to [`LIST_MAX`], newest first); `down_rank_28d`
 /// 1 for the page with most thumbs down (then the highest rate). Undated entries
 /// (`feedback_undated`) have no day to fall in a window and are left out.
+#[expect(clippy::too_many_lines)]
 pub fn feedback_pages(feedback: LazyFrame) -> PolarsResult<LazyFrame> {
     let last = last_day(feedback.clone());
     let rows = aged(feedback, last, 56);
@@ -854,6 +856,7 @@ pub fn top_rows(out: &Path, n: usize) -> std::collections::BTreeMap<String, Vec<
 }
 
 /// The terminal summary of the gap tables: a short section per dataset and project.
+#[expect(clippy::too_many_lines)]
 pub fn describe(g: &Gaps) -> String {
     let mut projects = std::collections::BTreeSet::new();
     for (_, df) in g.frames() {
