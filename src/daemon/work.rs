@@ -180,7 +180,6 @@ impl Daemon {
 
     /// The incremental export of every project (one plan), then the trends and the unscheduled
     /// rules over the same tables.
-    #[expect(clippy::too_many_lines)]
     pub(super) async fn export(&mut self) {
         let queued = self
             .ctx
@@ -198,30 +197,7 @@ impl Daemon {
             }
         };
         let summary: Summary = self.exporter.run(&self.targets, &plan).await;
-        // The windows not final yet (by project: they will be looked at again), and what the
-        // next hourly runs need (by organization, the planner's steady demand): the backfill
-        // leaves that free.
-        let mut pending: HashMap<String, u64> = HashMap::new();
-        match crate::app::plan_view::forecast(&self.ctx) {
-            Ok((streams, forecast)) => {
-                for s in &streams {
-                    if let crate::planner::forecast::Windows::Days { days, .. } = &s.windows {
-                        *pending.entry(s.project.clone()).or_default() += days.len() as u64;
-                    }
-                }
-                self.reserve = forecast
-                    .iter()
-                    .map(|f| {
-                        let floor = self.ctx.settings.freshness.backfill_floor(f.limit);
-                        (
-                            f.org.clone(),
-                            (f.demand.ceil() as u64).min(f.limit.saturating_sub(floor)),
-                        )
-                    })
-                    .collect();
-            }
-            Err(e) => tracing::error!("planner: {e}"),
-        }
+        let pending = self.plan_ahead();
         self.gauge_staleness();
         for ((dataset, purpose), n) in &summary.spent {
             tracing::debug!(dataset, purpose, requests = n, "requests spent");
@@ -245,6 +221,50 @@ impl Daemon {
         }
         gauge_budget(&self.targets, self.ctx.clock.now());
         count_run("export", ok);
+        let tables = self.trends_after_export();
+        if self.ctx.settings.rules_after_export {
+            let names: Vec<String> = self
+                .rules
+                .iter()
+                .filter(|r| r.schedule.is_none())
+                .map(|r| r.name.clone())
+                .collect();
+            self.fire(&names, tables.as_ref()).await;
+        }
+        self.push().await;
+    }
+
+    /// After a run, from the planner's forecast: the windows not final yet by project (they
+    /// will be looked at again), and the reserve the backfill leaves free for what the next
+    /// hourly runs need (by organization, the planner's steady demand).
+    fn plan_ahead(&mut self) -> HashMap<String, u64> {
+        let mut pending: HashMap<String, u64> = HashMap::new();
+        match crate::app::plan_view::forecast(&self.ctx) {
+            Ok((streams, forecast)) => {
+                for s in &streams {
+                    if let crate::planner::forecast::Windows::Days { days, .. } = &s.windows {
+                        *pending.entry(s.project.clone()).or_default() += days.len() as u64;
+                    }
+                }
+                self.reserve = forecast
+                    .iter()
+                    .map(|f| {
+                        let floor = self.ctx.settings.freshness.backfill_floor(f.limit);
+                        (
+                            f.org.clone(),
+                            (f.demand.ceil() as u64).min(f.limit.saturating_sub(floor)),
+                        )
+                    })
+                    .collect();
+            }
+            Err(e) => tracing::error!("planner: {e}"),
+        }
+        pending
+    }
+
+    /// The trends over the output after an export (when `trends_after_export`): their tables for
+    /// the rules, or `None` (not asked for, no data, or failed: logged).
+    fn trends_after_export(&self) -> Option<crate::trends::Tables> {
         let mut tables = None;
         if self.ctx.settings.trends_after_export {
             match trends(&self.ctx) {
@@ -257,16 +277,7 @@ impl Daemon {
                 Err(e) => tracing::error!("trends: {e}"),
             }
         }
-        if self.ctx.settings.rules_after_export {
-            let names: Vec<String> = self
-                .rules
-                .iter()
-                .filter(|r| r.schedule.is_none())
-                .map(|r| r.name.clone())
-                .collect();
-            self.fire(&names, tables.as_ref()).await;
-        }
-        self.push().await;
+        tables
     }
 
     /// Sends what was written to the output when it is a bucket; a failure is logged and the

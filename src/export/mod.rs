@@ -1067,50 +1067,11 @@ impl Exporter {
     /// failure that stopped its organization, claimed (see [`Exporter::claim`]), walked for
     /// its turn (see [`turn`]), written. A window that walks beyond its turn yields: its
     /// pages are kept, and it goes on after every other window had its turn.
-    #[expect(clippy::too_many_lines)]
-    async fn serve(&self, r: &mut Running<'_>, due: &Due, turn: Turn<'_>) {
-        let c = r.plan.candidate(due);
-        if matches!(turn, Turn::First) {
-            r.spend.starting(&c);
-        }
-        // A window's next turn needs one request; the others, what the plan expects.
-        let earlier = match turn {
-            Turn::Again(n) => Some(n),
-            _ => None,
-        };
-        if !r.spend.fits(&c.org, earlier.map_or(c.cost, |_| 1)) {
-            match earlier {
-                Some(_) => r.summary.paused += 1,
-                None => r.summary.deferred += 1,
-            }
+    async fn serve(&self, r: &mut Running<'_>, held: &Due, turn: Turn<'_>) {
+        let Some((due, yields)) = self.this_turn(r, held, turn) else {
             return;
-        }
-        let earlier = earlier.unwrap_or(0);
-        let held = due;
-        // What is left of its part of the run, after its earlier turns.
-        let limit = r
-            .spend
-            .part(&c.org, due.part.map(|p| p.saturating_sub(earlier)));
-        if limit == Some(0) {
-            r.summary.paused += 1;
-            return;
-        }
-        // Once every window had its turn, the ones walking on share what is left.
-        let share = match (turn, limit) {
-            (Turn::Again(_), Some(l)) => {
-                let waiting = r.again.len() as u64 + 1;
-                self::turn(due.expected_requests).max(l / waiting)
-            }
-            _ => self::turn(due.expected_requests),
         };
-        let yields = limit.is_none_or(|l| share < l);
-        // A later turn goes on from the pages kept: no probe again.
-        let due = &Due {
-            part: Some(earlier + limit.map_or(share, |l| l.min(share))),
-            probe: due.probe && earlier == 0,
-            earlier,
-            ..due.clone()
-        };
+        let due = &due;
         let Some(client) = r.clients.get(due.project.as_str()).copied() else {
             return;
         };
@@ -1141,39 +1102,10 @@ impl Exporter {
         }
         let marks = (r.summary.failed.len(), r.summary.paused, r.summary.deferred);
         let before = client.requests_sent();
-        let days = Window {
-            from: due.day,
-            to: due.to,
-            tz: self.tz,
-        };
-        let (spend, summary) = (&r.spend, &mut r.summary);
-        // The one branch on the dataset: which page it walks.
-        let result = match due.dataset.shape() {
-            None => {
-                let w = &mut views::ViewWalk {
-                    due,
-                    key: due.walk(),
-                    window: days,
-                };
-                self.window(w, client, spend, &c.org, summary).await
-            }
-            Some(shape) => {
-                let wants_threads = r
-                    .targets
-                    .iter()
-                    .any(|t| t.project == due.project && t.datasets.contains(&THREADS.name));
-                let w = &mut records::RecordWalker {
-                    shape,
-                    due,
-                    walk: due.walk(),
-                    window: days,
-                    unanswered: wants_threads.then_some(&mut r.unanswered),
-                };
-                self.window(w, client, spend, &c.org, summary).await
-            }
-        };
+        let org = r.plan.candidate(due).org;
+        let result = self.walk_window(r, due, client, &org).await;
         let n = client.requests_sent() - before;
-        r.spend.spent(&c.org, n);
+        r.spend.spent(&org, n);
         r.summary.requests += n;
         match result {
             Err(e) => self.failed(window, client, e, &mut r.summary, &mut r.stops),
@@ -1188,16 +1120,102 @@ impl Exporter {
         // Walked to the end of its turn, far beyond its estimate: it goes on after the others
         // (or, when the allowance ended its next turn, next run).
         let paused = r.summary.paused > marks.1;
-        if paused && (yields || earlier > 0) {
-            self.long(due, earlier + n);
+        if paused && (yields || due.earlier > 0) {
+            self.long(due, due.earlier + n);
         }
         if paused && yields {
             r.summary.paused -= 1;
-            self.unclaim(&key, marks, &r.summary);
-            r.again.push((held.clone(), earlier + n));
-            return;
+            r.again.push((held.clone(), due.earlier + n));
         }
         self.unclaim(&key, marks, &r.summary);
+    }
+
+    /// A window's turn: the window with the part it may take now, and whether that part is its
+    /// turn rather than all it may take (it yields when it walks to the end of it). `None`: it
+    /// no longer fits this run (deferred; a window that yielded before is paused).
+    fn this_turn(&self, r: &mut Running<'_>, due: &Due, turn: Turn<'_>) -> Option<(Due, bool)> {
+        let c = r.plan.candidate(due);
+        if matches!(turn, Turn::First) {
+            r.spend.starting(&c);
+        }
+        // A window's next turn needs one request; the others, what the plan expects.
+        let earlier = match turn {
+            Turn::Again(n) => Some(n),
+            _ => None,
+        };
+        if !r.spend.fits(&c.org, earlier.map_or(c.cost, |_| 1)) {
+            match earlier {
+                Some(_) => r.summary.paused += 1,
+                None => r.summary.deferred += 1,
+            }
+            return None;
+        }
+        let earlier = earlier.unwrap_or(0);
+        // What is left of its part of the run, after its earlier turns.
+        let limit = r
+            .spend
+            .part(&c.org, due.part.map(|p| p.saturating_sub(earlier)));
+        if limit == Some(0) {
+            r.summary.paused += 1;
+            return None;
+        }
+        // Once every window had its turn, the ones walking on share what is left.
+        let share = match (turn, limit) {
+            (Turn::Again(_), Some(l)) => {
+                let waiting = r.again.len() as u64 + 1;
+                self::turn(due.expected_requests).max(l / waiting)
+            }
+            _ => self::turn(due.expected_requests),
+        };
+        // A later turn goes on from the pages kept: no probe again.
+        let this = Due {
+            part: Some(earlier + limit.map_or(share, |l| l.min(share))),
+            probe: due.probe && earlier == 0,
+            earlier,
+            ..due.clone()
+        };
+        Some((this, limit.is_none_or(|l| share < l)))
+    }
+
+    /// Walks a window of any dataset on the one window path: the one branch on the dataset,
+    /// which page it walks.
+    async fn walk_window(
+        &self,
+        r: &mut Running<'_>,
+        due: &Due,
+        client: &Client,
+        org: &str,
+    ) -> Result<(), ExportError> {
+        let days = Window {
+            from: due.day,
+            to: due.to,
+            tz: self.tz,
+        };
+        let (spend, summary) = (&r.spend, &mut r.summary);
+        match due.dataset.shape() {
+            None => {
+                let w = &mut views::ViewWalk {
+                    due,
+                    key: due.walk(),
+                    window: days,
+                };
+                self.window(w, client, spend, org, summary).await
+            }
+            Some(shape) => {
+                let wants_threads = r
+                    .targets
+                    .iter()
+                    .any(|t| t.project == due.project && t.datasets.contains(&THREADS.name));
+                let w = &mut records::RecordWalker {
+                    shape,
+                    due,
+                    walk: due.walk(),
+                    window: days,
+                    unanswered: wants_threads.then_some(&mut r.unanswered),
+                };
+                self.window(w, client, spend, org, summary).await
+            }
+        }
     }
 
     /// Records a window walking far beyond its estimate (its turn of `n` requests spent), for

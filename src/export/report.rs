@@ -5,7 +5,6 @@ use crate::dataset::page_views::PAGE_VIEWS;
 use std::collections::BTreeMap;
 
 /// Prints a plan for people.
-#[expect(clippy::too_many_lines)]
 pub fn describe_plan(plan: &Plan) -> String {
     let mut out = String::new();
     // The plan's first line counts page views apart: the word the user knows them by.
@@ -62,28 +61,7 @@ pub fn describe_plan(plan: &Plan) -> String {
     for (name, (windows, req)) in by_dataset {
         out += &format!("  {name}: {windows} windows, about {req} requests\n");
     }
-    if !plan.stuck.is_empty() {
-        let stuck: Vec<String> = plan
-            .stuck
-            .iter()
-            .map(|f| {
-                format!(
-                    "{} {} {} (tried again after {})",
-                    f.dataset,
-                    f.project,
-                    f.window,
-                    f.retry_at.map_or(String::new(), |r| r
-                        .format("%Y-%m-%d %H:%M UTC")
-                        .to_string())
-                )
-            })
-            .collect();
-        out += &format!(
-            "  {} windows stuck on the service's paging, not tried before their time: {}\n",
-            stuck.len(),
-            stuck.join(", ")
-        );
-    }
+    out += &stuck_line(plan);
     for (org, (limit, used)) in &plan.budgets {
         out += &format!("  budget of {org}: {limit} requests/hour, {used} used in the last hour\n");
     }
@@ -136,7 +114,6 @@ fn others(windows: &[OtherWindow], verb: &str) -> String {
 }
 
 /// Prints a summary for people.
-#[expect(clippy::too_many_lines)]
 pub fn describe_summary(s: &Summary) -> String {
     let finals = s.windows.iter().filter(|w| w.is_final).count();
     let mut out = format!(
@@ -148,31 +125,7 @@ pub fn describe_summary(s: &Summary) -> String {
         s.requests,
         s.skipped_final
     );
-    let mut by_dataset: BTreeMap<&str, (usize, i64, u64, usize, u64)> = BTreeMap::new();
-    for r in &s.records {
-        let e = by_dataset.entry(r.dataset).or_default();
-        e.0 += 1;
-        e.1 += r.rows;
-        e.2 += r.requests;
-        e.3 += usize::from(r.cut_off);
-        e.4 += r.outside;
-    }
-    for (name, (windows, rows, requests, cut, outside)) in by_dataset {
-        let cut = if cut > 0 {
-            format!(", {cut} days cut off at the 100 rows the service serves")
-        } else {
-            String::new()
-        };
-        let outside = match crate::dataset::shape_by_name(name).and_then(|s| s.outside_table) {
-            Some(table) if outside > 0 => {
-                format!(", {outside} rows dated outside the days asked for set aside in {table}")
-            }
-            _ => String::new(),
-        };
-        out += &format!(
-            "  {name}: {windows} windows, {rows} rows, {requests} requests{cut}{outside}\n"
-        );
-    }
+    out += &record_lines(&s.records);
     if !s.checked.is_empty() || s.deferred > 0 {
         let finals = s.checked.iter().filter(|c| c.is_final).count();
         out += &format!(
@@ -181,28 +134,7 @@ pub fn describe_summary(s: &Summary) -> String {
             s.deferred
         );
     }
-    if !s.done_by_others.is_empty() {
-        out += &format!(
-            "  {} windows done by another process since this run's plan, not walked again: {}\n",
-            s.done_by_others.len(),
-            others(&s.done_by_others, "by")
-        );
-    }
-    if !s.walked_after_others.is_empty() {
-        out += &format!(
-            "  {} windows another process held at first, walked by this run after it let go: {}\n",
-            s.walked_after_others.len(),
-            others(&s.walked_after_others, "held by")
-        );
-    }
-    if !s.left_to_others.is_empty() {
-        out += &format!(
-            "  {} windows not walked by this run, another process still held them after {} s: {}; they are not done by this run: run it again once that process is done (docpipe status shows what is covered)\n",
-            s.left_to_others.len(),
-            s.waited.as_secs(),
-            others(&s.left_to_others, "held by")
-        );
-    }
+    out += &other_process_lines(s);
     if !s.spent.is_empty() {
         let parts: Vec<String> = s
             .spent
@@ -235,10 +167,16 @@ pub fn describe_summary(s: &Summary) -> String {
             w.mismatch.as_deref().unwrap_or_default()
         );
     }
-    // One line per cause: the windows a rejected key or an unreachable service stopped are
-    // counted with the failure that stopped them (the same cause, shared).
+    out += &failure_lines(&s.failed);
+    out
+}
+
+/// The failures of a run, one line per cause: the windows a rejected key or an unreachable
+/// service stopped are counted with the failure that stopped them (the same cause, shared).
+fn failure_lines(failed: &[crate::export::Failure]) -> String {
+    let mut out = String::new();
     let mut causes: Vec<(String, Vec<&crate::export::Failure>)> = Vec::new();
-    for f in &s.failed {
+    for f in failed {
         let cause = f.cause.to_string();
         match causes.iter_mut().find(|(c, _)| *c == cause) {
             Some((_, windows)) => windows.push(f),
@@ -266,6 +204,92 @@ pub fn describe_summary(s: &Summary) -> String {
                 );
             }
         }
+    }
+    out
+}
+
+/// The plan's windows stuck on the service's paging, with the time of their next try.
+fn stuck_line(plan: &Plan) -> String {
+    if plan.stuck.is_empty() {
+        return String::new();
+    }
+    let stuck: Vec<String> = plan
+        .stuck
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {} {} (tried again after {})",
+                f.dataset,
+                f.project,
+                f.window,
+                f.retry_at.map_or(String::new(), |r| r
+                    .format("%Y-%m-%d %H:%M UTC")
+                    .to_string())
+            )
+        })
+        .collect();
+    format!(
+        "  {} windows stuck on the service's paging, not tried before their time: {}\n",
+        stuck.len(),
+        stuck.join(", ")
+    )
+}
+
+/// One line per dataset of the windows of the other datasets written.
+fn record_lines(records: &[crate::export::RecordOutcome]) -> String {
+    let mut out = String::new();
+    let mut by_dataset: BTreeMap<&str, (usize, i64, u64, usize, u64)> = BTreeMap::new();
+    for r in records {
+        let e = by_dataset.entry(r.dataset).or_default();
+        e.0 += 1;
+        e.1 += r.rows;
+        e.2 += r.requests;
+        e.3 += usize::from(r.cut_off);
+        e.4 += r.outside;
+    }
+    for (name, (windows, rows, requests, cut, outside)) in by_dataset {
+        let cut = if cut > 0 {
+            format!(", {cut} days cut off at the 100 rows the service serves")
+        } else {
+            String::new()
+        };
+        let outside = match crate::dataset::shape_by_name(name).and_then(|s| s.outside_table) {
+            Some(table) if outside > 0 => {
+                format!(", {outside} rows dated outside the days asked for set aside in {table}")
+            }
+            _ => String::new(),
+        };
+        out += &format!(
+            "  {name}: {windows} windows, {rows} rows, {requests} requests{cut}{outside}\n"
+        );
+    }
+    out
+}
+
+/// What other processes sharing the state had of this run's windows: done, let go, still held.
+fn other_process_lines(s: &Summary) -> String {
+    let mut out = String::new();
+    if !s.done_by_others.is_empty() {
+        out += &format!(
+            "  {} windows done by another process since this run's plan, not walked again: {}\n",
+            s.done_by_others.len(),
+            others(&s.done_by_others, "by")
+        );
+    }
+    if !s.walked_after_others.is_empty() {
+        out += &format!(
+            "  {} windows another process held at first, walked by this run after it let go: {}\n",
+            s.walked_after_others.len(),
+            others(&s.walked_after_others, "held by")
+        );
+    }
+    if !s.left_to_others.is_empty() {
+        out += &format!(
+            "  {} windows not walked by this run, another process still held them after {} s: {}; they are not done by this run: run it again once that process is done (docpipe status shows what is covered)\n",
+            s.left_to_others.len(),
+            s.waited.as_secs(),
+            others(&s.left_to_others, "held by")
+        );
     }
     out
 }

@@ -241,23 +241,9 @@ fn clicks() -> Expr {
 /// the day the term had most hits), the last search; `unclicked_7d` (searches without a
 /// click) and `gap_rank_7d` (1: the term searched most without a click); `new_this_week`
 /// (searched in the last 7 days and not in the 21 before; null unless those were exported).
-#[expect(clippy::too_many_lines)]
 pub fn search_terms(searches: LazyFrame, totals: LazyFrame) -> PolarsResult<LazyFrame> {
     let last = last_day(totals.clone());
-    let coverage = aged(totals, last.clone(), 28)
-        .group_by([col("project")])
-        .agg([
-            col("date")
-                .filter(col("age").lt(lit(7)))
-                .count()
-                .cast(DataType::Int64)
-                .alias("days_7d"),
-            col("date")
-                .filter(col("age").gt_eq(lit(7)))
-                .count()
-                .cast(DataType::Int64)
-                .alias("days_prev_21d"),
-        ]);
+    let coverage = coverage_7_21(totals, last.clone());
     let w7 = col("age").lt(lit(7));
     let terms = aged(searches, last, 28)
         .with_column(clicks())
@@ -311,26 +297,48 @@ pub fn search_terms(searches: LazyFrame, totals: LazyFrame) -> PolarsResult<Lazy
         col("hits_7d").gt(lit(0)),
         "gap_rank_7d",
     )?
-    .select([
-        col("project"),
-        col("search_query"),
-        col("last_day"),
-        col("hits_7d"),
-        col("clicks_7d"),
-        col("ctr_7d"),
-        col("unclicked_7d"),
-        col("gap_rank_7d"),
-        col("hits_28d"),
-        col("clicks_28d"),
-        col("ctr_28d"),
-        col("top_clicked_page"),
-        col("last_searched_at"),
-        col("new_this_week"),
-    ])
+    .select(named(&[
+        "project",
+        "search_query",
+        "last_day",
+        "hits_7d",
+        "clicks_7d",
+        "ctr_7d",
+        "unclicked_7d",
+        "gap_rank_7d",
+        "hits_28d",
+        "clicks_28d",
+        "ctr_28d",
+        "top_clicked_page",
+        "last_searched_at",
+        "new_this_week",
+    ]))
     .sort(
         ["project", "gap_rank_7d", "search_query"],
         SortMultipleOptions::default().with_nulls_last(true),
     ))
+}
+
+/// The columns named, in this order (a table's columns as it is written).
+fn named(names: &[&str]) -> Vec<Expr> {
+    names.iter().map(|n| col(*n)).collect()
+}
+
+/// Days exported per project in the last 7 days and the 21 before (`days_7d`,
+/// `days_prev_21d`), to the project's last day: a week is new only against 21 days there.
+fn coverage_7_21(totals: LazyFrame, last: LazyFrame) -> LazyFrame {
+    aged(totals, last, 28).group_by([col("project")]).agg([
+        col("date")
+            .filter(col("age").lt(lit(7)))
+            .count()
+            .cast(DataType::Int64)
+            .alias("days_7d"),
+        col("date")
+            .filter(col("age").gt_eq(lit(7)))
+            .count()
+            .cast(DataType::Int64)
+            .alias("days_prev_21d"),
+    ])
 }
 
 /// Searches per project and day: the day's searches (`totalSearches`), clicks (hits x ctr
@@ -493,18 +501,18 @@ pub fn unanswered_questions(turns: LazyFrame) -> PolarsResult<LazyFrame> {
         lit(true),
         "rank",
     )?
-    .select([
-        col("project"),
-        col("rank"),
-        col("question"),
-        col("latest_wording"),
-        col("asks"),
-        col("conversations"),
-        col("last_asked_at"),
-        col("cited_count"),
-        col("cited_pages"),
-        col("last_day"),
-    ])
+    .select(named(&[
+        "project",
+        "rank",
+        "question",
+        "latest_wording",
+        "asks",
+        "conversations",
+        "last_asked_at",
+        "cited_count",
+        "cited_pages",
+        "last_day",
+    ]))
     .sort(["project", "rank"], SortMultipleOptions::default()))
 }
 
@@ -514,7 +522,6 @@ pub fn unanswered_questions(turns: LazyFrame) -> PolarsResult<LazyFrame> {
 /// votes), entries, the latest comments (up to [`LIST_MAX`], newest first); `down_rank_28d`
 /// 1 for the page with most thumbs down (then the highest rate). Undated entries
 /// (`feedback_undated`) have no day to fall in a window and are left out.
-#[expect(clippy::too_many_lines)]
 pub fn feedback_pages(feedback: LazyFrame) -> PolarsResult<LazyFrame> {
     let last = last_day(feedback.clone());
     let rows = aged(feedback, last, 56);
@@ -535,16 +542,7 @@ pub fn feedback_pages(feedback: LazyFrame) -> PolarsResult<LazyFrame> {
             vote(true, cur.clone().not()).alias("up_prev_28d"),
             vote(false, cur.clone().not()).alias("down_prev_28d"),
             cur.clone().sum().cast(DataType::Int64).alias("entries_28d"),
-            col("comment")
-                .filter(cur.clone().and(col("comment").is_not_null()))
-                .sort_by(
-                    [col("created_at").filter(cur.clone().and(col("comment").is_not_null()))],
-                    SortMultipleOptions::default().with_order_descending(true),
-                )
-                .head(Some(LIST_MAX))
-                .str()
-                .join(SEPARATOR, true)
-                .alias("latest_comments"),
+            latest_comments(cur.clone()),
         ])
         .with_columns([
             (col("up_28d") + col("down_28d")).alias("votes_28d"),
@@ -577,27 +575,43 @@ pub fn feedback_pages(feedback: LazyFrame) -> PolarsResult<LazyFrame> {
         col("down_28d").gt(lit(0)),
         "down_rank_28d",
     )?
-    .select([
-        col("project"),
-        col("path"),
-        col("last_day"),
-        col("up_28d"),
-        col("down_28d"),
-        col("votes_28d"),
-        col("down_rate_28d"),
-        col("down_rank_28d"),
-        col("up_prev_28d"),
-        col("down_prev_28d"),
-        col("votes_prev_28d"),
-        col("down_rate_prev_28d"),
-        col("down_rate_rise_28d"),
-        col("entries_28d"),
-        col("latest_comments"),
-    ])
+    .select(named(&[
+        "project",
+        "path",
+        "last_day",
+        "up_28d",
+        "down_28d",
+        "votes_28d",
+        "down_rate_28d",
+        "down_rank_28d",
+        "up_prev_28d",
+        "down_prev_28d",
+        "votes_prev_28d",
+        "down_rate_prev_28d",
+        "down_rate_rise_28d",
+        "entries_28d",
+        "latest_comments",
+    ]))
     .sort(
         ["project", "down_rank_28d", "path"],
         SortMultipleOptions::default().with_nulls_last(true),
     ))
+}
+
+/// The latest comments of the entries `window` keeps (up to [`LIST_MAX`], newest first), as
+/// one text.
+fn latest_comments(window: Expr) -> Expr {
+    let kept = window.and(col("comment").is_not_null());
+    col("comment")
+        .filter(kept.clone())
+        .sort_by(
+            [col("created_at").filter(kept)],
+            SortMultipleOptions::default().with_order_descending(true),
+        )
+        .head(Some(LIST_MAX))
+        .str()
+        .join(SEPARATOR, true)
+        .alias("latest_comments")
 }
 
 /// Unique visitors per project and day (approximate distinct counts: never summed across days
@@ -650,20 +664,20 @@ pub fn callers_weekly(callers: LazyFrame) -> LazyFrame {
         share("api", "total").alias("api_share"),
         share("other", "total").alias("other_share"),
     ])
-    .select([
-        col("project"),
-        col("iso_year"),
-        col("iso_week"),
-        col("week_start"),
-        col("days"),
-        col("web"),
-        col("api"),
-        col("other"),
-        col("total"),
-        col("web_share"),
-        col("api_share"),
-        col("other_share"),
-    ])
+    .select(named(&[
+        "project",
+        "iso_year",
+        "iso_week",
+        "week_start",
+        "days",
+        "web",
+        "api",
+        "other",
+        "total",
+        "web_share",
+        "api_share",
+        "other_share",
+    ]))
     .sort(["project", "week_start"], SortMultipleOptions::default())
 }
 
