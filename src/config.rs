@@ -152,60 +152,8 @@ pub struct RawPolicy {
 
 impl RawFreshness {
     /// Checks the section: every duration, every dataset name, the order of the three.
-    #[expect(clippy::too_many_lines)]
     fn check(&self, problems: &mut Vec<String>) -> crate::planner::Freshness {
-        fn one(
-            at: &str,
-            name: &str,
-            v: &Option<String>,
-            default: chrono::Duration,
-            problems: &mut Vec<String>,
-        ) -> chrono::Duration {
-            let Some(text) = v else {
-                return default;
-            };
-            match humantime::parse_duration(text) {
-                Ok(d) if d >= Duration::from_secs(60) && d <= Duration::from_secs(31 * 86_400) => {
-                    chrono::Duration::from_std(d).unwrap_or(default)
-                }
-                Ok(_) => {
-                    problems.push(format!(
-                        "{at}.{name} {text:?} must be between 1 minute and 31 days"
-                    ));
-                    default
-                }
-                Err(e) => {
-                    problems.push(format!(
-                        "{at}.{name} {text:?} is not a duration ({e}; write \"1h\", \"90m\" or \"2h 30m\")"
-                    ));
-                    default
-                }
-            }
-        }
-        let policy = |at: &str,
-                      today: &Option<String>,
-                      recent: &Option<String>,
-                      oldest: &Option<String>,
-                      full: &Option<String>,
-                      base: crate::planner::Policy,
-                      problems: &mut Vec<String>| {
-            let p = crate::planner::Policy {
-                today: one(at, "today", today, base.today, problems),
-                recent: one(at, "recent", recent, base.recent, problems),
-                oldest: one(at, "oldest", oldest, base.oldest, problems),
-                full: one(at, "full", full, base.full, problems),
-            };
-            // A dataset that sets neither takes both from above: checked there once.
-            if p.recent > p.oldest && (at == "freshness" || recent.is_some() || oldest.is_some()) {
-                problems.push(format!(
-                    "{at}: recent ({}) must not be longer than oldest ({})",
-                    humantime::format_duration(p.recent.to_std().unwrap_or_default()),
-                    humantime::format_duration(p.oldest.to_std().unwrap_or_default())
-                ));
-            }
-            p
-        };
-        let default = policy(
+        let default = freshness_policy(
             "freshness",
             &self.today,
             &self.recent,
@@ -220,7 +168,7 @@ impl RawFreshness {
             match crate::dataset::by_name(name) {
                 Some(d) => by_dataset.push((
                     d.name(),
-                    policy(
+                    freshness_policy(
                         &at,
                         &raw.today,
                         &raw.recent,
@@ -251,6 +199,64 @@ impl RawFreshness {
             backfill_share_percent: share.min(90),
         }
     }
+}
+
+/// A `[freshness]` interval (`at.name`): between 1 minute and 31 days, else a problem and
+/// `default`.
+fn interval_setting(
+    at: &str,
+    name: &str,
+    v: &Option<String>,
+    default: chrono::Duration,
+    problems: &mut Vec<String>,
+) -> chrono::Duration {
+    let Some(text) = v else {
+        return default;
+    };
+    match humantime::parse_duration(text) {
+        Ok(d) if d >= Duration::from_secs(60) && d <= Duration::from_secs(31 * 86_400) => {
+            chrono::Duration::from_std(d).unwrap_or(default)
+        }
+        Ok(_) => {
+            problems.push(format!(
+                "{at}.{name} {text:?} must be between 1 minute and 31 days"
+            ));
+            default
+        }
+        Err(e) => {
+            problems.push(format!(
+                "{at}.{name} {text:?} is not a duration ({e}; write \"1h\", \"90m\" or \"2h 30m\")"
+            ));
+            default
+        }
+    }
+}
+
+/// A `[freshness]` policy (the table or one dataset's), its unset intervals from `base`.
+fn freshness_policy(
+    at: &str,
+    today: &Option<String>,
+    recent: &Option<String>,
+    oldest: &Option<String>,
+    full: &Option<String>,
+    base: crate::planner::Policy,
+    problems: &mut Vec<String>,
+) -> crate::planner::Policy {
+    let p = crate::planner::Policy {
+        today: interval_setting(at, "today", today, base.today, problems),
+        recent: interval_setting(at, "recent", recent, base.recent, problems),
+        oldest: interval_setting(at, "oldest", oldest, base.oldest, problems),
+        full: interval_setting(at, "full", full, base.full, problems),
+    };
+    // A dataset that sets neither takes both from above: checked there once.
+    if p.recent > p.oldest && (at == "freshness" || recent.is_some() || oldest.is_some()) {
+        problems.push(format!(
+            "{at}: recent ({}) must not be longer than oldest ({})",
+            humantime::format_duration(p.recent.to_std().unwrap_or_default()),
+            humantime::format_duration(p.oldest.to_std().unwrap_or_default())
+        ));
+    }
+    p
 }
 
 /// `[daemon]`.

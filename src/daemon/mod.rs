@@ -150,7 +150,6 @@ async fn start(
 
 /// Runs the daemon until `stop` resolves; then lets the work in progress finish for the grace
 /// period (or abandons it: the state stays consistent and the next start resumes) and returns.
-#[expect(clippy::too_many_lines)]
 pub async fn run(
     settings: Settings,
     clock: SharedClock,
@@ -203,29 +202,9 @@ pub async fn run(
                 _ = tokio::time::sleep(backfill_wait) => None,
             },
         };
-        let mut step = Step::Worked;
-        {
-            let work = async {
-                step = daemon.work(next.as_ref()).await;
-            };
-            let mut work = std::pin::pin!(work);
-            let stopped = tokio::select! {
-                _ = &mut work => false,
-                _ = &mut stop => true,
-            };
-            if stopped {
-                tracing::info!(
-                    grace_secs = grace.as_secs(),
-                    "stopping: the run in progress has the grace period to finish"
-                );
-                if tokio::time::timeout(grace, &mut work).await.is_err() {
-                    tracing::warn!(
-                        "stopping: the run in progress was abandoned; what was fetched is kept, and the next start resumes"
-                    );
-                }
-                break;
-            }
-        }
+        let Some(step) = work_or_stop(&mut daemon, next.as_ref(), &mut stop, grace).await else {
+            break;
+        };
         // A polling step is not a scheduled run: it does not take a backfill window's turn.
         last_was_tick = next.as_ref().is_some_and(|t| *t != Tick::Poll);
         backfill_wait = match step {
@@ -245,4 +224,30 @@ pub async fn run(
     }
     tracing::info!("docpipe daemon stopped");
     Ok(())
+}
+
+/// One step of the daemon's work; `None` when a stop signal came meanwhile (the step in
+/// progress then has `grace` to finish, and is abandoned after it: what was fetched is kept).
+async fn work_or_stop(
+    daemon: &mut Daemon,
+    next: Option<&Tick>,
+    stop: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+    grace: Duration,
+) -> Option<Step> {
+    let work = daemon.work(next);
+    let mut work = std::pin::pin!(work);
+    tokio::select! {
+        step = &mut work => return Some(step),
+        _ = stop.as_mut() => {}
+    }
+    tracing::info!(
+        grace_secs = grace.as_secs(),
+        "stopping: the run in progress has the grace period to finish"
+    );
+    if tokio::time::timeout(grace, &mut work).await.is_err() {
+        tracing::warn!(
+            "stopping: the run in progress was abandoned; what was fetched is kept, and the next start resumes"
+        );
+    }
+    None
 }

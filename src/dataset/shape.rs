@@ -923,7 +923,28 @@ fn times(n: usize, at: DateTime<Utc>) -> ArrayRef {
     Arc::new(b.finish())
 }
 
-#[expect(clippy::too_many_lines)]
+/// A column of one scalar kind: `$builder`'s values from the cells of variant `$variant`
+/// (copied; text by reference), nulls for `Cell::Null`, an error for any other cell.
+macro_rules! scalar_column {
+    ($builder:expr, Text, $cells:expr, $wrong:expr) => {
+        scalar_column!(@ $builder, Text, x => x, $cells, $wrong)
+    };
+    ($builder:expr, $variant:ident, $cells:expr, $wrong:expr) => {
+        scalar_column!(@ $builder, $variant, x => *x, $cells, $wrong)
+    };
+    (@ $builder:expr, $variant:ident, $x:ident => $value:expr, $cells:expr, $wrong:expr) => {{
+        let mut b = $builder;
+        for v in $cells {
+            match v {
+                Cell::$variant($x) => b.append_value($value),
+                Cell::Null => b.append_null(),
+                other => return Err($wrong(other)),
+            }
+        }
+        Arc::new(b.finish()) as ArrayRef
+    }};
+}
+
 fn column<'a>(
     c: &Column,
     cells: impl ExactSizeIterator<Item = &'a Cell>,
@@ -932,89 +953,52 @@ fn column<'a>(
     let wrong = |v: &Cell| format!("column {}: {v:?} does not fit its type", c.name);
     Ok(match c.kind {
         Kind::Text | Kind::Choice(_) => {
-            let mut b = StringBuilder::with_capacity(n, n * 16);
-            for v in cells {
-                match v {
-                    Cell::Text(s) => b.append_value(s),
-                    Cell::Null => b.append_null(),
-                    other => return Err(wrong(other)),
-                }
-            }
-            Arc::new(b.finish())
+            scalar_column!(StringBuilder::with_capacity(n, n * 16), Text, cells, wrong)
         }
-        Kind::Count => {
-            let mut b = Int64Builder::with_capacity(n);
-            for v in cells {
-                match v {
-                    Cell::Int(i) => b.append_value(*i),
-                    Cell::Null => b.append_null(),
-                    other => return Err(wrong(other)),
-                }
-            }
-            Arc::new(b.finish())
-        }
-        Kind::Ratio => {
-            let mut b = Float64Builder::with_capacity(n);
-            for v in cells {
-                match v {
-                    Cell::Float(f) => b.append_value(*f),
-                    Cell::Null => b.append_null(),
-                    other => return Err(wrong(other)),
-                }
-            }
-            Arc::new(b.finish())
-        }
-        Kind::Flag => {
-            let mut b = BooleanBuilder::with_capacity(n);
-            for v in cells {
-                match v {
-                    Cell::Bool(x) => b.append_value(*x),
-                    Cell::Null => b.append_null(),
-                    other => return Err(wrong(other)),
-                }
-            }
-            Arc::new(b.finish())
-        }
-        Kind::Time => {
-            let mut b = TimestampMicrosecondBuilder::with_capacity(n).with_timezone("UTC");
-            for v in cells {
-                match v {
-                    Cell::Time(t) => b.append_value(*t),
-                    Cell::Null => b.append_null(),
-                    other => return Err(wrong(other)),
-                }
-            }
-            Arc::new(b.finish())
-        }
-        Kind::Sources => {
-            let s = StructBuilder::from_fields(source_fields(), 0);
-            let mut b = ListBuilder::new(s).with_field(Arc::new(Field::new(
-                "item",
-                DataType::Struct(source_fields()),
-                true,
-            )));
-            for v in cells {
-                match v {
-                    Cell::Sources(items) => {
-                        let sb = b.values();
-                        for (title, url) in items {
-                            sb.field_builder::<StringBuilder>(0)
-                                .ok_or("sources: no title builder")?
-                                .append_value(title);
-                            sb.field_builder::<StringBuilder>(1)
-                                .ok_or("sources: no url builder")?
-                                .append_value(url);
-                            sb.append(true);
-                        }
-                        b.append(true);
-                    }
-                    Cell::Null => b.append(false),
-                    other => return Err(wrong(other)),
-                }
-            }
-            Arc::new(b.finish())
-        }
+        Kind::Count => scalar_column!(Int64Builder::with_capacity(n), Int, cells, wrong),
+        Kind::Ratio => scalar_column!(Float64Builder::with_capacity(n), Float, cells, wrong),
+        Kind::Flag => scalar_column!(BooleanBuilder::with_capacity(n), Bool, cells, wrong),
+        Kind::Time => scalar_column!(
+            TimestampMicrosecondBuilder::with_capacity(n).with_timezone("UTC"),
+            Time,
+            cells,
+            wrong
+        ),
+        Kind::Sources => sources_column(cells, wrong)?,
     })
+}
+
+/// The `sources` column: a list of (title, url) structs per row.
+fn sources_column<'a>(
+    cells: impl Iterator<Item = &'a Cell>,
+    wrong: impl Fn(&Cell) -> String,
+) -> Result<ArrayRef, String> {
+    let s = StructBuilder::from_fields(source_fields(), 0);
+    let mut b = ListBuilder::new(s).with_field(Arc::new(Field::new(
+        "item",
+        DataType::Struct(source_fields()),
+        true,
+    )));
+    for v in cells {
+        match v {
+            Cell::Sources(items) => {
+                let sb = b.values();
+                for (title, url) in items {
+                    sb.field_builder::<StringBuilder>(0)
+                        .ok_or("sources: no title builder")?
+                        .append_value(title);
+                    sb.field_builder::<StringBuilder>(1)
+                        .ok_or("sources: no url builder")?
+                        .append_value(url);
+                    sb.append(true);
+                }
+                b.append(true);
+            }
+            Cell::Null => b.append(false),
+            other => return Err(wrong(other)),
+        }
+    }
+    Ok(Arc::new(b.finish()))
 }
 
 #[cfg(test)]

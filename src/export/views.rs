@@ -127,7 +127,6 @@ impl Walk for ViewWalk<'_> {
         Ok(mismatch)
     }
 
-    #[expect(clippy::too_many_lines)]
     fn write(
         &mut self,
         x: &Exporter,
@@ -159,39 +158,13 @@ impl Walk for ViewWalk<'_> {
         let is_final = due.becomes_final && mismatch.is_none() && rejects.is_empty();
         let n = rows.iter().map(|r| r.len() as i64).sum();
         let unlisted = page_views::unlisted(&pages, &rows);
-        let out = x.output();
-        let set_aside = if rejects.is_empty() {
-            page_views::remove_rejects(out, &due.project, due.day)?;
-            None
-        } else {
-            Some(page_views::write_rejects(
-                out,
-                &due.project,
-                due.day,
-                &rejects,
-                at,
-            )?)
-        };
-        let views = page_views::write_page_views(out, &due.project, due.day, &rows, at)?;
         let site = page_views::SiteTotals {
             totals,
             rows: n,
             unlisted: Some(unlisted),
             is_final,
         };
-        let site = match page_views::write_site_totals(out, &due.project, due.day, &site, at) {
-            Ok(s) => s,
-            Err(e) => {
-                views.abandon();
-                return Err(e.into());
-            }
-        };
-        x.crash.hit("before rename");
-        if let Some(r) = set_aside {
-            pq::commit(r)?;
-        }
-        pq::commit(views)?;
-        pq::commit(site)?;
+        write_day(x, due, &rows, &rejects, &site, at)?;
         x.crash.hit("before state commit");
         x.state().finish(&WrittenWindow {
             project: due.project.clone(),
@@ -225,6 +198,46 @@ impl Walk for ViewWalk<'_> {
             unlisted,
         }))
     }
+}
+
+/// Writes a day's partitions (its rows set aside, its page views, its site totals), each to
+/// a temporary file, then renames them into place.
+fn write_day(
+    x: &Exporter,
+    due: &Due,
+    rows: &[&Rows],
+    rejects: &[(u64, &crate::api::views::Reject)],
+    site: &page_views::SiteTotals,
+    at: DateTime<Utc>,
+) -> Result<(), ExportError> {
+    let out = x.output();
+    let set_aside = if rejects.is_empty() {
+        page_views::remove_rejects(out, &due.project, due.day)?;
+        None
+    } else {
+        Some(page_views::write_rejects(
+            out,
+            &due.project,
+            due.day,
+            rejects,
+            at,
+        )?)
+    };
+    let views = page_views::write_page_views(out, &due.project, due.day, rows, at)?;
+    let site = match page_views::write_site_totals(out, &due.project, due.day, site, at) {
+        Ok(s) => s,
+        Err(e) => {
+            views.abandon();
+            return Err(e.into());
+        }
+    };
+    x.crash.hit("before rename");
+    if let Some(r) = set_aside {
+        pq::commit(r)?;
+    }
+    pq::commit(views)?;
+    pq::commit(site)?;
+    Ok(())
 }
 
 impl Exporter {

@@ -396,7 +396,6 @@ impl Engine {
         self.fire_with(rule, eval, false).await
     }
 
-    #[expect(clippy::too_many_lines)]
     async fn fire_with(
         &self,
         rule: &Rule,
@@ -441,6 +440,30 @@ impl Engine {
         {
             return Ok(skipped(skip));
         }
+        let mut firing = match self.record_firing(rule, eval, (prompt, &hash), hold.clone(), now)? {
+            Ok(f) => f,
+            Err(skip) => return Ok(skipped(skip)),
+        };
+        let Some(client) = client.filter(|_| hold.is_none()) else {
+            firing.sent = Sent::Held;
+            tracing::warn!(rule = %rule.name, firing = firing.id, "a firing waits for review");
+            return Ok(Report::Held(firing));
+        };
+        self.deliver(client, rule, &mut firing, &eval.keys, inline)
+            .await
+    }
+
+    /// Records a firing in the ledger before anything is sent (`sending`, or `held` for
+    /// review), with its trail; the ledger's skip when it checked again and found one.
+    fn record_firing(
+        &self,
+        rule: &Rule,
+        eval: &Evaluation,
+        (prompt, hash): (&String, &str),
+        hold: Option<String>,
+        now: DateTime<Utc>,
+    ) -> Result<Result<Firing, Skip>, StoreError> {
+        let rows = eval.rows.height();
         let job = match &rule.action {
             Action::FollowUp(j) => Some(j.clone()),
             Action::Create => None,
@@ -456,7 +479,7 @@ impl Engine {
             rule: rule.key(),
             job: job.as_deref(),
             prompt,
-            hash: &hash,
+            hash,
             rows_matched: rows,
             keys: &eval.keys,
             now,
@@ -468,16 +491,16 @@ impl Engine {
             trail: trail.clone(),
         })? {
             Ok(id) => id,
-            Err(skip) => return Ok(skipped(skip)),
+            Err(skip) => return Ok(Err(skip)),
         };
-        let mut firing = Firing {
+        Ok(Ok(Firing {
             id,
             rule: rule.name.clone(),
             project: rule.project.clone(),
             kind: rule.action.kind(),
             job,
             fired_at: now,
-            prompt_hash: hash,
+            prompt_hash: hash.to_string(),
             prompt: prompt.clone(),
             rows_matched: rows as i64,
             sent: Sent::Sending,
@@ -486,14 +509,7 @@ impl Engine {
             seconds_to_done: None,
             error: None,
             trail,
-        };
-        let Some(client) = client.filter(|_| hold.is_none()) else {
-            firing.sent = Sent::Held;
-            tracing::warn!(rule = %rule.name, firing = id, "a firing waits for review");
-            return Ok(Report::Held(firing));
-        };
-        self.deliver(client, rule, &mut firing, &eval.keys, inline)
-            .await
+        }))
     }
 
     /// Sends a recorded firing (`sending`) once: the impact's figures before, one request, the

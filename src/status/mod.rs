@@ -110,6 +110,18 @@ pub enum Freshness {
     Unknown,
 }
 
+impl Freshness {
+    /// How `staleness` (`None`: never fetched) compares with `target`.
+    pub fn of(staleness: Option<chrono::Duration>, target: chrono::Duration) -> Self {
+        match staleness {
+            None => Freshness::Unknown,
+            Some(s) if s <= target => Freshness::Fresh,
+            Some(s) if s <= target * 2 => Freshness::Late,
+            Some(_) => Freshness::Stale,
+        }
+    }
+}
+
 /// A dataset of a project.
 #[derive(Debug, Clone, Serialize)]
 pub struct DatasetStatus {
@@ -172,6 +184,19 @@ pub struct Failure {
     pub stuck_tries: u32,
     /// When a stuck window is tried again.
     pub retry_at: Option<DateTime<Utc>>,
+}
+
+impl From<&WindowFailure> for Failure {
+    fn from(f: &WindowFailure) -> Self {
+        Self {
+            window: f.window.clone(),
+            at: f.at,
+            reason: f.reason.clone(),
+            kind: f.kind,
+            stuck_tries: f.stuck_tries,
+            retry_at: f.retry_at,
+        }
+    }
 }
 
 impl Failure {
@@ -590,7 +615,6 @@ fn holes(known: &[NaiveDate], first: NaiveDate) -> Vec<DayRange> {
 }
 
 /// A dataset's days, staleness and failures.
-#[expect(clippy::too_many_lines)]
 fn dataset(
     ctx: &Context,
     view: &PlanView,
@@ -629,12 +653,7 @@ fn dataset(
     };
     let target = ctx.settings.freshness.policy(name).today;
     let staleness = exporter.staleness(name, &p.id, now)?;
-    let freshness = match staleness {
-        None => Freshness::Unknown,
-        Some(s) if s <= target => Freshness::Fresh,
-        Some(s) if s <= target * 2 => Freshness::Late,
-        Some(_) => Freshness::Stale,
-    };
+    let freshness = Freshness::of(staleness, target);
     Ok(DatasetStatus {
         name,
         windowing: match windowing {
@@ -679,14 +698,7 @@ fn dataset(
         failures: failures
             .iter()
             .filter(|f| f.dataset == name && f.project == p.id)
-            .map(|f| Failure {
-                window: f.window.clone(),
-                at: f.at,
-                reason: f.reason.clone(),
-                kind: f.kind,
-                stuck_tries: f.stuck_tries,
-                retry_at: f.retry_at,
-            })
+            .map(Failure::from)
             .collect(),
     })
 }
