@@ -37,35 +37,8 @@ pub struct Args {
 }
 
 /// Runs `ask`.
-#[expect(clippy::too_many_lines)]
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
-    let with_domain: Vec<_> = settings
-        .organizations
-        .iter()
-        .filter(|o| o.assistant_domain.is_some())
-        .collect();
-    let org = match &args.org {
-        Some(id) => settings.organization(id).ok_or_else(|| {
-            UserError::new(format!(
-                "organization {id} is not configured in {}",
-                settings.origin
-            ))
-        })?,
-        None if with_domain.len() == 1 => with_domain[0],
-        None if with_domain.is_empty() => {
-            return Err(UserError::new(format!(
-                "no organization in {} has an assistant_domain",
-                settings.origin
-            ))
-            .into());
-        }
-        None => {
-            return Err(UserError::new(
-                "several organizations have an assistant_domain: choose one with --org",
-            )
-            .into());
-        }
-    };
+    let org = chosen_org(&args, settings)?;
     let domain = org.assistant_domain.clone().ok_or_else(|| {
         UserError::new(format!("organization {} has no assistant_domain", org.id))
     })?;
@@ -114,10 +87,55 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         writeln!(out, "{summary}")?;
         return Ok(());
     }
+    print_end(&mut out, &answer.sources, thread_id, thread_key)?;
+    Ok(())
+}
+
+/// The organization asked of: `--org`, or the one organization with an `assistant_domain`.
+fn chosen_org<'s>(
+    args: &Args,
+    settings: &'s Settings,
+) -> anyhow::Result<&'s crate::config::Organization> {
+    let with_domain: Vec<_> = settings
+        .organizations
+        .iter()
+        .filter(|o| o.assistant_domain.is_some())
+        .collect();
+    Ok(match &args.org {
+        Some(id) => settings.organization(id).ok_or_else(|| {
+            UserError::new(format!(
+                "organization {id} is not configured in {}",
+                settings.origin
+            ))
+        })?,
+        None if with_domain.len() == 1 => with_domain[0],
+        None if with_domain.is_empty() => {
+            return Err(UserError::new(format!(
+                "no organization in {} has an assistant_domain",
+                settings.origin
+            ))
+            .into());
+        }
+        None => {
+            return Err(UserError::new(
+                "several organizations have an assistant_domain: choose one with --org",
+            )
+            .into());
+        }
+    })
+}
+
+/// The end of an answer for people: its sources, and how to go on with its thread.
+fn print_end(
+    out: &mut impl Write,
+    sources: &[crate::api::stream::Found],
+    thread_id: Option<String>,
+    thread_key: Option<String>,
+) -> anyhow::Result<()> {
     writeln!(out)?;
-    if !answer.sources.is_empty() {
+    if !sources.is_empty() {
         writeln!(out, "\nsources:")?;
-        for s in &answer.sources {
+        for s in sources {
             match &s.title {
                 Some(t) => writeln!(
                     out,

@@ -442,7 +442,6 @@ fn rows_seen(rows: usize, more: bool, day: chrono::NaiveDate) -> String {
 }
 
 /// Runs `check`.
-#[expect(clippy::too_many_lines)]
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let probes = probes(settings, &args.projects, args.assistant)?;
     let ctx = super::export::open(
@@ -476,13 +475,37 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         to: day + chrono::Duration::days(1),
         tz: settings.timezone,
     };
+    let (rows, sent) = send_all(settings, &ctx, &probes, window).await;
+    print!("{}", table(&rows));
+    let problems = rows
+        .iter()
+        .filter(|(_, _, f)| matches!(f, Found::Problem(_)))
+        .count();
+    if problems > 0 {
+        return Err(UserError::new(format!(
+            "{problems} of {} checks found a problem ({sent} requests sent)",
+            rows.len()
+        ))
+        .into());
+    }
+    println!("all {} checks work ({sent} requests sent)", rows.len());
+    Ok(())
+}
+
+/// Sends every probe, in order: the rows of the table, and the requests sent. An
+/// organization whose key was refused, a project the service does not know: the rest of
+/// theirs is not sent.
+async fn send_all(
+    settings: &Settings,
+    ctx: &crate::app::Context,
+    probes: &[Probe],
+    window: Window,
+) -> (Vec<(String, String, Found)>, u64) {
     let mut rows: Vec<(String, String, Found)> = Vec::new();
-    // An organization whose key was refused, a project the service does not know: the rest
-    // of theirs is not sent.
     let (mut dead_orgs, mut dead_projects) = (BTreeSet::new(), BTreeSet::new());
     let mut threads: std::collections::BTreeMap<String, String> = Default::default();
     let mut sent = 0;
-    for p in &probes {
+    for p in probes {
         let (project, what) = p.columns();
         if let Probe::RuleFile(problem) = p {
             rows.push((project, what, Found::Problem(problem.clone())));
@@ -535,20 +558,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         };
         rows.push((project, what, found));
     }
-    print!("{}", table(&rows));
-    let problems = rows
-        .iter()
-        .filter(|(_, _, f)| matches!(f, Found::Problem(_)))
-        .count();
-    if problems > 0 {
-        return Err(UserError::new(format!(
-            "{problems} of {} checks found a problem ({sent} requests sent)",
-            rows.len()
-        ))
-        .into());
-    }
-    println!("all {} checks work ({sent} requests sent)", rows.len());
-    Ok(())
+    (rows, sent)
 }
 
 /// The table: project, dataset, result.

@@ -42,7 +42,6 @@ struct Started {
 }
 
 /// Opens the context, loads the rules, starts the health server and the schedules.
-#[expect(clippy::too_many_lines)]
 async fn start(
     settings: Settings,
     clock: SharedClock,
@@ -84,11 +83,40 @@ async fn start(
             tracing::info!("{}", f.paragraph(&streams));
         }
     }
-    let has_rules = !rules.is_empty();
     let (tx, ticks) = mpsc::unbounded_channel::<Tick>();
+    let scheduler = schedules(&ctx.settings.daemon.export_schedule, &rules, &tx).await?;
+    scheduler.start().await?;
+    tracing::info!(
+        export_schedule = %ctx.settings.daemon.export_schedule,
+        rules = rules.len(),
+        "docpipe daemon started"
+    );
+    // The first export at once: what is due now should not wait for the schedule; and the jobs
+    // a stopped daemon was polling are looked at again.
+    let _ = tx.send(Tick::Export);
+    let _ = tx.send(Tick::Poll);
+    let daemon = Daemon::open(ctx, rules)?;
+    let beats = heartbeats(&daemon);
+    Ok(Started {
+        daemon,
+        scheduler,
+        beats,
+        ticks,
+        server,
+        stopped,
+    })
+}
+
+/// The scheduler of the daemon's ticks: the export's schedule, each rule's, and (with rules)
+/// the polling of jobs; each sends its tick on `tx`.
+async fn schedules(
+    export: &str,
+    rules: &[crate::rules::Rule],
+    tx: &mpsc::UnboundedSender<Tick>,
+) -> anyhow::Result<JobScheduler> {
     let scheduler = JobScheduler::new().await?;
-    let mut schedules = vec![(ctx.settings.daemon.export_schedule.clone(), Tick::Export)];
-    for r in &rules {
+    let mut schedules = vec![(export.to_string(), Tick::Export)];
+    for r in rules {
         if let Some(s) = &r.schedule {
             schedules.push((s.clone(), Tick::Rule(r.name.clone())));
         }
@@ -102,7 +130,7 @@ async fn start(
         .map_err(|e| UserError::new(format!("schedule {schedule:?}: {e}")))?;
         scheduler.add(job).await?;
     }
-    if has_rules {
+    if !rules.is_empty() {
         let tx = tx.clone();
         let every = POLL_EVERY;
         scheduler
@@ -112,39 +140,23 @@ async fn start(
             })?)
             .await?;
     }
-    scheduler.start().await?;
-    tracing::info!(
-        export_schedule = %ctx.settings.daemon.export_schedule,
-        rules = rules.len(),
-        "docpipe daemon started"
-    );
-    // The first export at once: what is due now should not wait for the schedule; and the jobs
-    // a stopped daemon was polling are looked at again.
-    let _ = tx.send(Tick::Export);
-    let _ = tx.send(Tick::Poll);
-    let daemon = Daemon::open(ctx, rules)?;
-    let beats = {
-        let daemons = daemon.context().store().daemons();
-        let clock = daemon.context().clock.clone();
-        let me = daemon.name().to_string();
-        let started = clock.now();
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(HEARTBEAT_EVERY);
-            loop {
-                every.tick().await;
-                if let Err(e) = daemons.beat(&me, started, clock.now()) {
-                    tracing::warn!("heartbeat: {e}");
-                }
+    Ok(scheduler)
+}
+
+/// The daemon's heartbeat in the state, every [`HEARTBEAT_EVERY`], from a task.
+fn heartbeats(daemon: &Daemon) -> tokio::task::JoinHandle<()> {
+    let daemons = daemon.context().store().daemons();
+    let clock = daemon.context().clock.clone();
+    let me = daemon.name().to_string();
+    let started = clock.now();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(HEARTBEAT_EVERY);
+        loop {
+            every.tick().await;
+            if let Err(e) = daemons.beat(&me, started, clock.now()) {
+                tracing::warn!("heartbeat: {e}");
             }
-        })
-    };
-    Ok(Started {
-        daemon,
-        scheduler,
-        beats,
-        ticks,
-        server,
-        stopped,
+        }
     })
 }
 

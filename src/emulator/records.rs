@@ -405,7 +405,6 @@ const CATEGORIES: [&str; 5] = [
 ];
 
 /// The threads started on a day (with every turn; callers filter by `now`).
-#[expect(clippy::too_many_lines)]
 pub fn day_threads(
     seed: u64,
     project: &str,
@@ -442,29 +441,7 @@ pub fn day_threads(
             } else {
                 Some("answer")
             };
-            // An unanswered turn may cite what it found nearby (not enough to answer).
-            let cited = match (answered, clarifying) {
-                (true, false) => (g >> 32) % 4,
-                (false, _) => (g >> 32) % 3,
-                (true, true) => 0,
-            };
-            let sources = if cited > 0 {
-                (0..cited)
-                    .map(|j| {
-                        let p = if j == 0 && !answered {
-                            path
-                        } else {
-                            &paths[((g >> 36) as usize + j as usize * 7) % paths.len().max(1)]
-                        };
-                        (
-                            page_title(p),
-                            format!("https://docs.{project}.example.com{p}"),
-                        )
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
+            let sources = turn_sources(project, g, (answered, clarifying), path, paths);
             let response = if !answered {
                 format!("I could not find anything about {topic} in the documentation.")
             } else if clarifying {
@@ -476,19 +453,7 @@ pub fn day_threads(
                 id: id.clone(),
                 at: t,
                 // The same question in other words: case and punctuation vary.
-                query: {
-                    let q = format!(
-                        "{} {topic}?",
-                        ["How do I use", "Why does", "Where is", "Can I change"]
-                            [((g >> 40) % 4) as usize]
-                    );
-                    match (g >> 58) % 4 {
-                        1 => q.to_lowercase(),
-                        2 => q.trim_end_matches('?').to_string(),
-                        3 => q.replace(' ', "  ").replace('?', " ?"),
-                        _ => q,
-                    }
-                },
+                query: question(g, &topic),
                 response,
                 response_type,
                 sources,
@@ -507,6 +472,54 @@ pub fn day_threads(
         out.push(Thread { id, created, turns });
     }
     out
+}
+
+/// The pages a turn cites: an unanswered turn may cite what it found nearby (not enough to
+/// answer), a clarifying question nothing.
+fn turn_sources(
+    project: &str,
+    g: u64,
+    (answered, clarifying): (bool, bool),
+    path: &str,
+    paths: &[String],
+) -> Vec<(String, String)> {
+    let cited = match (answered, clarifying) {
+        (true, false) => (g >> 32) % 4,
+        (false, _) => (g >> 32) % 3,
+        (true, true) => 0,
+    };
+    if cited > 0 {
+        (0..cited)
+            .map(|j| {
+                let p = if j == 0 && !answered {
+                    path
+                } else {
+                    &paths[((g >> 36) as usize + j as usize * 7) % paths.len().max(1)]
+                };
+                (
+                    page_title(p),
+                    format!("https://docs.{project}.example.com{p}"),
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    }
+}
+
+/// A reader's question about `topic`, in one of four wordings; case and punctuation vary (the
+/// same question in other words).
+fn question(g: u64, topic: &str) -> String {
+    let q = format!(
+        "{} {topic}?",
+        ["How do I use", "Why does", "Where is", "Can I change"][((g >> 40) % 4) as usize]
+    );
+    match (g >> 58) % 4 {
+        1 => q.to_lowercase(),
+        2 => q.trim_end_matches('?').to_string(),
+        3 => q.replace(' ', "  ").replace('?', " ?"),
+        _ => q,
+    }
 }
 
 /// The texts planted by the data file's `[[readers]]` of one kind, for one project.

@@ -1159,12 +1159,17 @@ impl Exporter {
             r.summary.paused += 1;
             return None;
         }
-        // Once every window had its turn, the ones walking on share what is left.
+        // Once every window had its turn, the ones walking on share what is left, each next
+        // turn at least as long as all its turns before (a walk of n pages takes about log n
+        // turns, each reading its kept pages again).
         let share = match (turn, limit) {
             (Turn::Again(_), Some(l)) => {
                 let waiting = r.again.len() as u64 + 1;
-                self::turn(due.expected_requests).max(l / waiting)
+                self::turn(due.expected_requests)
+                    .max(earlier)
+                    .max(l / waiting)
             }
+            (Turn::Again(_), None) => self::turn(due.expected_requests).max(earlier),
             _ => self::turn(due.expected_requests),
         };
         // A later turn goes on from the pages kept: no probe again.

@@ -491,7 +491,6 @@ fn eta_secs(plan: &Plan) -> u64 {
 pub const TOP_ROWS: usize = 5;
 
 /// Reads the status at the clock's now; `firings`: how many of the last firings to list.
-#[expect(clippy::too_many_lines)]
 pub async fn collect(
     settings: &Settings,
     clock: SharedClock,
@@ -499,35 +498,7 @@ pub async fn collect(
 ) -> anyhow::Result<Status> {
     let now = clock.now();
     let state_file = state_path(&settings.output_dir);
-    let mut status = Status {
-        schema: SCHEMA,
-        version: env!("CARGO_PKG_VERSION"),
-        generated_at: now,
-        exported: false,
-        state: state_file.display().to_string(),
-        shared: false,
-        projects: Vec::new(),
-        export_now: ExportNow {
-            windows: 0,
-            requests: 0,
-            eta_secs: 0,
-            waiting_turn: 0,
-        },
-        organizations: Vec::new(),
-        backfills: Vec::new(),
-        daemons: Vec::new(),
-        agent_budgets: Vec::new(),
-        rules: Rules {
-            firings_total: 0,
-            firings: Vec::new(),
-            runs: Vec::new(),
-            problems: Vec::new(),
-            impact: Vec::new(),
-            previews: Vec::new(),
-            pending: Vec::new(),
-        },
-        trends: Vec::new(),
-    };
+    let mut status = Status::nothing_yet(now, state_file.display().to_string());
     if !state_file.exists() && settings.state_url.is_none() {
         return Ok(status);
     }
@@ -598,6 +569,41 @@ pub async fn collect(
     status.rules = rules(&ctx, firings, now)?;
     status.trends = trends(settings);
     Ok(status)
+}
+
+impl Status {
+    /// The status of an output nothing was exported to yet (its state at `state`).
+    fn nothing_yet(now: DateTime<Utc>, state: String) -> Self {
+        Status {
+            schema: SCHEMA,
+            version: env!("CARGO_PKG_VERSION"),
+            generated_at: now,
+            exported: false,
+            state,
+            shared: false,
+            projects: Vec::new(),
+            export_now: ExportNow {
+                windows: 0,
+                requests: 0,
+                eta_secs: 0,
+                waiting_turn: 0,
+            },
+            organizations: Vec::new(),
+            backfills: Vec::new(),
+            daemons: Vec::new(),
+            agent_budgets: Vec::new(),
+            rules: Rules {
+                firings_total: 0,
+                firings: Vec::new(),
+                runs: Vec::new(),
+                problems: Vec::new(),
+                impact: Vec::new(),
+                previews: Vec::new(),
+                pending: Vec::new(),
+            },
+            trends: Vec::new(),
+        }
+    }
 }
 
 /// The runs of days from `first` to the last of `known` (sorted) that `known` lacks.
