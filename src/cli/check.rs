@@ -10,7 +10,7 @@ use crate::dataset::analytics::{ASSISTANT, THREADS};
 use crate::dataset::page_views::PAGE_VIEWS;
 use crate::error::UserError;
 use crate::rules::Action;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Prove the set-up with the fewest requests: for each configured project, one request per
 /// dataset it exports (yesterday's first page), one read of each agent job a rule names, and
@@ -59,7 +59,36 @@ enum Probe {
     RuleFile(String),
 }
 
+/// The requests a check sent, by kind: `14 requests sent: 12 analytics, 2 agent-job`.
+fn sent_line(sent: &BTreeMap<&'static str, u64>) -> String {
+    let all: u64 = sent.values().sum();
+    let kinds: Vec<String> = ["analytics", "agent-job", "assistant"]
+        .iter()
+        .filter_map(|k| sent.get(k).filter(|n| **n > 0).map(|n| format!("{n} {k}")))
+        .collect();
+    format!("{all} requests sent: {}", kinds.join(", "))
+}
+
 impl Probe {
+    /// The analytics dataset a probe sends a request of (`None`: an agent-job or assistant
+    /// request, or nothing).
+    fn analytics_dataset(&self) -> Option<&'static str> {
+        match self {
+            Probe::Dataset { dataset, .. } => Some(dataset),
+            Probe::Thread { .. } => Some(THREADS.name),
+            _ => None,
+        }
+    }
+
+    /// The kind of requests it sends, as the summary counts them.
+    fn kind(&self) -> &'static str {
+        match self {
+            Probe::Job { .. } | Probe::Write { .. } => "agent-job",
+            Probe::Assistant { .. } => "assistant",
+            _ => "analytics",
+        }
+    }
+
     fn columns(&self) -> (String, String) {
         match self {
             Probe::Dataset { project, dataset } => (project.clone(), dataset.to_string()),
@@ -483,12 +512,13 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         .count();
     if problems > 0 {
         return Err(UserError::new(format!(
-            "{problems} of {} checks found a problem ({sent} requests sent)",
-            rows.len()
+            "{problems} of {} checks found a problem ({})",
+            rows.len(),
+            sent_line(&sent)
         ))
         .into());
     }
-    println!("all {} checks work ({sent} requests sent)", rows.len());
+    println!("all {} checks work ({})", rows.len(), sent_line(&sent));
     Ok(())
 }
 
@@ -500,11 +530,12 @@ async fn send_all(
     ctx: &crate::app::Context,
     probes: &[Probe],
     window: Window,
-) -> (Vec<(String, String, Found)>, u64) {
+) -> (Vec<(String, String, Found)>, BTreeMap<&'static str, u64>) {
     let mut rows: Vec<(String, String, Found)> = Vec::new();
     let (mut dead_orgs, mut dead_projects) = (BTreeSet::new(), BTreeSet::new());
     let mut threads: std::collections::BTreeMap<String, String> = Default::default();
-    let mut sent = 0;
+    // Requests sent, by kind.
+    let mut sent: BTreeMap<&'static str, u64> = BTreeMap::new();
     for p in probes {
         let (project, what) = p.columns();
         if let Probe::RuleFile(problem) = p {
@@ -534,7 +565,19 @@ async fn send_all(
                 threads.get(&project).map(String::as_str),
             )
             .await;
-            sent += client.requests_sent() - before;
+            let n = client.requests_sent() - before;
+            *sent.entry(p.kind()).or_default() += n;
+            // The analytics requests count in the state's hourly spend (the status page's
+            // chart) as every run's do, under the purpose `check`.
+            if let Some(dataset) = p.analytics_dataset() {
+                if let Err(e) =
+                    ctx.store()
+                        .activity()
+                        .spend(&org, dataset, "check", n, ctx.clock.now())
+                {
+                    tracing::warn!("cannot count the requests spent for the status page: {e}");
+                }
+            }
             match result {
                 Ok((found, thread)) => {
                     if let Some(t) = thread {

@@ -1,6 +1,7 @@
 //! `docpipe check`: the fewest requests that prove a set-up, against the emulator.
 
 use crate::common::*;
+use std::collections::BTreeMap;
 
 /// A config of two organizations: alpha (every default dataset, a rule following up job_ok),
 /// beta (page views) of org-a, gamma (page views, searches, assistant turns and threads) of
@@ -105,7 +106,7 @@ async fn a_good_config_works_in_the_requests_it_announced() {
             "gamma    threads             works: a thread of 6 messages",
             "alpha    job job_ok          works: job completed",
             "alpha    agent jobs (write)  works: the admin key of organization org-a may write agent jobs (a follow-up to a job that cannot exist got 404: Job docpipe-check-no-such-job-0000 not found)",
-            "all 14 checks work (14 requests sent)",
+            "all 14 checks work (14 requests sent: 12 analytics, 2 agent-job)",
         ]
     );
     // 13 announced, and the one thread the day's turns gave.
@@ -167,7 +168,7 @@ async fn a_wrong_key_an_unknown_project_a_dataset_the_plan_lacks_and_a_broken_ru
             ),
             "alpha    job job_ok          not sent: the key of organization org-a was refused",
             "alpha    agent jobs (write)  not sent: the key of organization org-a was refused",
-            "error: 4 of 16 checks found a problem (6 requests sent)",
+            "error: 4 of 16 checks found a problem (6 requests sent: 6 analytics)",
         ]
     );
     assert_eq!(sent(&live), 6);
@@ -248,4 +249,108 @@ fn init_writes_a_config_that_loads_and_a_rule_that_validates_and_never_a_key() {
     let bad = init(&["--force", "--key-env", "lower case"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(text(&bad).contains("--key-env \"lower case\" is not an environment variable name"));
+}
+
+/// The analytics requests the emulator served, by organization (its projects) and dataset.
+fn served_by(live: &Live) -> BTreeMap<(String, String), u64> {
+    let org = |p: &str| if p == "gamma" { "org-b" } else { "org-a" };
+    let dataset = |op: &'static str| match op {
+        "views" => "page_views",
+        "conversations" => "assistant",
+        "thread" => "threads",
+        other => other,
+    };
+    let mut out = BTreeMap::new();
+    for (op, s) in live.emu().stats() {
+        if matches!(op, "job_create" | "job_get" | "job_message" | "assistant") {
+            continue;
+        }
+        for (project, n) in &s.by_project {
+            *out.entry((org(project).to_string(), dataset(op).to_string()))
+                .or_default() += *n;
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_backfill_and_export_count_each_request_once_on_every_surface() {
+    // The binary's clock is the system's: the emulator's too, so that the budget's hour is
+    // the same hour.
+    let now = chrono::Utc::now();
+    let live = Live::start_at(small(), now).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = setup(dir.path(), &live.server.base_url(), "DOCPIPE_IT_ADMIN_A");
+    let from = (now.date_naive() - chrono::Duration::days(6)).to_string();
+    // What each command says it sent: check's analytics requests, the runs' summaries.
+    let mut said = 0u64;
+    for (args, count) in [
+        (vec!["check"], " analytics, "),
+        (
+            vec!["backfill", "--from", from.as_str(), "--project", "alpha"],
+            " analytics requests in all",
+        ),
+        (
+            vec!["export", "--project", "alpha"],
+            " analytics requests in all",
+        ),
+    ] {
+        let run = docpipe(&cfg, &args, None);
+        let out = text(&run);
+        assert!(run.status.success(), "{out}");
+        said += out
+            .lines()
+            .find_map(|l| {
+                let (before, _) = l.split_once(count)?;
+                before.rsplit(' ').next()?.parse::<u64>().ok()
+            })
+            .unwrap_or_else(|| panic!("{args:?}: no count in {out}"));
+    }
+    let served = served_by(&live);
+    let total: u64 = served.values().sum();
+    assert_eq!(said, total);
+    // status --json: each organization's last hour, the sum of its hours, by dataset.
+    let status = docpipe(&cfg, &["status", "--json"], None);
+    let json: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let mut used = BTreeMap::new();
+    let mut charted: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for o in json["organizations"].as_array().unwrap() {
+        let org = o["id"].as_str().unwrap().to_string();
+        used.insert(org.clone(), o["used_last_hour"].as_u64().unwrap());
+        for h in o["hours"].as_array().unwrap() {
+            let by: u64 = h["by_dataset"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(d, n)| {
+                    *charted.entry((org.clone(), d.clone())).or_default() += n.as_u64().unwrap();
+                    n.as_u64().unwrap()
+                })
+                .sum();
+            assert_eq!(by, h["total"].as_u64().unwrap());
+        }
+    }
+    assert_eq!(charted, served);
+    let per_org = |o: &str| -> u64 {
+        served
+            .iter()
+            .filter(|((org, _), _)| org == o)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    assert_eq!(
+        used,
+        BTreeMap::from([
+            ("org-a".to_string(), per_org("org-a")),
+            ("org-b".to_string(), per_org("org-b"))
+        ])
+    );
+    // `status` for people says the same last hour.
+    let people = text(&docpipe(&cfg, &["status"], None));
+    for (org, n) in &used {
+        assert!(
+            people.contains(&format!("budget analytics:{org}: {n} of ")),
+            "{people}"
+        );
+    }
 }
