@@ -1,7 +1,8 @@
 //! What long work reports while it runs, as typed events: each is counted on `/metrics` where
 //! it happens (one place for every metric of the export, as Vector's internal events do), and
-//! handed to the receiver the caller chose: the command line draws a progress bar from them, the
-//! daemon logs. The layers that do the work draw and print nothing.
+//! handed to the receiver the caller chose: the command line draws a progress bar from them (the
+//! daemon gives none: it logs the run's summary). The layers that do the work draw and print
+//! nothing.
 
 use chrono::{DateTime, Utc};
 use std::time::Duration;

@@ -1,11 +1,14 @@
 //! Every table of state, in the output folder's SQLite file (`state.sqlite`, opened once per
 //! process) or on a PostgreSQL server shared by several daemons (`[state] url`), each table
-//! written once against `sql.rs`: every dataset's days written (`windows.rs`), page views'
-//! walks in progress (`walks.rs`: pages in journal files beside the SQLite file, see
-//! `journal.rs`, or rows of `walk_pages` on PostgreSQL), the other datasets' spans and stored
-//! pages (`records.rs`), the looks the planner decides from (`freshness.rs`), the backfill queue,
-//! window claims, heartbeats and the rule ledger; and the rate budget's request log (in the
-//! same place, or in `budget_db`, which then holds only the budget's tables).
+//! written once against `sql.rs`: every dataset's days written (`windows.rs`), the walks in
+//! progress of every dataset (`pages.rs`: their pages in journal files beside the SQLite file,
+//! see `journal.rs`, or rows of `walk_pages` on PostgreSQL), the spans and threads fetched
+//! (`records.rs`), the looks the planner decides from (`freshness.rs`), the backfill queue
+//! (`queue.rs`), window claims (`claims.rs`), heartbeats (`daemons.rs`), the hourly spend,
+//! windows' failures and rules' last runs the status page shows (`activity.rs`), the projects
+//! the service does not know (`unknown.rs`), the rule ledger and the impact of its firings
+//! (`ledger.rs`, `impact.rs`); and the rate budget's request log (`budget.rs`, in the same
+//! place, or in `budget_db`, which then holds only the budget's tables).
 
 pub mod activity;
 pub mod budget;
