@@ -49,6 +49,9 @@ pub struct Daemon {
     pub(super) tried: HashMap<i64, HashSet<(&'static str, String, NaiveDate)>>,
     /// This daemon's name: the holder of the queued backfill it works on.
     pub(super) me: String,
+    /// The day (in `timezone`) of the last trends this process computed, and whether a window
+    /// was written since: an export that wrote nothing on the same day recomputes nothing.
+    pub(super) trends_of: Option<(NaiveDate, bool)>,
 }
 
 /// What a piece of work did.
@@ -79,6 +82,7 @@ impl Daemon {
             rules,
             engine,
             reserve: HashMap::new(),
+            trends_of: None,
             tried: HashMap::new(),
             me: crate::store::daemons::this_process(),
         })
@@ -197,6 +201,7 @@ impl Daemon {
             }
         };
         let summary: Summary = self.exporter.run(&self.targets, &plan).await;
+        self.wrote(&summary);
         let pending = self.plan_ahead();
         self.gauge_staleness();
         for ((dataset, purpose), n) in &summary.spent {
@@ -221,7 +226,18 @@ impl Daemon {
         }
         gauge_budget(&self.targets, self.ctx.clock.now());
         count_run("export", ok);
+        // Nothing written since the last trends, on the same day: the trends, the charts and
+        // the rules over them would be the same.
+        let today = self.ctx.settings.today(self.ctx.clock.now());
+        if self.trends_of == Some((today, false)) {
+            tracing::info!(
+                "trends and rules not run again: no window written since the last ones, the same day"
+            );
+            self.push().await;
+            return;
+        }
         let tables = self.trends_after_export();
+        self.trends_of = Some((today, false));
         if self.ctx.settings.rules_after_export {
             let names: Vec<String> = self
                 .rules
@@ -278,6 +294,15 @@ impl Daemon {
             }
         }
         tables
+    }
+
+    /// Notes that a run wrote windows (the trends are to be computed again).
+    fn wrote(&mut self, summary: &Summary) {
+        if (!summary.windows.is_empty() || !summary.records.is_empty())
+            && let Some((_, changed)) = &mut self.trends_of
+        {
+            *changed = true;
+        }
     }
 
     /// Sends what was written to the output when it is a bucket; a failure is logged and the
@@ -432,6 +457,7 @@ impl Daemon {
             ..plan
         };
         let summary = self.exporter.run(std::slice::from_ref(target), &one).await;
+        self.wrote(&summary);
         log_backfill_window(q.id, &summary);
         gauge_budget(&self.targets, self.ctx.clock.now());
         // The state database failing is not the window's fault (a shared database away for a

@@ -838,3 +838,50 @@ async fn an_endless_day_yields_the_budget_to_the_other_days_and_is_reported_stuc
     export().await;
     assert!(counts.lock().unwrap().0 > 2000);
 }
+
+/// Every file below `out` but the state's, with its size and time of change.
+fn written_files(out: &Path) -> BTreeMap<std::path::PathBuf, (u64, std::time::SystemTime)> {
+    files_below(out)
+        .into_iter()
+        .filter(|f| !f.to_string_lossy().starts_with("state.sqlite"))
+        .map(|f| {
+            let m = std::fs::metadata(out.join(&f)).unwrap();
+            (f, (m.len(), m.modified().unwrap()))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_export_that_writes_no_window_recomputes_no_trend_and_writes_no_file() {
+    let seen = Seen::capture();
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(&live.server.base_url(), dir.path(), day("2026-03-13"), 1000);
+    let mut d = daemon(
+        settings(&config, dir.path()),
+        live.clock.clone(),
+        keys(),
+        None,
+    )
+    .await;
+    let out = dir.path().join("out");
+    assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+    assert!(out.join("trends").exists());
+    let before = written_files(&out);
+    // A minute later nothing is due: no window written, the same trends.
+    live.clock.advance(Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+    assert_eq!(written_files(&out), before);
+    assert_eq!(
+        seen.count(&[
+            "trends and rules not run again: no window written since the last ones, the same day"
+        ]),
+        1
+    );
+    // An hour later today has new views, walked: the trends follow.
+    live.clock.advance(Duration::from_secs(3600));
+    assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+    assert_ne!(written_files(&out), before);
+    assert_eq!(seen.count(&["trends and rules not run again"]), 1);
+}
