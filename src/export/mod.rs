@@ -247,6 +247,9 @@ pub struct Plan {
     pub asked_again: std::collections::HashSet<String>,
     /// Windows due but stuck on the service's paging, waiting for their next try.
     pub stuck: Vec<crate::store::activity::WindowFailure>,
+    /// The datasets and projects never walked: their windows are counted 1 request each (the
+    /// first walk measures them), so the estimate falls short.
+    pub unmeasured: std::collections::BTreeSet<(&'static str, String)>,
 }
 
 impl Plan {
@@ -502,6 +505,9 @@ pub struct Summary {
     pub records: Vec<RecordOutcome>,
     /// Windows skipped as final.
     pub skipped_final: u64,
+    /// Analytics requests the plan expected (its "about N requests"), to measure the run
+    /// against.
+    pub expected: u64,
     /// Analytics requests sent.
     pub requests: u64,
     /// Windows that failed, or were skipped after a failure that stopped their organization.
@@ -1036,6 +1042,7 @@ impl Exporter {
             plan,
             summary: Summary {
                 skipped_final: plan.skipped_final,
+                expected: plan.expected_requests,
                 ..Summary::default()
             },
             stops: Stops::default(),

@@ -68,6 +68,15 @@ impl Exporter {
             }
             stuck.is_none()
         });
+        // What was never walked is estimated at 1 request a window: said beside the estimate.
+        for d in &plan.due {
+            let key = (d.dataset(), d.project.clone());
+            if !plan.unmeasured.contains(&key)
+                && self.state().last_written(key.0, &key.1)?.is_none()
+            {
+                plan.unmeasured.insert(key);
+            }
+        }
         // Most recent first, projects interleaved, the datasets in export order (that many
         // ties in the serving order are served so), then in serving order.
         let rank = |d: &Due| dataset::order(d.dataset());

@@ -62,6 +62,17 @@ pub fn describe_plan(plan: &Plan) -> String {
         out += &format!("  {name}: {windows} windows, about {req} requests\n");
     }
     out += &stuck_line(plan);
+    if !plan.unmeasured.is_empty() {
+        let never: Vec<String> = plan
+            .unmeasured
+            .iter()
+            .map(|(d, p)| format!("{d} {p}"))
+            .collect();
+        out += &format!(
+            "  never walked yet, their windows counted 1 request each (the first walk measures them; the run may take more): {}\n",
+            never.join(", ")
+        );
+    }
     for (org, (limit, used)) in &plan.budgets {
         out += &format!("  budget of {org}: {limit} requests/hour, {used} used in the last hour\n");
     }
@@ -117,12 +128,13 @@ fn others(windows: &[OtherWindow], verb: &str) -> String {
 pub fn describe_summary(s: &Summary) -> String {
     let finals = s.windows.iter().filter(|w| w.is_final).count();
     let mut out = format!(
-        "exported {} page-view windows ({} final, {} provisional), {} rows, {} analytics requests in all; {} windows already final were skipped\n",
+        "exported {} page-view windows ({} final, {} provisional), {} rows, {} analytics requests in all (the plan expected about {}); {} windows already final were skipped\n",
         s.windows.len(),
         finals,
         s.windows.len() - finals,
         s.rows(),
         s.requests,
+        s.expected,
         s.skipped_final
     );
     out += &record_lines(&s.records);

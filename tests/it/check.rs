@@ -298,13 +298,25 @@ async fn check_backfill_and_export_count_each_request_once_on_every_surface() {
         let run = docpipe(&cfg, &args, None);
         let out = text(&run);
         assert!(run.status.success(), "{out}");
-        said += out
+        let sent = out
             .lines()
             .find_map(|l| {
                 let (before, _) = l.split_once(count)?;
                 before.rsplit(' ').next()?.parse::<u64>().ok()
             })
             .unwrap_or_else(|| panic!("{args:?}: no count in {out}"));
+        said += sent;
+        // The estimate the run is measured against: within 10%, or the plan says why not.
+        if let Some(expected) = out.lines().find_map(|l| {
+            let (_, after) = l.split_once("(the plan expected about ")?;
+            after.split(')').next()?.parse::<u64>().ok()
+        }) {
+            let near = sent.abs_diff(expected) * 10 <= expected;
+            assert!(
+                near || out.contains("  never walked yet, their windows counted 1 request each"),
+                "{out}"
+            );
+        }
     }
     let served = served_by(&live);
     let total: u64 = served.values().sum();
