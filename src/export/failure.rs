@@ -26,6 +26,15 @@ pub struct Failure {
     pub cause: Arc<ExportError>,
 }
 
+/// A window's days as people read them (see [`Failure::days`]): the status page's record of a
+/// window's trouble is keyed by them, whoever writes it.
+pub(super) fn days_of(day: NaiveDate, to: Option<NaiveDate>) -> String {
+    match to {
+        Some(to) => format!("{day}..{}", to.pred_opt().unwrap_or(to)),
+        None => day.to_string(),
+    }
+}
+
 /// A window as a failure names it: dataset, project, first day, and a generic window's end.
 pub(super) type WindowId<'a> = (&'static str, &'a str, NaiveDate, Option<NaiveDate>);
 
@@ -57,10 +66,7 @@ impl Failure {
     /// The window's days as people read them: `2026-03-10`, or `2026-03-01..2026-03-14`
     /// (the last day included).
     pub fn days(&self) -> String {
-        match self.to {
-            Some(to) => format!("{}..{}", self.day, to.pred_opt().unwrap_or(to)),
-            None => self.day.to_string(),
-        }
+        days_of(self.day, self.to)
     }
 
     /// The window as the summary names it: nothing for a page-view day (its messages name the

@@ -1241,12 +1241,7 @@ impl Exporter {
             "{pages} pages walked, far beyond the {} expected: the window yields to the others after each turn of {n} requests",
             due.expected_requests
         );
-        let days = match due.window().3 {
-            Some(to) if to > due.day + chrono::Duration::days(1) => {
-                format!("{}..{}", due.day, to - chrono::Duration::days(1))
-            }
-            _ => due.day.to_string(),
-        };
+        let days = failure::days_of(due.day, due.window().3);
         let reason = format!(
             "{pages} pages walked, far beyond the {} expected: it walks in turns after the other windows (a walk of more than {} pages fails)",
             due.expected_requests,

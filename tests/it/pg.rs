@@ -841,28 +841,35 @@ async fn a_config_on_postgres(
     (server, live, dir, cfg)
 }
 
+/// Alpha's feedback claimed by `other-host:1` until `until` (ms), then a backfill of
+/// 2026-03-08..=2026-03-10: its output (it succeeded).
+fn backfill_beside_a_holder(server: &Postgres, cfg: &Path, until: i64) -> String {
+    server.psql(&format!(
+        "INSERT INTO window_claims (key, holder, lease_until_ms) VALUES ('feedback/alpha', 'other-host:1', {until})"
+    ));
+    let run = docpipe_command(
+        cfg,
+        &["backfill", "--from", "2026-03-08", "--to", "2026-03-10"],
+    )
+    .env(PASSWORD_ENV, PASSWORD)
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(
+        run.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    stdout
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_span_another_process_holds_is_named_in_the_summary_as_not_done() {
     // A daemon elsewhere holding alpha's feedback for years.
     let (server, _live, dir, cfg) =
         a_config_on_postgres(r#"datasets = ["page_views", "feedback"]"#).await;
     let until = t0().timestamp_millis() + 3_600_000 * 24 * 365 * 10;
-    server.psql(&format!(
-        "INSERT INTO window_claims (key, holder, lease_until_ms) VALUES ('feedback/alpha', 'other-host:1', {until})"
-    ));
-    let run = docpipe_command(
-        &cfg,
-        &["backfill", "--from", "2026-03-08", "--to", "2026-03-10"],
-    )
-    .env(PASSWORD_ENV, PASSWORD)
-    .output()
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let stdout = backfill_beside_a_holder(&server, &cfg, until);
     assert!(
         stdout.contains("  1 windows not walked by this run, another process still held them after 10 s: feedback alpha 2026-03-08..2026-03-10 (held by other-host:1); they are not done by this run: run it again once that process is done (docpipe status shows what is covered)\n"),
         "{stdout}"
@@ -877,18 +884,7 @@ async fn a_span_another_process_lets_go_of_is_walked_after_it_and_named() {
     // Another process holds alpha's feedback and dies: its lease runs out in 4 s (the run's
     // clock is the system's), before this run stops waiting (10 s, `lease_secs`).
     let until = chrono::Utc::now().timestamp_millis() + 4_000;
-    server.psql(&format!(
-        "INSERT INTO window_claims (key, holder, lease_until_ms) VALUES ('feedback/alpha', 'other-host:1', {until})"
-    ));
-    let run = docpipe_command(
-        &cfg,
-        &["backfill", "--from", "2026-03-08", "--to", "2026-03-10"],
-    )
-    .env(PASSWORD_ENV, PASSWORD)
-    .output()
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "{stdout}");
+    let stdout = backfill_beside_a_holder(&server, &cfg, until);
     assert!(
         stdout.contains("  1 windows another process held at first, walked by this run after it let go: feedback alpha 2026-03-08..2026-03-10 (held by other-host:1)\n"),
         "{stdout}"
