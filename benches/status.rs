@@ -132,7 +132,7 @@ async fn main() {
     let mut bytes = 0;
     for _ in 0..RUNS {
         let t = Instant::now();
-        let status = docpipe::status::collect(&settings, clock.clone(), 20)
+        let status = docpipe::status::read(&settings, clock.clone(), 20)
             .await
             .unwrap();
         let c = t.elapsed().as_secs_f64() * 1e3;

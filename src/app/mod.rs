@@ -1,9 +1,9 @@
 //! What the command line and the daemon share: a [`Context`] opened once per process (settings,
 //! clock, the output folder's store, one rate budget, one client per organization), and the
-//! pipeline's steps (`export`, `after`, `rules`, `plan_view`). It prints nothing: the CLI
+//! pipeline's steps (`export`, `cycle`, `rules`, `plan_view`). It prints nothing: the CLI
 //! prints what the steps return, the daemon logs and counts it.
 
-pub mod after;
+pub mod cycle;
 pub mod export;
 pub mod plan_view;
 pub mod rules;
@@ -228,6 +228,12 @@ impl Context {
             events: Arc::new(Quiet),
             mirror,
         })
+    }
+
+    /// Opens the context beside a process that may export into the folder, with no key: to
+    /// read the state (status) or queue work.
+    pub async fn shared(settings: Settings, clock: SharedClock) -> anyhow::Result<Self> {
+        Self::open(settings, clock, Access::Shared, Keys::None).await
     }
 
     /// Sends what the steps wrote to the output when it is elsewhere (a bucket); `None` when

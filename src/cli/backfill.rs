@@ -69,10 +69,10 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let targets = ctx.targets(&args.projects)?;
     let exporter = ctx.exporter().with_retry_unknown(args.beside.retry_unknown);
     let plan = plan_range(&exporter, &targets, args.from, to)?;
-    let Some(summary) = super::export::run_plan(&exporter, &targets, &plan, args.dry_run).await
-    else {
+    if !super::export::announce(&plan, args.dry_run) {
         return Ok(());
-    };
-    super::export::push(&ctx).await?;
-    super::export::outcome(&summary)
+    }
+    let opts = crate::app::cycle::Options::export_only(true);
+    let report = crate::app::cycle::run(&ctx, &exporter, &targets, &plan, opts).await;
+    super::export::finish(&ctx, report, &args.projects)
 }

@@ -2,9 +2,9 @@
 
 use crate::api::AdminKey;
 use crate::api::jobs::Polling;
-use crate::app::after::trends;
+use crate::app::cycle::{After, Options, RulesRun, TrendsRun, When};
 use crate::app::export::plan_due;
-use crate::app::rules::{Loaded, Wait, evaluate_all, fire_all};
+use crate::app::rules::{Loaded, Wait};
 use crate::app::{Access, Context, Keys};
 use crate::clock;
 use crate::config::{RawConfig, Settings};
@@ -125,18 +125,24 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
         .await?
         .with_events(Arc::new(super::progress::Bar::on_terminal()));
     let targets = ctx.targets(&[])?;
-    let exporter = ctx.exporter();
-    let plan = plan_due(&ctx, &exporter, &targets)?;
-    let summary = super::export::run_plan(&exporter, &targets, &plan, false)
-        .await
-        .unwrap_or_default();
+    let loaded = demo_rules(&ctx, &targets);
+    let engine = ctx.engine()?.with_polling(Polling {
+        first: std::time::Duration::from_secs(1),
+        max: std::time::Duration::from_secs(1),
+        ..Polling::default()
+    });
+    let opts = Options {
+        trends: When::Always,
+        rules: After::These(&loaded, &engine),
+        wait: Wait::AsRulesSay,
+        push: false,
+    };
     let out = std::fs::canonicalize(&output_dir).unwrap_or(output_dir.clone());
-    print_latest(&out, &targets, &summary)?;
+    let report = demo_run(&ctx, &targets, opts).await?;
+    print_latest(&out, &targets, &report.summary)?;
     println!();
-    let computed = trends(&ctx)?.ok_or_else(|| super::export::no_data(&ctx))?;
-    super::trends::print(&out, &computed.tables, &computed.files, &[])?;
-    let (mut fired, rules) = fire_demo_rules(&ctx, &targets, &computed.tables).await?;
-    let mut summary = summary;
+    let mut fired = after_run(&ctx, &out, report.trends, report.rules, true)?;
+    let mut summary = report.summary;
     if let Some(m) = &manual {
         for n in 1..=args.weeks {
             m.advance(week.to_std().unwrap_or_default());
@@ -145,20 +151,15 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
                 args.weeks,
                 ctx.settings.today(clock::Clock::now(m.as_ref()))
             );
-            let exporter = ctx.exporter();
-            let plan = plan_due(&ctx, &exporter, &targets)?;
-            let week_summary = super::export::run_plan(&exporter, &targets, &plan, false)
-                .await
-                .unwrap_or_default();
-            summary.failed.extend(week_summary.failed);
-            let computed = trends(&ctx)?.ok_or_else(|| super::export::no_data(&ctx))?;
-            fired = fire_demo_rules(&ctx, &targets, &computed.tables).await?.0;
+            let report = demo_run(&ctx, &targets, opts).await?;
+            summary.failed.extend(report.summary.failed);
+            fired = after_run(&ctx, &out, report.trends, report.rules, false)?;
         }
         println!();
-        print!("{}", {
-            let engine = ctx.engine()?;
-            crate::rules::impact::report(&rules, engine.ledger(), engine.calendar())?
-        });
+        print!(
+            "{}",
+            crate::rules::impact::report(&loaded.rules, engine.ledger(), engine.calendar())?
+        );
     }
     let pushed = ctx.push().await?;
     // The bucket's URL, or the output folder's full path.
@@ -237,13 +238,8 @@ fn print_latest(
     Ok(())
 }
 
-/// The example rules of `jobs/` evaluated on the trends and fired, their jobs polled each second.
-async fn fire_demo_rules(
-    ctx: &Context,
-    targets: &[crate::export::Target],
-    tables: &crate::trends::Tables,
-) -> anyhow::Result<(crate::app::rules::Fired, Vec<crate::rules::Rule>)> {
-    println!("\nrules (the example rules of jobs/, built into the binary):");
+/// The example rules of `jobs/`, for the demo's projects.
+fn demo_rules(ctx: &Context, targets: &[crate::export::Target]) -> Loaded {
     let files: Vec<(String, String)> = DEMO_RULES
         .iter()
         .map(|(f, t)| (f.to_string(), t.to_string()))
@@ -251,25 +247,54 @@ async fn fire_demo_rules(
     let projects: Vec<String> = targets.iter().map(|t| t.project.clone()).collect();
     let (mut rules, problems) = crate::rules::parse_all(&files, &projects);
     crate::app::rules::with_settings(&mut rules, &ctx.settings);
-    let loaded = Loaded {
+    Loaded {
         rules,
         problems: problems.iter().map(ToString::to_string).collect(),
-    };
-    let engine = ctx.engine()?.with_polling(Polling {
-        first: std::time::Duration::from_secs(1),
-        max: std::time::Duration::from_secs(1),
-        ..Polling::default()
-    });
-    let evals = evaluate_all(&loaded, tables, Some(engine.memory()))?;
-    let fired = fire_all(
-        &engine,
-        &loaded.rules,
-        evals.into_iter().map(Ok).collect(),
-        Wait::AsRulesSay,
-    )
-    .await?;
-    super::rules::print_fired(&fired);
-    Ok((fired, loaded.rules))
+    }
+}
+
+/// One run of the demo: the plan of what is due printed, the run, its summary printed.
+async fn demo_run(
+    ctx: &Context,
+    targets: &[crate::export::Target],
+    opts: Options<'_>,
+) -> anyhow::Result<crate::app::cycle::Report> {
+    let exporter = ctx.exporter();
+    let plan = plan_due(ctx, &exporter, targets)?;
+    super::export::announce(&plan, false);
+    let report = crate::app::cycle::run(ctx, &exporter, targets, &plan, opts).await;
+    print!("{}", crate::export::describe_summary(&report.summary));
+    Ok(report)
+}
+
+/// The trends of a demo run (printed when `print_trends`), and its rules' firings, their jobs
+/// polled each second.
+fn after_run(
+    ctx: &Context,
+    out: &std::path::Path,
+    trends: TrendsRun,
+    rules: RulesRun,
+    print_trends: bool,
+) -> anyhow::Result<crate::app::rules::Fired> {
+    match trends {
+        TrendsRun::Computed(t, _) if print_trends => {
+            super::trends::print(out, &t.tables, &t.files, &[])?;
+        }
+        TrendsRun::Computed(..) => {}
+        TrendsRun::Failed(e) => return Err(e.into()),
+        TrendsRun::Off | TrendsRun::Unchanged(_) | TrendsRun::NoData => {
+            return Err(super::export::no_data(ctx).into());
+        }
+    }
+    println!("\nrules (the example rules of jobs/, built into the binary):");
+    match rules {
+        RulesRun::Fired(fired) => {
+            super::rules::print_fired(&fired);
+            Ok(fired)
+        }
+        RulesRun::Failed(e) => Err(e),
+        RulesRun::None | RulesRun::NotRun => Ok(crate::app::rules::Fired::default()),
+    }
 }
 
 /// Each table's files and rows beside the emulator's count of its dataset's requests, where

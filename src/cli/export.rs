@@ -1,12 +1,12 @@
 //! `docpipe export`: the incremental run a scheduler calls.
 
-use crate::app::after::{fire_rules, trends, unscheduled_rules};
+use crate::app::cycle::{self, After, Options, Report, RulesRun, TrendsRun, When};
 use crate::app::export::{plan_due, plan_fitted};
 use crate::app::rules::Wait;
 use crate::app::{Access, Context, Keys};
 use crate::clock;
 use crate::config::Settings;
-use crate::export::{Exporter, Plan, Summary, Target, describe_plan, describe_summary};
+use crate::export::{Plan, Summary, describe_plan, describe_summary};
 use std::sync::Arc;
 
 /// Fetch what is due: days since each project's `start_date` (default: the last 30 days) that are
@@ -90,38 +90,62 @@ pub async fn open(
         .with_events(Arc::new(super::progress::Bar::on_terminal())))
 }
 
-/// Prints `plan`, then runs it (unless `dry_run`) and prints the summary.
-pub async fn run_plan(
-    exporter: &Exporter,
-    targets: &[Target],
-    plan: &Plan,
-    dry_run: bool,
-) -> Option<Summary> {
+/// Prints `plan`; `false` (after saying so) when it is a dry run.
+pub fn announce(plan: &Plan, dry_run: bool) -> bool {
     print!("{}", describe_plan(plan));
     if dry_run {
         println!("dry run: nothing sent");
-        return None;
     }
-    let summary = exporter.run(targets, plan).await;
-    print!("{}", describe_summary(&summary));
-    Some(summary)
+    !dry_run
 }
 
-/// Sends what the run wrote to the output when it is a bucket, and says where the output is.
-pub async fn push(ctx: &Context) -> anyhow::Result<()> {
-    if let Some(p) = ctx.push().await? {
-        println!(
+/// Prints a run's report, step by step, and ends as it says: the push's error first (what was
+/// written is not in the output), then failed windows (the run's error: a later step's, no data
+/// to aggregate after they failed, would only contradict it), then the trends' and the rules'.
+pub fn finish(ctx: &Context, report: Report, projects: &[String]) -> anyhow::Result<()> {
+    print!("{}", describe_summary(&report.summary));
+    let mut after: anyhow::Result<()> = Ok(());
+    match &report.trends {
+        TrendsRun::Computed(t, _) => {
+            // The trend tables always cover every project (the files are shared); the summary
+            // shows the projects of this run.
+            println!();
+            super::trends::print(ctx.output(), &t.tables, &t.files, projects)?;
+        }
+        TrendsRun::Unchanged(_) => {
+            println!("\n{}", report.unchanged_line(ctx).unwrap_or_default());
+        }
+        TrendsRun::Off => {}
+        TrendsRun::NoData => after = Err(no_data(ctx).into()),
+        TrendsRun::Failed(e) => after = Err(anyhow::anyhow!("{e}")),
+    }
+    match report.rules {
+        RulesRun::None | RulesRun::NotRun => {}
+        RulesRun::Fired(fired) => {
+            println!("\nrules ({}):", ctx.settings.rules_dir.display());
+            super::rules::print_fired(&fired);
+            if after.is_ok() {
+                after = super::rules::outcome(&fired.reports);
+            }
+        }
+        RulesRun::Failed(e) => {
+            println!("\nrules ({}):", ctx.settings.rules_dir.display());
+            after = Err(e);
+        }
+    }
+    match report.pushed? {
+        Some(p) => println!(
             "output: {} ({} files sent, {} bytes; {} deleted; the working copy and the state are in {})",
             ctx.settings.output_name(),
             p.files,
             p.bytes,
             p.deleted,
             ctx.output().display()
-        );
-    } else {
-        println!("output: {}", ctx.output().display());
+        ),
+        None => println!("output: {}", ctx.output().display()),
     }
-    Ok(())
+    outcome(&report.summary)?;
+    after
 }
 
 /// Ends with exit code 1 when some window failed.
@@ -150,45 +174,17 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     } else {
         plan_fitted(&ctx, &exporter, &targets, false)?
     };
-    let Some(summary) = run_plan(&exporter, &targets, &plan, args.dry_run).await else {
+    if !announce(&plan, args.dry_run) {
         return Ok(());
-    };
-    let after = after_export(&ctx, settings, &args.projects).await;
-    // What was written goes to the output, whatever came after the export.
-    push(&ctx).await?;
-    // Failed windows are the run's error: a later step's (no data to aggregate after they
-    // failed) would only contradict it.
-    outcome(&summary)?;
-    after
-}
-
-/// The trends and the unscheduled rules after an export.
-async fn after_export(
-    ctx: &Context,
-    settings: &Settings,
-    projects: &[String],
-) -> anyhow::Result<()> {
-    // The trend tables always cover every project (the files are shared); the summary shows
-    // the projects of this run.
-    let computed = if settings.trends_after_export {
-        println!();
-        let t = trends(ctx)?.ok_or_else(|| no_data(ctx))?;
-        super::trends::print(ctx.output(), &t.tables, &t.files, projects)?;
-        Some(t)
-    } else {
-        None
-    };
-    if let Some(loaded) = unscheduled_rules(ctx)? {
-        println!("\nrules ({}):", settings.rules_dir.display());
-        let tables = match computed {
-            Some(t) => t.tables,
-            None => crate::app::rules::tables(ctx.output())?.0,
-        };
-        let fired = fire_rules(ctx, &loaded, &tables, Wait::AsRulesSay).await?;
-        super::rules::print_fired(&fired);
-        super::rules::outcome(&fired.reports)?;
     }
-    Ok(())
+    let opts = Options {
+        trends: When::changed_if(settings.trends_after_export),
+        rules: After::Unscheduled,
+        wait: Wait::AsRulesSay,
+        push: true,
+    };
+    let report = cycle::run(&ctx, &exporter, &targets, &plan, opts).await;
+    finish(&ctx, report, &args.projects)
 }
 
 /// Trends were asked for and nothing was exported: the user's to fix.

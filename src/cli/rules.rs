@@ -1,7 +1,7 @@
 //! `docpipe rules check|run` and `docpipe validate`: rule files in `jobs/`, evaluated over the
 //! trend tables, sent within the hourly limit and the cooldowns, polled, and logged.
 
-use crate::app::rules::{Fired, Wait, evaluate_all, evaluate_each, fire_all, load, tables};
+use crate::app::rules::{Fired, Wait, evaluate_all, load, tables};
 use crate::app::{Access, Context, Keys};
 use crate::clock;
 use crate::config::Settings;
@@ -293,8 +293,9 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let engine = ctx.engine()?;
     let rules = &loaded.rules;
     if sending {
-        let evals = evaluate_each(&loaded, &tables, Some(engine.memory()))?;
-        let fired = fire_all(&engine, rules, evals, Wait::AsRulesSay).await?;
+        let fired =
+            crate::app::cycle::fire(&ctx, &loaded, &engine, Some(&tables), Wait::AsRulesSay)
+                .await?;
         print_fired(&fired);
         // The firings' table goes to the bucket too.
         ctx.push().await?;

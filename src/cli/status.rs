@@ -23,13 +23,13 @@ pub async fn describe(
     clock: SharedClock,
     firings: usize,
 ) -> anyhow::Result<String> {
-    let status = crate::status::collect(settings, clock, firings).await?;
+    let status = crate::status::read(settings, clock, firings).await?;
     Ok(crate::status::text::render(&status))
 }
 
 /// Runs `status`.
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
-    let status = crate::status::collect(settings, clock::system(), args.firings).await?;
+    let status = crate::status::read(settings, clock::system(), args.firings).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&status)?);
     } else {

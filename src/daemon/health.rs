@@ -114,8 +114,14 @@ struct Port {
     metrics: Arc<Option<PrometheusHandle>>,
     /// The config and clock the page is collected with.
     page: Arc<(Settings, SharedClock)>,
+    /// The daemon's context, once open: every page reads the state through it.
+    ctx: Shared,
     token: Option<Token>,
 }
+
+/// The daemon's context, set once it is open (the server listens before: the daemon may wait
+/// for another's lock on the folder, and its page says what the state holds meanwhile).
+pub type Shared = Arc<std::sync::OnceLock<Arc<crate::app::Context>>>;
 
 /// The router: `/healthz` says `ok`, `/metrics` renders the recorder's metrics (empty without
 /// one), `/` the status page of `settings` at the clock's now, `/status.json` its facts and
@@ -124,11 +130,13 @@ pub fn router(
     metrics: Option<PrometheusHandle>,
     settings: Settings,
     clock: SharedClock,
+    ctx: Shared,
     token: Option<Token>,
 ) -> axum::Router {
     let state = Port {
         metrics: Arc::new(metrics),
         page: Arc::new((settings, clock)),
+        ctx,
         token,
     };
     let guarded = axum::Router::new()
@@ -198,20 +206,21 @@ async fn render_metrics(State(p): State<Port>) -> impl IntoResponse {
 const POLICY: &str = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 async fn collect(p: &Port) -> Result<crate::status::Status, Response> {
-    let (settings, clock) = (&p.page.0, p.page.1.clone());
-    crate::status::collect(settings, clock, PAGE_FIRINGS)
-        .await
-        .map_err(|e| {
-            tracing::warn!("status page: {e:#}");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "503: the status cannot be read now: {}\n",
-                    crate::text::one_line(&format!("{e:#}"))
-                ),
-            )
-                .into_response()
-        })
+    let read = match p.ctx.get() {
+        Some(ctx) => crate::status::collect(ctx, PAGE_FIRINGS),
+        None => crate::status::read(&p.page.0, p.page.1.clone(), PAGE_FIRINGS).await,
+    };
+    read.map_err(|e| {
+        tracing::warn!("status page: {e:#}");
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "503: the status cannot be read now: {}\n",
+                crate::text::one_line(&format!("{e:#}"))
+            ),
+        )
+            .into_response()
+    })
 }
 
 async fn status_page(State(p): State<Port>) -> Response {

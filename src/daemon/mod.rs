@@ -8,6 +8,7 @@
 //! run waiting in the channel goes before the next backfill window. No piece waits for an agent
 //! job: a fired rule's job is looked at once per polling step, between the other work.
 
+mod gauges;
 mod health;
 mod work;
 
@@ -56,13 +57,20 @@ async fn start(
         rules = loaded.rules;
     }
     let (stopped, mut stop_rx) = watch::channel(false);
+    let shared = health::Shared::default();
     let server = match settings.daemon.listen {
         Some(addr) => {
             let token = health::token(&settings, addr)?;
             let stop = async move {
                 let _ = stop_rx.wait_for(|s| *s).await;
             };
-            let app = health::router(metrics, settings.clone(), clock.clone(), token);
+            let app = health::router(
+                metrics,
+                settings.clone(),
+                clock.clone(),
+                shared.clone(),
+                token,
+            );
             let (bound, task) = health::serve(addr, app, stop)
                 .await
                 .map_err(|e| UserError::new(format!("daemon.listen {addr}: cannot listen: {e}")))?;
@@ -72,7 +80,8 @@ async fn start(
         }
         None => None,
     };
-    let ctx = Context::open(settings, clock, Access::Export, Keys::All).await?;
+    let ctx = std::sync::Arc::new(Context::open(settings, clock, Access::Export, Keys::All).await?);
+    let _ = shared.set(ctx.clone());
     // What the budget allows, said once at start: a config that asks for more is not an error,
     // but the user must know what happens instead.
     let (streams, forecast) = crate::app::plan_view::forecast(&ctx)?;

@@ -2,15 +2,15 @@
 //! once, and the rules without a schedule over the same tables), a scheduled rule, one look at
 //! each agent job being polled, or one window of a queued backfill.
 
+use super::gauges;
 use crate::app::Context;
-use crate::app::after::trends;
+use crate::app::cycle::{self, After, Options, Report, RulesRun, TrendsRun, When};
 use crate::app::export::{plan_fitted, plan_range};
-use crate::app::rules::{Wait, fire_all};
+use crate::app::rules::{Fired, Loaded, Wait};
 use crate::export::{Exporter, Plan, Summary, Target, describe_summary};
-use crate::rules::engine::{Engine, Report, firing_line, polls};
-use crate::rules::{Rule, evaluate};
-use crate::trends::Tables;
-use chrono::{DateTime, NaiveDate, Utc};
+use crate::rules::Rule;
+use crate::rules::engine::{Engine, firing_line};
+use chrono::NaiveDate;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ pub const BACKFILL_LEASE: chrono::Duration = chrono::Duration::minutes(10);
 /// (`daemon::run`) decide when each piece of work runs, tests call [`Daemon::work`] on a
 /// manual clock.
 pub struct Daemon {
-    pub(super) ctx: Context,
+    pub(super) ctx: std::sync::Arc<Context>,
     pub(super) exporter: Exporter,
     pub(super) targets: Vec<Target>,
     pub(super) rules: Vec<Rule>,
@@ -49,9 +49,6 @@ pub struct Daemon {
     pub(super) tried: HashMap<i64, HashSet<(&'static str, String, NaiveDate)>>,
     /// This daemon's name: the holder of the queued backfill it works on.
     pub(super) me: String,
-    /// The day (in `timezone`) of the last trends this process computed, and whether a window
-    /// was written since: an export that wrote nothing on the same day recomputes nothing.
-    pub(super) trends_of: Option<(NaiveDate, bool)>,
 }
 
 /// What a piece of work did.
@@ -67,7 +64,8 @@ pub enum Step {
 
 impl Daemon {
     /// The daemon's work over `ctx`: its projects, its exporter, `rules` and their engine.
-    pub fn open(ctx: Context, rules: Vec<Rule>) -> anyhow::Result<Self> {
+    pub fn open(ctx: impl Into<std::sync::Arc<Context>>, rules: Vec<Rule>) -> anyhow::Result<Self> {
+        let ctx = ctx.into();
         let targets = ctx.targets(&[])?;
         let engine = if rules.is_empty() {
             None
@@ -82,7 +80,6 @@ impl Daemon {
             rules,
             engine,
             reserve: HashMap::new(),
-            trends_of: None,
             tried: HashMap::new(),
             me: crate::store::daemons::this_process(),
         })
@@ -94,7 +91,8 @@ impl Daemon {
         match tick {
             Some(Tick::Export) => self.export().await,
             Some(Tick::Rule(name)) => {
-                self.fire(std::slice::from_ref(name), None).await;
+                self.fire(std::slice::from_ref(name)).await;
+                // The firings' table goes to the bucket too.
                 self.push().await;
             }
             Some(Tick::Poll) => self.poll().await,
@@ -125,65 +123,9 @@ impl Daemon {
     }
 }
 
-fn gauge_budget(targets: &[Target], now: DateTime<Utc>) {
-    let mut seen = HashSet::new();
-    for t in targets {
-        let scope = t.client.analytics_scope();
-        if seen.insert(scope.clone()) {
-            let limits = t.client.settings().limits;
-            let left = limits
-                .effective(limits.analytics_per_hour)
-                .saturating_sub(t.client.budget().used(&scope, now));
-            metrics::gauge!("docpipe_budget_remaining", "scope" => scope).set(f64::from(left));
-        }
-    }
-}
-
-fn count_run(kind: &'static str, ok: bool) {
-    metrics::counter!("docpipe_runs_total", "kind" => kind, "result" => if ok { "ok" } else { "failed" })
-        .increment(1);
-}
-
-/// Counts the firings, and the outcomes of the jobs not left to polling (those are counted when
-/// polling ends).
-fn count_reports(rules: &[Rule], reports: &[Report]) {
-    for (rule, r) in rules.iter().zip(reports) {
-        if let Report::Held(f) = r {
-            metrics::counter!("docpipe_rule_firings_total", "rule" => f.rule.clone(), "sent" => f.sent.as_str())
-                .increment(1);
-        }
-        if let Report::Fired(f) = r {
-            metrics::counter!("docpipe_rule_firings_total", "rule" => f.rule.clone(), "sent" => f.sent.as_str())
-                .increment(1);
-            if let Some(status) = &f.status
-                && !polls(rule, f)
-            {
-                metrics::counter!("docpipe_job_outcomes_total", "rule" => f.rule.clone(), "status" => status.clone())
-                    .increment(1);
-            }
-        }
-    }
-}
-
 impl Daemon {
-    /// Sets `docpipe_staleness_seconds{project, dataset}`: how long ago the newest data were
-    /// taken (see [`crate::export::Exporter::staleness`]).
-    fn gauge_staleness(&self) {
-        let now = self.ctx.clock.now();
-        let exporter = self.ctx.exporter();
-        for p in &self.ctx.settings.projects {
-            for name in &p.datasets {
-                let Ok(Some(stale)) = exporter.staleness(name, &p.id, now) else {
-                    continue;
-                };
-                metrics::gauge!("docpipe_staleness_seconds", "project" => p.id.clone(), "dataset" => *name)
-                    .set(stale.num_seconds() as f64);
-            }
-        }
-    }
-
     /// The incremental export of every project (one plan), then the trends and the unscheduled
-    /// rules over the same tables.
+    /// rules over the same tables: one run, logged and gauged from its report.
     pub(super) async fn export(&mut self) {
         let queued = self
             .ctx
@@ -196,58 +138,74 @@ impl Daemon {
             Ok(plan) => plan,
             Err(e) => {
                 tracing::error!("export: cannot plan: {e}");
-                count_run("export", false);
+                gauges::run("export", false);
                 return;
             }
         };
-        let summary: Summary = self.exporter.run(&self.targets, &plan).await;
-        self.wrote(&summary);
+        let unscheduled = Loaded {
+            rules: if self.ctx.settings.rules_after_export {
+                self.rules
+                    .iter()
+                    .filter(|r| r.schedule.is_none())
+                    .cloned()
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            problems: Vec::new(),
+        };
+        let rules = match &self.engine {
+            Some(engine) if !unscheduled.rules.is_empty() => After::These(&unscheduled, engine),
+            _ => After::Nothing,
+        };
+        let opts = Options {
+            trends: When::changed_if(self.ctx.settings.trends_after_export),
+            rules,
+            wait: Wait::Never,
+            push: true,
+        };
+        let report = cycle::run(&self.ctx, &self.exporter, &self.targets, &plan, opts).await;
         let pending = self.plan_ahead();
-        self.gauge_staleness();
+        self.log_export(&report);
+        if let RulesRun::Fired(fired) = &report.rules {
+            log_fired(fired);
+            gauges::fired(&unscheduled.rules, fired);
+        }
+        gauges::export(&report, &self.targets, &pending, self.ctx.clock.now());
+    }
+
+    /// An export's report in the log.
+    fn log_export(&self, report: &Report) {
+        let summary = &report.summary;
         for ((dataset, purpose), n) in &summary.spent {
             tracing::debug!(dataset, purpose, requests = n, "requests spent");
         }
         let ok = summary.failed.is_empty();
-        for line in describe_summary(&summary).lines() {
+        for line in describe_summary(summary).lines() {
             if ok {
                 tracing::info!("export: {line}");
             } else {
                 tracing::warn!("export: {line}");
             }
         }
-        let failed: HashSet<&str> = summary.failed.iter().map(|f| f.project.as_str()).collect();
-        for t in &self.targets {
-            metrics::gauge!("docpipe_windows_pending", "project" => t.project.clone())
-                .set(pending.get(&t.project).copied().unwrap_or(0) as f64);
-            if !failed.contains(t.project.as_str()) {
-                metrics::gauge!("docpipe_last_export_success_timestamp_seconds", "project" => t.project.clone())
-                    .set(self.ctx.clock.now().timestamp() as f64);
+        match &report.trends {
+            TrendsRun::Computed(t, because) => {
+                tracing::info!(files = t.files.len(), because = ?because, "trends written");
             }
+            TrendsRun::Failed(e) => tracing::error!("trends: {e}"),
+            TrendsRun::Unchanged(_) => {
+                tracing::info!("{}", report.unchanged_line(&self.ctx).unwrap_or_default());
+            }
+            TrendsRun::Off | TrendsRun::NoData => {}
         }
-        gauge_budget(&self.targets, self.ctx.clock.now());
-        count_run("export", ok);
-        // Nothing written since the last trends, on the same day: the trends, the charts and
-        // the rules over them would be the same.
-        let today = self.ctx.settings.today(self.ctx.clock.now());
-        if self.trends_of == Some((today, false)) {
-            tracing::info!(
-                "trends and rules not run again: no window written since the last ones, the same day"
-            );
-            self.push().await;
-            return;
+        if let RulesRun::Failed(e) = &report.rules {
+            tracing::error!("rules: {e}");
         }
-        let tables = self.trends_after_export();
-        self.trends_of = Some((today, false));
-        if self.ctx.settings.rules_after_export {
-            let names: Vec<String> = self
-                .rules
-                .iter()
-                .filter(|r| r.schedule.is_none())
-                .map(|r| r.name.clone())
-                .collect();
-            self.fire(&names, tables.as_ref()).await;
+        match &report.pushed {
+            Ok(Some(p)) => tracing::debug!(files = p.files, bytes = p.bytes, "output sent"),
+            Ok(None) => {}
+            Err(e) => tracing::error!("output: {}", crate::error::lines(e).join(" ")),
         }
-        self.push().await;
     }
 
     /// After a run, from the planner's forecast: the windows not final yet by project (they
@@ -278,33 +236,6 @@ impl Daemon {
         pending
     }
 
-    /// The trends over the output after an export (when `trends_after_export`): their tables for
-    /// the rules, or `None` (not asked for, no data, or failed: logged).
-    fn trends_after_export(&self) -> Option<crate::trends::Tables> {
-        let mut tables = None;
-        if self.ctx.settings.trends_after_export {
-            match trends(&self.ctx) {
-                Ok(Some(t)) => {
-                    metrics::counter!("docpipe_trends_computed_total").increment(1);
-                    tracing::info!(files = t.files.len(), "trends written");
-                    tables = Some(t.tables);
-                }
-                Ok(None) => {}
-                Err(e) => tracing::error!("trends: {e}"),
-            }
-        }
-        tables
-    }
-
-    /// Notes that a run wrote windows (the trends are to be computed again).
-    fn wrote(&mut self, summary: &Summary) {
-        if (!summary.windows.is_empty() || !summary.records.is_empty())
-            && let Some((_, changed)) = &mut self.trends_of
-        {
-            *changed = true;
-        }
-    }
-
     /// Sends what was written to the output when it is a bucket; a failure is logged and the
     /// next run sends it.
     pub(super) async fn push(&self) {
@@ -312,70 +243,40 @@ impl Daemon {
             Ok(Some(p)) => tracing::debug!(files = p.files, bytes = p.bytes, "output sent"),
             Ok(None) => {}
             Err(e) => {
-                metrics::counter!("docpipe_output_push_failures_total").increment(1);
+                gauges::push_failed();
                 tracing::error!("output: {}", crate::error::lines(&e).join(" "));
             }
         }
     }
 
-    /// Evaluates and fires the named rules over `tables` (computed now when none are given);
-    /// nothing waits for the jobs: [`Daemon::poll`] looks at them.
-    pub(super) async fn fire(&self, names: &[String], tables: Option<&Tables>) {
+    /// Evaluates and fires the named scheduled rules over the output's trend tables; nothing
+    /// waits for the jobs: [`Daemon::poll`] looks at them.
+    pub(super) async fn fire(&self, names: &[String]) {
         let Some(engine) = &self.engine else {
             return;
         };
-        let rules: Vec<Rule> = self
-            .rules
-            .iter()
-            .filter(|r| names.contains(&r.name))
-            .cloned()
-            .collect();
-        if rules.is_empty() {
+        let loaded = Loaded {
+            rules: self
+                .rules
+                .iter()
+                .filter(|r| names.contains(&r.name))
+                .cloned()
+                .collect(),
+            problems: Vec::new(),
+        };
+        if loaded.rules.is_empty() {
             return;
         }
-        let computed;
-        let tables = match tables {
-            Some(t) => t,
-            None => match crate::app::rules::tables(self.ctx.output()) {
-                Ok((t, _)) => {
-                    computed = t;
-                    &computed
-                }
-                Err(e) => {
-                    tracing::error!("rules: {e}");
-                    count_run("rules", false);
-                    return;
-                }
-            },
-        };
-        let evals = evaluate(&rules, tables, Some(engine.memory()));
-        let reports = match fire_all(engine, &rules, evals, Wait::Never).await {
+        match cycle::fire(&self.ctx, &loaded, engine, None, Wait::Never).await {
             Ok(fired) => {
-                // Held firings wait for a person: the daemon never waits on one.
-                metrics::gauge!("docpipe_rule_firings_pending").set(fired.pending as f64);
-                for id in &fired.expired {
-                    tracing::warn!(
-                        firing = id,
-                        "a held firing expired unreviewed: nothing was sent"
-                    );
-                }
-                fired.reports
+                log_fired(&fired);
+                gauges::fired(&loaded.rules, &fired);
             }
             Err(e) => {
                 tracing::error!("rules: {e}");
-                count_run("rules", false);
-                return;
-            }
-        };
-        for report in &reports {
-            if report.failed() {
-                tracing::warn!("{}", report.line());
-            } else {
-                tracing::info!("{}", report.line());
+                gauges::run("rules", false);
             }
         }
-        count_reports(&rules, &reports);
-        count_run("rules", !reports.iter().any(Report::failed));
     }
 
     /// One look at each agent job being polled; the jobs that ended are logged and counted,
@@ -384,7 +285,6 @@ impl Daemon {
         let Some(engine) = &self.engine else {
             return;
         };
-        metrics::counter!("docpipe_poll_steps_total").increment(1);
         let ended = match engine.poll_step().await {
             Ok(ended) => ended,
             Err(e) => {
@@ -392,12 +292,9 @@ impl Daemon {
                 return;
             }
         };
+        gauges::polled(&ended);
         for f in &ended {
             tracing::info!("{}", firing_line(f));
-            if let Some(status) = &f.status {
-                metrics::counter!("docpipe_job_outcomes_total", "rule" => f.rule.clone(), "status" => status.clone())
-                    .increment(1);
-            }
         }
         if !ended.is_empty()
             && let Err(e) = engine.write_log()
@@ -456,10 +353,18 @@ impl Daemon {
             due: vec![next],
             ..plan
         };
-        let summary = self.exporter.run(std::slice::from_ref(target), &one).await;
-        self.wrote(&summary);
+        let opts = Options::export_only(false);
+        let report = cycle::run(
+            &self.ctx,
+            &self.exporter,
+            std::slice::from_ref(target),
+            &one,
+            opts,
+        )
+        .await;
+        let summary = report.summary;
         log_backfill_window(q.id, &summary);
-        gauge_budget(&self.targets, self.ctx.clock.now());
+        gauges::budget(&self.targets, self.ctx.clock.now());
         // The state database failing is not the window's fault (a shared database away for a
         // while): the window is tried again after a wait, not left out of the drain.
         if summary.failed.iter().any(|f| f.is_state_database()) {
@@ -477,7 +382,7 @@ impl Daemon {
         let queue = self.ctx.store().queue();
         let now = self.ctx.clock.now();
         let pending = queue.pending(now)?;
-        metrics::gauge!("docpipe_backfills_queued").set(pending.len() as f64);
+        gauges::queued(pending.len());
         let lease = if self.ctx.store().is_shared() {
             chrono::Duration::from_std(self.ctx.settings.window_lease).unwrap_or(BACKFILL_LEASE)
         } else {
@@ -528,7 +433,7 @@ impl Daemon {
             tracing::error!("backfill queue: {e}");
         }
         self.tried.remove(&q.id);
-        count_run("backfill", left == 0);
+        gauges::run("backfill", left == 0);
         if left == 0 {
             tracing::info!(id = q.id, from = %q.from, to = %q.to, "backfill done");
         } else {
@@ -551,5 +456,22 @@ fn log_backfill_window(id: i64, summary: &Summary) {
     }
     for f in &summary.failed {
         tracing::warn!(id, project = %f.project, day = %f.day, "backfill window failed: {f}");
+    }
+}
+
+/// A set of firings in the log: each rule's report, the held firings that expired.
+fn log_fired(fired: &Fired) {
+    for id in &fired.expired {
+        tracing::warn!(
+            firing = id,
+            "a held firing expired unreviewed: nothing was sent"
+        );
+    }
+    for report in &fired.reports {
+        if report.failed() {
+            tracing::warn!("{}", report.line());
+        } else {
+            tracing::info!("{}", report.line());
+        }
     }
 }

@@ -6,8 +6,8 @@
 pub mod html;
 pub mod text;
 
+use crate::app::Context;
 use crate::app::plan_view::{PlanView, plan_view};
-use crate::app::{Access, Context, Keys};
 use crate::clock::SharedClock;
 use crate::config::{Project, Settings};
 use crate::dataset::Windowing;
@@ -490,20 +490,32 @@ fn eta_secs(plan: &Plan) -> u64 {
 /// Rows of the gap tables shown per project.
 pub const TOP_ROWS: usize = 5;
 
-/// Reads the status at the clock's now; `firings`: how many of the last firings to list.
-pub async fn collect(
+/// Reads the status at the clock's now, opening the output folder beside whatever exports into
+/// it (`docpipe status`; the daemon's page before its own context is open); `firings`: how many
+/// of the last firings to list.
+pub async fn read(
     settings: &Settings,
     clock: SharedClock,
     firings: usize,
 ) -> anyhow::Result<Status> {
-    let now = clock.now();
+    let state_file = state_path(&settings.output_dir);
+    if !state_file.exists() && settings.state_url.is_none() {
+        return Ok(Status::nothing_yet(
+            clock.now(),
+            state_file.display().to_string(),
+        ));
+    }
+    collect(&Context::shared(settings.clone(), clock).await?, firings)
+}
+
+/// The status of `ctx`'s output and state at its clock's now (the daemon's page reads it with
+/// the daemon's own context); `firings`: how many of the last firings to list.
+pub fn collect(ctx: &Context, firings: usize) -> anyhow::Result<Status> {
+    let settings = &ctx.settings;
+    let now = ctx.clock.now();
     let state_file = state_path(&settings.output_dir);
     let mut status = Status::nothing_yet(now, state_file.display().to_string());
-    if !state_file.exists() && settings.state_url.is_none() {
-        return Ok(status);
-    }
-    let ctx = Context::open(settings.clone(), clock, Access::Shared, Keys::None).await?;
-    let view = plan_view(&ctx)?;
+    let view = plan_view(ctx)?;
     status.exported = true;
     status.state = ctx.store().sql().name().to_string();
     status.shared = ctx.store().is_shared();
@@ -521,7 +533,7 @@ pub async fn collect(
         } else {
             let mut out = Vec::new();
             for name in &p.datasets {
-                out.push(dataset(&ctx, &view, p, name, &exporter, &failures, now)?);
+                out.push(dataset(ctx, &view, p, name, &exporter, &failures, now)?);
             }
             out
         };
@@ -539,7 +551,7 @@ pub async fn collect(
         eta_secs: eta_secs(&view.due),
         waiting_turn: view.due.fresh,
     };
-    status.organizations = organizations(&ctx, now)?;
+    status.organizations = organizations(ctx, now)?;
     status.backfills = view
         .queued
         .iter()
@@ -554,7 +566,7 @@ pub async fn collect(
             eta_secs: eta_secs(plan),
         })
         .collect();
-    status.daemons = daemons(&ctx, &view, now)?;
+    status.daemons = daemons(ctx, &view, now)?;
     let limits = settings.agent_limits();
     for p in &settings.projects {
         let used = ctx.budget().used(&format!("agent:{}", p.id), now);
@@ -566,7 +578,7 @@ pub async fn collect(
             });
         }
     }
-    status.rules = rules(&ctx, firings, now)?;
+    status.rules = rules(ctx, firings, now)?;
     status.trends = trends(settings);
     Ok(status)
 }

@@ -26,14 +26,7 @@ impl Store {
     pub fn mark_unknown(&self, u: &UnknownProject) -> Result<(), StoreError> {
         let key = format!("{PREFIX}{}", u.project);
         let value = serde_json::to_string(u).unwrap_or_default();
-        self.sql.tx(move |tx| {
-            tx.exec(
-                "INSERT INTO settings (key, value) VALUES (?1, ?2)
-                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                &[key.into(), value.into()],
-            )?;
-            Ok(())
-        })
+        self.set_setting(&key, &value)
     }
 
     /// The projects recorded as unknown (an entry that does not read is left out).

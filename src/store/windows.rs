@@ -60,6 +60,47 @@ impl Store {
             .map(|t| t.to_utc()))
     }
 
+    /// When any window of any dataset and project was last written, by any process sharing
+    /// the state.
+    pub fn newest_written(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let at = self.sql.read(move |tx| {
+            tx.row("SELECT max(done_at) FROM windows", &[])?
+                .map_or(Ok(None), |r| r.opt_text(0))
+        })?;
+        Ok(at.as_deref().and_then(parse_at))
+    }
+
+    /// When the trends were last computed over this state's output (`None`: never here).
+    pub fn trends_at(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        Ok(self.setting(TRENDS_AT)?.as_deref().and_then(parse_at))
+    }
+
+    /// Records that the trends were computed at `at`.
+    pub fn set_trends_at(&self, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.set_setting(TRENDS_AT, &at.to_rfc3339())
+    }
+
+    /// A value of the `settings` table.
+    pub fn setting(&self, key: &'static str) -> Result<Option<String>, StoreError> {
+        self.sql.read(move |tx| {
+            tx.row("SELECT value FROM settings WHERE key = ?1", &[key.into()])?
+                .map_or(Ok(None), |r| r.opt_text(0))
+        })
+    }
+
+    /// Sets a value of the `settings` table.
+    pub fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        let (key, value) = (key.to_string(), value.to_string());
+        self.sql.tx(move |tx| {
+            tx.exec(
+                "INSERT INTO settings (key, value) VALUES (?1, ?2)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                &[key.into(), value.into()],
+            )?;
+            Ok(())
+        })
+    }
+
     /// The state of every day of a dataset and project that the database knows.
     pub fn windows(
         &self,
@@ -237,4 +278,12 @@ pub(super) fn one_table(c: &mut rusqlite::Connection) -> rusqlite::Result<()> {
         )?;
     }
     tx.commit()
+}
+
+/// The `settings` key of when the trends were last computed.
+const TRENDS_AT: &str = "trends_at";
+
+/// A time as the state stores it (RFC 3339).
+fn parse_at(t: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(t).ok().map(|t| t.to_utc())
 }

@@ -753,7 +753,7 @@ async fn an_endless_day_yields_the_budget_to_the_other_days_and_is_reported_stuc
     let (endless, others) = *counts.lock().unwrap();
     assert_eq!(others, 15 + 8);
     assert_eq!(endless, PER_HOUR - 15);
-    let status = docpipe::status::collect(&settings, clock.clone(), 10)
+    let status = docpipe::status::read(&settings, clock.clone(), 10)
         .await
         .unwrap();
     let text = docpipe::status::text::render(&status);
@@ -808,7 +808,7 @@ async fn an_endless_day_yields_the_budget_to_the_other_days_and_is_reported_stuc
             "hour {hours}: the endless day starved"
         );
     };
-    let status = docpipe::status::collect(&settings, clock.clone(), 10)
+    let status = docpipe::status::read(&settings, clock.clone(), 10)
         .await
         .unwrap();
     let text = docpipe::status::text::render(&status);
@@ -875,7 +875,8 @@ async fn an_export_that_writes_no_window_recomputes_no_trend_and_writes_no_file(
     assert_eq!(written_files(&out), before);
     assert_eq!(
         seen.count(&[
-            "trends and rules not run again: no window written since the last ones, the same day"
+            "trends not computed again: no window written since the last ones (",
+            "), the same day"
         ]),
         1
     );
@@ -883,5 +884,5 @@ async fn an_export_that_writes_no_window_recomputes_no_trend_and_writes_no_file(
     live.clock.advance(Duration::from_secs(3600));
     assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
     assert_ne!(written_files(&out), before);
-    assert_eq!(seen.count(&["trends and rules not run again"]), 1);
+    assert_eq!(seen.count(&["trends not computed again"]), 1);
 }

@@ -55,7 +55,21 @@ async fn an_export_opens_each_file_once_plans_once_and_computes_trends_once_for_
     assert_eq!(count(&stderr, "trend tables computed"), 1, "{stderr}");
     assert!(stdout.contains("  alpha (to ") && stdout.contains("  gamma (to "));
 
-    // One project's export: its summary alone, but the shared trend files keep every project.
+    // Nothing written since, the same day: the trends and the rule are not run again.
+    let (run, stdout, stderr) = docpipe_debug(&cfg, &["export"]);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout
+            .contains("\ntrends and rules not run again: no window written since the last ones (")
+            && stdout.contains("), the same day, and the rules did not change\n"),
+        "{stdout}"
+    );
+    assert_eq!(count(&stderr, "trend tables computed"), 0, "{stderr}");
+    assert!(!stdout.contains("rule top"), "{stdout}");
+
+    // One project's export, the trend files gone: its summary alone, but the shared trend
+    // files keep every project.
+    std::fs::remove_dir_all(out.join("trends")).unwrap();
     let (run, stdout, stderr) = docpipe_debug(&cfg, &["export", "--project", "beta"]);
     assert_eq!(run.status.code(), Some(0), "{stderr}");
     let summary: Vec<&str> = stdout

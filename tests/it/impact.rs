@@ -8,6 +8,7 @@ use crate::common::*;
 use chrono::{Duration, NaiveDate};
 use docpipe::api::AdminKey;
 use docpipe::api::jobs::Polling;
+use docpipe::app::cycle::{After, Options, TrendsRun, When};
 use docpipe::app::rules::{Wait, evaluate_all, fire_all, load};
 use docpipe::app::{Access, Context, Keys};
 use docpipe::rules::engine::{Engine, Report};
@@ -63,9 +64,22 @@ async fn export(ctx: &Context) -> docpipe::trends::Tables {
     let targets = ctx.targets(&[]).unwrap();
     let exporter = ctx.exporter();
     let plan = docpipe::app::export::plan_due(ctx, &exporter, &targets).unwrap();
-    let summary = exporter.run(&targets, &plan).await;
-    assert!(summary.failed.is_empty(), "{:?}", summary.failed);
-    docpipe::app::after::trends(ctx).unwrap().unwrap().tables
+    let opts = Options {
+        trends: When::Always,
+        rules: After::Nothing,
+        wait: Wait::Never,
+        push: false,
+    };
+    let report = docpipe::app::cycle::run(ctx, &exporter, &targets, &plan, opts).await;
+    assert!(
+        report.summary.failed.is_empty(),
+        "{:?}",
+        report.summary.failed
+    );
+    match report.trends {
+        TrendsRun::Computed(t, _) => t.tables,
+        other => panic!("no trends: {other:?}"),
+    }
 }
 
 fn engine(ctx: &Context) -> Engine {

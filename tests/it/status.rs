@@ -184,7 +184,7 @@ rule file problem: {}: project nope is not configured (configured: alpha, beta, 
 
     // The same facts as JSON: valid against the schema kept in the repository, and equal to
     // the text's figures.
-    let model = docpipe::status::collect(&settings, docpipe::clock::ManualClock::new(now), 5)
+    let model = docpipe::status::read(&settings, docpipe::clock::ManualClock::new(now), 5)
         .await
         .unwrap();
     let json = serde_json::to_value(&model).unwrap();

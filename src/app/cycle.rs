@@ -1,0 +1,334 @@
+//! One run of the pipeline, owned here once: the export of a plan, the trends (only when a
+//! window was written or the day turned), the rules over the same tables (with the impact of
+//! their jobs measured), and the push of what was written. `export`, `backfill`, the daemon's
+//! ticks and the demo each call [`run`] and read its typed [`Report`]: the command line prints
+//! it, the daemon logs and gauges it.
+
+use super::Context;
+use super::rules::{Fired, Loaded, Wait, evaluate_each, fire_all};
+use crate::export::{Exporter, Plan, Summary, Target};
+use crate::remote::Synced;
+use crate::rules::engine::Engine;
+use crate::trends::{Selection, Tables, TrendsError, compute, write_tables};
+use chrono::{DateTime, Utc};
+use std::path::PathBuf;
+
+/// What comes after the export in a run.
+#[derive(Debug, Clone, Copy)]
+pub struct Options<'a> {
+    /// When the trend tables are computed and written.
+    pub trends: When,
+    /// Which rules fire over the tables.
+    pub rules: After<'a>,
+    /// Whether firing waits for the jobs.
+    pub wait: Wait,
+    /// Send what was written to the output when it is a bucket.
+    pub push: bool,
+}
+
+impl Options<'_> {
+    /// The export alone, pushed when `push` (a backfill).
+    pub fn export_only(push: bool) -> Self {
+        Self {
+            trends: When::Never,
+            rules: After::Nothing,
+            wait: Wait::Never,
+            push,
+        }
+    }
+}
+
+/// When a run computes the trends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    /// Never (a backfill, `[export] trends_after_export = false`).
+    Never,
+    /// When a window was written since the last ones, or the day turned.
+    Changed,
+    /// Every run (the demo shows them).
+    Always,
+}
+
+impl When {
+    /// `Changed`, or `Never` when `on` is false.
+    pub fn changed_if(on: bool) -> Self {
+        if on { Self::Changed } else { Self::Never }
+    }
+}
+
+/// The rules of a run.
+#[derive(Debug, Clone, Copy)]
+pub enum After<'a> {
+    /// None.
+    Nothing,
+    /// The rules without a schedule of `[rules] dir`, loaded after the export when `[rules]
+    /// after_export` is on (a file that does not load fails the rules, not the export).
+    Unscheduled,
+    /// These rules, fired by this engine (the daemon's, the demo's).
+    These(&'a Loaded, &'a Engine),
+}
+
+/// Why the trends were computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Because {
+    /// None were computed over this state before.
+    First,
+    /// A window was written since the last ones (by this run or another process).
+    Written,
+    /// The day turned since the last ones (a day became yesterday).
+    DayTurned,
+    /// The trend files were not in the output.
+    Missing,
+}
+
+/// The trends of a run.
+#[derive(Debug)]
+pub struct Trends {
+    /// The tables (every project).
+    pub tables: Tables,
+    /// The files written.
+    pub files: Vec<PathBuf>,
+}
+
+/// What became of the trends in a run.
+#[derive(Debug)]
+pub enum TrendsRun {
+    /// Computed and written.
+    Computed(Box<Trends>, Because),
+    /// Not asked for.
+    Off,
+    /// Not computed again: no window written since the last ones, at this time, the same day.
+    Unchanged(DateTime<Utc>),
+    /// Nothing was exported yet.
+    NoData,
+    /// Computing or writing them failed.
+    Failed(TrendsError),
+}
+
+/// What became of the rules in a run.
+#[derive(Debug)]
+pub enum RulesRun {
+    /// No rules after this run.
+    None,
+    /// Not run: the trends were unchanged, or there are no tables to run them on.
+    NotRun,
+    /// Fired (each rule's report, the outcome log, the impact measured).
+    Fired(Fired),
+    /// A rule file that does not load, the ledger or the outcome log failed.
+    Failed(anyhow::Error),
+}
+
+/// What one run did, every step of it.
+#[derive(Debug)]
+pub struct Report {
+    /// The export: windows written, failed, skipped, requests by dataset and purpose.
+    pub summary: Summary,
+    /// The trends.
+    pub trends: TrendsRun,
+    /// The rules.
+    pub rules: RulesRun,
+    /// What was sent to the output (`Ok(None)`: the output is the local folder, or not asked).
+    pub pushed: anyhow::Result<Option<Synced>>,
+    /// How long ago each project's dataset's newest data were taken, after the run.
+    pub staleness: Vec<(String, &'static str, chrono::Duration)>,
+}
+
+impl Report {
+    /// Whether the export wrote anything.
+    pub fn wrote(&self) -> bool {
+        !self.summary.windows.is_empty() || !self.summary.records.is_empty()
+    }
+
+    /// The line saying that the trends were not computed again, and whether the rules ran.
+    pub fn unchanged_line(&self, ctx: &Context) -> Option<String> {
+        let TrendsRun::Unchanged(at) = self.trends else {
+            return None;
+        };
+        let since = format!(
+            "no window written since the last ones ({}), the same day",
+            at.with_timezone(&ctx.settings.timezone)
+                .format("%Y-%m-%d %H:%M %Z")
+        );
+        Some(match self.rules {
+            RulesRun::NotRun => {
+                format!("trends and rules not run again: {since}, and the rules did not change")
+            }
+            RulesRun::Fired(_) | RulesRun::Failed(_) => format!(
+                "trends not computed again: {since}; the rules changed since they last ran: run over the same data"
+            ),
+            RulesRun::None => format!("trends not computed again: {since}"),
+        })
+    }
+}
+
+/// Runs `plan` over `targets`, then what `opts` asks for after it.
+pub async fn run(
+    ctx: &Context,
+    exporter: &Exporter,
+    targets: &[Target],
+    plan: &Plan,
+    opts: Options<'_>,
+) -> Report {
+    let summary = exporter.run(targets, plan).await;
+    let wrote = !summary.windows.is_empty() || !summary.records.is_empty();
+    let trends = match opts.trends {
+        When::Never => TrendsRun::Off,
+        When::Changed => trends(ctx, wrote),
+        When::Always => compute_trends(ctx, Because::Written),
+    };
+    let rules = match (&trends, opts.rules) {
+        (_, After::Nothing) => RulesRun::None,
+        (TrendsRun::NoData | TrendsRun::Failed(_), _) => RulesRun::NotRun,
+        (TrendsRun::Computed(t, _), after) => {
+            rules(ctx, after, Some(&t.tables), opts.wait, false).await
+        }
+        (TrendsRun::Unchanged(_), after) => rules(ctx, after, None, opts.wait, true).await,
+        (TrendsRun::Off, after) => rules(ctx, after, None, opts.wait, false).await,
+    };
+    let pushed = if opts.push {
+        ctx.push().await
+    } else {
+        Ok(None)
+    };
+    Report {
+        staleness: staleness(ctx, exporter),
+        summary,
+        trends,
+        rules,
+        pushed,
+    }
+}
+
+/// The trends, computed and written unless nothing changed since the last ones the same day.
+fn trends(ctx: &Context, wrote: bool) -> TrendsRun {
+    let store = ctx.store();
+    let now = ctx.clock.now();
+    let because = match store.trends_at() {
+        Ok(None) | Err(_) => Because::First,
+        Ok(Some(at)) => {
+            let written = wrote
+                || store
+                    .newest_written()
+                    .map_or(true, |w| w.is_some_and(|w| w > at));
+            if ctx.settings.today(at) != ctx.settings.today(now) {
+                Because::DayTurned
+            } else if written {
+                Because::Written
+            } else if !ctx.output().join("trends").is_dir() {
+                Because::Missing
+            } else {
+                return TrendsRun::Unchanged(at);
+            }
+        }
+    };
+    compute_trends(ctx, because)
+}
+
+/// Computes and writes the trends, and records when.
+fn compute_trends(ctx: &Context, because: Because) -> TrendsRun {
+    match compute(ctx.output(), &Selection::default()) {
+        Ok(mut tables) => match write_tables(ctx.output(), &mut tables) {
+            Ok(files) => {
+                if let Err(e) = ctx.store().set_trends_at(ctx.clock.now()) {
+                    tracing::warn!("cannot record when the trends were computed: {e}");
+                }
+                TrendsRun::Computed(Box::new(Trends { tables, files }), because)
+            }
+            Err(e) => TrendsRun::Failed(e),
+        },
+        Err(TrendsError::NoData(_)) => TrendsRun::NoData,
+        Err(e) => TrendsRun::Failed(e),
+    }
+}
+
+/// Fires the rules `after` names over `tables` (computed now, not written, when `None`);
+/// `if_changed`: only when they are not the rules that ran last (a rule enabled or edited
+/// since), the data being the same.
+async fn rules(
+    ctx: &Context,
+    after: After<'_>,
+    tables: Option<&Tables>,
+    wait: Wait,
+    if_changed: bool,
+) -> RulesRun {
+    let fired = async {
+        let owned_loaded;
+        let owned_engine;
+        let (loaded, engine) = match after {
+            After::Nothing => return Ok(RulesRun::None),
+            After::Unscheduled => {
+                let Some(l) = unscheduled_rules(ctx)? else {
+                    return Ok(RulesRun::None);
+                };
+                owned_loaded = l;
+                owned_engine = ctx.engine()?;
+                (&owned_loaded, &owned_engine)
+            }
+            After::These(l, e) => (l, e),
+        };
+        let seen = crate::rules::prompt_hash(&format!("{:?}{:?}", loaded.rules, loaded.problems));
+        if if_changed && ctx.store().setting(RULES_RAN)?.as_deref() == Some(seen.as_str()) {
+            return Ok(RulesRun::NotRun);
+        }
+        let fired = fire(ctx, loaded, engine, tables, wait).await?;
+        if let Err(e) = ctx.store().set_setting(RULES_RAN, &seen) {
+            tracing::warn!("cannot record which rules ran: {e}");
+        }
+        Ok(RulesRun::Fired(fired))
+    };
+    fired.await.unwrap_or_else(RulesRun::Failed)
+}
+
+/// The `settings` key of the fingerprint of the rules that ran after an export last.
+const RULES_RAN: &str = "rules_ran";
+
+/// Fires `loaded` with `engine` over `tables` (the output's trend tables computed now, not
+/// written, when `None`; empty tables when nothing was exported): a rule file that does not
+/// load stops everything before anything is sent, a rule that fails on the data fails alone.
+pub async fn fire(
+    ctx: &Context,
+    loaded: &Loaded,
+    engine: &Engine,
+    tables: Option<&Tables>,
+    wait: Wait,
+) -> anyhow::Result<Fired> {
+    let computed;
+    let tables = match tables {
+        Some(t) => t,
+        None => {
+            computed = super::rules::tables(ctx.output())?.0;
+            &computed
+        }
+    };
+    let evals = evaluate_each(loaded, tables, Some(engine.memory()))?;
+    Ok(fire_all(engine, &loaded.rules, evals, wait).await?)
+}
+
+/// The rules without a schedule of `[rules] dir`, when `[rules] after_export` is on and the
+/// folder exists (`None` otherwise, or when it has no such rule).
+fn unscheduled_rules(ctx: &Context) -> anyhow::Result<Option<Loaded>> {
+    let s = &ctx.settings;
+    if !s.rules_after_export || !s.rules_dir.is_dir() {
+        return Ok(None);
+    }
+    let mut loaded = super::rules::load(&s.rules_dir, s, &[])?;
+    loaded.rules.retain(|r| r.schedule.is_none());
+    if loaded.rules.is_empty() && loaded.problems.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(loaded))
+}
+
+/// How long ago each configured project's dataset's newest data were taken.
+fn staleness(ctx: &Context, exporter: &Exporter) -> Vec<(String, &'static str, chrono::Duration)> {
+    let now = ctx.clock.now();
+    let mut out = Vec::new();
+    for p in &ctx.settings.projects {
+        for name in &p.datasets {
+            if let Ok(Some(stale)) = exporter.staleness(name, &p.id, now) {
+                out.push((p.id.clone(), *name, stale));
+            }
+        }
+    }
+    out
+}
