@@ -7,6 +7,7 @@
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use docpipe::clock::ManualClock;
 use docpipe::config::RawConfig;
+use docpipe::events::{Event, Trouble, Troubled};
 use std::time::Instant;
 
 const PROJECTS: usize = 20;
@@ -45,43 +46,40 @@ fn config(out: &std::path::Path) -> String {
 fn fill(out: &std::path::Path, now: DateTime<Utc>) {
     let state = out.join("state.sqlite");
     let store = docpipe::store::Store::open(&state).unwrap();
-    let activity = store.activity();
     for h in 0..48 {
         for (d, dataset) in datasets().iter().enumerate() {
-            activity
-                .spend(
-                    &format!("org-{}", h % 4),
-                    dataset,
-                    ["walk", "probe", "backfill"][d % 3],
-                    3,
-                    now - Duration::hours(h),
-                )
-                .unwrap();
+            store.receive(&Event::Spent {
+                org: &format!("org-{}", h % 4),
+                at: now - Duration::hours(h),
+                dataset,
+                purpose: ["walk", "probe", "backfill"][d % 3],
+                requests: 3,
+            });
         }
     }
+    let today = now.date_naive().to_string();
     for p in 0..PROJECTS {
-        activity
-            .window_failed(
-                "searches",
-                &format!("project-{p:02}"),
-                now.date_naive(),
-                &now.date_naive().to_string(),
-                "the service answered 502: bad gateway",
-                now,
-            )
-            .unwrap();
+        store.receive(&Event::Failed {
+            dataset: "searches",
+            project: &format!("project-{p:02}"),
+            trouble: Some(Troubled {
+                day: now.date_naive(),
+                window: &today,
+                reason: "the service answered 502: bad gateway",
+                at: now,
+                kind: Trouble::Failed,
+            }),
+        });
     }
     for r in 0..10 {
-        activity
-            .rule_ran(&docpipe::store::activity::RuleRun {
-                rule: format!("rule-{r}"),
-                project: format!("project-{r:02}"),
-                at: now,
-                outcome: if r == 3 { "failed" } else { "fired" }.into(),
-                rows: Some(5),
-                line: "rule in r.toml: no such table".into(),
-            })
-            .unwrap();
+        store.receive(&Event::RuleRan {
+            rule: &format!("rule-{r}"),
+            project: &format!("project-{r:02}"),
+            at: now,
+            outcome: if r == 3 { "failed" } else { "fired" },
+            rows: Some(5),
+            line: "rule in r.toml: no such table",
+        });
     }
     drop(store);
     let c = rusqlite::Connection::open(&state).unwrap();

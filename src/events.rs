@@ -1,11 +1,60 @@
-//! What long work reports while it runs, as typed events: each is counted on `/metrics` where
-//! it happens (one place for every metric of the export, as Vector's internal events do), and
-//! handed to the receiver the caller chose: the command line draws a progress bar from them (the
-//! daemon gives none: it logs the run's summary). The layers that do the work draw and print
-//! nothing.
+//! The facts of a run, as typed events, each emitted once where it happens (Vector's internal
+//! events are the model) and handed to every receiver, each doing its one thing: [`Event::count`]
+//! counts it on `/metrics`, the state's activity tables record it (`Store::receive`: the
+//! status page's hourly spend, the windows' troubles, the rules' last runs), and the receiver the
+//! caller chose draws it ([`Events`]: the command line's progress bar; the daemon logs the run's
+//! report). The layers that do the work draw, print and record none of it themselves.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use std::time::Duration;
+
+/// How a window's last try went wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trouble {
+    /// It failed; the next run tries it again.
+    Failed,
+    /// Its walk reached the bound of pages the service may lead a walk to: tried again after
+    /// a wait that doubles with each such failure in a row.
+    Stuck,
+    /// Its walk went far beyond its estimate: it walks in turns after the other windows.
+    Long,
+}
+
+impl Trouble {
+    /// Its name in the state.
+    pub fn name(self) -> &'static str {
+        match self {
+            Trouble::Failed => "failed",
+            Trouble::Stuck => "stuck",
+            Trouble::Long => "long",
+        }
+    }
+
+    /// The trouble of a name in the state (`failed` for one it does not know).
+    pub fn of(name: &str) -> Self {
+        match name {
+            "stuck" => Trouble::Stuck,
+            "long" => Trouble::Long,
+            _ => Trouble::Failed,
+        }
+    }
+}
+
+/// What went wrong with a window's try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Troubled<'a> {
+    /// Its first day.
+    pub day: NaiveDate,
+    /// The window as people read it (`2026-03-10`, `2026-03-01..2026-03-14`).
+    pub window: &'a str,
+    /// Why, in one line.
+    pub reason: &'a str,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// How.
+    pub kind: Trouble,
+}
 
 /// What happened in a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +72,8 @@ pub enum Event<'a> {
         project: &'a str,
         /// The window as people read it (`2026-03-10`, `feedback 2026-03-01`).
         window: &'a str,
+        /// Its day (`None`: a span's walk, whose next window starts on another day).
+        day: Option<NaiveDate>,
         /// Rows written.
         rows: i64,
         /// Rows set aside in `rejects/`.
@@ -32,23 +83,59 @@ pub enum Event<'a> {
         /// Requests sent in the run so far.
         run_requests: u64,
     },
-    /// A window failed, or was skipped after a failure that stopped its organization.
+    /// A window failed (`trouble`), or was skipped after a failure that stopped its
+    /// organization (`None`: not tried).
     Failed {
         /// Its dataset.
         dataset: &'static str,
         /// Its project.
         project: &'a str,
-        /// Skipped, not tried.
-        skipped: bool,
+        /// What went wrong, when it was tried.
+        trouble: Option<Troubled<'a>>,
+    },
+    /// A window walked far beyond its estimate: it yields to the others after each turn.
+    Long {
+        /// Its dataset.
+        dataset: &'static str,
+        /// Its project.
+        project: &'a str,
+        /// How far, since when.
+        trouble: Troubled<'a>,
+    },
+    /// Records of a dataset fetched apart from windows (the assistant's threads).
+    Fetched {
+        /// Its dataset.
+        dataset: &'static str,
+        /// Its project.
+        project: &'a str,
     },
     /// Analytics requests were sent.
     Spent {
+        /// The organization whose budget they count in.
+        org: &'a str,
+        /// When.
+        at: DateTime<Utc>,
         /// For which dataset.
         dataset: &'static str,
         /// Why: `walk`, `probe`, `backfill` (see `planner::Purpose::request_kind`).
         purpose: &'static str,
         /// How many.
         requests: u64,
+    },
+    /// A rule ran (fired, held, previewed, quiet, skipped or failed).
+    RuleRan {
+        /// The rule.
+        rule: &'a str,
+        /// Its project.
+        project: &'a str,
+        /// When.
+        at: DateTime<Utc>,
+        /// `fired`, `quiet`, `skipped`, `failed`, ...
+        outcome: &'a str,
+        /// Rows its query matched (none when it could not run).
+        rows: Option<i64>,
+        /// Its report line (for `failed`, why).
+        line: &'a str,
     },
     /// The run ended.
     Finished,
@@ -80,7 +167,7 @@ impl Event<'_> {
             Event::Failed {
                 dataset,
                 project,
-                skipped: false,
+                trouble: Some(_),
             } => {
                 let labels = [
                     ("project", project.to_string()),
@@ -92,6 +179,7 @@ impl Event<'_> {
                 dataset,
                 purpose,
                 requests,
+                ..
             } if requests > 0 => {
                 metrics::counter!("docpipe_analytics_requests_total", "dataset" => dataset, "purpose" => purpose)
                     .increment(requests);
@@ -135,6 +223,7 @@ mod tests {
                 dataset: "page_views",
                 project: "alpha",
                 window: "2026-03-10",
+                day: None,
                 rows,
                 rejected,
                 run_rows: 0,
@@ -146,21 +235,31 @@ mod tests {
                 dataset: "feedback",
                 project: "alpha",
                 window: "feedback 2026-03-01",
+                day: None,
                 rows: 7,
                 rejected: 0,
                 run_rows: 0,
                 run_requests: 0,
             }
             .count();
-            let failed = |skipped| Event::Failed {
+            let trouble = Troubled {
+                day: NaiveDate::from_ymd_opt(2026, 3, 10).unwrap(),
+                window: "2026-03-10",
+                reason: "timeout",
+                at: DateTime::UNIX_EPOCH,
+                kind: Trouble::Failed,
+            };
+            let failed = |trouble| Event::Failed {
                 dataset: "searches",
                 project: "beta",
-                skipped,
+                trouble,
             };
-            failed(false).count();
-            failed(true).count();
+            failed(Some(trouble)).count();
+            failed(None).count();
             for requests in [3, 0, 2] {
                 Event::Spent {
+                    org: "org-a",
+                    at: DateTime::UNIX_EPOCH,
                     dataset: "page_views",
                     purpose: "probe",
                     requests,

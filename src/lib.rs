@@ -7,7 +7,7 @@
 
 pub mod alloc; // the allocator's tuning
 pub mod api; // the typed client: one file per operation, retry and rate budget
-pub mod app; // what cli and daemon share: a Context opened once, and the pipeline's steps
+pub mod app; // what cli and daemon share: a Context opened once, and the one run (cycle.rs) with its steps
 pub mod cli; // one file per subcommand: arguments and printing
 pub mod clock; // time, injected
 pub mod config; // the config file: raw form -> validated settings (data only)
@@ -15,7 +15,7 @@ pub mod daemon; // schedules, the work loop, health and metrics, shutdown
 pub mod dataset; // one file per dataset: endpoint, paging, windowing, tables, batches
 pub mod emulator; // a faithful stand-in of the service, as an axum Router
 pub mod error; // the user-error type and the exit codes
-pub mod events; // progress reports from long work (drawn by the CLI, counted by the daemon)
+pub mod events; // a run's facts, emitted once: counted on /metrics, recorded in the state, drawn by the CLI
 pub mod export; // plan and run windows: walk, check, write, record
 pub mod layout; // where outputs go: Hive paths, temporary names, atomic replace
 pub mod planner; // which windows are due, in what order, within the budget; the forecast

@@ -277,6 +277,14 @@ impl Context {
         self
     }
 
+    /// Hands a fact of the run to every receiver: `/metrics`, the state's activity tables, the
+    /// progress bar.
+    pub fn emit(&self, event: &crate::events::Event<'_>) {
+        event.count();
+        self.store().receive(event);
+        self.events.event(event);
+    }
+
     /// The output folder.
     pub fn output(&self) -> &Path {
         self.folder.path()

@@ -54,7 +54,7 @@ pub fn streams(ctx: &Context) -> Result<Vec<Stream>, StoreError> {
     // beyond their estimate) are left out of the forecast, and named.
     let stuck: Vec<crate::store::activity::WindowFailure> = ctx
         .store()
-        .activity()
+        .history()
         .failures()?
         .into_iter()
         .filter(|f| match f.kind {

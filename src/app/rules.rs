@@ -168,9 +168,14 @@ pub async fn fire_all(
             Err(e) => Report::Broken(e),
         };
         let run = report.run(rule, engine.now());
-        if let Err(e) = engine.ledger().activity().rule_ran(&run) {
-            tracing::warn!("cannot record the rule's run for the status page: {e}");
-        }
+        engine.ledger().receive(&crate::events::Event::RuleRan {
+            rule: &run.rule,
+            project: &run.project,
+            at: run.at,
+            outcome: &run.outcome,
+            rows: run.rows,
+            line: &run.line,
+        });
         reports.push(report);
     }
     let log = if !expired.is_empty()

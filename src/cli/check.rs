@@ -569,11 +569,14 @@ async fn send_all(
             *sent.entry(p.kind()).or_default() += n;
             // The analytics requests count in the state's hourly spend (the status page's
             // chart) as every run's do, under the purpose `check`.
-            let now = ctx.clock.now();
-            if let Some(dataset) = p.analytics_dataset()
-                && let Err(e) = ctx.store().activity().spend(&org, dataset, "check", n, now)
-            {
-                tracing::warn!("cannot count the requests spent for the status page: {e}");
+            if let Some(dataset) = p.analytics_dataset() {
+                ctx.emit(&crate::events::Event::Spent {
+                    org: &org,
+                    at: ctx.clock.now(),
+                    dataset,
+                    purpose: "check",
+                    requests: n,
+                });
             }
             match result {
                 Ok((found, thread)) => {

@@ -65,7 +65,7 @@ pub struct Args {
 pub const DEMO_OUTPUT: &str = "docpipe-demo";
 
 /// The settings of a config that points at the demo's emulator and writes to `out`.
-fn demo_settings(
+pub fn demo_settings(
     data: &DataFile,
     base_url: &str,
     o: &crate::config::Overrides,
@@ -183,7 +183,7 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
 }
 
 /// Each demo organization's first admin key.
-fn demo_keys(data: &crate::emulator::data::DataFile) -> anyhow::Result<Keys> {
+pub fn demo_keys(data: &crate::emulator::data::DataFile) -> anyhow::Result<Keys> {
     let mut keys = BTreeMap::new();
     for org in &data.organizations {
         if let Some(key) = org.admin_keys.first() {

@@ -123,7 +123,10 @@ impl Events for Bar {
                 self.bar.finish_and_clear();
                 hide();
             }
-            Event::Spent { .. } => {}
+            Event::Spent { .. }
+            | Event::Long { .. }
+            | Event::Fetched { .. }
+            | Event::RuleRan { .. } => {}
         }
     }
 

@@ -191,15 +191,22 @@ async fn login(State(p): State<Port>, Query(q): Query<Login>) -> Response {
     }
 }
 
+/// The recorder's metrics (this process's counters and gauges), and once the daemon's context
+/// is open the requests of every process sharing the state, read as the page reads them.
 async fn render_metrics(State(p): State<Port>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        p.metrics
-            .as_ref()
-            .as_ref()
-            .map(PrometheusHandle::render)
-            .unwrap_or_default(),
-    )
+    let mut text = p
+        .metrics
+        .as_ref()
+        .as_ref()
+        .map(PrometheusHandle::render)
+        .unwrap_or_default();
+    if let Some(ctx) = p.ctx.get() {
+        match crate::status::request_series(ctx) {
+            Ok(series) => text += &series,
+            Err(e) => tracing::warn!("metrics: the state's request counts cannot be read: {e:#}"),
+        }
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
 /// The page's policy: nothing but this daemon, no script.

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_cron_scheduler::{Job, JobScheduler};
 pub use work::{Daemon, Step, Tick};
 
-pub use health::router as health_router;
+pub use health::{Shared as StatusContext, router as health_router, serve as serve_status};
 
 /// How often the jobs of fired rules are looked at (one `get_job` each).
 pub const POLL_EVERY: Duration = Duration::from_secs(5);

@@ -20,9 +20,8 @@ use crate::clock::SharedClock;
 use crate::dataset::analytics::THREADS;
 use crate::dataset::parquet::WriteError;
 use crate::dataset::{Dataset, Windowing};
-use crate::events::{Event, Events, Quiet};
+use crate::events::{Event, Events, Quiet, Trouble, Troubled};
 use crate::planner::{self, Candidate, DayState, DueRule, Freshness, Purpose, Room};
-use crate::store::activity::Trouble;
 use crate::store::claims::Claim;
 use crate::store::{Folder, Store, StoreError, WalkKey};
 use chrono::{DateTime, NaiveDate, Utc};
@@ -943,6 +942,7 @@ impl Exporter {
     /// Counts an event on `/metrics` and hands it to the receiver of this exporter's events.
     fn emit(&self, event: Event<'_>) {
         event.count();
+        self.state().receive(&event);
         self.events.event(&event);
     }
 
@@ -960,11 +960,9 @@ impl Exporter {
             return;
         }
         *summary.spent.entry((dataset, purpose)).or_default() += n;
-        let at = self.clock.now();
-        if let Err(e) = self.state().activity().spend(org, dataset, purpose, n, at) {
-            tracing::warn!("cannot count the requests spent for the status page: {e}");
-        }
         self.emit(Event::Spent {
+            org,
+            at: self.clock.now(),
             dataset,
             purpose,
             requests: n,
@@ -1087,7 +1085,7 @@ impl Exporter {
             self.emit(Event::Failed {
                 dataset: due.dataset(),
                 project: &due.project,
-                skipped: true,
+                trouble: None,
             });
             return;
         }
@@ -1247,16 +1245,17 @@ impl Exporter {
             due.expected_requests,
             crate::api::views::MAX_WALK_PAGES
         );
-        if let Err(e) = self.state().activity().window_trouble(
-            due.dataset(),
-            &due.project,
-            (due.day, &days),
-            &reason,
-            self.clock.now(),
-            Trouble::Long,
-        ) {
-            tracing::warn!("cannot record the long walk for the status page: {e}");
-        }
+        self.emit(Event::Long {
+            dataset: due.dataset(),
+            project: &due.project,
+            trouble: Troubled {
+                day: due.day,
+                window: &days,
+                reason: &reason,
+                at: self.clock.now(),
+                kind: Trouble::Long,
+            },
+        });
     }
 
     /// Gives the windows that yielded their next turns, each in turn, while the allowance
@@ -1317,24 +1316,14 @@ impl Exporter {
             ExportError::Bound(_) => Trouble::Stuck,
             _ => Trouble::Failed,
         };
-        match self.state().activity().window_trouble(
-            dataset,
-            project,
-            (day, &failure.days()),
-            &reason,
-            self.clock.now(),
-            trouble,
-        ) {
-            Ok(Some((tries, retry))) => tracing::error!(
-                dataset,
-                project,
-                day = %day,
-                "stuck: the service led the walk to the bound of pages ({tries} times in a row); tried again after {}",
-                retry.format("%Y-%m-%d %H:%M UTC")
-            ),
-            Ok(None) => {}
-            Err(e) => tracing::warn!("cannot record the failure for the status page: {e}"),
-        }
+        let days = failure.days();
+        let trouble = Troubled {
+            day,
+            window: &days,
+            reason: &reason,
+            at: self.clock.now(),
+            kind: trouble,
+        };
         if e.is_storage() {
             tracing::error!(project, day = %day, "{e}; the run stops sending");
             stops.all = Some(e.clone());
@@ -1380,7 +1369,7 @@ impl Exporter {
         self.emit(Event::Failed {
             dataset,
             project,
-            skipped: false,
+            trouble: Some(trouble),
         });
         summary.failed.push(failure);
     }

@@ -56,7 +56,7 @@ impl Exporter {
         }
         // A window stuck on the service's paging waits for its next try (its walk of up to
         // 2,000 pages is not spent again on every run).
-        let held_back = self.state().activity().held_back(self.clock.now())?;
+        let held_back = self.state().history().held_back(self.clock.now())?;
         plan.due.retain(|d| {
             let stuck = held_back.iter().find(|f| {
                 f.dataset == d.dataset()

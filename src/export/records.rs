@@ -525,15 +525,10 @@ impl Exporter {
             self.spent(summary, client.organization(), THREADS.name, "walk", n);
             match result {
                 Ok(outcome) => {
-                    if let Err(e) =
-                        self.state()
-                            .activity()
-                            .window_written(THREADS.name, &project, None)
-                    {
-                        tracing::warn!(
-                            "cannot clear the threads' failure for the status page: {e}"
-                        );
-                    }
+                    self.emit(crate::events::Event::Fetched {
+                        dataset: THREADS.name,
+                        project: &project,
+                    });
                     summary.records.push(outcome)
                 }
                 Err(e) => {

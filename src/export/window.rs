@@ -119,17 +119,11 @@ impl Exporter {
             Written::Views(o) => (o.rows, o.rejected, o.day.to_string()),
             Written::Records(o) => (o.rows, 0, format!("{} {}", o.dataset, o.from)),
         };
-        if let Err(e) = self.state().activity().window_written(
-            dataset,
-            &due.project,
-            (!due.is_span()).then_some(due.day),
-        ) {
-            tracing::warn!("cannot clear the window's failure for the status page: {e}");
-        }
         self.emit(Event::Written {
             dataset,
             project: &due.project,
             window: &window,
+            day: (!due.is_span()).then_some(due.day),
             rows,
             rejected,
             run_rows: summary.rows() + summary.record_rows() + rows,

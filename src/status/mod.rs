@@ -519,7 +519,7 @@ pub fn collect(ctx: &Context, firings: usize) -> anyhow::Result<Status> {
     status.exported = true;
     status.state = ctx.store().sql().name().to_string();
     status.shared = ctx.store().is_shared();
-    let failures = ctx.store().activity().failures()?;
+    let failures = ctx.store().history().failures()?;
     let unknown = ctx.store().unknown_projects()?;
     let exporter = ctx.exporter();
     for p in &settings.projects {
@@ -722,33 +722,87 @@ fn dataset(
 }
 
 /// Each organization's budget: the last hour, the last 24 hours' spend, the forecast.
-fn organizations(ctx: &Context, now: DateTime<Utc>) -> anyhow::Result<Vec<OrgStatus>> {
-    let (streams, forecast) = crate::app::plan_view::forecast(ctx)?;
+/// The first of the 24 hours the page charts, the one that holds `now` last.
+fn first_hour(now: DateTime<Utc>) -> DateTime<Utc> {
     let this_hour =
         DateTime::from_timestamp(now.timestamp().div_euclid(3600) * 3600, 0).unwrap_or(now);
-    let since = this_hour - Duration::hours(23);
-    let spent = ctx.store().activity().spent_since(since)?;
+    this_hour - Duration::hours(23)
+}
+
+/// An organization's 24 hours from `since`, from the activity tables' spend.
+fn hours_of(spent: &[crate::store::activity::Spent], since: DateTime<Utc>, org: &str) -> Vec<Hour> {
+    (0..24)
+        .map(|i| {
+            let start = since + Duration::hours(i);
+            let mut h = Hour {
+                start,
+                total: 0,
+                by_dataset: BTreeMap::new(),
+                by_purpose: BTreeMap::new(),
+            };
+            for s in spent.iter().filter(|s| s.hour == start && s.org == org) {
+                h.total += s.requests;
+                *h.by_dataset.entry(s.dataset.clone()).or_default() += s.requests;
+                *h.by_purpose.entry(s.purpose.clone()).or_default() += s.requests;
+            }
+            h
+        })
+        .collect()
+}
+
+/// The analytics requests of every process sharing the state, as Prometheus series (what
+/// `/metrics` adds to the daemon's own counters): each organization's last hour as its budget
+/// counts it, and its last 24 hours by dataset as the page charts them: the same numbers as
+/// the page's and `status --json`'s.
+pub fn request_series(ctx: &Context) -> anyhow::Result<String> {
+    use std::fmt::Write;
+    let now = ctx.clock.now();
+    let since = first_hour(now);
+    let spent = ctx.store().history().spent_since(since)?;
+    let label = |v: &str| {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    };
+    let mut used = String::from(
+        "# HELP docpipe_budget_used_last_hour Analytics requests sent in the last hour by every process sharing the budget.\n# TYPE docpipe_budget_used_last_hour gauge\n",
+    );
+    let mut day = String::from(
+        "# HELP docpipe_requests_spent_24h Analytics requests sent in the last 24 hours (the status page's chart), by dataset.\n# TYPE docpipe_requests_spent_24h gauge\n",
+    );
+    for o in &ctx.settings.organizations {
+        let org = label(&o.id);
+        let n = ctx.budget().used(&format!("analytics:{}", o.id), now);
+        let _ = writeln!(
+            used,
+            "docpipe_budget_used_last_hour{{organization=\"{org}\"}} {n}"
+        );
+        let mut by: BTreeMap<String, u64> = BTreeMap::new();
+        for h in hours_of(&spent, since, &o.id) {
+            for (d, n) in h.by_dataset {
+                *by.entry(d).or_default() += n;
+            }
+        }
+        for (d, n) in by {
+            let d = label(&d);
+            let _ = writeln!(
+                day,
+                "docpipe_requests_spent_24h{{organization=\"{org}\",dataset=\"{d}\"}} {n}"
+            );
+        }
+    }
+    Ok(used + &day)
+}
+
+fn organizations(ctx: &Context, now: DateTime<Utc>) -> anyhow::Result<Vec<OrgStatus>> {
+    let (streams, forecast) = crate::app::plan_view::forecast(ctx)?;
+    let since = first_hour(now);
+    let spent = ctx.store().history().spent_since(since)?;
     let mut out = Vec::new();
     for o in &ctx.settings.organizations {
         let limit = o.limits.effective(o.limits.analytics_per_hour);
         let used = ctx.budget().used(&format!("analytics:{}", o.id), now);
-        let hours = (0..24)
-            .map(|i| {
-                let start = since + Duration::hours(i);
-                let mut h = Hour {
-                    start,
-                    total: 0,
-                    by_dataset: BTreeMap::new(),
-                    by_purpose: BTreeMap::new(),
-                };
-                for s in spent.iter().filter(|s| s.hour == start && s.org == o.id) {
-                    h.total += s.requests;
-                    *h.by_dataset.entry(s.dataset.clone()).or_default() += s.requests;
-                    *h.by_purpose.entry(s.purpose.clone()).or_default() += s.requests;
-                }
-                h
-            })
-            .collect();
+        let hours = hours_of(&spent, since, &o.id);
         let forecast = forecast.iter().find(|f| f.org == o.id).map(|f| Forecast {
             paragraph: f.paragraph(&streams),
             short: f.short(),
@@ -899,7 +953,7 @@ fn rules(ctx: &Context, firings: usize, now: DateTime<Utc>) -> anyhow::Result<Ru
     Ok(Rules {
         firings_total: all.len(),
         firings: shown,
-        runs: ctx.store().activity().rule_runs()?,
+        runs: ctx.store().history().rule_runs()?,
         problems: loaded.1,
         impact: crate::rules::impact::latest(&crate::rules::impact::rows(&ctx.store().ledger())?),
         previews,

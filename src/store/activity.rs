@@ -5,6 +5,7 @@
 
 use super::StoreError;
 use super::sql::{Row, Sql, SqlError, Value};
+use crate::events::{Event, Troubled};
 use chrono::{DateTime, NaiveDate, Utc};
 
 /// SQLite's tables.
@@ -74,36 +75,7 @@ pub const STUCK_WAIT: chrono::Duration = chrono::Duration::hours(24);
 /// The longest a stuck window waits between two tries.
 pub const STUCK_WAIT_MAX: chrono::Duration = chrono::Duration::days(7);
 
-/// How a window's last try went wrong.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Trouble {
-    /// It failed; the next run tries it again.
-    Failed,
-    /// Its walk reached the bound of pages the service may lead a walk to: tried again after
-    /// a wait that doubles with each such failure in a row.
-    Stuck,
-    /// Its walk went far beyond its estimate: it walks in turns after the other windows.
-    Long,
-}
-
-impl Trouble {
-    fn name(self) -> &'static str {
-        match self {
-            Trouble::Failed => "failed",
-            Trouble::Stuck => "stuck",
-            Trouble::Long => "long",
-        }
-    }
-
-    fn of(name: &str) -> Self {
-        match name {
-            "stuck" => Trouble::Stuck,
-            "long" => Trouble::Long,
-            _ => Trouble::Failed,
-        }
-    }
-}
+pub use crate::events::Trouble;
 
 /// The wait before a stuck window's next try, after its `tries`-th failure in a row.
 pub fn stuck_wait(tries: u32) -> chrono::Duration {
@@ -178,8 +150,75 @@ impl Activity {
         Self { sql }
     }
 
+    /// Records what an event says the status page shows (the others are not its): requests
+    /// spent, a window's trouble or its end, a rule's run. A failure to record is logged: the
+    /// work goes on.
+    pub fn receive(&self, event: &Event<'_>) {
+        let done = match *event {
+            Event::Spent {
+                org,
+                at,
+                dataset,
+                purpose,
+                requests,
+            } if requests > 0 => self.spend(org, dataset, purpose, requests, at),
+            Event::Written {
+                dataset,
+                project,
+                day,
+                ..
+            } => self.window_written(dataset, project, day),
+            Event::Fetched { dataset, project } => self.window_written(dataset, project, None),
+            Event::Failed {
+                dataset,
+                project,
+                trouble: Some(t),
+            }
+            | Event::Long {
+                dataset,
+                project,
+                trouble: t,
+            } => self.troubled(dataset, project, &t),
+            Event::RuleRan {
+                rule,
+                project,
+                at,
+                outcome,
+                rows,
+                line,
+            } => self.rule_ran(&RuleRun {
+                rule: rule.to_string(),
+                project: project.to_string(),
+                at,
+                outcome: outcome.to_string(),
+                rows,
+                line: line.to_string(),
+            }),
+            _ => Ok(()),
+        };
+        if let Err(e) = done {
+            tracing::warn!("cannot record it for the status page: {e}");
+        }
+    }
+
+    /// Records a window's trouble; a stuck one's next try is logged.
+    fn troubled(&self, dataset: &str, project: &str, t: &Troubled<'_>) -> Result<(), StoreError> {
+        if let Some((tries, retry)) =
+            self.window_trouble(dataset, project, (t.day, t.window), t.reason, t.at, t.kind)?
+        {
+            tracing::error!(
+                dataset,
+                project,
+                day = %t.day,
+                "stuck: the service led the walk to the bound of pages ({tries} times in a row); tried again after {}",
+                retry.format("%Y-%m-%d %H:%M UTC")
+            );
+        }
+        Ok(())
+    }
+
     /// Counts `n` requests sent `at`; forgets the hours older than two days.
-    pub fn spend(
+    fn spend(
         &self,
         org: &str,
         dataset: &str,
@@ -232,24 +271,10 @@ impl Activity {
         })
     }
 
-    /// Records that a window (first day `day`, `window` as people read it) failed `at`.
-    pub fn window_failed(
-        &self,
-        dataset: &str,
-        project: &str,
-        day: NaiveDate,
-        window: &str,
-        reason: &str,
-        at: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        self.window_trouble(dataset, project, (day, window), reason, at, Trouble::Failed)
-            .map(|_| ())
-    }
-
     /// Records how a window's last try went wrong (see [`Trouble`]); for a stuck window, returns
     /// its failures on the bound in a row and when it is tried again. A stuck window keeps its
     /// count through the tries that follow until it is written.
-    pub fn window_trouble(
+    fn window_trouble(
         &self,
         dataset: &str,
         project: &str,
@@ -314,7 +339,7 @@ impl Activity {
     /// Forgets a window's failure: a day's when it was written (`Some(day)`); every failure of
     /// the dataset and project when a walk of its span or its threads was (`None`: their next
     /// window starts on another day than the one that failed).
-    pub fn window_written(
+    fn window_written(
         &self,
         dataset: &str,
         project: &str,
@@ -361,7 +386,7 @@ impl Activity {
     }
 
     /// Records a rule's run (the last one per rule is kept).
-    pub fn rule_ran(&self, run: &RuleRun) -> Result<(), StoreError> {
+    fn rule_ran(&self, run: &RuleRun) -> Result<(), StoreError> {
         let values = vec![
             run.rule.as_str().into(),
             run.project.as_str().into(),
@@ -404,8 +429,23 @@ mod tests {
     fn activity() -> (tempfile::TempDir, Activity) {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::store::Store::open(&dir.path().join("state.sqlite")).unwrap();
-        let a = store.activity();
+        let a = store.history();
         (dir, a)
+    }
+
+    impl Activity {
+        fn window_failed(
+            &self,
+            dataset: &str,
+            project: &str,
+            day: NaiveDate,
+            window: &str,
+            reason: &str,
+            at: DateTime<Utc>,
+        ) -> Result<(), StoreError> {
+            self.window_trouble(dataset, project, (day, window), reason, at, Trouble::Failed)
+                .map(|_| ())
+        }
     }
 
     #[test]

@@ -486,9 +486,10 @@ impl Ledger {
         Ok(Self { sql: Sql::Lite(db) })
     }
 
-    /// The rules' last runs, on the ledger's connection.
-    pub fn activity(&self) -> super::activity::Activity {
-        super::activity::Activity::new(self.sql.clone())
+    /// Records what `event` says into the activity tables (a rule's run), on the ledger's
+    /// connection.
+    pub fn receive(&self, event: &crate::events::Event<'_>) {
+        super::activity::Activity::new(self.sql.clone()).receive(event);
     }
 
     /// Why the rule should not fire now, if it should not: its cooldown runs, or the same

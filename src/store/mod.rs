@@ -240,10 +240,15 @@ impl Store {
         daemons::Daemons::new(self.sql.clone())
     }
 
-    /// The hourly spend, the windows' failures and the rules' last runs, on this store's
-    /// connection.
-    pub fn activity(&self) -> activity::Activity {
+    /// What the status page reads that no other table keeps: the hourly spend, the windows'
+    /// troubles, the rules' last runs (recorded from the run's events by [`Store::receive`]).
+    pub fn history(&self) -> activity::Activity {
         activity::Activity::new(self.sql.clone())
+    }
+
+    /// Records what `event` says into the activity tables (a receiver of a run's events).
+    pub fn receive(&self, event: &crate::events::Event<'_>) {
+        self.history().receive(event);
     }
 
     /// The rule ledger, on this store's connection.

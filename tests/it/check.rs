@@ -321,9 +321,79 @@ async fn check_backfill_and_export_count_each_request_once_on_every_surface() {
     let served = served_by(&live);
     let total: u64 = served.values().sum();
     assert_eq!(said, total);
+    let per_org = |o: &str| -> u64 {
+        served
+            .iter()
+            .filter(|((org, _), _)| org == o)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let want_used = BTreeMap::from([
+        ("org-a".to_string(), per_org("org-a")),
+        ("org-b".to_string(), per_org("org-b")),
+    ]);
     // status --json: each organization's last hour, the sum of its hours, by dataset.
     let status = docpipe(&cfg, &["status", "--json"], None);
     let json: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let (used, charted) = counted(&json);
+    assert_eq!(charted, served);
+    assert_eq!(used, want_used);
+    // The daemon's /status.json and /metrics, its router over a context opened once.
+    let settings = docpipe::config::Settings::load(&cfg).unwrap();
+    let clock = docpipe::clock::system();
+    let shared = docpipe::daemon::StatusContext::default();
+    let ctx = docpipe::app::Context::shared(settings.clone(), clock.clone())
+        .await
+        .unwrap();
+    assert!(shared.set(std::sync::Arc::new(ctx)).is_ok());
+    let app = docpipe::daemon::health_router(None, settings, clock, shared, None);
+    let (addr, _task) =
+        docpipe::daemon::serve_status("127.0.0.1:0".parse().unwrap(), app, std::future::pending())
+            .await
+            .unwrap();
+    let page: serde_json::Value = reqwest::get(format!("http://{addr}/status.json"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(counted(&page), (want_used.clone(), served.clone()));
+    let metrics = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut hour = BTreeMap::new();
+    let mut day = BTreeMap::new();
+    for l in metrics.lines().filter(|l| !l.starts_with('#')) {
+        let (series, n) = l.rsplit_once(' ').unwrap();
+        let n: u64 = n.parse().unwrap();
+        let label = |name: &str| {
+            let (_, v) = series.split_once(&format!("{name}=\"")).unwrap();
+            v.split('"').next().unwrap().to_string()
+        };
+        if series.starts_with("docpipe_budget_used_last_hour{") {
+            hour.insert(label("organization"), n);
+        } else if series.starts_with("docpipe_requests_spent_24h{") {
+            day.insert((label("organization"), label("dataset")), n);
+        }
+    }
+    assert_eq!(hour, want_used, "{metrics}");
+    assert_eq!(day, served, "{metrics}");
+    // `status` for people says the same last hour.
+    let people = text(&docpipe(&cfg, &["status"], None));
+    for (org, n) in &used {
+        assert!(
+            people.contains(&format!("budget analytics:{org}: {n} of ")),
+            "{people}"
+        );
+    }
+}
+
+/// What a status document counts: each organization's last hour, and the sum of its 24 hours
+/// by organization and dataset (each hour's datasets adding up to its total).
+fn counted(json: &serde_json::Value) -> (BTreeMap<String, u64>, BTreeMap<(String, String), u64>) {
     let mut used = BTreeMap::new();
     let mut charted: BTreeMap<(String, String), u64> = BTreeMap::new();
     for o in json["organizations"].as_array().unwrap() {
@@ -342,27 +412,5 @@ async fn check_backfill_and_export_count_each_request_once_on_every_surface() {
             assert_eq!(by, h["total"].as_u64().unwrap());
         }
     }
-    assert_eq!(charted, served);
-    let per_org = |o: &str| -> u64 {
-        served
-            .iter()
-            .filter(|((org, _), _)| org == o)
-            .map(|(_, n)| n)
-            .sum()
-    };
-    assert_eq!(
-        used,
-        BTreeMap::from([
-            ("org-a".to_string(), per_org("org-a")),
-            ("org-b".to_string(), per_org("org-b"))
-        ])
-    );
-    // `status` for people says the same last hour.
-    let people = text(&docpipe(&cfg, &["status"], None));
-    for (org, n) in &used {
-        assert!(
-            people.contains(&format!("budget analytics:{org}: {n} of ")),
-            "{people}"
-        );
-    }
+    (used, charted)
 }

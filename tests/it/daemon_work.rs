@@ -793,7 +793,7 @@ async fn an_endless_day_yields_the_budget_to_the_other_days_and_is_reported_stuc
         let today = s.windows.iter().filter(|w| w.day == now).count()
             + s.checked.iter().filter(|c| c.day == now).count();
         assert_eq!(today, 3, "hour {hours}: today {now} not looked at");
-        let failures = ctx.store().activity().failures().unwrap();
+        let failures = ctx.store().history().failures().unwrap();
         if let Some(f) = failures
             .iter()
             .find(|f| f.kind == docpipe::store::activity::Trouble::Stuck)

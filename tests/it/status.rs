@@ -3,6 +3,7 @@
 use crate::common::*;
 use docpipe::api::budget::Budget;
 use docpipe::config::RawConfig;
+use docpipe::events::{Event, Trouble, Troubled};
 use docpipe::store::SqliteBudget;
 use docpipe::store::ledger::{Ledger, Sent};
 
@@ -107,41 +108,45 @@ async fn status_reports_days_budgets_and_firings() {
     daemons.beat("box-3:9", now - min(5), now - min(5)).unwrap();
     daemons.leave("box-3:9").unwrap();
     // A window that failed, one written after failing, and a rule whose last run failed.
-    let activity = store.activity();
     let at = now - min(20);
-    activity
-        .window_failed(
-            "page_views",
+    for (project, d, reason) in [
+        (
             "gamma",
-            day("2026-03-15"),
             "2026-03-15",
             "the service answered 502: bad gateway",
-            at,
-        )
-        .unwrap();
-    activity
-        .window_failed(
-            "page_views",
-            "alpha",
-            day("2026-03-14"),
-            "2026-03-14",
-            "timeout",
-            at,
-        )
-        .unwrap();
-    activity
-        .window_written("page_views", "alpha", Some(day("2026-03-14")))
-        .unwrap();
-    activity
-        .rule_ran(&docpipe::store::activity::RuleRun {
-            rule: "q".into(),
-            project: "beta".into(),
-            at,
-            outcome: "failed".into(),
-            rows: None,
-            line: "rule in q.toml: no such table: dialy".into(),
-        })
-        .unwrap();
+        ),
+        ("alpha", "2026-03-14", "timeout"),
+    ] {
+        store.receive(&Event::Failed {
+            dataset: "page_views",
+            project,
+            trouble: Some(Troubled {
+                day: day(d),
+                window: d,
+                reason,
+                at,
+                kind: Trouble::Failed,
+            }),
+        });
+    }
+    store.receive(&Event::Written {
+        dataset: "page_views",
+        project: "alpha",
+        window: "2026-03-14",
+        day: Some(day("2026-03-14")),
+        rows: 3,
+        rejected: 0,
+        run_rows: 3,
+        run_requests: 1,
+    });
+    store.receive(&Event::RuleRan {
+        rule: "q",
+        project: "beta",
+        at,
+        outcome: "failed",
+        rows: None,
+        line: "rule in q.toml: no such table: dialy",
+    });
     drop(store);
     let status =
         docpipe::cli::status::describe(&settings, docpipe::clock::ManualClock::new(now), 5)
