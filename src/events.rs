@@ -117,7 +117,7 @@ pub enum Event<'a> {
         at: DateTime<Utc>,
         /// For which dataset.
         dataset: &'static str,
-        /// Why: `walk`, `probe`, `backfill` (see `planner::Purpose::request_kind`).
+        /// Why: `walk`, `probe`, `backfill` (see `planner::Purpose::request_kind`), `check`, `thread`.
         purpose: &'static str,
         /// How many.
         requests: u64,

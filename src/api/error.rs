@@ -32,6 +32,15 @@ impl Operation {
         }
     }
 
+    /// The analytics dataset it reads, if it reads one.
+    pub fn dataset(self) -> Option<&'static str> {
+        match self {
+            Operation::PageViews => Some("page_views"),
+            Operation::Analytics(name) => Some(name),
+            _ => None,
+        }
+    }
+
     /// Whether sending it twice is harmless.
     pub fn idempotent(self) -> bool {
         !matches!(self, Operation::CreateJob | Operation::FollowUp)

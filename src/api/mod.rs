@@ -114,6 +114,10 @@ pub struct Client {
     budget: Arc<dyn Budget>,
     dice: Arc<Dice>,
     events: Arc<dyn Events>,
+    /// Where the analytics requests it sends are recorded (the state's activity tables).
+    recorder: Option<Arc<dyn Events>>,
+    /// Why it sends analytics requests: `walk`, `probe`, `backfill`, `check`, `thread`.
+    purpose: &'static str,
     /// Requests sent by this client and its clones (every attempt, failed ones too).
     sent: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -174,8 +178,52 @@ impl Client {
             budget,
             dice: Arc::new(Dice::from_process()),
             events: Arc::new(Quiet),
+            recorder: None,
+            purpose: "walk",
             sent: Arc::default(),
         })
+    }
+
+    /// The same client (sharing its count), its analytics requests counted under `purpose`.
+    pub fn for_purpose(&self, purpose: &'static str) -> Self {
+        Self {
+            purpose,
+            ..self.clone()
+        }
+    }
+
+    /// The same client, each analytics request it sends recorded by `recorder` as it is sent
+    /// (one event: its organization, dataset and purpose), beside `/metrics` and its events.
+    pub fn recording_into(mut self, recorder: Arc<dyn Events>) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// Counts one analytics request of `call` where it is sent: the one count every surface
+    /// reads (`/metrics`, the state's hourly spend, the progress bar).
+    fn spend(&self, call: &Call) {
+        let Some(dataset) = call.operation.dataset() else {
+            return;
+        };
+        if !call
+            .budget
+            .as_ref()
+            .is_some_and(|(scope, _)| scope.starts_with("analytics:"))
+        {
+            return;
+        }
+        let event = crate::events::Event::Spent {
+            org: &self.organization,
+            at: self.clock.now(),
+            dataset,
+            purpose: self.purpose,
+            requests: 1,
+        };
+        event.count();
+        if let Some(r) = &self.recorder {
+            r.event(&event);
+        }
+        self.events.event(&event);
     }
 
     /// How many requests this client (and its clones) sent: every attempt, the failed ones and
@@ -317,6 +365,7 @@ impl Client {
         }
         let timeout = self.settings.timeout;
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.spend(call);
         let sent = if call.streams {
             match tokio::time::timeout(timeout, req.send()).await {
                 Ok(sent) => sent,

@@ -207,6 +207,8 @@ impl Context {
         let mirror = remote
             .map(|r| Mirror::new(r, &out, folder.store().db().clone()))
             .transpose()?;
+        let folder = Arc::new(folder);
+        let recorder: Arc<dyn Events> = Arc::new(crate::store::Recorder::new(folder.clone()));
         let mut clients = BTreeMap::new();
         for org in &settings.organizations {
             let client = Client::new(
@@ -216,13 +218,14 @@ impl Context {
                 None,
                 clock.clone(),
                 budget.clone(),
-            )?;
+            )?
+            .recording_into(recorder.clone());
             clients.insert(org.id.clone(), client);
         }
         Ok(Self {
             settings,
             clock,
-            folder: Arc::new(folder),
+            folder,
             budget,
             clients,
             events: Arc::new(Quiet),
@@ -275,14 +278,6 @@ impl Context {
         }
         self.events = events;
         self
-    }
-
-    /// Hands a fact of the run to every receiver: `/metrics`, the state's activity tables, the
-    /// progress bar.
-    pub fn emit(&self, event: &crate::events::Event<'_>) {
-        event.count();
-        self.store().receive(event);
-        self.events.event(event);
     }
 
     /// The output folder.

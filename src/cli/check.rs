@@ -70,16 +70,6 @@ fn sent_line(sent: &BTreeMap<&'static str, u64>) -> String {
 }
 
 impl Probe {
-    /// The analytics dataset a probe sends a request of (`None`: an agent-job or assistant
-    /// request, or nothing).
-    fn analytics_dataset(&self) -> Option<&'static str> {
-        match self {
-            Probe::Dataset { dataset, .. } => Some(dataset),
-            Probe::Thread { .. } => Some(THREADS.name),
-            _ => None,
-        }
-    }
-
     /// The kind of requests it sends, as the summary counts them.
     fn kind(&self) -> &'static str {
         match self {
@@ -557,8 +547,10 @@ async fn send_all(
             Found::NotSent("the project is unknown to the service".into())
         } else {
             let before = client.requests_sent();
+            // Its analytics requests count in the state's hourly spend (the status page's
+            // chart) as every run's do, under the purpose `check`, where the client sends them.
             let result = send(
-                client,
+                &client.for_purpose("check"),
                 settings,
                 p,
                 window,
@@ -567,17 +559,6 @@ async fn send_all(
             .await;
             let n = client.requests_sent() - before;
             *sent.entry(p.kind()).or_default() += n;
-            // The analytics requests count in the state's hourly spend (the status page's
-            // chart) as every run's do, under the purpose `check`.
-            if let Some(dataset) = p.analytics_dataset() {
-                ctx.emit(&crate::events::Event::Spent {
-                    org: &org,
-                    at: ctx.clock.now(),
-                    dataset,
-                    purpose: "check",
-                    requests: n,
-                });
-            }
             match result {
                 Ok((found, thread)) => {
                     if let Some(t) = thread {

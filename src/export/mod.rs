@@ -708,6 +708,8 @@ pub struct Exporter {
     tz: Tz,
     crash: CrashPoints,
     events: Arc<dyn Events>,
+    /// The state's activity tables, where the clients it walks with record each request.
+    recorder: Arc<dyn Events>,
     records: RecordSettings,
     freshness: Freshness,
     refresh: bool,
@@ -744,6 +746,7 @@ impl Exporter {
     /// `lookback_days` days.
     pub fn new(folder: Arc<Folder>, clock: SharedClock, lookback_days: u32, tz: Tz) -> Self {
         Self {
+            recorder: Arc::new(crate::store::Recorder::new(folder.clone())),
             folder,
             clock,
             lookback_days,
@@ -939,34 +942,28 @@ impl Exporter {
         Ok(Self::new(Arc::new(folder), clock, lookback_days, tz))
     }
 
-    /// Counts an event on `/metrics` and hands it to the receiver of this exporter's events.
+    /// The client that walks for `purpose`, each analytics request it sends recorded in this
+    /// exporter's state as it is sent.
+    pub(super) fn client_for(&self, client: &Client, purpose: &'static str) -> Client {
+        client
+            .for_purpose(purpose)
+            .recording_into(self.recorder.clone())
+    }
+
+    /// Counts an event on `/metrics` and hands it to the receivers: the state's activity
+    /// tables, this exporter's events.
     fn emit(&self, event: Event<'_>) {
         event.count();
         self.state().receive(&event);
         self.events.event(&event);
     }
 
-    /// Counts `n` requests of an organization's dataset for a purpose in the summary, as an
-    /// event, and in the state's hourly spend (the status page's budget chart).
-    fn spent(
-        &self,
-        summary: &mut Summary,
-        org: &str,
-        dataset: &'static str,
-        purpose: &'static str,
-        n: u64,
-    ) {
-        if n == 0 {
-            return;
+    /// Counts `n` requests of a dataset for a purpose in the summary (the clients counted each
+    /// where they sent it, for every other surface).
+    fn spent(summary: &mut Summary, dataset: &'static str, purpose: &'static str, n: u64) {
+        if n > 0 {
+            *summary.spent.entry((dataset, purpose)).or_default() += n;
         }
-        *summary.spent.entry((dataset, purpose)).or_default() += n;
-        self.emit(Event::Spent {
-            org,
-            at: self.clock.now(),
-            dataset,
-            purpose,
-            requests: n,
-        });
     }
 
     /// Reports progress to `events`.

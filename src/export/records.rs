@@ -519,10 +519,11 @@ impl Exporter {
                 continue;
             }
             let before = client.requests_sent();
-            let result = self.fetch_threads(client, &project, &threads).await;
+            let fetcher = self.client_for(client, "thread");
+            let result = self.fetch_threads(&fetcher, &project, &threads).await;
             let n = client.requests_sent() - before;
             summary.requests += n;
-            self.spent(summary, client.organization(), THREADS.name, "walk", n);
+            Self::spent(summary, THREADS.name, "thread", n);
             match result {
                 Ok(outcome) => {
                     self.emit(crate::events::Event::Fetched {

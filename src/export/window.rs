@@ -84,14 +84,9 @@ impl Exporter {
         // The window's requests in this run: its earlier turns' too.
         let before = client.requests_sent() - due.earlier;
         if due.probe {
-            let probed = self.refused(w, self.probe(w, client).await);
-            self.spent(
-                summary,
-                org,
-                dataset,
-                "probe",
-                client.requests_sent() - before,
-            );
+            let prober = self.client_for(client, "probe");
+            let probed = self.refused(w, self.probe(w, &prober).await);
+            Self::spent(summary, dataset, "probe", client.requests_sent() - before);
             let p = Probed {
                 dataset,
                 project: &due.project,
@@ -105,8 +100,9 @@ impl Exporter {
             }
         }
         let mid = client.requests_sent();
-        let walked = self.refused(w, self.walk_checked(w, client, before).await);
-        self.spent(summary, org, dataset, label, client.requests_sent() - mid);
+        let walker = self.client_for(client, label);
+        let walked = self.refused(w, self.walk_checked(w, &walker, before).await);
+        Self::spent(summary, dataset, label, client.requests_sent() - mid);
         let Some((pages, mismatch)) = walked? else {
             tracing::debug!(dataset, project = %due.project, day = %due.day, "walked in parts: the walk goes on next run");
             summary.paused += 1;

@@ -258,7 +258,7 @@ pub struct Hour {
     pub total: u64,
     /// By dataset.
     pub by_dataset: BTreeMap<String, u64>,
-    /// By purpose: `walk`, `probe`, `backfill`.
+    /// By purpose: `walk`, `probe`, `backfill`, `check`, `thread`.
     pub by_purpose: BTreeMap<String, u64>,
 }
 

@@ -54,7 +54,7 @@ pub struct Spent {
     pub org: String,
     /// Dataset.
     pub dataset: String,
-    /// `walk`, `probe` or `backfill`.
+    /// `walk`, `probe`, `backfill`, `check` or `thread`.
     pub purpose: String,
     /// Requests.
     pub requests: u64,

@@ -257,6 +257,24 @@ impl Store {
     }
 }
 
+/// The state's activity tables as a receiver of a run's events: what a client hands each
+/// analytics request it sends to.
+#[derive(Debug, Clone)]
+pub struct Recorder(Arc<Folder>);
+
+impl Recorder {
+    /// Records into `folder`'s state.
+    pub fn new(folder: Arc<Folder>) -> Self {
+        Self(folder)
+    }
+}
+
+impl crate::events::Events for Recorder {
+    fn event(&self, event: &crate::events::Event<'_>) {
+        self.0.store().receive(event);
+    }
+}
+
 /// An output folder opened for its state: created, its lock taken (when exporting), temporary
 /// files of killed runs swept, and its [`Store`] opened once.
 #[derive(Debug)]

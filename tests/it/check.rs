@@ -284,6 +284,7 @@ async fn check_backfill_and_export_count_each_request_once_on_every_surface() {
     let from = (now.date_naive() - chrono::Duration::days(6)).to_string();
     // What each command says it sent: check's analytics requests, the runs' summaries.
     let mut said = 0u64;
+    let mut checked = 0u64;
     for (args, count) in [
         (vec!["check"], " analytics, "),
         (
@@ -306,6 +307,9 @@ async fn check_backfill_and_export_count_each_request_once_on_every_surface() {
             })
             .unwrap_or_else(|| panic!("{args:?}: no count in {out}"));
         said += sent;
+        if args[0] == "check" {
+            checked = sent;
+        }
         // The estimate the run is measured against: within 10%, or the plan says why not.
         if let Some(expected) = out.lines().find_map(|l| {
             let (_, after) = l.split_once("(the plan expected about ")?;
@@ -338,6 +342,26 @@ async fn check_backfill_and_export_count_each_request_once_on_every_surface() {
     let (used, charted) = counted(&json);
     assert_eq!(charted, served);
     assert_eq!(used, want_used);
+    // Each request under the purpose it was sent for, counted where the client sent it.
+    let purpose = |p: &str| -> u64 {
+        json["organizations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|o| o["hours"].as_array().unwrap())
+            .filter_map(|h| h["by_purpose"][p].as_u64())
+            .sum()
+    };
+    assert!(checked > 0);
+    assert_eq!(purpose("check"), checked);
+    assert_eq!(
+        purpose("check")
+            + purpose("walk")
+            + purpose("probe")
+            + purpose("backfill")
+            + purpose("thread"),
+        total
+    );
     // The daemon's /status.json and /metrics, its router over a context opened once.
     let settings = docpipe::config::Settings::load(&cfg).unwrap();
     let clock = docpipe::clock::system();
