@@ -123,6 +123,9 @@ pub enum RulesRun {
 pub struct Report {
     /// The export: windows written, failed, skipped, requests by dataset and purpose.
     pub summary: Summary,
+    /// The lake's `day_status` files rewritten (none when nothing changed), or why they could
+    /// not be.
+    pub day_status: Result<Vec<PathBuf>, String>,
     /// The trends.
     pub trends: TrendsRun,
     /// The rules.
@@ -171,6 +174,7 @@ pub async fn run(
 ) -> Report {
     let summary = exporter.run(targets, plan).await;
     let wrote = !summary.windows.is_empty() || !summary.records.is_empty();
+    let day_status = day_status(ctx, exporter, wrote);
     let trends = match opts.trends {
         When::Never => TrendsRun::Off,
         When::Changed => trends(ctx, wrote),
@@ -192,6 +196,7 @@ pub async fn run(
     };
     Report {
         staleness: staleness(ctx, exporter),
+        day_status,
         summary,
         trends,
         rules,
@@ -201,27 +206,56 @@ pub async fn run(
 
 /// The trends, computed and written unless nothing changed since the last ones the same day.
 fn trends(ctx: &Context, wrote: bool) -> TrendsRun {
+    match changed(ctx, TRENDS_AT, "trends", wrote) {
+        Ok(because) => compute_trends(ctx, because),
+        Err(at) => TrendsRun::Unchanged(at),
+    }
+}
+
+/// Why what is made from the windows (its time recorded under `key` when made, into the
+/// output's `dir`) is to be made again now; `Err(at)`: nothing changed since it was made at
+/// `at`, the same day.
+fn changed(
+    ctx: &Context,
+    key: &'static str,
+    dir: &str,
+    wrote: bool,
+) -> Result<Because, DateTime<Utc>> {
     let store = ctx.store();
-    let now = ctx.clock.now();
-    let because = match store.trends_at() {
-        Ok(None) | Err(_) => Because::First,
-        Ok(Some(at)) => {
-            let written = wrote
-                || store
-                    .newest_written()
-                    .map_or(true, |w| w.is_some_and(|w| w > at));
-            if ctx.settings.today(at) != ctx.settings.today(now) {
-                Because::DayTurned
-            } else if written {
-                Because::Written
-            } else if !ctx.output().join("trends").is_dir() {
-                Because::Missing
-            } else {
-                return TrendsRun::Unchanged(at);
-            }
-        }
+    let Ok(Some(at)) = store.setting_at(key) else {
+        return Ok(Because::First);
     };
-    compute_trends(ctx, because)
+    let written = wrote
+        || store
+            .newest_written()
+            .map_or(true, |w| w.is_some_and(|w| w > at));
+    if ctx.settings.today(at) != ctx.settings.today(ctx.clock.now()) {
+        Ok(Because::DayTurned)
+    } else if written {
+        Ok(Because::Written)
+    } else if !ctx.output().join(dir).is_dir() {
+        Ok(Because::Missing)
+    } else {
+        Err(at)
+    }
+}
+
+/// The `settings` keys of when the trends and the lake's `day_status` were last made.
+const TRENDS_AT: &str = "trends_at";
+const DAY_STATUS_AT: &str = "day_status_at";
+
+/// The lake's `day_status` of every project, rewritten unless nothing changed since it was.
+fn day_status(ctx: &Context, exporter: &Exporter, wrote: bool) -> Result<Vec<PathBuf>, String> {
+    if changed(ctx, DAY_STATUS_AT, crate::export::DAY_STATUS, wrote).is_err() {
+        return Ok(Vec::new());
+    }
+    let files = exporter
+        .write_day_status(&ctx.settings.project_ids())
+        .map_err(|e| format!("day_status: {e}"))?;
+    if let Err(e) = ctx.store().set_setting_at(DAY_STATUS_AT, ctx.clock.now()) {
+        tracing::warn!("cannot record when day_status was written: {e}");
+    }
+    Ok(files)
 }
 
 /// Computes and writes the trends, and records when.
@@ -229,7 +263,7 @@ fn compute_trends(ctx: &Context, because: Because) -> TrendsRun {
     match compute(ctx.output(), &Selection::default()) {
         Ok(mut tables) => match write_tables(ctx.output(), &mut tables) {
             Ok(files) => {
-                if let Err(e) = ctx.store().set_trends_at(ctx.clock.now()) {
+                if let Err(e) = ctx.store().set_setting_at(TRENDS_AT, ctx.clock.now()) {
                     tracing::warn!("cannot record when the trends were computed: {e}");
                 }
                 TrendsRun::Computed(Box::new(Trends { tables, files }), because)

@@ -335,6 +335,10 @@ fn print_tables(
         crate::rules::impact::AGENT_IMPACT
     );
     println!(
+        "  {shown}/{}/project=<id>/{PART}  (each dataset's days: partial, provisional or final)",
+        crate::export::DAY_STATUS
+    );
+    println!(
         "  {}  (state: windows, walks in progress, request log, rule ledger)",
         state_path(out).display()
     );

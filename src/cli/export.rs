@@ -104,7 +104,11 @@ pub fn announce(plan: &Plan, dry_run: bool) -> bool {
 /// to aggregate after they failed, would only contradict it), then the trends' and the rules'.
 pub fn finish(ctx: &Context, report: Report, projects: &[String]) -> anyhow::Result<()> {
     print!("{}", describe_summary(&report.summary));
-    let mut after: anyhow::Result<()> = Ok(());
+    let mut after: anyhow::Result<()> = report
+        .day_status
+        .as_ref()
+        .map(|_| ())
+        .map_err(|e| anyhow::anyhow!("{e}"));
     match &report.trends {
         TrendsRun::Computed(t, _) => {
             // The trend tables always cover every project (the files are shared); the summary

@@ -198,6 +198,9 @@ impl Daemon {
             }
             TrendsRun::Off | TrendsRun::NoData => {}
         }
+        if let Err(e) = &report.day_status {
+            tracing::error!("{e}");
+        }
         if let RulesRun::Failed(e) = &report.rules {
             tracing::error!("rules: {e}");
         }

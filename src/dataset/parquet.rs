@@ -88,6 +88,19 @@ pub fn write_batch(dir: &Path, batch: &RecordBatch) -> Result<Pending, WriteErro
     }
 }
 
+/// Writes `cols` of `schema` as `<dir>/part-00000.parquet`, in place when it returns.
+pub fn write_table(
+    dir: &Path,
+    schema: arrow_schema::SchemaRef,
+    cols: Vec<arrow_array::ArrayRef>,
+) -> Result<std::path::PathBuf, WriteError> {
+    let batch = RecordBatch::try_new(schema, cols).map_err(|e| WriteError::Encode {
+        path: dir.display().to_string(),
+        message: e.to_string(),
+    })?;
+    commit(write_batch(dir, &batch)?)
+}
+
 /// Removes a partition (a day that has no rows any more); one that is not there is fine.
 pub fn remove_partition(dir: &Path) -> Result<(), WriteError> {
     match std::fs::remove_dir_all(dir) {

@@ -1,6 +1,7 @@
 //! The export: date windows and request plan -> the one window path (`window.rs`) over each
 //! dataset's walk -> Parquet partitions -> state.
 
+mod day_status;
 mod failure;
 mod plan;
 mod records;
@@ -8,6 +9,7 @@ mod report;
 mod views;
 mod window;
 
+pub use day_status::{DAY_STATUS, FINAL, PARTIAL, PROVISIONAL};
 pub use failure::Failure;
 use failure::WindowId;
 pub use plan::holes;

@@ -8,15 +8,13 @@ use crate::api::budget::Budget;
 use crate::api::jobs::{Job, Polling};
 use crate::api::{ApiError, Client, ErrorKind, Operation};
 use crate::clock::SharedClock;
-use crate::dataset::parquet::{WriteError, commit, write_batch};
+use crate::dataset::parquet::WriteError;
 use crate::layout::project_dir;
 use crate::store::StoreError;
 use crate::store::activity::RuleRun;
 use crate::store::ledger::{Decided, Firing, Kind, Ledger, NewFiring, Preview, Sent, Skip, Trail};
 use crate::text::one_line;
-use arrow_array::{
-    ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
-};
+use arrow_array::{ArrayRef, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
@@ -964,12 +962,11 @@ pub fn write_log(out: &Path, firings: &[Firing]) -> Result<Vec<PathBuf>, LogErro
             text(|f| f.trail.note.as_deref()),
         ];
         let dir = project_dir(out, AGENT_RUNS, project);
-        let batch =
-            RecordBatch::try_new(agent_runs_schema(), cols).map_err(|e| WriteError::Encode {
-                path: dir.display().to_string(),
-                message: e.to_string(),
-            })?;
-        written.push(commit(write_batch(&dir, &batch)?)?);
+        written.push(crate::dataset::parquet::write_table(
+            &dir,
+            agent_runs_schema(),
+            cols,
+        )?);
     }
     Ok(written)
 }

@@ -8,7 +8,7 @@
 //! Parquet, rewritten whole from the ledger.
 
 use super::{Rule, RuleError, key_values};
-use crate::dataset::parquet::{WriteError, commit, write_batch};
+use crate::dataset::parquet::WriteError;
 use crate::layout::project_dir;
 use crate::store::StoreError;
 use crate::store::impact::{Days, Figure, KeyFigures, Plan};
@@ -804,7 +804,7 @@ pub fn schema() -> Arc<arrow_schema::Schema> {
 /// Writes `agent_impact/project=<p>/part-00000.parquet` for each project of `rows`.
 pub fn write(out: &Path, rows: &[Row]) -> Result<Vec<PathBuf>, WriteError> {
     use arrow_array::{
-        ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray,
+        ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, StringArray,
         TimestampMicrosecondArray,
     };
     let mut by_project: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
@@ -872,11 +872,7 @@ pub fn write(out: &Path, rows: &[Row]) -> Result<Vec<PathBuf>, WriteError> {
             time(&|r| r.measured_at),
         ];
         let dir = project_dir(out, AGENT_IMPACT, project);
-        let batch = RecordBatch::try_new(schema(), cols).map_err(|e| WriteError::Encode {
-            path: dir.display().to_string(),
-            message: e.to_string(),
-        })?;
-        written.push(commit(write_batch(&dir, &batch)?)?);
+        written.push(crate::dataset::parquet::write_table(&dir, schema(), cols)?);
     }
     Ok(written)
 }

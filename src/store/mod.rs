@@ -31,7 +31,7 @@ pub use freshness::{Look, SpanLook};
 pub use pages::WalkKey;
 pub use queue::{Queue, Queued};
 pub use records::RecordsWritten;
-pub use windows::{WindowState, WrittenWindow};
+pub use windows::{DayRecord, WindowState, WrittenWindow};
 
 use rusqlite::Connection;
 use std::collections::HashMap;

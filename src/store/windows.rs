@@ -70,14 +70,47 @@ impl Store {
         Ok(at.as_deref().and_then(parse_at))
     }
 
-    /// When the trends were last computed over this state's output (`None`: never here).
-    pub fn trends_at(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
-        Ok(self.setting(TRENDS_AT)?.as_deref().and_then(parse_at))
+    /// A time of the `settings` table (`None`: never recorded): when the trends or the lake's
+    /// `day_status` were last made.
+    pub fn setting_at(&self, key: &'static str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        Ok(self.setting(key)?.as_deref().and_then(parse_at))
     }
 
-    /// Records that the trends were computed at `at`.
-    pub fn set_trends_at(&self, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.set_setting(TRENDS_AT, &at.to_rfc3339())
+    /// Records a time in the `settings` table.
+    pub fn set_setting_at(&self, key: &'static str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.set_setting(key, &at.to_rfc3339())
+    }
+
+    /// Every day of every dataset and project the state records, by project, dataset and day:
+    /// what the lake's `day_status` says of each.
+    pub fn day_records(&self) -> Result<Vec<DayRecord>, StoreError> {
+        self.sql.read(|tx| {
+            tx.rows(
+                "SELECT dataset, project, day, final, rows, requests, done_at FROM windows
+                 ORDER BY project, dataset, day",
+                &[],
+            )?
+            .iter()
+            .filter_map(|r| {
+                let day = match r.text(2).map(|d| d.parse::<NaiveDate>()) {
+                    Ok(Ok(day)) => day,
+                    Ok(Err(_)) => return None,
+                    Err(e) => return Some(Err(e)),
+                };
+                Some((|| {
+                    Ok(DayRecord {
+                        dataset: r.text(0)?,
+                        project: r.text(1)?,
+                        day,
+                        is_final: r.int(3)? != 0,
+                        rows: r.opt_int(4)?.unwrap_or(0),
+                        requests: r.int(5)?.max(0) as u64,
+                        fetched_at: r.opt_text(6)?.as_deref().and_then(parse_at),
+                    })
+                })())
+            })
+            .collect()
+        })
     }
 
     /// A value of the `settings` table.
@@ -280,8 +313,24 @@ pub(super) fn one_table(c: &mut rusqlite::Connection) -> rusqlite::Result<()> {
     tx.commit()
 }
 
-/// The `settings` key of when the trends were last computed.
-const TRENDS_AT: &str = "trends_at";
+/// A day of a dataset and project as the state records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DayRecord {
+    /// Dataset.
+    pub dataset: String,
+    /// Project.
+    pub project: String,
+    /// The day.
+    pub day: NaiveDate,
+    /// Never fetched again.
+    pub is_final: bool,
+    /// Rows written last time.
+    pub rows: i64,
+    /// Requests its last walk took.
+    pub requests: u64,
+    /// When it was last written.
+    pub fetched_at: Option<DateTime<Utc>>,
+}
 
 /// A time as the state stores it (RFC 3339).
 fn parse_at(t: &str) -> Option<DateTime<Utc>> {

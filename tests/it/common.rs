@@ -416,11 +416,14 @@ pub async fn exported(live: &Live, out: &std::path::Path, ranges: &[(&str, &str)
     }
 }
 
-/// Every Parquet file below `out` and its rows (without `fetched_at`).
+/// Every Parquet file below `out` and its rows (without `fetched_at`), but `day_status`: like
+/// `fetched_at`, it says how and when the data were fetched (a resumed walk took more requests
+/// than an uninterrupted one), not what they are.
 pub fn dataset(out: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<String>)> {
     files_below(out)
         .into_iter()
         .filter(|f| f.extension().is_some_and(|e| e == "parquet"))
+        .filter(|f| !f.starts_with(docpipe::export::DAY_STATUS))
         .map(|f| {
             let rows = parquet_rows(&out.join(&f));
             (f, rows)

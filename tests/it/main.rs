@@ -14,6 +14,7 @@ mod gaps;
 mod hostile;
 mod house;
 mod impact;
+mod lake;
 mod pg;
 mod review;
 mod rules;
