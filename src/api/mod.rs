@@ -202,16 +202,11 @@ impl Client {
     /// Counts one analytics request of `call` where it is sent: the one count every surface
     /// reads (`/metrics`, the state's hourly spend, the progress bar).
     fn spend(&self, call: &Call) {
+        // An operation that reads a dataset is an analytics request (its budget is the
+        // organization's analytics budget).
         let Some(dataset) = call.operation.dataset() else {
             return;
         };
-        if !call
-            .budget
-            .as_ref()
-            .is_some_and(|(scope, _)| scope.starts_with("analytics:"))
-        {
-            return;
-        }
         let event = crate::events::Event::Spent {
             org: &self.organization,
             at: self.clock.now(),

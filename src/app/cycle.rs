@@ -137,11 +137,6 @@ pub struct Report {
 }
 
 impl Report {
-    /// Whether the export wrote anything.
-    pub fn wrote(&self) -> bool {
-        !self.summary.windows.is_empty() || !self.summary.records.is_empty()
-    }
-
     /// The line saying that the trends were not computed again, and whether the rules ran.
     pub fn unchanged_line(&self, ctx: &Context) -> Option<String> {
         let TrendsRun::Unchanged(at) = self.trends else {
@@ -173,11 +168,11 @@ pub async fn run(
     opts: Options<'_>,
 ) -> Report {
     let summary = exporter.run(targets, plan).await;
-    let wrote = !summary.windows.is_empty() || !summary.records.is_empty();
-    let day_status = day_status(ctx, exporter, wrote);
+    let written = Written::since(ctx, &summary);
+    let day_status = day_status(ctx, exporter, &written);
     let trends = match opts.trends {
         When::Never => TrendsRun::Off,
-        When::Changed => trends(ctx, wrote),
+        When::Changed => trends(ctx, &written),
         When::Always => compute_trends(ctx, Because::Written),
     };
     let rules = match (&trends, opts.rules) {
@@ -204,9 +199,39 @@ pub async fn run(
     }
 }
 
+/// What a run knows of the windows written, read once for the trends and `day_status`.
+enum Written {
+    /// This run wrote some.
+    ByThisRun,
+    /// It wrote none, and the state could not say when the newest was (taken as written).
+    Unknown,
+    /// It wrote none; the newest any process wrote was written then (`None`: none yet).
+    Newest(Option<DateTime<Utc>>),
+}
+
+impl Written {
+    fn since(ctx: &Context, summary: &Summary) -> Self {
+        if summary.wrote() {
+            return Self::ByThisRun;
+        }
+        match ctx.store().newest_written() {
+            Ok(newest) => Self::Newest(newest),
+            Err(_) => Self::Unknown,
+        }
+    }
+
+    /// Whether a window was written after `at`.
+    fn after(&self, at: DateTime<Utc>) -> bool {
+        match self {
+            Self::ByThisRun | Self::Unknown => true,
+            Self::Newest(newest) => newest.is_some_and(|w| w > at),
+        }
+    }
+}
+
 /// The trends, computed and written unless nothing changed since the last ones the same day.
-fn trends(ctx: &Context, wrote: bool) -> TrendsRun {
-    match changed(ctx, TRENDS_AT, "trends", wrote) {
+fn trends(ctx: &Context, written: &Written) -> TrendsRun {
+    match changed(ctx, TRENDS_AT, "trends", written) {
         Ok(because) => compute_trends(ctx, because),
         Err(at) => TrendsRun::Unchanged(at),
     }
@@ -219,19 +244,14 @@ fn changed(
     ctx: &Context,
     key: &'static str,
     dir: &str,
-    wrote: bool,
+    written: &Written,
 ) -> Result<Because, DateTime<Utc>> {
-    let store = ctx.store();
-    let Ok(Some(at)) = store.setting_at(key) else {
+    let Ok(Some(at)) = ctx.store().setting_at(key) else {
         return Ok(Because::First);
     };
-    let written = wrote
-        || store
-            .newest_written()
-            .map_or(true, |w| w.is_some_and(|w| w > at));
     if ctx.settings.today(at) != ctx.settings.today(ctx.clock.now()) {
         Ok(Because::DayTurned)
-    } else if written {
+    } else if written.after(at) {
         Ok(Because::Written)
     } else if !ctx.output().join(dir).is_dir() {
         Ok(Because::Missing)
@@ -245,8 +265,12 @@ const TRENDS_AT: &str = "trends_at";
 const DAY_STATUS_AT: &str = "day_status_at";
 
 /// The lake's `day_status` of every project, rewritten unless nothing changed since it was.
-fn day_status(ctx: &Context, exporter: &Exporter, wrote: bool) -> Result<Vec<PathBuf>, String> {
-    if changed(ctx, DAY_STATUS_AT, crate::export::DAY_STATUS, wrote).is_err() {
+fn day_status(
+    ctx: &Context,
+    exporter: &Exporter,
+    written: &Written,
+) -> Result<Vec<PathBuf>, String> {
+    if changed(ctx, DAY_STATUS_AT, crate::export::DAY_STATUS, written).is_err() {
         return Ok(Vec::new());
     }
     let files = exporter

@@ -1,7 +1,7 @@
 //! `docpipe backfill`: fetch a range of days once, within the budget.
 
+use crate::app::Context;
 use crate::app::export::plan_range;
-use crate::app::{Access, Context, Keys};
 use crate::clock;
 use crate::config::Settings;
 use crate::error::UserError;
@@ -47,8 +47,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         for p in &args.projects {
             crate::app::configured(settings, p)?;
         }
-        let ctx =
-            Context::open(settings.clone(), clock.clone(), Access::Shared, Keys::None).await?;
+        let ctx = Context::shared(settings.clone(), clock.clone()).await?;
         let id = ctx
             .store()
             .queue()

@@ -661,6 +661,11 @@ impl Summary {
         true
     }
 
+    /// Whether the run wrote a window of any dataset.
+    pub fn wrote(&self) -> bool {
+        !self.windows.is_empty() || !self.records.is_empty()
+    }
+
     /// Page-view rows written.
     pub fn rows(&self) -> i64 {
         self.windows.iter().map(|w| w.rows).sum()
