@@ -213,7 +213,9 @@ fn measure(out: &std::path::Path) {
         println!("    {name}: {} rows", frame.height());
     }
     let t = Instant::now();
-    let mut gaps = docpipe::trends::gaps::compute(out, &Selection::default()).unwrap();
+    let all = Selection::default();
+    let partial = docpipe::trends::partial_days(out, &all).unwrap();
+    let mut gaps = docpipe::trends::gaps::compute(out, &all, &partial).unwrap();
     println!(
         "  the docs gaps alone: {:.2} s ({} tables)",
         t.elapsed().as_secs_f64(),

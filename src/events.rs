@@ -1,6 +1,6 @@
 //! The facts of a run, as typed events, each emitted once where it happens (Vector's internal
 //! events are the model) and handed to every receiver, each doing its one thing: [`Event::count`]
-//! counts it on `/metrics`, the state's activity tables record it (`Store::receive`: the
+//! counts it on `/metrics`, [`Event::log`] logs it, the state's activity tables record it (`Store::receive`: the
 //! status page's hourly spend, the windows' troubles, the rules' last runs), and the receiver the
 //! caller chose draws it ([`Events`]: the command line's progress bar; the daemon logs the run's
 //! report). The layers that do the work draw, print and record none of it themselves.
@@ -78,6 +78,8 @@ pub enum Event<'a> {
         rows: i64,
         /// Rows set aside in `rejects/`.
         rejected: u64,
+        /// Requests its walk sent.
+        requests: u64,
         /// Rows written in the run so far, this window's included.
         run_rows: i64,
         /// Requests sent in the run so far.
@@ -189,6 +191,56 @@ impl Event<'_> {
     }
 }
 
+impl Event<'_> {
+    /// Logs the event, one line (a window written at the debug level while a progress bar
+    /// `draws` the run: the bar shows it).
+    pub fn log(&self, draws: bool) {
+        match *self {
+            Event::Written {
+                dataset,
+                project,
+                window,
+                rows,
+                requests,
+                ..
+            } => {
+                if draws {
+                    tracing::debug!(dataset, project, window, rows, requests, "window written");
+                } else {
+                    tracing::info!(dataset, project, window, rows, requests, "window written");
+                }
+            }
+            Event::Failed {
+                dataset,
+                project,
+                trouble: Some(t),
+            } => {
+                tracing::error!(
+                    dataset,
+                    project,
+                    window = t.window,
+                    "window failed: {}",
+                    t.reason
+                );
+            }
+            Event::Long {
+                dataset,
+                project,
+                trouble,
+            } => {
+                tracing::warn!(
+                    dataset,
+                    project,
+                    window = trouble.window,
+                    "{}",
+                    trouble.reason
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
 /// The receiver of a run's events. Every method does nothing by default.
 pub trait Events: Send + Sync + std::fmt::Debug {
     /// Whether these reports are shown as they come (a progress bar): then per-window log lines
@@ -226,6 +278,7 @@ mod tests {
                 day: None,
                 rows,
                 rejected,
+                requests: 1,
                 run_rows: 0,
                 run_requests: 0,
             };
@@ -238,6 +291,7 @@ mod tests {
                 day: None,
                 rows: 7,
                 rejected: 0,
+                requests: 1,
                 run_rows: 0,
                 run_requests: 0,
             }

@@ -130,6 +130,9 @@ pub struct Report {
     pub trends: TrendsRun,
     /// The rules.
     pub rules: RulesRun,
+    /// The lake's description (`_docpipe/`) rewritten (none when no table was), or why it
+    /// could not be.
+    pub described: Result<Vec<PathBuf>, String>,
     /// What was sent to the output (`Ok(None)`: the output is the local folder, or not asked).
     pub pushed: anyhow::Result<Option<Synced>>,
     /// How long ago each project's dataset's newest data were taken, after the run.
@@ -184,6 +187,7 @@ pub async fn run(
         (TrendsRun::Unchanged(_), after) => rules(ctx, after, None, opts.wait, true).await,
         (TrendsRun::Off, after) => rules(ctx, after, None, opts.wait, false).await,
     };
+    let described = describe(ctx, &day_status, &trends, &rules);
     let pushed = if opts.push {
         ctx.push().await
     } else {
@@ -195,8 +199,31 @@ pub async fn run(
         summary,
         trends,
         rules,
+        described,
         pushed,
     }
+}
+
+/// Rewrites the lake's description when the run wrote a table (`day_status`, the trends, the
+/// outcome log) or it is not there.
+fn describe(
+    ctx: &Context,
+    day_status: &Result<Vec<PathBuf>, String>,
+    trends: &TrendsRun,
+    rules: &RulesRun,
+) -> Result<Vec<PathBuf>, String> {
+    let wrote = day_status.as_ref().is_ok_and(|f| !f.is_empty())
+        || matches!(trends, TrendsRun::Computed(..))
+        || matches!(rules, RulesRun::Fired(f) if !f.log.is_empty());
+    let missing = !ctx
+        .output()
+        .join(super::lake::FOLDER)
+        .join("manifest.json")
+        .is_file();
+    if !wrote && !missing {
+        return Ok(Vec::new());
+    }
+    super::lake::describe(ctx).map_err(|e| format!("_docpipe: {e}"))
 }
 
 /// What a run knows of the windows written, read once for the trends and `day_status`.

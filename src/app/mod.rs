@@ -5,6 +5,7 @@
 
 pub mod cycle;
 pub mod export;
+pub mod lake;
 pub mod plan_view;
 pub mod rules;
 

@@ -128,7 +128,7 @@ pub fn evaluate_each(
 /// Whether firing waits for the jobs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
-    /// Each rule that says `wait` polls its job until it ends (the command line).
+    /// Each rule that says `wait` polls its job until it ends, all at once (the command line).
     AsRulesSay,
     /// Nothing waits: the jobs are polled by [`Engine::poll_step`] (the daemon).
     Never,
@@ -160,13 +160,16 @@ pub async fn fire_all(
     let expired = engine.expire_reviews()?;
     let mut reports = Vec::new();
     for (rule, eval) in rules.iter().zip(evals) {
-        let report = match eval {
-            Ok(e) => match wait {
-                Wait::AsRulesSay => engine.fire(rule, &e).await?,
-                Wait::Never => engine.fire_nowait(rule, &e).await?,
-            },
+        reports.push(match eval {
+            Ok(e) => engine.fire_nowait(rule, &e).await?,
             Err(e) => Report::Broken(e),
-        };
+        });
+    }
+    if wait == Wait::AsRulesSay {
+        let mut fired: Vec<_> = rules.iter().zip(reports.iter_mut()).collect();
+        engine.wait_for(&mut fired).await?;
+    }
+    for (rule, report) in rules.iter().zip(&reports) {
         let run = report.run(rule, engine.now());
         engine.ledger().receive(&crate::events::Event::RuleRan {
             rule: &run.rule,
@@ -176,7 +179,6 @@ pub async fn fire_all(
             rows: run.rows,
             line: &run.line,
         });
-        reports.push(report);
     }
     let log = if !expired.is_empty()
         || reports

@@ -339,6 +339,10 @@ fn print_tables(
         crate::export::DAY_STATUS
     );
     println!(
+        "  {shown}/{}/  (the lake described: manifest.json, duckdb.sql with a view per table, dbt_sources.yml)",
+        crate::app::lake::FOLDER
+    );
+    println!(
         "  {}  (state: windows, walks in progress, request log, rule ledger)",
         state_path(out).display()
     );

@@ -107,6 +107,7 @@ pub fn finish(ctx: &Context, report: Report, projects: &[String]) -> anyhow::Res
     let mut after: anyhow::Result<()> = report
         .day_status
         .as_ref()
+        .and(report.described.as_ref())
         .map(|_| ())
         .map_err(|e| anyhow::anyhow!("{e}"));
     match &report.trends {

@@ -198,7 +198,10 @@ impl Daemon {
             }
             TrendsRun::Off | TrendsRun::NoData => {}
         }
-        if let Err(e) = &report.day_status {
+        for e in [&report.day_status, &report.described]
+            .into_iter()
+            .filter_map(|r| r.as_ref().err())
+        {
             tracing::error!("{e}");
         }
         if let RulesRun::Failed(e) = &report.rules {

@@ -47,13 +47,17 @@ fn props() -> WriterProperties {
 
 /// Writes one batch as `<dir>/part-00000.parquet` under a temporary name (not yet in place).
 pub fn write_batch(dir: &Path, batch: &RecordBatch) -> Result<Pending, WriteError> {
-    let dest = dir.join(PART);
+    write_file(&dir.join(PART), batch)
+}
+
+/// Writes one batch as the file `dest` under a temporary name (not yet in place).
+pub fn write_file(dest: &Path, batch: &RecordBatch) -> Result<Pending, WriteError> {
     let shown = dest.display().to_string();
     let io = |source| WriteError::Io {
         path: shown.clone(),
         source,
     };
-    let (pending, file) = Pending::create(&dest).map_err(io)?;
+    let (pending, file) = Pending::create(dest).map_err(io)?;
     // The encoder reports the file's write errors as its own: they are the storage's.
     let enc = |e: parquet::errors::ParquetError| match e {
         parquet::errors::ParquetError::External(inner) => {

@@ -9,7 +9,7 @@ mod report;
 mod views;
 mod window;
 
-pub use day_status::{DAY_STATUS, FINAL, PARTIAL, PROVISIONAL};
+pub use day_status::{DAY_STATUS, FINAL, PARTIAL, PROVISIONAL, schema as day_status_schema};
 pub use failure::Failure;
 use failure::WindowId;
 pub use plan::holes;
@@ -957,10 +957,11 @@ impl Exporter {
             .recording_into(self.recorder.clone())
     }
 
-    /// Counts an event on `/metrics` and hands it to the receivers: the state's activity
-    /// tables, this exporter's events.
+    /// Counts an event on `/metrics`, logs it and hands it to the receivers: the state's
+    /// activity tables, this exporter's events.
     fn emit(&self, event: Event<'_>) {
         event.count();
+        event.log(self.events.draws());
         self.state().receive(&event);
         self.events.event(&event);
     }
@@ -1130,7 +1131,7 @@ impl Exporter {
         // (or, when the allowance ended its next turn, next run).
         let paused = r.summary.paused > marks.1;
         if paused && (yields || due.earlier > 0) {
-            self.long(due, due.earlier + n);
+            self.long(due);
         }
         if paused && yields {
             r.summary.paused -= 1;
@@ -1232,17 +1233,9 @@ impl Exporter {
         }
     }
 
-    /// Records a window walking far beyond its estimate (its turn of `n` requests spent), for
-    /// `status`.
-    fn long(&self, due: &Due, n: u64) {
+    /// Records a window walking far beyond its estimate (its turn spent), for `status`.
+    fn long(&self, due: &Due) {
         let pages = self.state().progress(&due.walk()).map_or(0, |p| p.0);
-        tracing::warn!(
-            dataset = due.dataset(),
-            project = %due.project,
-            day = %due.day,
-            "{pages} pages walked, far beyond the {} expected: the window yields to the others after each turn of {n} requests",
-            due.expected_requests
-        );
         let days = failure::days_of(due.day, due.window().3);
         let reason = format!(
             "{pages} pages walked, far beyond the {} expected: it walks in turns after the other windows (a walk of more than {} pages fails)",
@@ -1328,8 +1321,13 @@ impl Exporter {
             at: self.clock.now(),
             kind: trouble,
         };
+        self.emit(Event::Failed {
+            dataset,
+            project,
+            trouble: Some(trouble),
+        });
         if e.is_storage() {
-            tracing::error!(project, day = %day, "{e}; the run stops sending");
+            tracing::error!(project, day = %day, "the run stops sending: it cannot keep what it fetches");
             stops.all = Some(e.clone());
         } else {
             let scope = match &**e {
@@ -1362,19 +1360,11 @@ impl Exporter {
                 },
                 _ => None,
             };
-            match scope {
-                Some(scope) => {
-                    tracing::error!(project, day = %day, "{e}; the rest of this run for {scope} is skipped");
-                    stops.by_scope.insert(scope, e.clone());
-                }
-                None => tracing::error!(project, day = %day, "window failed: {failure}"),
+            if let Some(scope) = scope {
+                tracing::error!(project, day = %day, "the rest of this run for {scope} is skipped");
+                stops.by_scope.insert(scope, e.clone());
             }
         }
-        self.emit(Event::Failed {
-            dataset,
-            project,
-            trouble: Some(trouble),
-        });
         summary.failed.push(failure);
     }
 }

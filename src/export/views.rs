@@ -241,7 +241,8 @@ fn write_day(
 }
 
 impl Exporter {
-    /// The log lines of a page-view day written.
+    /// The log lines of what a page-view day written holds beyond the event (its rejects, the
+    /// views without a listed path, a mismatch).
     pub(super) fn log_view_window(&self, o: &WindowOutcome) {
         if o.rejected > 0 {
             tracing::warn!(project = %o.project, day = %o.day, rejected = o.rejected, "rows set aside in rejects/: counts docpipe cannot store faithfully; the day stays provisional");
@@ -251,10 +252,6 @@ impl Exporter {
         }
         if let Some(m) = &o.mismatch {
             tracing::warn!(project = %o.project, day = %o.day, "window written with a persistent mismatch: {m}");
-        } else if self.events.draws() {
-            tracing::debug!(project = %o.project, day = %o.day, rows = o.rows, requests = o.requests, "window written");
-        } else {
-            tracing::info!(project = %o.project, day = %o.day, rows = o.rows, requests = o.requests, is_final = o.is_final, "window written");
         }
     }
 }

@@ -122,6 +122,7 @@ impl Exporter {
             day: (!due.is_span()).then_some(due.day),
             rows,
             rejected,
+            requests,
             run_rows: summary.rows() + summary.record_rows() + rows,
             run_requests: summary.requests + requests,
         });
@@ -134,7 +135,6 @@ impl Exporter {
                 if o.cut_off {
                     tracing::debug!(project = %o.project, day = %o.from, "feedback_by_page: the service has more rows than the 100 it lets anyone fetch; the day's rows are marked cut_off");
                 }
-                tracing::debug!(dataset = o.dataset, project = %o.project, from = %o.from, to = %o.to, rows = o.rows, requests = o.requests, "window written");
                 summary.records.push(o);
             }
         }

@@ -385,13 +385,35 @@ impl Engine {
     /// Fires a rule if its evaluation says so: records, sends, resolves, polls until the job
     /// ends or the rule's timeout (when the rule waits), records.
     pub async fn fire(&self, rule: &Rule, eval: &Evaluation) -> Result<Report, StoreError> {
-        self.fire_with(rule, eval, true).await
+        let mut report = self.fire_nowait(rule, eval).await?;
+        self.wait_for(&mut [(rule, &mut report)]).await?;
+        Ok(report)
     }
 
-    /// Fires a rule without waiting for its job: a job the rule waits for is left to
-    /// [`Engine::poll_step`] (the daemon's way, so that nothing waits on an agent job).
+    /// Fires a rule if its evaluation says so: records, sends, resolves, records. A job the
+    /// rule waits for is left to [`Engine::poll_step`] (the daemon's way, so that nothing waits
+    /// on an agent job) or to [`Engine::wait_for`] (the command line's, every job at once).
     pub async fn fire_nowait(&self, rule: &Rule, eval: &Evaluation) -> Result<Report, StoreError> {
         self.fire_with(rule, eval, false).await
+    }
+
+    /// Polls the jobs of the fired reports whose rules wait, all at once, each until it ends or
+    /// its rule's timeout, and records each outcome (the firing is no longer left to
+    /// [`Engine::poll_step`]): jobs run in parallel, so the wait is the longest job's, not
+    /// their sum.
+    pub async fn wait_for(&self, fired: &mut [(&Rule, &mut Report)]) -> Result<(), StoreError> {
+        let waits = fired.iter_mut().filter_map(|(rule, report)| match report {
+            Report::Fired(f) if polls(rule, f) => {
+                let client = self.client(rule).ok()?;
+                Some(async move {
+                    self.poll(client, rule, f).await;
+                    self.ledger.end_polling(f.id)?;
+                    self.ledger.update(f, self.clock.now())
+                })
+            }
+            _ => None,
+        });
+        futures::future::join_all(waits).await.into_iter().collect()
     }
 
     async fn fire_with(

@@ -236,10 +236,23 @@ fn clicks() -> Expr {
     (col("hits").cast(DataType::Float64) * col("ctr")).alias("clicks")
 }
 
-/// Search terms per project over the last 7 and 28 days: hits, clicks (hits x ctr, summed:
-/// the click-through rate is re-weighted by hits, never averaged), the page clicked most (on
-/// the day the term had most hits), the last search; `unclicked_7d` (searches without a
-/// click) and `gap_rank_7d` (1: the term searched most without a click); `new_this_week`
+/// A sum of estimated clicks as the whole number of clicks it estimates (rounded half away
+/// from zero): the service gives each term's hits and click-through rate, not its clicks, so
+/// clicks are hits x ctr summed, and a count is whole wherever a person reads it.
+///
+/// The sum is taken to a millionth first: sums of hits x ctr in another order (another reader's)
+/// differ in the last bits, and must round alike at a half.
+fn estimate(clicks: Expr) -> Expr {
+    clicks
+        .round(6, RoundMode::HalfAwayFromZero)
+        .round(0, RoundMode::HalfAwayFromZero)
+        .cast(DataType::Int64)
+}
+
+/// Search terms per project over the last 7 and 28 complete days: hits, estimated clicks
+/// ([`estimate`]; the click-through rate is re-weighted by hits, never averaged), the page
+/// clicked most (on the day the term had most hits), the last search; `est_unclicked_7d`
+/// (searches without a click) and `gap_rank_7d` (1: the term searched most without a click); `new_this_week`
 /// (searched in the last 7 days and not in the 21 before; null unless those were exported).
 pub fn search_terms(searches: LazyFrame, totals: LazyFrame) -> PolarsResult<LazyFrame> {
     let last = last_day(totals.clone());
@@ -277,10 +290,9 @@ pub fn search_terms(searches: LazyFrame, totals: LazyFrame) -> PolarsResult<Lazy
         .with_columns([
             share("clicks_7d", "hits_7d").alias("ctr_7d"),
             share("clicks_28d", "hits_28d").alias("ctr_28d"),
-            // To a millionth: sums of hits x ctr in another order must rank the same.
-            (col("hits_7d").cast(DataType::Float64) - col("clicks_7d"))
-                .round(6, RoundMode::HalfAwayFromZero)
-                .alias("unclicked_7d"),
+            estimate(col("clicks_7d")).alias("est_clicks_7d"),
+            estimate(col("clicks_28d")).alias("est_clicks_28d"),
+            (col("hits_7d") - estimate(col("clicks_7d"))).alias("est_unclicked_7d"),
             when(col("days_prev_21d").eq(lit(21i64)))
                 .then(
                     col("hits_7d")
@@ -292,7 +304,7 @@ pub fn search_terms(searches: LazyFrame, totals: LazyFrame) -> PolarsResult<Lazy
         ]);
     Ok(ranked(
         terms,
-        &["unclicked_7d", "hits_7d", "search_query"],
+        &["est_unclicked_7d", "hits_7d", "search_query"],
         &[true, true, false],
         col("hits_7d").gt(lit(0)),
         "gap_rank_7d",
@@ -302,12 +314,12 @@ pub fn search_terms(searches: LazyFrame, totals: LazyFrame) -> PolarsResult<Lazy
         "search_query",
         "last_day",
         "hits_7d",
-        "clicks_7d",
+        "est_clicks_7d",
         "ctr_7d",
-        "unclicked_7d",
+        "est_unclicked_7d",
         "gap_rank_7d",
         "hits_28d",
-        "clicks_28d",
+        "est_clicks_28d",
         "ctr_28d",
         "top_clicked_page",
         "last_searched_at",
@@ -360,22 +372,27 @@ pub fn search_daily(searches: LazyFrame, totals: LazyFrame) -> LazyFrame {
             col("project"),
             col("date"),
             col("total_searches").alias("searches"),
+            col("complete"),
         ])
         .join(clicks, on.clone(), on, JoinArgs::new(JoinType::Left))
         .with_columns([
             col("clicks").fill_null(lit(0.0)),
             col("terms").fill_null(lit(0i64)),
         ])
-        .with_columns([share("clicks", "searches").alias("ctr")])
+        .with_columns([
+            share("clicks", "searches").alias("ctr"),
+            estimate(col("clicks")).alias("est_clicks"),
+        ])
         .with_column((lit(1.0) - col("ctr")).alias("unclicked_share"))
         .select([
             col("project"),
             col("date"),
             col("searches"),
-            col("clicks"),
+            col("est_clicks"),
             col("ctr"),
             col("unclicked_share"),
             col("terms"),
+            col("complete"),
         ])
         .sort(["project", "date"], SortMultipleOptions::default())
 }
@@ -396,6 +413,7 @@ fn turn_measures(by: Vec<Expr>) -> impl FnOnce(LazyFrame) -> LazyFrame {
                     .sum()
                     .cast(DataType::Int64)
                     .alias("clarifying"),
+                col("complete").all(true),
             ])
             .with_columns([
                 share("unanswered", "turns").alias("unanswered_share"),
@@ -626,6 +644,7 @@ pub fn visitors_daily(visitors: LazyFrame, views: LazyFrame) -> LazyFrame {
             col("human").alias("human_visitors"),
             col("ai").alias("ai_visitors"),
             col("total").alias("visitors"),
+            col("complete"),
         ])
         .join(
             views.select([
@@ -634,6 +653,7 @@ pub fn visitors_daily(visitors: LazyFrame, views: LazyFrame) -> LazyFrame {
                 col("human").alias("human_views"),
                 col("ai").alias("ai_views"),
                 col("total").alias("views"),
+                col("complete").alias("views_complete"),
             ]),
             on.clone(),
             on,
@@ -643,7 +663,24 @@ pub fn visitors_daily(visitors: LazyFrame, views: LazyFrame) -> LazyFrame {
             share("views", "visitors").alias("views_per_visitor"),
             share("human_views", "human_visitors").alias("human_views_per_visitor"),
             share("ai_views", "ai_visitors").alias("ai_views_per_visitor"),
+            col("complete")
+                .and(col("views_complete").fill_null(lit(true)))
+                .alias("complete"),
         ])
+        .select(named(&[
+            "project",
+            "date",
+            "human_visitors",
+            "ai_visitors",
+            "visitors",
+            "human_views",
+            "ai_views",
+            "views",
+            "views_per_visitor",
+            "human_views_per_visitor",
+            "ai_views_per_visitor",
+            "complete",
+        ]))
         .sort(["project", "date"], SortMultipleOptions::default())
 }
 
@@ -657,9 +694,13 @@ pub fn callers_weekly(callers: LazyFrame) -> LazyFrame {
             col("api").sum(),
             col("other").sum(),
             col("total").sum(),
+            col("complete").all(true),
         ],
     )
     .with_columns([
+        col("complete")
+            .and(col("days").eq(lit(7i64)))
+            .alias("complete"),
         share("web", "total").alias("web_share"),
         share("api", "total").alias("api_share"),
         share("other", "total").alias("other_share"),
@@ -677,21 +718,45 @@ pub fn callers_weekly(callers: LazyFrame) -> LazyFrame {
         "web_share",
         "api_share",
         "other_share",
+        "complete",
     ]))
     .sort(["project", "week_start"], SortMultipleOptions::default())
 }
 
 /// Every gap table of an output folder (empty tables for datasets never exported).
-pub fn compute(out: &Path, sel: &super::Selection) -> Result<Gaps, TrendsError> {
-    compute_in(Some(out), sel)
+/// `partial`: the days not complete ([`super::partial_days`]): the windows leave them out, the
+/// daily tables mark them `complete = false`.
+pub fn compute(
+    out: &Path,
+    sel: &super::Selection,
+    partial: &DataFrame,
+) -> Result<Gaps, TrendsError> {
+    compute_in(Some(out), sel, partial)
 }
 
 /// The gap tables of an output folder with nothing exported: no rows, the real columns.
 pub fn empty() -> Result<Gaps, TrendsError> {
-    compute_in(None, &super::Selection::default())
+    let none = super::partial_days(Path::new(""), &super::Selection::default())?;
+    compute_in(None, &super::Selection::default(), &none)
 }
 
-fn compute_in(out: Option<&Path>, sel: &super::Selection) -> Result<Gaps, TrendsError> {
+/// The dataset whose `day_status` says whether a table's day is complete.
+fn dataset_of(table: &str) -> &'static str {
+    match table {
+        "searches" | "search_totals" => "searches",
+        "assistant_turns" => "assistant",
+        "feedback" => "feedback",
+        "site_visitors" => "visitors",
+        "assistant_callers" => "caller_stats",
+        _ => crate::dataset::page_views::PAGE_VIEWS,
+    }
+}
+
+fn compute_in(
+    out: Option<&Path>,
+    sel: &super::Selection,
+    partial: &DataFrame,
+) -> Result<Gaps, TrendsError> {
     // Most of the work is opening and decoding the tables' files (a file per day: 730 of them
     // for two years), which leaves the cores idle between small files: the tables are read at
     // once, each on a thread of its own, and the gap tables then computed at once from memory.
@@ -716,19 +781,23 @@ fn compute_in(out: Option<&Path>, sel: &super::Selection) -> Result<Gaps, Trends
         ]
         .map(|table| {
             move || -> Result<LazyFrame, TrendsError> {
-                Ok(source(out, table, sel)?.collect()?.lazy())
+                let rows = source(out, table, sel)?;
+                Ok(super::completed(rows, partial, dataset_of(table))
+                    .collect()?
+                    .lazy())
             }
         }),
     );
     let (searches, search_totals, turns) = (searches?, search_totals?, turns?);
     let (feedback, visitors, views, callers) = (feedback?, visitors?, views?, callers?);
+    let whole = |rows: &LazyFrame| rows.clone().filter(col("complete"));
     let queries: [LazyFrame; 8] = [
-        search_terms(searches.clone(), search_totals.clone())?,
+        search_terms(whole(&searches), whole(&search_totals))?,
         search_daily(searches, search_totals),
         assistant_daily(turns.clone()),
         assistant_categories(turns.clone()),
-        unanswered_questions(turns)?,
-        feedback_pages(feedback)?,
+        unanswered_questions(whole(&turns))?,
+        feedback_pages(whole(&feedback))?,
         visitors_daily(visitors, views),
         callers_weekly(callers),
     ];
@@ -787,6 +856,15 @@ fn rows_of(df: &DataFrame, project: &str) -> Vec<usize> {
         .collect()
 }
 
+/// The rows of a daily table for a project whose day is complete, in order.
+fn complete_rows_of(df: &DataFrame, project: &str) -> Vec<usize> {
+    let complete = df.column("complete").and_then(|c| c.bool().cloned()).ok();
+    rows_of(df, project)
+        .into_iter()
+        .filter(|i| complete.as_ref().is_none_or(|c| c.get(*i).unwrap_or(true)))
+        .collect()
+}
+
 /// A gap table's first rows for a project, as text.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TopRows {
@@ -807,7 +885,7 @@ const TOP: [(&str, &str, Option<&str>, [&str; 3]); 3] = [
         "search_terms",
         "searches without a click (7 days)",
         Some("gap_rank_7d"),
-        ["search_query", "hits_7d", "unclicked_7d"],
+        ["search_query", "hits_7d", "est_unclicked_7d"],
     ),
     (
         "unanswered_questions",
@@ -886,7 +964,7 @@ pub fn describe(g: &Gaps) -> String {
     for p in &projects {
         let t = &g.search_terms;
         let terms = rows_of(t, p);
-        let days = rows_of(&g.search_daily, p);
+        let days = complete_rows_of(&g.search_daily, p);
         if let Some(&last) = days.last() {
             let recent: Vec<usize> = days.iter().rev().take(7).copied().collect();
             let sum = |c: &str| -> f64 {
@@ -895,7 +973,7 @@ pub fn describe(g: &Gaps) -> String {
                     .filter_map(|i| number(&g.search_daily, c, *i))
                     .sum()
             };
-            let (searches, clicks) = (sum("searches"), sum("clicks"));
+            let (searches, clicks) = (sum("searches"), sum("est_clicks"));
             out += &format!(
                 "  {p} searches (7 days to {}): {searches:.0} searches, click-through {}",
                 text(&g.search_daily, "date", last),
@@ -920,12 +998,12 @@ pub fn describe(g: &Gaps) -> String {
                     "      search gap: \"{}\" {} searches, {} without a click\n",
                     text(t, "search_query", i),
                     text(t, "hits_7d", i),
-                    number(t, "unclicked_7d", i).map_or("n/a".into(), |v| format!("{v:.0}"))
+                    number(t, "est_unclicked_7d", i).map_or("n/a".into(), |v| format!("{v:.0}"))
                 );
             }
         }
         let a = &g.assistant_daily;
-        let days = rows_of(a, p);
+        let days = complete_rows_of(a, p);
         if !days.is_empty() {
             let recent: Vec<usize> = days.iter().rev().take(7).copied().collect();
             let sum = |c: &str| -> f64 { recent.iter().filter_map(|i| number(a, c, *i)).sum() };
@@ -969,7 +1047,7 @@ pub fn describe(g: &Gaps) -> String {
             );
         }
         let v = &g.visitors_daily;
-        if let Some(&i) = rows_of(v, p).last() {
+        if let Some(&i) = complete_rows_of(v, p).last() {
             out += &format!(
                 "  {p} visitors ({}): {} human, {} AI (unique, never summed across days); {} views per visitor\n",
                 text(v, "date", i),

@@ -4,6 +4,7 @@
 //! The daily table is built from `site_totals`, which holds each exported day's exact totals: a
 //! day exported with no views is a row of zeros, a day never exported is absent.
 
+pub mod arrow;
 pub mod chart;
 pub mod gaps;
 
@@ -76,6 +77,14 @@ pub const NAMES: [&str; BASE_NAMES.len() + gaps::NAMES.len()] = {
 };
 
 impl Tables {
+    /// The tables in one set of types ([`arrow::typed`]).
+    fn typed(mut self) -> PolarsResult<Self> {
+        for (_, df) in self.named() {
+            *df = arrow::typed(std::mem::take(df))?;
+        }
+        Ok(self)
+    }
+
     /// Every table by name, in [`NAMES`] order (the order they are written).
     fn named(&mut self) -> Vec<(&'static str, &mut DataFrame)> {
         let Tables {
@@ -156,17 +165,10 @@ pub fn scan(out: &Path, table: &str, sel: &Selection) -> Result<LazyFrame, Trend
     };
     // The table's folder itself, not a glob built from it: polars walks a folder it is given,
     // and a user's path with glob characters (`out[1]`) must not match other folders.
-    let mut lf = LazyFrame::scan_parquet(PlRefPath::try_from_path(&root)?, args)?;
-    if !sel.projects.is_empty() {
-        let any = sel
-            .projects
-            .iter()
-            .map(|p| col("project").eq(lit(p.as_str())))
-            .reduce(|a, b| a.or(b));
-        if let Some(any) = any {
-            lf = lf.filter(any);
-        }
-    }
+    let mut lf = of_projects(
+        LazyFrame::scan_parquet(PlRefPath::try_from_path(&root)?, args)?,
+        sel,
+    );
     if let Some(from) = sel.from {
         lf = lf.filter(col("date").gt_eq(lit(from)));
     }
@@ -174,6 +176,73 @@ pub fn scan(out: &Path, table: &str, sel: &Selection) -> Result<LazyFrame, Trend
         lf = lf.filter(col("date").lt_eq(lit(to)));
     }
     Ok(lf)
+}
+
+/// The rows of the selection's projects (all when it names none).
+fn of_projects(lf: LazyFrame, sel: &Selection) -> LazyFrame {
+    let any = sel
+        .projects
+        .iter()
+        .map(|p| col("project").eq(lit(p.as_str())))
+        .reduce(|a, b| a.or(b));
+    match any {
+        Some(any) => lf.filter(any),
+        None => lf,
+    }
+}
+
+/// The days the lake's `day_status` says are partial (not over in the project's time zone, or
+/// fetched before they ended), per `project`, `dataset` and `date`: none when the lake has no
+/// `day_status` (written before it existed: every day counts as complete).
+pub fn partial_days(out: &Path, sel: &Selection) -> Result<DataFrame, TrendsError> {
+    use crate::export::{DAY_STATUS, PARTIAL};
+    let root = out.join(DAY_STATUS);
+    if !root.is_dir() {
+        return Ok(DataFrame::empty_with_schema(&Schema::from_iter([
+            Field::new("project".into(), DataType::String),
+            Field::new("dataset".into(), DataType::String),
+            Field::new("date".into(), DataType::Date),
+        ])));
+    }
+    let args = ScanArgsParquet {
+        hive_options: HiveOptions {
+            schema: Some(Arc::new(Schema::from_iter([Field::new(
+                "project".into(),
+                DataType::String,
+            )]))),
+            ..HiveOptions::new_enabled()
+        },
+        ..Default::default()
+    };
+    let lf = of_projects(
+        LazyFrame::scan_parquet(PlRefPath::try_from_path(&root)?, args)?
+            .filter(col("status").eq(lit(PARTIAL))),
+        sel,
+    );
+    Ok(lf
+        .select([col("project"), col("dataset"), col("date")])
+        .collect()?)
+}
+
+/// `rows` (with `project` and `date`) with `complete`: false on the days `partial` (see
+/// [`partial_days`]) names for `dataset`, true on the others.
+pub fn completed(rows: LazyFrame, partial: &DataFrame, dataset: &str) -> LazyFrame {
+    let partial = partial
+        .clone()
+        .lazy()
+        .filter(col("dataset").eq(lit(dataset)))
+        .select([col("project"), col("date"), lit(false).alias("complete")]);
+    let on = [col("project"), col("date")];
+    rows.join(partial, on.clone(), on, JoinArgs::new(JoinType::Left))
+        .with_column(col("complete").fill_null(lit(true)))
+}
+
+/// `c`, null on a row whose day is not complete (a figure that would compare part of a day).
+fn if_complete(c: &str) -> Expr {
+    when(col("complete"))
+        .then(col(c))
+        .otherwise(lit(Null {}))
+        .alias(c)
 }
 
 /// `a / b` as a float, null where `b` is zero (or null).
@@ -195,7 +264,8 @@ fn plus_days(e: Expr, days: i32) -> Expr {
     (e.cast(DataType::Int32) + lit(days)).cast(DataType::Date)
 }
 
-/// A calendar-day rolling sum within each project (the frame is sorted by project and date).
+/// A calendar-day rolling sum within each project over complete days (the frame is sorted by
+/// project and date; a day not complete counts as nothing).
 fn rolling(c: &str, days: u32, name: &str) -> PolarsResult<Expr> {
     let options = RollingOptionsDynamicWindow {
         window_size: polars::prelude::Duration::parse(&format!("{days}d")),
@@ -203,19 +273,37 @@ fn rolling(c: &str, days: u32, name: &str) -> PolarsResult<Expr> {
         closed_window: ClosedWindow::Right,
         fn_params: None,
     };
-    Ok(col(c)
+    Ok(when(col("complete"))
+        .then(col(c))
+        .otherwise(lit(0i64))
         .rolling_sum_by(col("date"), options)
         .over([col("project")])?
         .alias(name))
 }
 
 /// The daily table: counts, AI share, 7- and 28-day rolling sums and shares (over calendar days:
-/// a day never exported counts as nothing), change against the same weekday a week before.
-pub fn daily(out: &Path, sel: &Selection) -> Result<LazyFrame, TrendsError> {
-    daily_of(scan(out, SITE_TOTALS, sel)?)
+/// a day never exported counts as nothing), change against the same weekday a week before; a
+/// day that is not complete (today) has its counts so far, `complete = false`, and no sums or
+/// change.
+pub fn daily(out: &Path, sel: &Selection, partial: &DataFrame) -> Result<LazyFrame, TrendsError> {
+    daily_of(completed(scan(out, SITE_TOTALS, sel)?, partial, PAGE_VIEWS))
 }
 
-/// The daily table over a `site_totals` frame (with `project` and `date`).
+/// The windowed and compared columns of the daily table (null on a day not complete).
+const DAILY_WINDOWS: [&str; 10] = [
+    "human_7d",
+    "ai_7d",
+    "total_7d",
+    "ai_share_7d",
+    "human_28d",
+    "ai_28d",
+    "total_28d",
+    "ai_share_28d",
+    "total_week_before",
+    "change_vs_week_before",
+];
+
+/// The daily table over a `site_totals` frame (with `project`, `date` and `complete`).
 fn daily_of(site_totals: LazyFrame) -> Result<LazyFrame, TrendsError> {
     let base = site_totals
         .select([
@@ -224,10 +312,11 @@ fn daily_of(site_totals: LazyFrame) -> Result<LazyFrame, TrendsError> {
             col("human"),
             col("ai"),
             col("total"),
+            col("complete"),
             col("final").not().alias("provisional"),
         ])
         .sort(["project", "date"], SortMultipleOptions::default());
-    let week_before = base.clone().select([
+    let week_before = base.clone().filter(col("complete")).select([
         col("project"),
         plus_days(col("date"), 7).alias("date"),
         col("total").alias("total_week_before"),
@@ -249,6 +338,7 @@ fn daily_of(site_totals: LazyFrame) -> Result<LazyFrame, TrendsError> {
             share("ai_28d", "total_28d").alias("ai_share_28d"),
             change("total", "total_week_before").alias("change_vs_week_before"),
         ])
+        .with_columns(DAILY_WINDOWS.map(if_complete))
         .select([
             col("project"),
             col("date"),
@@ -266,6 +356,7 @@ fn daily_of(site_totals: LazyFrame) -> Result<LazyFrame, TrendsError> {
             col("ai_share_28d"),
             col("total_week_before"),
             col("change_vs_week_before"),
+            col("complete"),
             col("provisional"),
         ])
         .sort(["project", "date"], SortMultipleOptions::default()))
@@ -287,8 +378,8 @@ pub(crate) fn by_iso_week(days: LazyFrame, aggs: Vec<Expr>) -> LazyFrame {
         .agg(all)
 }
 
-/// The weekly table: per project and ISO week, the same measures, and change against the week
-/// before (null unless both weeks were exported in full).
+/// The weekly table: per project and ISO week, the same measures, `complete` when its 7 days
+/// were exported whole, and change against the week before (null unless both are complete).
 pub fn weekly(daily: LazyFrame) -> LazyFrame {
     let weeks = by_iso_week(
         daily,
@@ -296,19 +387,23 @@ pub fn weekly(daily: LazyFrame) -> LazyFrame {
             col("human").sum(),
             col("ai").sum(),
             col("total").sum(),
+            col("complete").all(true),
             col("provisional").any(true),
         ],
+    )
+    .with_column(
+        col("complete")
+            .and(col("days").eq(lit(7i64)))
+            .alias("complete"),
     );
     let before = weeks.clone().select([
         col("project"),
         plus_days(col("week_start"), 7).alias("week_start"),
         col("total").alias("total_week_before"),
-        col("days").alias("days_week_before"),
+        col("complete").alias("complete_week_before"),
     ]);
     let on = [col("project"), col("week_start")];
-    let full = col("days")
-        .eq(lit(7i64))
-        .and(col("days_week_before").eq(lit(7i64)));
+    let full = col("complete").and(col("complete_week_before").fill_null(lit(false)));
     weeks
         .join(before, on.clone(), on, JoinArgs::new(JoinType::Left))
         .with_columns([
@@ -330,23 +425,29 @@ pub fn weekly(daily: LazyFrame) -> LazyFrame {
             col("ai_share"),
             col("total_week_before"),
             col("change_vs_week_before"),
+            col("complete"),
             col("provisional"),
         ])
         .sort(["project", "week_start"], SortMultipleOptions::default())
 }
 
-/// The page table: per project and page, over the last 7 and 28 days up to the project's last
-/// exported day and the windows of the same length before them: human, AI, total, AI share, the
+/// The page table: per project and page, over the last 7 and 28 complete days up to the
+/// project's last complete day and the windows of the same length before them: human, AI, total, AI share, the
 /// change in views and in AI share, the rank by views, and the movers (pages whose AI share rose
 /// most, among pages with at least `MOVER_MIN_VIEWS` views in both windows). Changes and movers
 /// are null unless both windows were exported in full (`days_7d`, `days_prev_7d`, ...).
-pub fn pages(out: &Path, sel: &Selection) -> Result<LazyFrame, TrendsError> {
-    pages_of(scan(out, SITE_TOTALS, sel)?, scan(out, PAGE_VIEWS, sel)?)
+pub fn pages(out: &Path, sel: &Selection, partial: &DataFrame) -> Result<LazyFrame, TrendsError> {
+    pages_of(
+        completed(scan(out, SITE_TOTALS, sel)?, partial, PAGE_VIEWS),
+        completed(scan(out, PAGE_VIEWS, sel)?, partial, PAGE_VIEWS),
+    )
 }
 
-/// The page table over `site_totals` and `page_views` frames (with `project` and `date`).
+/// The page table over `site_totals` and `page_views` frames (with `project`, `date` and
+/// `complete`: the days not complete are left out).
 fn pages_of(site_totals: LazyFrame, page_views: LazyFrame) -> Result<LazyFrame, TrendsError> {
-    let days = site_totals.select([
+    let page_views = page_views.filter(col("complete"));
+    let days = site_totals.filter(col("complete")).select([
         col("project"),
         col("date"),
         col("final").not().alias("provisional"),
@@ -554,11 +655,12 @@ fn empty_here() -> Result<Tables, TrendsError> {
         ("rows", DataType::Int64),
         ("fetched_at", at.clone()),
         ("final", DataType::Boolean),
+        ("complete", DataType::Boolean),
     ]);
     site.extend(keys());
     let mut views = vec![("path", DataType::String)];
     views.extend(counts());
-    views.push(("fetched_at", at));
+    views.extend([("fetched_at", at), ("complete", DataType::Boolean)]);
     views.extend(keys());
     let daily = daily_of(frame(site.clone()))?.collect()?;
     let weekly = weekly(daily.clone().lazy()).collect()?;
@@ -568,45 +670,47 @@ fn empty_here() -> Result<Tables, TrendsError> {
         weekly,
         pages,
         gaps: gaps::empty()?,
-    })
+    }
+    .typed()?)
 }
 
 fn compute_here(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
     // The docs gaps (many small files) are read while the page-view tables are computed.
+    let partial = partial_days(out, sel)?;
     std::thread::scope(|s| {
-        let gaps = s.spawn(|| gaps::compute(out, sel));
-        let daily = daily(out, sel)?.collect()?;
+        let gaps = s.spawn(|| gaps::compute(out, sel, &partial));
+        let daily = daily(out, sel, &partial)?.collect()?;
         if daily.height() == 0 {
             return Err(TrendsError::NoData(out.display().to_string()));
         }
         let weekly = weekly(daily.clone().lazy()).collect()?;
-        let pages = pages(out, sel)?.collect()?;
+        let pages = pages(out, sel, &partial)?.collect()?;
         let gaps = joined(gaps, "the docs gaps computation")?;
         Ok(Tables {
             daily,
             weekly,
             pages,
             gaps,
-        })
+        }
+        .typed()?)
     })
 }
 
-/// Writes a frame as Parquet or CSV under a temporary name, then renames it into place.
+/// Writes a frame as Parquet (in the raw tables' types: [`arrow`]) or CSV under a temporary
+/// name, then renames it into place.
 fn write(df: &mut DataFrame, path: &Path) -> Result<(), TrendsError> {
     let io = |source| TrendsError::Io {
         path: path.display().to_string(),
         source,
     };
-    let (pending, file) = Pending::create(path).map_err(io)?;
-    let written = if path.extension().is_some_and(|e| e == "csv") {
-        CsvWriter::new(file).include_header(true).finish(df)
-    } else {
-        ParquetWriter::new(file)
-            .with_compression(ParquetCompression::Zstd(None))
-            .finish(df)
+    if path.extension().is_none_or(|e| e != "csv") {
+        return arrow::write_parquet(df, path)?
+            .commit()
             .map(|_| ())
-    };
-    match written {
+            .map_err(io);
+    }
+    let (pending, file) = Pending::create(path).map_err(io)?;
+    match CsvWriter::new(file).include_header(true).finish(df) {
         Ok(()) => pending.commit().map(|_| ()).map_err(io),
         Err(e) => {
             pending.abandon();
@@ -641,8 +745,11 @@ pub fn write_tables(out: &Path, tables: &mut Tables) -> Result<Vec<PathBuf>, Tre
 pub struct ProjectSummary {
     /// Project.
     pub project: String,
-    /// Last day in the data.
+    /// Last complete day in the data (the day the 7 days end).
     pub last_day: NaiveDate,
+    /// A day after it that is not complete (today, in the project's time zone) and its views
+    /// so far: never inside the 7 days.
+    pub so_far: Option<(NaiveDate, i64)>,
     /// Views in the last 7 days and the 7 before.
     pub total: (i64, i64),
     /// AI share in the last 7 days and the 7 before (None without views).
@@ -711,14 +818,23 @@ pub fn summarize(tables: &Tables) -> Result<Vec<ProjectSummary>, TrendsError> {
     let total = daily.column("total")?.i64()?.clone();
     let ai = daily.column("ai")?.i64()?.clone();
     let provisional = daily.column("provisional")?.bool()?.clone();
+    let complete = daily.column("complete")?.bool()?.clone();
     let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
     let mut by_project: std::collections::BTreeMap<String, Vec<(NaiveDate, i64, i64, bool)>> =
         Default::default();
+    let mut so_far: std::collections::BTreeMap<String, (NaiveDate, i64)> = Default::default();
     for i in 0..daily.height() {
         let (Some(p), Some(d)) = (projects.get(i), dates.get(i)) else {
             continue;
         };
         let day = epoch + chrono::Duration::days(i64::from(d));
+        if !complete.get(i).unwrap_or(true) {
+            let latest = so_far.entry(p.to_string()).or_insert((day, 0));
+            if day >= latest.0 {
+                *latest = (day, total.get(i).unwrap_or(0));
+            }
+            continue;
+        }
         by_project.entry(p.to_string()).or_default().push((
             day,
             total.get(i).unwrap_or(0),
@@ -742,6 +858,7 @@ pub fn summarize(tables: &Tables) -> Result<Vec<ProjectSummary>, TrendsError> {
         let share = |a: i64, t: i64| (t > 0).then(|| a as f64 / t as f64);
         out.push(ProjectSummary {
             last_day,
+            so_far: so_far.remove(&project).filter(|d| d.0 > last_day),
             total: (t_now, t_before),
             ai_share: (share(a_now, t_now), share(a_before, t_before)),
             provisional_days: span(0, 6).filter(|d| d.3).count(),
@@ -764,7 +881,7 @@ pub(crate) fn pct(share: Option<f64>) -> String {
 
 /// The terminal summary.
 pub fn describe(summaries: &[ProjectSummary]) -> String {
-    let mut out = String::from("trends: last 7 days against the 7 before\n");
+    let mut out = String::from("trends: the last 7 complete days against the 7 before\n");
     for s in summaries {
         // A change only between two complete weeks (a first run's week of one day against
         // nothing says nothing).
@@ -792,6 +909,9 @@ pub fn describe(summaries: &[ProjectSummary]) -> String {
         if !s.missing_days.is_empty() {
             let days: Vec<String> = s.missing_days.iter().map(|d| d.to_string()).collect();
             out += &format!(", not exported: {}", days.join(", "));
+        }
+        if let Some((day, views)) = s.so_far {
+            out += &format!("; {day} is not over: {views} views so far");
         }
         out.push('\n');
         for m in &s.movers {

@@ -785,7 +785,7 @@ async fn export_aggregates_the_trends_afterwards_unless_told_not_to() {
         );
         let stdout = String::from_utf8_lossy(&run.stdout).to_string();
         assert_eq!(
-            stdout.contains("trends: last 7 days against the 7 before"),
+            stdout.contains("trends: the last 7 complete days against the 7 before"),
             want_trends,
             "{stdout}"
         );

@@ -26,17 +26,17 @@ g AS (SELECT project, search_query, any_value(last_day) AS last_day,
         arg_max(top_clicked_page, hits * 100000 + (date - DATE '2000-01-01')) FILTER (top_clicked_page IS NOT NULL) AS top_clicked_page,
         max(last_searched_at) AS last_searched_at
       FROM s GROUP BY ALL)
-SELECT g.project, search_query, last_day, hits_7d, clicks_7d,
+SELECT g.project, search_query, last_day, hits_7d, CAST(round(round(clicks_7d, 6)) AS BIGINT) AS est_clicks_7d,
   CASE WHEN hits_7d > 0 THEN clicks_7d / hits_7d END AS ctr_7d,
-  round(hits_7d - clicks_7d, 6) AS unclicked_7d,
-  CASE WHEN hits_7d > 0 THEN row_number() OVER (PARTITION BY g.project, hits_7d > 0 ORDER BY round(hits_7d - clicks_7d, 6) DESC, hits_7d DESC, search_query) END AS gap_rank_7d,
-  hits_28d, clicks_28d, CASE WHEN hits_28d > 0 THEN clicks_28d / hits_28d END AS ctr_28d,
+  hits_7d - CAST(round(round(clicks_7d, 6)) AS BIGINT) AS est_unclicked_7d,
+  CASE WHEN hits_7d > 0 THEN row_number() OVER (PARTITION BY g.project, hits_7d > 0 ORDER BY hits_7d - round(round(clicks_7d, 6)) DESC, hits_7d DESC, search_query) END AS gap_rank_7d,
+  hits_28d, CAST(round(round(clicks_28d, 6)) AS BIGINT) AS est_clicks_28d, CASE WHEN hits_28d > 0 THEN clicks_28d / hits_28d END AS ctr_28d,
   top_clicked_page, last_searched_at,
   CASE WHEN prev = 21 THEN hits_7d > 0 AND prev_hits = 0 END AS new_this_week
 FROM g JOIN cov USING (project)""")
 Q["search_daily"] = (["project", "date"], f"""
 WITH c AS (SELECT project, date, sum(hits * ctr) AS clicks, count(*) AS terms FROM {src('searches')} GROUP BY ALL)
-SELECT t.project, t.date, total_searches AS searches, coalesce(clicks, 0) AS clicks,
+SELECT t.project, t.date, total_searches AS searches, CAST(round(round(coalesce(clicks, 0), 6)) AS BIGINT) AS est_clicks,
   CASE WHEN total_searches > 0 THEN coalesce(clicks, 0) / total_searches END AS ctr,
   CASE WHEN total_searches > 0 THEN 1 - coalesce(clicks, 0) / total_searches END AS unclicked_share,
   coalesce(terms, 0) AS terms
@@ -178,7 +178,7 @@ async fn every_gap_table_equals_duckdb_over_the_same_parquet() {
         .unanswered_questions
         .column("rank")
         .unwrap()
-        .u32()
+        .i64()
         .unwrap()
         .iter()
         .flatten()

@@ -43,24 +43,31 @@ fn of(rows: &[(String, String, String)], dataset: &str) -> Vec<(String, String)>
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn day_status_says_which_days_are_partial_provisional_and_final_across_the_clock_change() {
-    // 10:00 in Los Angeles on 2026-03-10; its clocks went forward on 2026-03-08.
+/// The emulator and a context at 10:00 in Los Angeles on 2026-03-10 (its clocks went forward
+/// on 2026-03-08), the projects' `datasets` line given, exporting from `start`; the output is
+/// the folder's `out`.
+async fn in_los_angeles(datasets: String, start: &str) -> (Live, tempfile::TempDir, Context) {
     let now: chrono::DateTime<chrono::Utc> = "2026-03-10T17:00:00Z".parse().unwrap();
     let live = Live::start_at(small(), now).await;
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
     let cfg = TestConfig {
-        datasets: String::new(),
-        start: Some(day("2026-03-04")),
+        datasets,
+        start: Some(day(start)),
         extra: "timezone = \"America/Los_Angeles\"\nlookback_days = 3\n".into(),
-        ..TestConfig::new(&live.server.base_url(), &out)
+        ..TestConfig::new(&live.server.base_url(), &dir.path().join("out"))
     }
     .write(&dir.path().join("docpipe.toml"));
     let settings = docpipe::config::Settings::load(&cfg).unwrap();
     let ctx = Context::open(settings, live.clock.clone(), Access::Export, keys())
         .await
         .unwrap();
+    (live, dir, ctx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn day_status_says_which_days_are_partial_provisional_and_final_across_the_clock_change() {
+    let (live, dir, ctx) = in_los_angeles(String::new(), "2026-03-04").await;
+    let out = dir.path().join("out");
     let targets = ctx.targets(&[]).unwrap();
     let run = || async {
         let exporter = ctx.exporter();
@@ -178,4 +185,170 @@ async fn day_status_says_which_days_are_partial_provisional_and_final_across_the
         ]
     );
     assert_eq!(complete(&out).trim(), "[(True, 7, 7)]");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trends_compare_complete_days_and_today_is_only_so_far() {
+    // 14 complete days before today (2026-02-24..2026-03-09), and today.
+    let datasets = "datasets = [\"page_views\", \"searches\", \"assistant\"]\n";
+    let (_live, dir, ctx) = in_los_angeles(datasets.into(), "2026-02-24").await;
+    let out = dir.path().join("out");
+    let targets = ctx.targets(&["alpha".to_string()]).unwrap();
+    let exporter = ctx.exporter();
+    let plan = docpipe::app::export::plan_due(&ctx, &exporter, &targets).unwrap();
+    let opts = Options {
+        trends: cycle::When::Always,
+        ..Options::export_only(false)
+    };
+    let report = cycle::run(&ctx, &exporter, &targets, &plan, opts).await;
+    assert!(
+        report.summary.failed.is_empty(),
+        "{:?}",
+        report.summary.failed
+    );
+    let cycle::TrendsRun::Computed(trends, _) = &report.trends else {
+        panic!("trends not computed: {:?}", report.trends);
+    };
+    // The lake's own sums, by DuckDB: the 7 complete days before today, the 7 before them,
+    // today so far; and today's row of trends/daily.
+    let lake = run_python(
+        "import duckdb, sys\n\
+         o = sys.argv[1]\n\
+         t = f\"read_parquet('{o}/site_totals/**/*.parquet', hive_partitioning = true, hive_types = {{'project': VARCHAR, 'date': DATE}})\"\n\
+         print(duckdb.sql(f\"SELECT sum(total) FILTER (date BETWEEN DATE '2026-03-03' AND DATE '2026-03-09'), sum(total) FILTER (date BETWEEN DATE '2026-02-24' AND DATE '2026-03-02'), sum(total) FILTER (date = DATE '2026-03-10'), sum(ai) FILTER (date BETWEEN DATE '2026-03-03' AND DATE '2026-03-09') FROM {t} WHERE project = 'alpha'\").fetchall())\n\
+         print(duckdb.sql(f\"SELECT date, complete, total_7d, change_vs_week_before FROM '{o}/trends/daily.parquet' WHERE project = 'alpha' AND date >= DATE '2026-03-09' ORDER BY date\").fetchall())\n\
+         print(duckdb.sql(f\"SELECT date, complete FROM '{o}/trends/search_daily.parquet' WHERE project = 'alpha' AND NOT complete\").fetchall())\n\
+         print(duckdb.sql(f\"SELECT DISTINCT last_day FROM '{o}/trends/search_terms.parquet' WHERE project = 'alpha'\").fetchall())",
+        &[out.as_os_str()],
+    );
+    let lines: Vec<&str> = lake.lines().collect();
+    let sums: Vec<i64> = lines[0]
+        .trim_matches(|c| "[()]".contains(c))
+        .split(", ")
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let (now7, before7, today, ai7) = (sums[0], sums[1], sums[2], sums[3]);
+    assert!(now7 > 0 && before7 > 0 && today > 0, "{lake}");
+    let summaries = docpipe::trends::summarize(&trends.tables).unwrap();
+    let alpha = summaries.iter().find(|s| s.project == "alpha").unwrap();
+    assert_eq!(alpha.last_day, day("2026-03-09"));
+    assert_eq!(alpha.total, (now7, before7));
+    assert_eq!(alpha.so_far, Some((day("2026-03-10"), today)));
+    assert_eq!(alpha.missing_days, Vec::<chrono::NaiveDate>::new());
+    let change = (now7 as f64 / before7 as f64 - 1.0) * 100.0;
+    let share = ai7 as f64 / now7 as f64 * 100.0;
+    let described = docpipe::trends::describe(&summaries);
+    assert!(
+        described.contains(&format!(
+            "\n  alpha (to 2026-03-09): {now7} views ({change:+.1}%), AI share {share:.1}% (was "
+        )),
+        "{described}"
+    );
+    assert!(
+        described.contains(&format!("; 2026-03-10 is not over: {today} views so far\n")),
+        "{described}"
+    );
+    // Yesterday is whole and compared; today is marked, with no 7-day sum and no change.
+    let daily: Vec<&str> = lines[1].split("), (").collect();
+    assert_eq!(daily.len(), 2, "{lake}");
+    assert!(daily[0].contains("2026, 3, 9), True, "), "{lake}");
+    assert!(
+        daily[1].ends_with("2026, 3, 10), False, None, None)]"),
+        "{lake}"
+    );
+    assert_eq!(lines[2], "[(datetime.date(2026, 3, 10), False)]");
+    // The search terms' windows end at the last complete day.
+    assert_eq!(lines[3], "[(datetime.date(2026, 3, 9),)]");
+    the_lake_describes_itself(&out);
+}
+
+/// DuckDB runs `_docpipe/duckdb.sql` from the output folder, each view counts what its files
+/// hold and has the manifest's columns and types; `dbt_sources.yml` names every table; and
+/// docs/output.md lists each trend table's columns and types as the manifest does.
+fn the_lake_describes_itself(out: &std::path::Path) {
+    let checked = run_python(
+        r#"
+import duckdb, glob, json, os, sys, yaml
+os.chdir(sys.argv[1])
+con = duckdb.connect()
+con.execute(open('_docpipe/duckdb.sql').read())
+m = json.load(open('_docpipe/manifest.json'))
+duck = {'string': 'VARCHAR', 'int64': 'BIGINT', 'double': 'DOUBLE', 'boolean': 'BOOLEAN',
+        'date': 'DATE', 'timestamp[us, UTC]': 'TIMESTAMP WITH TIME ZONE'}
+for t in m['tables']:
+    n = con.sql(f'SELECT count(*) FROM "{t["name"]}"').fetchall()[0][0]
+    files = glob.glob(t['files'].replace('<id>', '*').replace('<YYYY-MM-DD>', '*'))
+    direct = sum(con.sql(f"SELECT count(*) FROM read_parquet('{f}')").fetchall()[0][0] for f in files)
+    got = sorted((c[0], c[1]) for c in con.sql(f'DESCRIBE "{t["name"]}"').fetchall())
+    want = sorted((c['name'], duck.get(c['type'], c['type'])) for c in t['columns'])
+    other = [w for w, g in zip(want, got) if w != g and not w[1].startswith(('list', 'struct'))]
+    print(t['name'], n == direct and len(got) == len(want) and not other, n > 0, len(files) > 0)
+dbt = yaml.safe_load(open('_docpipe/dbt_sources.yml'))
+src = dbt['sources'][0]
+print(dbt['version'], src['name'], [t['name'] for t in src['tables']] == [t['name'] for t in m['tables']],
+      sorted({t.get('loaded_at_field') for t in src['tables']} - {None}),
+      src['tables'][0]['freshness'])
+"#,
+        &[out.as_os_str()],
+    );
+    let mut lines: Vec<&str> = checked.lines().collect();
+    let dbt = lines.pop().unwrap();
+    assert_eq!(
+        dbt,
+        "2 docpipe True ['fetched_at'] {'warn_after': {'count': 120, 'period': 'minute'}, 'error_after': {'count': 360, 'period': 'minute'}}"
+    );
+    let tables: Vec<&str> = lines.iter().map(|l| l.split(' ').next().unwrap()).collect();
+    let raw = [
+        "page_views",
+        "site_totals",
+        "searches",
+        "search_totals",
+        "assistant_turns",
+        "day_status",
+    ];
+    assert_eq!(
+        tables,
+        [&raw[..], &docpipe::trends::NAMES[..]].concat(),
+        "{checked}"
+    );
+    for line in &lines {
+        let empty_ok = ["feedback_pages", "visitors_daily", "callers_weekly"]
+            .iter()
+            .any(|t| line.starts_with(&format!("{t} ")));
+        let want = if empty_ok {
+            "True False True"
+        } else {
+            "True True True"
+        };
+        assert!(line.ends_with(want), "{line}");
+    }
+    // docs/output.md lists each trend table's columns with their types, as the files have them.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("_docpipe/manifest.json")).unwrap())
+            .unwrap();
+    let docs = std::fs::read_to_string(root().join("docs/output.md")).unwrap();
+    let mut missing = String::new();
+    for t in manifest["tables"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        if !t["files"].as_str().unwrap().starts_with("trends/") {
+            continue;
+        }
+        let columns: Vec<String> = t["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    c["name"].as_str().unwrap(),
+                    c["type"].as_str().unwrap()
+                )
+            })
+            .collect();
+        let row = format!("| `{name}` | {} |", columns.join(", "));
+        if !docs.contains(&row) {
+            missing += &format!("{row}\n");
+        }
+    }
+    assert_eq!(missing, "", "docs/output.md lacks these rows");
 }

@@ -316,8 +316,9 @@ async fn killed_during_an_upload_a_rerun_leaves_the_bucket_equal_to_an_uninterru
     assert!(rerun.status.success(), "{}", text(&rerun));
     let fetched = dir.path().join("fetched");
     let keys = moto.download("docs", "crashy", &fetched);
-    // Two tables of page views and two of searches a day, and a day_status a project.
-    assert_eq!(keys.len(), 2 * 5 * 3 + 5 * 3 + 5 * 3 + 3, "{keys:?}");
+    // Two tables of page views and two of searches a day, a day_status a project, and the
+    // lake's three files describing it.
+    assert_eq!(keys.len(), 2 * 5 * 3 + 5 * 3 + 5 * 3 + 3 + 3, "{keys:?}");
     assert_eq!(dataset(&fetched), dataset(&ref_dir.join("out")));
     // Nothing left to send.
     let again = docpipe_env(&cfg, &RANGE, &env, None);
@@ -493,5 +494,99 @@ async fn the_demo_exports_aggregates_and_fires_its_rules_into_a_bucket() {
             .iter()
             .any(|r| r["code"].as_i64().unwrap() > 0),
         "no code feedback by page"
+    );
+    // The summary compares complete days: each project's 7 days end on the last day the lake's
+    // day_status says is complete, and its views are the lake's sum over those 7 days.
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("  ") && l.contains(" (to ") && l.contains(" views ("))
+        .collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    for line in lines {
+        let (project, rest) = line.trim().split_once(" (to ").unwrap();
+        let (last, rest) = rest.split_once("): ").unwrap();
+        let views: i64 = rest.split_once(" views").unwrap().0.parse().unwrap();
+        let lake = run_python(
+            "import duckdb, sys\n\
+             o, p, d = sys.argv[1:4]\n\
+             h = \"hive_partitioning = true, hive_types = {'project': VARCHAR, 'date': DATE}\"\n\
+             print(duckdb.sql(f\"SELECT sum(total) FROM read_parquet('{o}/site_totals/**/*.parquet', {h}) WHERE project = '{p}' AND date BETWEEN DATE '{d}' - 6 AND DATE '{d}'\").fetchall()[0][0])\n\
+             print(duckdb.sql(f\"SELECT string_agg(DISTINCT status, ',' ORDER BY status) FROM read_parquet('{o}/day_status/**/*.parquet', hive_partitioning = true) WHERE project = '{p}' AND dataset = 'page_views' AND date > DATE '{d}'\").fetchall()[0][0])\n\
+             print(duckdb.sql(f\"SELECT status FROM read_parquet('{o}/day_status/**/*.parquet', hive_partitioning = true) WHERE project = '{p}' AND dataset = 'page_views' AND date = DATE '{d}'\").fetchall()[0][0])",
+            &[fetched.as_os_str(), project.as_ref(), last.as_ref()],
+        );
+        let lake: Vec<&str> = lake.lines().collect();
+        assert_eq!(lake[0].parse::<i64>().unwrap(), views, "{line}");
+        assert_eq!(lake[1], "partial", "{line}: the days after it");
+        assert_ne!(lake[2], "partial", "{line}: its last day");
+    }
+    // The lake's description in the bucket reads the bucket.
+    let views = std::fs::read_to_string(fetched.join("_docpipe/duckdb.sql")).unwrap();
+    assert!(
+        views.contains("CREATE OR REPLACE VIEW \"page_views\" AS SELECT * FROM read_parquet('s3://demo/run/page_views/**/*.parquet', hive_partitioning = true, hive_types = {'project': VARCHAR, 'date': DATE});\n"),
+        "{views}"
+    );
+    assert!(
+        views.contains("CREATE OR REPLACE VIEW \"daily\" AS SELECT * FROM read_parquet('s3://demo/run/trends/daily.parquet');\n"),
+        "{views}"
+    );
+    // Counts are whole wherever a person reads them: the summary, the prompts sent, the
+    // status page's docs gaps.
+    let mut read = vec![out.clone()];
+    read.extend(rows("agent_runs").iter().map(|r| r["prompt"].to_string()));
+    for top in docpipe::trends::gaps::top_rows(&fetched, 5)
+        .into_values()
+        .flatten()
+    {
+        read.extend(top.rows.iter().map(|r| r.join(" ")));
+    }
+    assert!(read.len() > 20, "{read:?}");
+    for text in &read {
+        assert_eq!(fractional_counts(text), Vec::<String>::new(), "{text}");
+    }
+}
+
+/// The numbers with a fraction in `text` that count something (`207.6 searches`), each with its
+/// noun; shares (`40.2%`), rates and durations (`3.4 s`) are not counts.
+fn fractional_counts(text: &str) -> Vec<String> {
+    const NOUNS: [&str; 12] = [
+        "views",
+        "searches",
+        "clicks",
+        "turns",
+        "requests",
+        "rows",
+        "visitors",
+        "asks",
+        "votes",
+        "entries",
+        "without",
+        "unanswered",
+    ];
+    let mut words: Vec<&str> = text.split_whitespace().collect();
+    words.push("");
+    words
+        .windows(3)
+        .filter(|w| w[2] != "per")
+        .filter(|w| {
+            let n = w[0].trim_start_matches(['(', '"', ':']);
+            n.split_once('.').is_some_and(|(a, b)| {
+                !a.is_empty()
+                    && !b.is_empty()
+                    && a.chars().all(|c| c.is_ascii_digit())
+                    && b.chars().all(|c| c.is_ascii_digit())
+            }) && NOUNS.contains(&w[1].trim_end_matches([',', ')', ';', '.']))
+        })
+        .map(|w| w[..2].join(" "))
+        .collect()
+}
+
+#[test]
+fn a_fractional_count_is_found_and_shares_and_durations_are_not() {
+    assert_eq!(
+        fractional_counts(
+            "- term: 96 searches, 207.6 without a click (40.2%); 3.4 s, 3.42 views per visitor, 2.5 views."
+        ),
+        ["207.6 without", "2.5 views."]
     );
 }

@@ -136,6 +136,7 @@ async fn status_reports_days_budgets_and_firings() {
         day: Some(day("2026-03-14")),
         rows: 3,
         rejected: 0,
+        requests: 1,
         run_rows: 3,
         run_requests: 1,
     });

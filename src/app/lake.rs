@@ -1,0 +1,543 @@
+//! The lake describes itself: `<output>/_docpipe/` (a folder Spark, Hive and Trino readers skip:
+//! its name starts with `_`) holds `manifest.json` (docpipe's version, each table with its
+//! columns, types, key and what a row is, each project's time zone, what each day status
+//! means), `duckdb.sql` (a view per table over its files) and `dbt_sources.yml` (each table a
+//! dbt source with its freshness). A run rewrites them when it wrote any table.
+
+use super::Context;
+use crate::config::Location;
+use crate::dataset::Key;
+use crate::layout::Pending;
+use arrow_schema::{DataType as Arrow, SchemaRef, TimeUnit};
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The folder under the output.
+pub const FOLDER: &str = "_docpipe";
+
+/// What a row of each table is and its key (the partition keys among them), for the tables the
+/// datasets and the rules write.
+const ROWS: [(&str, &[&str], &str); 18] = [
+    (
+        "page_views",
+        &["project", "date", "path"],
+        "views of one page on one day, by human readers and AI agents (total = human + ai); additive over days and pages",
+    ),
+    (
+        "site_totals",
+        &["project", "date"],
+        "the site's views of one day as the service totals them; final once the day can no longer change; unlisted = views of no listed page",
+    ),
+    (
+        "rejects",
+        &["project", "date", "path"],
+        "a page-view row of the service that docpipe cannot store faithfully, kept as sent",
+    ),
+    (
+        "visitors",
+        &["project", "date", "path"],
+        "unique visitors of one page on one day: approximate distinct counts, not additive",
+    ),
+    (
+        "site_visitors",
+        &["project", "date"],
+        "the site's unique visitors of one day",
+    ),
+    (
+        "searches",
+        &["project", "date", "search_query"],
+        "one search term on one day: its searches (hits), click-through rate (0 to 1), the result clicked most and the last search",
+    ),
+    (
+        "search_totals",
+        &["project", "date"],
+        "the day's number of searches (the sum of the terms' hits)",
+    ),
+    (
+        "feedback",
+        &["project", "date", "id"],
+        "one feedback entry, on the local day it was made",
+    ),
+    (
+        "feedback_undated",
+        &["project", "id"],
+        "a feedback entry the service sent without a date",
+    ),
+    (
+        "feedback_outside",
+        &["project", "id"],
+        "a feedback entry dated outside the days asked for",
+    ),
+    (
+        "feedback_by_page",
+        &["project", "date", "path"],
+        "feedback counts of one page on one day",
+    ),
+    (
+        "assistant_turns",
+        &["project", "date", "id", "timestamp"],
+        "one question to the assistant and its answer, on the local day it was asked",
+    ),
+    (
+        "assistant_turns_outside",
+        &["project", "id", "timestamp"],
+        "a turn dated outside the days asked for",
+    ),
+    (
+        "assistant_callers",
+        &["project", "date"],
+        "the assistant's queries of one day by caller (web, api, other); additive",
+    ),
+    (
+        "assistant_messages",
+        &["project", "date", "thread_id", "message_id"],
+        "one message of an assistant thread docpipe fetched, on the local day the thread began",
+    ),
+    (
+        "day_status",
+        &["project", "dataset", "date"],
+        "what one day of one dataset is: partial, provisional or final (see statuses)",
+    ),
+    (
+        "agent_runs",
+        &["project", "firing_id"],
+        "one firing of a rule: its prompt, what was sent, the job's outcome",
+    ),
+    (
+        "agent_impact",
+        &["project", "firing_id", "key"],
+        "what one job changed for one key of its firing, once measured",
+    ),
+];
+
+/// The trend tables' keys and rows.
+const TREND_ROWS: [(&str, &[&str], &str); 11] = [
+    (
+        "daily",
+        &["project", "date"],
+        "one day of a project's views: counts, AI share, 7- and 28-day sums of complete days, change against a week before; complete = false for a day not over (its counts so far)",
+    ),
+    (
+        "weekly",
+        &["project", "week_start"],
+        "one ISO week of a project's views; complete when its 7 days are",
+    ),
+    (
+        "pages",
+        &["project", "path"],
+        "one page over the last 7 and 28 complete days and the windows before them, with its rank and AI share rise",
+    ),
+    (
+        "search_terms",
+        &["project", "search_query"],
+        "one search term over the last 7 and 28 complete days; est_ columns are estimated clicks (hits x ctr summed, rounded)",
+    ),
+    (
+        "search_daily",
+        &["project", "date"],
+        "one day of a project's searches",
+    ),
+    (
+        "assistant_daily",
+        &["project", "date"],
+        "one day of a project's assistant turns",
+    ),
+    (
+        "assistant_categories",
+        &["project", "date", "category"],
+        "one day of a project's assistant turns in one category",
+    ),
+    (
+        "unanswered_questions",
+        &["project", "question"],
+        "one unanswered question (normalised text) of the last 7 complete days",
+    ),
+    (
+        "feedback_pages",
+        &["project", "path"],
+        "one page's feedback over the last 28 complete days and the 28 before",
+    ),
+    (
+        "visitors_daily",
+        &["project", "date"],
+        "one day of a project's unique visitors beside its views",
+    ),
+    (
+        "callers_weekly",
+        &["project", "week_start"],
+        "one ISO week of the assistant's callers",
+    ),
+];
+
+/// A column of a table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Column {
+    /// Its name.
+    pub name: String,
+    /// Its type (`string`, `int64`, `double`, `boolean`, `date`, `timestamp[us, UTC]`,
+    /// `list<...>`, `struct<...>`).
+    #[serde(rename = "type")]
+    pub dtype: String,
+    /// Whether it may be null.
+    pub nullable: bool,
+}
+
+/// A table of the lake.
+#[derive(Debug, Clone, Serialize)]
+pub struct Table {
+    /// Its name (a rule query's name for a trend table).
+    pub name: String,
+    /// The dataset that writes it (none: docpipe's own tables and the trends).
+    pub dataset: Option<&'static str>,
+    /// Its files under the output, with `<id>` and `<YYYY-MM-DD>` for the partitions.
+    pub files: String,
+    /// Its Hive partition keys, in path order.
+    pub partitioning: Vec<&'static str>,
+    /// The columns that identify a row.
+    pub key: Vec<&'static str>,
+    /// What a row is.
+    pub row: &'static str,
+    /// Its columns, the partition keys first.
+    pub columns: Vec<Column>,
+}
+
+impl Table {
+    /// Whether a dbt source can judge it fresh by `fetched_at`.
+    fn fetched_at(&self) -> bool {
+        self.columns.iter().any(|c| c.name == "fetched_at")
+    }
+}
+
+/// The manifest.
+#[derive(Debug, Clone, Serialize)]
+pub struct Manifest {
+    /// docpipe's version that wrote it.
+    pub docpipe: &'static str,
+    /// Each project and its time zone (the days of every table are local days there).
+    pub projects: Vec<ProjectZone>,
+    /// What each `day_status.status` means.
+    pub statuses: [Status; 3],
+    /// The tables in the lake.
+    pub tables: Vec<Table>,
+}
+
+/// A day status and what it means.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// `partial`, `provisional` or `final`.
+    pub status: &'static str,
+    /// What it means.
+    pub means: &'static str,
+}
+
+/// A project's time zone.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProjectZone {
+    /// Its id.
+    pub project: String,
+    /// Its IANA time zone.
+    pub timezone: String,
+}
+
+/// An Arrow type as the manifest names it.
+pub fn type_name(t: &Arrow) -> String {
+    match t {
+        Arrow::Utf8 | Arrow::LargeUtf8 | Arrow::Utf8View => "string".into(),
+        Arrow::Int64 => "int64".into(),
+        Arrow::Float64 => "double".into(),
+        Arrow::Boolean => "boolean".into(),
+        Arrow::Date32 => "date".into(),
+        Arrow::Timestamp(TimeUnit::Microsecond, Some(tz)) => format!("timestamp[us, {tz}]"),
+        Arrow::List(f) | Arrow::LargeList(f) => format!("list<{}>", type_name(f.data_type())),
+        Arrow::Struct(fields) => {
+            let inner: Vec<String> = fields
+                .iter()
+                .map(|f| format!("{}: {}", f.name(), type_name(f.data_type())))
+                .collect();
+            format!("struct<{}>", inner.join(", "))
+        }
+        other => other.to_string().to_lowercase(),
+    }
+}
+
+fn columns_of(schema: &SchemaRef, partitioning: &[&'static str]) -> Vec<Column> {
+    let keys = partitioning.iter().map(|k| Column {
+        name: (*k).to_string(),
+        dtype: if *k == "date" { "date" } else { "string" }.into(),
+        nullable: false,
+    });
+    keys.chain(schema.fields().iter().map(|f| Column {
+        name: f.name().clone(),
+        dtype: type_name(f.data_type()),
+        nullable: f.is_nullable(),
+    }))
+    .collect()
+}
+
+fn row_of(name: &str) -> (Vec<&'static str>, &'static str) {
+    ROWS.iter()
+        .chain(TREND_ROWS.iter())
+        .find(|r| r.0 == name)
+        .map_or((Vec::new(), ""), |r| (r.1.to_vec(), r.2))
+}
+
+/// A table partitioned by `partitioning` under its folder.
+fn partitioned(
+    name: &str,
+    dataset: Option<&'static str>,
+    schema: SchemaRef,
+    partitioning: Vec<&'static str>,
+) -> Table {
+    let mut files = name.to_string();
+    for k in &partitioning {
+        files += match *k {
+            "project" => "/project=<id>",
+            _ => "/date=<YYYY-MM-DD>",
+        };
+    }
+    files += "/part-00000.parquet";
+    let (key, row) = row_of(name);
+    Table {
+        name: name.to_string(),
+        dataset,
+        files,
+        columns: columns_of(&schema, &partitioning),
+        partitioning,
+        key,
+        row,
+    }
+}
+
+/// Every table docpipe writes that is in the output folder `out`, in a fixed order.
+pub fn tables(out: &Path) -> Result<Vec<Table>, String> {
+    let mut all = Vec::new();
+    for d in crate::dataset::ALL {
+        for t in d.tables() {
+            let keys = t
+                .partition
+                .iter()
+                .map(|k| match k {
+                    Key::Project => "project",
+                    Key::Date => "date",
+                })
+                .collect();
+            all.push(partitioned(t.name, Some(d.name()), (t.schema)(), keys));
+        }
+    }
+    let own: [(&str, SchemaRef); 3] = [
+        (
+            crate::export::DAY_STATUS,
+            crate::export::day_status_schema(),
+        ),
+        (
+            crate::rules::engine::AGENT_RUNS,
+            crate::rules::engine::agent_runs_schema(),
+        ),
+        (
+            crate::rules::impact::AGENT_IMPACT,
+            crate::rules::impact::schema(),
+        ),
+    ];
+    for (name, schema) in own {
+        all.push(partitioned(name, None, schema, vec!["project"]));
+    }
+    all.retain(|t| out.join(&t.name).is_dir());
+    if out.join("trends").is_dir() {
+        let trends = crate::trends::empty_tables().map_err(|e| e.to_string())?;
+        for (name, df) in trends.frames() {
+            if !out.join(format!("trends/{name}.parquet")).is_file() {
+                continue;
+            }
+            let batch = crate::trends::arrow::batch(df).map_err(|e| e.to_string())?;
+            let (key, row) = row_of(name);
+            all.push(Table {
+                name: name.to_string(),
+                dataset: None,
+                files: format!("trends/{name}.parquet"),
+                partitioning: Vec::new(),
+                key,
+                row,
+                columns: columns_of(&batch.schema(), &[]),
+            });
+        }
+    }
+    Ok(all)
+}
+
+/// The manifest of the output folder `out`.
+pub fn manifest(ctx: &Context, out: &Path) -> Result<Manifest, String> {
+    use crate::export::{FINAL, PARTIAL, PROVISIONAL};
+    let tz = ctx.settings.timezone.name().to_string();
+    Ok(Manifest {
+        docpipe: env!("CARGO_PKG_VERSION"),
+        projects: ctx
+            .settings
+            .project_ids()
+            .into_iter()
+            .map(|project| ProjectZone {
+                project,
+                timezone: tz.clone(),
+            })
+            .collect(),
+        statuses: [
+            Status {
+                status: PARTIAL,
+                means: "the day is not over in the project's time zone, or its data were fetched before it ended: they cover part of it",
+            },
+            Status {
+                status: PROVISIONAL,
+                means: "the day is over and was fetched after its end; within the lateness allowance it may still change",
+            },
+            Status {
+                status: FINAL,
+                means: "past the lateness allowance and fetched after it: it can no longer change",
+            },
+        ],
+        tables: tables(out)?,
+    })
+}
+
+/// Where a table's files are for DuckDB: relative to the output folder, or under the bucket's
+/// URL.
+fn glob(base: Option<&str>, t: &Table) -> String {
+    let files = if t.partitioning.is_empty() {
+        t.files.clone()
+    } else {
+        format!("{}/**/*.parquet", t.name)
+    };
+    match base {
+        Some(url) => format!("{}/{files}", url.trim_end_matches('/')),
+        None => files,
+    }
+}
+
+/// A string as an SQL literal.
+fn sql_text(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// `duckdb.sql`: a view per table, `date` a DATE.
+pub fn duckdb_sql(m: &Manifest, base: Option<&str>) -> String {
+    let mut out = format!(
+        "-- docpipe {}: a view per table of this lake. Run it from the output folder:\n\
+         --   duckdb -init _docpipe/duckdb.sql     (or, in DuckDB: .read _docpipe/duckdb.sql)\n",
+        m.docpipe
+    );
+    for t in &m.tables {
+        let source = if t.partitioning.is_empty() {
+            format!("read_parquet({})", sql_text(&glob(base, t)))
+        } else {
+            let types: Vec<String> = t
+                .partitioning
+                .iter()
+                .map(|k| {
+                    let ty = if *k == "date" { "DATE" } else { "VARCHAR" };
+                    format!("'{k}': {ty}")
+                })
+                .collect();
+            format!(
+                "read_parquet({}, hive_partitioning = true, hive_types = {{{}}})",
+                sql_text(&glob(base, t)),
+                types.join(", ")
+            )
+        };
+        out += &format!(
+            "-- {}\nCREATE OR REPLACE VIEW \"{}\" AS SELECT * FROM {source};\n",
+            crate::text::one_line(t.row),
+            t.name
+        );
+    }
+    out
+}
+
+/// A string as a YAML scalar (JSON's quoting is YAML's).
+fn yaml_text(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// `dbt_sources.yml`: the lake as one dbt source, each table with its columns; the tables with
+/// `fetched_at` with a freshness from `[freshness]`.
+pub fn dbt_sources(ctx: &Context, m: &Manifest, base: Option<&str>) -> String {
+    let mut out = format!(
+        "# docpipe {}: the lake as a dbt source (dbt-duckdb reads each table at its external_location).\n\
+         version: 2\nsources:\n  - name: docpipe\n    description: {}\n    tables:\n",
+        m.docpipe,
+        yaml_text("Documentation analytics exported by docpipe")
+    );
+    for t in &m.tables {
+        out += &format!(
+            "      - name: {}\n        description: {}\n",
+            t.name,
+            yaml_text(t.row)
+        );
+        let location = if t.partitioning.is_empty() {
+            format!("read_parquet({})", sql_text(&glob(base, t)))
+        } else {
+            format!(
+                "read_parquet({}, hive_partitioning = true)",
+                sql_text(&glob(base, t))
+            )
+        };
+        let key: Vec<String> = t.key.iter().map(|k| yaml_text(k)).collect();
+        out += &format!(
+            "        meta:\n          external_location: {}\n          key: [{}]\n",
+            yaml_text(&location),
+            key.join(", ")
+        );
+        if t.fetched_at() {
+            let today = t
+                .dataset
+                .map_or(ctx.settings.freshness.default.today, |d| {
+                    ctx.settings.freshness.policy(d).today
+                })
+                .num_minutes()
+                .max(1);
+            out += &format!(
+                "        loaded_at_field: fetched_at\n        freshness:\n          warn_after: {{count: {}, period: minute}}\n          error_after: {{count: {}, period: minute}}\n",
+                2 * today,
+                6 * today
+            );
+        }
+        out += "        columns:\n";
+        for c in &t.columns {
+            out += &format!(
+                "          - name: {}\n            data_type: {}\n",
+                yaml_text(&c.name),
+                yaml_text(&c.dtype)
+            );
+        }
+    }
+    out
+}
+
+/// Writes `text` as `path` under a temporary name, then renames it into place.
+fn write(path: &Path, text: &str) -> Result<PathBuf, String> {
+    let shown = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    let (pending, mut file) = Pending::create(path).map_err(shown)?;
+    if let Err(e) = file
+        .write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+    {
+        pending.abandon();
+        return Err(shown(e));
+    }
+    pending.commit().map_err(shown)
+}
+
+/// Rewrites `_docpipe/` in the output folder; returns its files.
+pub fn describe(ctx: &Context) -> Result<Vec<PathBuf>, String> {
+    let out = ctx.output();
+    let m = manifest(ctx, out)?;
+    let base = match &ctx.settings.output {
+        Some(Location::Url(u)) => Some(u.as_str()),
+        _ => None,
+    };
+    let dir = out.join(FOLDER);
+    let json = serde_json::to_string_pretty(&m).map_err(|e| e.to_string())?;
+    Ok(vec![
+        write(&dir.join("manifest.json"), &(json + "\n"))?,
+        write(&dir.join("duckdb.sql"), &duckdb_sql(&m, base))?,
+        write(&dir.join("dbt_sources.yml"), &dbt_sources(ctx, &m, base))?,
+    ])
+}
