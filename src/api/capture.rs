@@ -10,8 +10,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The response headers a capture keeps (the rest may carry cookies or tokens, and docpipe
-/// reads none of them).
-pub const KEPT_HEADERS: &[&str] = &["content-type", "retry-after"];
+/// reads none of them): an assistant answer's thread id and stream version too, never its
+/// `x-thread-key` (the thread's secret).
+pub const KEPT_HEADERS: &[&str] = &[
+    "content-type",
+    "retry-after",
+    "x-thread-id",
+    "x-vercel-ai-data-stream",
+];
 
 /// One response, as a capture file holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -387,12 +387,14 @@ impl Client {
         };
         let status = resp.status();
         count_request(call.operation, status.as_str());
+        // A streamed answer is recorded too: read whole first, then streamed from memory
+        // (under `--record` an answer shows at its end, not as it comes).
         let resp = match &self.settings.record {
-            Some(r) if !call.streams => self
+            Some(r) => self
                 .record(r, call, resp)
                 .await
                 .map_err(|k| self.uncertain(call, k))?,
-            _ => resp,
+            None => resp,
         };
         if status.is_success() {
             return Ok(resp);

@@ -494,7 +494,9 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         to: day + chrono::Duration::days(1),
         tz: settings.timezone,
     };
-    let (rows, sent) = send_all(settings, &ctx, &probes, window).await;
+    // The context's settings: with the recorder of `--record`, which the assistant's client
+    // records into too.
+    let (rows, sent) = send_all(&ctx.settings, &ctx, &probes, window).await;
     print!("{}", table(&rows));
     let problems = rows
         .iter()

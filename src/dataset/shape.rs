@@ -27,7 +27,8 @@ pub const MAX_SOURCES: usize = 1000;
 pub enum Kind {
     /// A string (`Utf8`).
     Text,
-    /// One of a set of strings (`Utf8`).
+    /// One of a set of strings (`Utf8`): the values docpipe knows today; another is kept as
+    /// it is, and counted ([`Shape::unknown_values`]).
     Choice(&'static [&'static str]),
     /// A non-negative integer count (`Int64`); an integral float such as `12.0` reads too.
     Count,
@@ -35,7 +36,8 @@ pub enum Kind {
     Ratio,
     /// `true` or `false` (`Boolean`).
     Flag,
-    /// An RFC 3339 instant (`Timestamp(µs, UTC)`).
+    /// An RFC 3339 instant, or one in another ISO 8601 shape ([`instant`]) (`Timestamp(µs,
+    /// UTC)`).
     Time,
     /// A list of `{title, url}` objects (`List<Struct<title, url>>`).
     Sources,
@@ -310,16 +312,66 @@ pub fn count(v: &Value, what: &str) -> Result<i64, String> {
     }
 }
 
+/// An instant in RFC 3339, or in another ISO 8601 shape the service might send, with how it
+/// was read then: a zone without a colon, no zone (read as UTC), a date alone (its midnight,
+/// UTC).
+pub fn instant(s: &str) -> Option<(DateTime<Utc>, Option<&'static str>)> {
+    use chrono::{NaiveDate, NaiveDateTime};
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Some((t.with_timezone(&Utc), None));
+    }
+    // (RFC 3339 allows a space for the `T`: chrono reads it above.)
+    let spaced = s.replacen(' ', "T", 1);
+    for f in [
+        "%Y-%m-%dT%H:%M:%S%.f%#z",
+        "%Y-%m-%dT%H:%M:%S%#z",
+        "%Y-%m-%dT%H:%M%#z",
+    ] {
+        if let Ok(t) = DateTime::parse_from_str(&spaced, f) {
+            return Some((t.with_timezone(&Utc), Some("a zone without a colon")));
+        }
+    }
+    for f in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+    ] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(&spaced, f) {
+            return Some((t.and_utc(), Some("no zone: read as UTC")));
+        }
+    }
+    let day = NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+    Some((
+        day.and_hms_opt(0, 0, 0)?.and_utc(),
+        Some("a date alone: read as its midnight, UTC"),
+    ))
+}
+
+/// Logs, once per field and shape in a process, an instant read in another shape than RFC
+/// 3339 (the value is the service's: shown quoted, on one line).
+fn note_shape(what: Place<'_>, s: &str, t: DateTime<Utc>, how: &'static str) {
+    static SEEN: std::sync::Mutex<Vec<(String, &'static str)>> = std::sync::Mutex::new(Vec::new());
+    let field = what.field.unwrap_or(what.base).to_string();
+    let Ok(mut seen) = SEEN.lock() else {
+        return;
+    };
+    if seen.iter().any(|(f, h)| *f == field && *h == how) || seen.len() > 64 {
+        return;
+    }
+    seen.push((field, how));
+    tracing::warn!(
+        "{what} {:?} is not an RFC 3339 instant: read as {} ({how}); later values of this shape are read alike",
+        crate::text::one_line(s),
+        t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+    );
+}
+
 fn cell(c: &Column, v: &mut Value, what: Place<'_>) -> Result<Cell, String> {
     Ok(match c.kind {
         Kind::Text => Cell::Text(text(v, what)?),
-        Kind::Choice(allowed) => {
-            let s = text(v, what)?;
-            if !allowed.contains(&s.as_str()) {
-                return Err(format!("{what} {s:?} is not one of {}", allowed.join(", ")));
-            }
-            Cell::Text(s)
-        }
+        // A value outside today's list is kept as the string it is (the service may add
+        // one): the run's summary counts it ([`Shape::unknown_values`]).
+        Kind::Choice(_) => Cell::Text(text(v, what)?),
         Kind::Count => Cell::Int(count(v, &what.to_string())?),
         Kind::Ratio => match v.as_f64() {
             Some(f) if f.is_finite() && f >= 0.0 => Cell::Float(f),
@@ -333,9 +385,12 @@ fn cell(c: &Column, v: &mut Value, what: Place<'_>) -> Result<Cell, String> {
             let Value::String(s) = &*v else {
                 return Err(format!("{what} is {}, not a string", type_name(v)));
             };
-            let t = DateTime::parse_from_rfc3339(s)
-                .map_err(|_| format!("{what} {s:?} is not an RFC 3339 instant"))?;
-            Cell::Time(t.with_timezone(&Utc).timestamp_micros())
+            let (t, how) = instant(s)
+                .ok_or_else(|| format!("{what} {s:?} is not an ISO 8601 instant or date"))?;
+            if let Some(how) = how {
+                note_shape(what, s, t, how);
+            }
+            Cell::Time(t.timestamp_micros())
         }
         Kind::Sources => {
             let Value::Array(items) = v else {
@@ -796,6 +851,47 @@ impl Shape {
         Some((field, table))
     }
 
+    /// The values of its choice columns outside today's lists in `rows`: per column, each
+    /// value and its rows, in the order first seen.
+    pub fn unknown_values<'r>(
+        &self,
+        rows: impl IntoIterator<Item = &'r [Cell]>,
+    ) -> Vec<(&'static str, Vec<(String, u64)>)> {
+        let choices: Vec<(usize, &Column, &[&str])> = self
+            .columns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| match c.kind {
+                Kind::Choice(allowed) => Some((i, c, allowed)),
+                _ => None,
+            })
+            .collect();
+        let mut out: Vec<(&'static str, Vec<(String, u64)>)> = Vec::new();
+        for row in rows {
+            for (i, c, allowed) in &choices {
+                let Some(v) = row.get(*i).and_then(Cell::text) else {
+                    continue;
+                };
+                if allowed.contains(&v) {
+                    continue;
+                }
+                let at = match out.iter().position(|(n, _)| *n == c.name) {
+                    Some(at) => at,
+                    None => {
+                        out.push((c.name, Vec::new()));
+                        out.len() - 1
+                    }
+                };
+                let values = &mut out[at].1;
+                match values.iter_mut().find(|(x, _)| x == v) {
+                    Some((_, n)) => *n += 1,
+                    None => values.push((v.to_string(), 1)),
+                }
+            }
+        }
+        out
+    }
+
     /// The checks of a complete window's rows: each key once, each sum equal to its total.
     pub fn check(&self, rows: &[&[Cell]], totals: &[Cell]) -> Result<(), String> {
         let mut seen = std::collections::HashSet::with_capacity(rows.len());
@@ -1006,6 +1102,70 @@ mod tests {
     use super::*;
     use crate::dataset::analytics::{ASSISTANT, FEEDBACK};
 
+    #[test]
+    fn instants_in_other_iso_8601_shapes_are_read_and_say_how() {
+        let at = |s: &str| instant(s).map(|(t, how)| (t.to_rfc3339(), how));
+        let utc = |s: &str| s.to_string();
+        assert_eq!(
+            at("2026-03-10T08:15:00Z"),
+            Some((utc("2026-03-10T08:15:00+00:00"), None))
+        );
+        // RFC 3339 allows a space for the T (chrono reads it so).
+        assert_eq!(
+            at("2026-03-10 08:15:00+01:00"),
+            Some((utc("2026-03-10T07:15:00+00:00"), None))
+        );
+        assert_eq!(
+            at("2026-03-10T08:15:00+0100"),
+            Some((
+                utc("2026-03-10T07:15:00+00:00"),
+                Some("a zone without a colon")
+            ))
+        );
+        assert_eq!(
+            at("2026-03-10 08:15:00.250"),
+            Some((
+                utc("2026-03-10T08:15:00.250+00:00"),
+                Some("no zone: read as UTC")
+            ))
+        );
+        assert_eq!(
+            at("2026-03-10"),
+            Some((
+                utc("2026-03-10T00:00:00+00:00"),
+                Some("a date alone: read as its midnight, UTC")
+            ))
+        );
+        for bad in [
+            "",
+            "yesterday",
+            "2026-13-10",
+            "10/03/2026",
+            "2026-03-10T25:00:00Z",
+        ] {
+            assert_eq!(at(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn values_outside_a_choice_list_are_kept_and_counted_by_column() {
+        let body = r#"{"feedback":[
+            {"id":"a","path":"/p","comment":null,"createdAt":null,"source":"contextual","helpful":true,"status":"archived"},
+            {"id":"b","path":"/p","comment":null,"createdAt":null,"source":"contextual","helpful":false,"status":"pending"},
+            {"id":"c","path":"/p","comment":null,"createdAt":null,"source":"survey","status":"archived"}
+            ],"nextCursor":null,"hasMore":false}"#;
+        let page = FEEDBACK.decode(body.as_bytes(), Some(100)).unwrap();
+        assert_eq!(page.rows.len(), 3);
+        let unknown = FEEDBACK.unknown_values(page.rows.iter().map(Vec::as_slice));
+        assert_eq!(
+            unknown,
+            [
+                ("status", vec![("archived".to_string(), 2)]),
+                ("source", vec![("survey".to_string(), 1)])
+            ]
+        );
+    }
+
     /// The rows as the whole-tree reader gives them (`serde_json::Value`, then [`cells`]).
     fn tree_rows(shape: &Shape, body: &str, field: &str) -> Result<Vec<Vec<Cell>>, String> {
         let mut v: Value = serde_json::from_str(body).unwrap();
@@ -1040,7 +1200,9 @@ mod tests {
             ),
             (turn(r#","query":"last one wins""#), true),
             (turn(r#","timestamp":5"#), false),
-            (turn(r#","resolutionStatus":"maybe""#), false),
+            // A value the service may add is kept (and counted when written).
+            (turn(r#","resolutionStatus":"maybe""#), true),
+            (turn(r#","resolutionStatus":7"#), false),
             ("7".to_string(), false),
             ("null".to_string(), false),
             (r#"[1]"#.to_string(), false),

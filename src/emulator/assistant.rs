@@ -147,8 +147,9 @@ fn line(code: char, v: &Value) -> String {
 }
 
 /// The data stream parts of an answer, split into text pieces of a few words, and the
-/// answer's text. When no page matches (`found` false), the assistant marks the question not
-/// found with a `markNotFound` tool call before it answers, as the service's assistant does.
+/// answer's text. When no page matches (`found` false), the search finds nothing and the
+/// assistant marks the question not found in a step of its own, as recorded from the service:
+/// a `markNotFound` tool call with no arguments, its result `{acknowledged: true}`.
 fn stream_parts(
     emu: &Emulator,
     question: &str,
@@ -161,6 +162,7 @@ fn stream_parts(
     let search_args = json!({ "query": question });
     let result: Vec<Value> = results
         .iter()
+        .filter(|_| found)
         .map(|p| json!({ "path": p, "metadata": { "title": page_title(p) } }))
         .collect();
     out.push(line('f', &json!({ "messageId": emu.next_id("msg") })));
@@ -170,24 +172,33 @@ fn stream_parts(
         &json!({ "toolCallId": call, "toolName": "search", "args": search_args }),
     ));
     out.push(line('a', &json!({ "toolCallId": call, "result": result })));
-    if !found {
-        let call = emu.next_id("call");
-        out.push(line(
-            '9',
-            &json!({ "toolCallId": call, "toolName": "markNotFound", "args": { "query": question } }),
-        ));
-        out.push(line(
-            'a',
-            &json!({ "toolCallId": call, "result": { "marked": true } }),
-        ));
-    }
     let step1 =
         json!({ "promptTokens": 40 + words(question).len() as u64 * 2, "completionTokens": 12 });
     out.push(line(
         'e',
         &json!({ "finishReason": "tool-calls", "usage": step1, "isContinued": false }),
     ));
-    let answer = if results.is_empty() || !found {
+    // The marking step's tokens (none when the search found a page).
+    let mut marking = 0;
+    if !found {
+        let call = emu.next_id("call");
+        out.push(line('f', &json!({ "messageId": emu.next_id("msg") })));
+        out.push(line(
+            '9',
+            &json!({ "toolCallId": call, "toolName": "markNotFound", "args": {} }),
+        ));
+        out.push(line(
+            'a',
+            &json!({ "toolCallId": call, "result": { "acknowledged": true } }),
+        ));
+        marking = 8;
+        let usage = json!({ "promptTokens": 60, "completionTokens": marking });
+        out.push(line(
+            'e',
+            &json!({ "finishReason": "tool-calls", "usage": usage, "isContinued": false }),
+        ));
+    }
+    let answer = if result.is_empty() {
         "I could not find a page about that in the documentation.".to_string()
     } else {
         let cited: Vec<String> = results
@@ -213,9 +224,10 @@ fn stream_parts(
         'e',
         &json!({ "finishReason": "stop", "usage": step2, "isContinued": false }),
     ));
+    let marked_prompt = if found { 0 } else { 60 };
     let total = json!({
-        "promptTokens": step1["promptTokens"].as_u64().unwrap_or(0) + step2["promptTokens"].as_u64().unwrap_or(0),
-        "completionTokens": 12 + completion,
+        "promptTokens": step1["promptTokens"].as_u64().unwrap_or(0) + marked_prompt + step2["promptTokens"].as_u64().unwrap_or(0),
+        "completionTokens": 12 + marking + completion,
     });
     out.push(line(
         'd',

@@ -77,6 +77,9 @@ pub struct RecordOutcome {
     pub is_final: bool,
     /// Span datasets: rows dated outside the days asked for, set aside in the outside table.
     pub outside: u64,
+    /// Values of its choice columns outside docpipe's lists, kept as they are: per column,
+    /// each value and its rows.
+    pub unknown: Vec<(&'static str, Vec<(String, u64)>)>,
 }
 
 fn encode_error(dir: &Path, message: String) -> WriteError {
@@ -498,6 +501,7 @@ impl Walk for RecordWalker<'_> {
             cut_off,
             is_final,
             outside,
+            unknown: shape.unknown_values(rows.iter().map(Vec::as_slice)),
         }))
     }
 }
@@ -735,6 +739,7 @@ impl Exporter {
             cut_off: false,
             is_final: false,
             outside: 0,
+            unknown: Vec::new(),
         })
     }
 }

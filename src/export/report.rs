@@ -275,6 +275,46 @@ fn record_lines(records: &[crate::export::RecordOutcome]) -> String {
             "  {name}: {windows} windows, {rows} rows, {requests} requests{cut}{outside}\n"
         );
     }
+    out + &unknown_lines(records)
+}
+
+/// One line per dataset and column with values docpipe does not know, kept as they are:
+/// "feedback: 1 row with a status docpipe does not know: archived (kept as it is)".
+fn unknown_lines(records: &[crate::export::RecordOutcome]) -> String {
+    let mut by: BTreeMap<(&str, &str), Vec<(String, u64)>> = BTreeMap::new();
+    for r in records {
+        for (column, values) in &r.unknown {
+            let all = by.entry((r.dataset, column)).or_default();
+            for (v, n) in values {
+                match all.iter_mut().find(|(x, _)| x == v) {
+                    Some((_, m)) => *m += n,
+                    None => all.push((v.clone(), *n)),
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    for ((dataset, column), values) in by {
+        let rows: u64 = values.iter().map(|(_, n)| n).sum();
+        // Readers' words at worst, and up to 256 KiB each: a few, each cut to 60 characters.
+        let mut shown: Vec<String> = values
+            .iter()
+            .take(5)
+            .map(|(v, n)| {
+                let cut: String = v.chars().take(60).collect();
+                let more = if cut.len() < v.len() { "..." } else { "" };
+                format!("{:?}{more} ({n})", crate::text::one_line(&cut))
+            })
+            .collect();
+        if values.len() > 5 {
+            shown.push(format!("{} more", values.len() - 5));
+        }
+        let s = if rows == 1 { "" } else { "s" };
+        out += &format!(
+            "  {dataset}: {rows} row{s} with a {column} docpipe does not know, kept as sent: {}\n",
+            shown.join(", ")
+        );
+    }
     out
 }
 

@@ -150,6 +150,21 @@ impl Replayed {
         assert_eq!(self.failed, None);
     }
 
+    /// The rows of the day that hold `text`.
+    fn rows_with(&self, text: &str) -> usize {
+        self.rows.iter().filter(|row| row.contains(text)).count()
+    }
+
+    /// Asserts that standard output or error has `line`.
+    fn says(&self, line: &str) {
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&self.run.stdout),
+            String::from_utf8_lossy(&self.run.stderr)
+        );
+        assert!(said.contains(line), "{said}");
+    }
+
     /// Asserts the window failed with `message` after `requests` requests, nothing written.
     fn refused(&self, requests: u64, message: &str) {
         assert_eq!(self.run.status.code(), Some(1));
@@ -310,4 +325,46 @@ async fn a_turn_dated_outside_the_days_asked_for_is_set_aside_and_the_others_wri
         "{:?}",
         r.outside
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolution_status_the_service_added_is_kept_and_counted_in_the_summary() {
+    let r = assistant_of("assistant-unknown-resolution-status").await;
+    r.written(3, 2);
+    r.says("  assistant: 1 row with a resolution_status docpipe does not know, kept as sent: \"partially_answered\" (1)\n");
+    let statuses: Vec<&str> = r
+        .rows
+        .iter()
+        .map(|row| {
+            row.split("resolution_status=")
+                .nth(1)
+                .unwrap()
+                .split(',')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        ["\"answered\"", "\"partially_answered\"", "\"answered\""]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feedback_status_the_service_added_is_kept_and_counted_in_the_summary() {
+    let r = replayed("feedback-unknown-status", "feedback", "feedback").await;
+    r.written(3, 1);
+    assert_eq!(r.rows_with("status=\"archived\""), 1, "{:?}", r.rows);
+    r.says(
+        "  feedback: 1 row with a status docpipe does not know, kept as sent: \"archived\" (1)\n",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_time_without_t_and_zone_is_read_as_utc_and_noted() {
+    let r = replayed("searches-time-without-zone", "searches", "searches").await;
+    r.written(3, 1);
+    let noted = r.rows_with("last_searched_at=2026-03-10 08:15:00.000000 +00:00");
+    assert_eq!(noted, 1, "{:?}", r.rows);
+    r.says("searches[0].lastSearchedAt \"2026-03-10 08:15:00\" is not an RFC 3339 instant: read as 2026-03-10T08:15:00Z (no zone: read as UTC); later values of this shape are read alike");
 }

@@ -438,3 +438,59 @@ fn counted(json: &serde_json::Value) -> (BTreeMap<String, u64>, BTreeMap<(String
     }
     (used, charted)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_assistant_record_records_the_streamed_answer_without_the_thread_key() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("docpipe.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[service]\nbase_url = \"{}\"\n[[organizations]]\nid = \"org-a\"\nadmin_key_env = \"DOCPIPE_IT_ADMIN_A\"\n\
+             assistant_key_env = \"DOCPIPE_IT_ASSIST_A\"\nassistant_domain = \"alpha-docs\"\n\
+             [[projects]]\nid = \"alpha\"\norganization = \"org-a\"\ndatasets = [\"page_views\"]\n\
+             [export]\noutput_dir = \"{}\"\n",
+            live.server.base_url(),
+            dir.path().join("out").display()
+        ),
+    )
+    .unwrap();
+    let captures = dir.path().join("captures");
+    let run = docpipe_command(
+        &cfg,
+        &[
+            "check",
+            "--day",
+            "2026-03-14",
+            "--assistant",
+            "--record",
+            captures.to_str().unwrap(),
+        ],
+    )
+    .env("DOCPIPE_IT_ASSIST_A", ASSIST_A)
+    .output()
+    .unwrap();
+    assert!(run.status.success(), "{}", text(&run));
+    let mut asked = Vec::new();
+    for f in std::fs::read_dir(&captures).unwrap() {
+        let raw = std::fs::read_to_string(f.unwrap().path()).unwrap();
+        assert!(!raw.contains(ASSIST_A) && !raw.contains(ADMIN_A), "{raw}");
+        let c: serde_json::Value = serde_json::from_str(&raw).unwrap();
+        if c["path"] == "/discovery/v1/assistant/alpha-docs/message" {
+            asked.push(c);
+        }
+    }
+    assert_eq!(asked.len(), 1, "one capture of the answer");
+    let c = &asked[0];
+    assert_eq!(c["method"], "POST");
+    assert_eq!(c["status"], 200);
+    assert_eq!(c["headers"]["x-vercel-ai-data-stream"], "v1");
+    assert_eq!(c["headers"]["x-thread-id"].as_str().unwrap().len(), 26);
+    assert_eq!(c["headers"].get("x-thread-key"), None);
+    // The whole stream: its first step, and the finish part last.
+    let body = c["body"].as_str().unwrap();
+    assert!(body.starts_with("f:{\"messageId\":"), "{body}");
+    let last = body.lines().last().unwrap();
+    assert!(last.starts_with("d:{\"finishReason\":\"stop\""), "{body}");
+}

@@ -962,13 +962,34 @@ async fn a_question_no_page_answers_is_marked_not_found_and_every_thread_is_foun
     let thread = r.headers["x-thread-id"].to_str().unwrap().to_string();
     let text = r.text();
     let codes: Vec<&str> = text.lines().map(|l| l.split_once(':').unwrap().0).collect();
-    assert_eq!(&codes[..7], ["f", "0", "9", "a", "9", "a", "e"]);
-    let mark: Value =
-        serde_json::from_str(text.lines().nth(4).unwrap().strip_prefix("9:").unwrap()).unwrap();
+    // As recorded from the service: the search finds nothing, then a step of its own marks
+    // the question not found (no arguments, acknowledged), then the answer.
     assert_eq!(
-        (&mark["toolName"], &mark["args"]["query"]),
-        (&json!("markNotFound"), &json!("qqqzz xyzzy?"))
+        &codes[..10],
+        ["f", "0", "9", "a", "e", "f", "9", "a", "e", "f"]
     );
+    let part = |i: usize, code: &str| -> Value {
+        let l = text.lines().nth(i).unwrap();
+        serde_json::from_str(l.strip_prefix(code).unwrap()).unwrap()
+    };
+    assert_eq!(part(3, "a:")["result"], json!([]));
+    let mark = part(6, "9:");
+    assert_eq!(
+        (&mark["toolName"], &mark["args"]),
+        (&json!("markNotFound"), &json!({}))
+    );
+    assert_eq!(part(7, "a:")["result"], json!({"acknowledged": true}));
+    // The finish part's usage sums the three steps'.
+    let steps: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("e:"))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let finish = part(text.lines().count() - 1, "d:");
+    for k in ["promptTokens", "completionTokens"] {
+        let sum: u64 = steps.iter().map(|s| s["usage"][k].as_u64().unwrap()).sum();
+        assert_eq!(finish["usage"][k].as_u64().unwrap(), sum, "{k}");
+    }
     // A thread id is a ULID the analytics threads operation finds, with both messages.
     assert_eq!(thread.len(), 26);
     let got = get(
