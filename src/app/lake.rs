@@ -276,6 +276,12 @@ fn columns_of(schema: &SchemaRef, partitioning: &[&'static str]) -> Vec<Column> 
 }
 
 fn row_of(name: &str) -> (Vec<&'static str>, &'static str) {
+    if name.ends_with("_fractions") {
+        return (
+            vec!["project", "date", "key", "column"],
+            "a count the service sent with a fraction: its row's key, the column, the value as sent, and as written (rounded half away from zero) in the table",
+        );
+    }
     ROWS.iter()
         .chain(TREND_ROWS.iter())
         .find(|r| r.0 == name)
@@ -323,6 +329,12 @@ pub fn tables(out: &Path) -> Result<Vec<Table>, String> {
                 })
                 .collect();
             all.push(partitioned(t.name, Some(d.name()), (t.schema)(), keys));
+            if d.shape().is_some() && t.partition.contains(&Key::Date) {
+                let companion = crate::export::fractions_table(t.name);
+                let keys = vec!["project", "date"];
+                let schema = crate::export::fractions_schema();
+                all.push(partitioned(&companion, Some(d.name()), schema, keys));
+            }
         }
     }
     let own: [(&str, SchemaRef); 3] = [

@@ -115,6 +115,15 @@ impl Cell {
         }
     }
 
+    /// The number, if it is an integer or a float.
+    pub fn number(&self) -> Option<f64> {
+        match self {
+            Cell::Int(v) => Some(*v as f64),
+            Cell::Float(v) => Some(*v),
+            _ => None,
+        }
+    }
+
     /// The instant, if it is one.
     pub fn time(&self) -> Option<DateTime<Utc>> {
         match self {
@@ -135,6 +144,22 @@ impl Cell {
         }
     }
 }
+
+/// A count the service sent with a fraction: its table has it rounded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fraction {
+    /// The row's key as people read it (`path "/docs/a"`), or `(day totals)`.
+    pub key: String,
+    /// The column.
+    pub column: &'static str,
+    /// The value as sent.
+    pub sent: f64,
+    /// The value written (rounded half away from zero).
+    pub written: i64,
+}
+
+// `sent` is finite (the decoder keeps no other): equality is total.
+impl Eq for Fraction {}
 
 /// A row to write with its flags (see [`Shape::flags`]).
 pub type FlaggedRow<'a> = (&'a [Cell], &'a [bool]);
@@ -304,6 +329,9 @@ fn text(v: &mut Value, what: impl std::fmt::Display) -> Result<String, String> {
     }
 }
 
+/// The largest count a float holds exactly (2^53).
+const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+
 /// A count: a non-negative integer in i64 (an integral float such as `12.0` too).
 pub fn count(v: &Value, what: &str) -> Result<i64, String> {
     match v.as_number() {
@@ -372,7 +400,15 @@ fn cell(c: &Column, v: &mut Value, what: Place<'_>) -> Result<Cell, String> {
         // A value outside today's list is kept as the string it is (the service may add
         // one): the run's summary counts it ([`Shape::unknown_values`]).
         Kind::Choice(_) => Cell::Text(text(v, what)?),
-        Kind::Count => Cell::Int(count(v, &what.to_string())?),
+        // A fractional count (the OpenAPI files type counts as `number`) is kept as sent
+        // until it is written: the table gets it rounded, `<table>_fractions` as sent
+        // ([`Shape::whole_counts`]).
+        Kind::Count => match v.as_f64() {
+            Some(f) if f.is_finite() && f >= 0.0 && f.fract() != 0.0 && f <= MAX_EXACT => {
+                Cell::Float(f)
+            }
+            _ => Cell::Int(count(v, &what.to_string())?),
+        },
         Kind::Ratio => match v.as_f64() {
             Some(f) if f.is_finite() && f >= 0.0 => Cell::Float(f),
             _ => return Err(format!("{what} {v} is not a non-negative number")),
@@ -851,6 +887,33 @@ impl Shape {
         Some((field, table))
     }
 
+    /// Its count columns' fractional values (kept as sent by the decoder) made whole in `rows`
+    /// and `totals`, rounded half away from zero: each one as sent, with its row's key
+    /// (`(day totals)` for the totals), column and the value written.
+    pub fn whole_counts(&self, rows: &mut [Vec<Cell>], totals: &mut [Cell]) -> Vec<Fraction> {
+        let mut out = Vec::new();
+        let mut whole = |cells: &mut [Cell], columns: &[Column], key: &dyn Fn() -> String| {
+            for (c, cell) in columns.iter().zip(cells.iter_mut()) {
+                if let (Kind::Count, Cell::Float(f)) = (c.kind, &*cell) {
+                    let written = f.round() as i64;
+                    out.push(Fraction {
+                        key: key(),
+                        column: c.name,
+                        sent: *f,
+                        written,
+                    });
+                    *cell = Cell::Int(written);
+                }
+            }
+        };
+        for r in rows.iter_mut() {
+            let shown = self.show_key(r);
+            whole(r, self.columns, &|| shown.clone());
+        }
+        whole(totals, self.totals, &|| "(day totals)".to_string());
+        out
+    }
+
     /// The values of its choice columns outside today's lists in `rows`: per column, each
     /// value and its rows, in the order first seen.
     pub fn unknown_values<'r>(
@@ -904,6 +967,20 @@ impl Shape {
             let (Some(i), Some(j)) = (self.index(row_col), self.totals_index(total_col)) else {
                 continue;
             };
+            let fractional = rows.iter().any(|r| matches!(r[i], Cell::Float(_)))
+                || matches!(totals.get(j), Some(Cell::Float(_)));
+            if fractional {
+                // Counts given with fractions add up as numbers, to a millionth.
+                let sum: f64 = rows.iter().filter_map(|r| r[i].number()).sum();
+                let total = totals.get(j).and_then(Cell::number);
+                if total.is_some_and(|t| (t - sum).abs() > 1e-6 * t.abs().max(1.0)) {
+                    return Err(format!(
+                        "{row_col} of the rows sum to {sum}, but {total_col} is {}",
+                        total.unwrap_or_default()
+                    ));
+                }
+                continue;
+            }
             let sum: i128 = rows.iter().filter_map(|r| r[i].int()).map(i128::from).sum();
             let total = totals.get(j).and_then(Cell::int).map(i128::from);
             if total.is_some_and(|t| t != sum) {

@@ -14,6 +14,7 @@ pub use failure::Failure;
 use failure::WindowId;
 pub use plan::holes;
 pub use records::{RecordOutcome, RecordSettings, check_first_page, fetch_thread};
+pub use records::{fractions_schema, fractions_table};
 pub use report::{describe_plan, describe_summary};
 
 use crate::api::views::{Counts, Window};

@@ -80,6 +80,66 @@ pub struct RecordOutcome {
     /// Values of its choice columns outside docpipe's lists, kept as they are: per column,
     /// each value and its rows.
     pub unknown: Vec<(&'static str, Vec<(String, u64)>)>,
+    /// Counts the service sent with a fraction: rounded in the table, kept as sent in
+    /// `<table>_fractions`.
+    pub fractions: Vec<crate::dataset::shape::Fraction>,
+}
+
+/// A day of a daily dataset to write.
+struct Day<'a> {
+    rows: &'a [Vec<Cell>],
+    totals: &'a [Cell],
+    fractions: &'a [crate::dataset::shape::Fraction],
+    cut_off: bool,
+    is_final: bool,
+}
+
+/// The companion table of `table` that keeps the counts sent with a fraction.
+pub fn fractions_table(table: &str) -> String {
+    format!("{table}_fractions")
+}
+
+/// The companion table's columns.
+pub fn fractions_schema() -> arrow_schema::SchemaRef {
+    use arrow_schema::{DataType, Field, Schema};
+    std::sync::Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Utf8, false),
+        Field::new("column", DataType::Utf8, false),
+        Field::new("sent", DataType::Float64, false),
+        Field::new("written", DataType::Int64, false),
+        Field::new("fetched_at", crate::dataset::shape::ts_type(), false),
+    ]))
+}
+
+/// The companion table's batch: per count, the row's key, the column, the value as sent and as
+/// written, and when.
+fn fractions_batch(
+    fractions: &[crate::dataset::shape::Fraction],
+    at: DateTime<Utc>,
+) -> Result<arrow_array::RecordBatch, String> {
+    use arrow_array::{ArrayRef, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray};
+    let schema = fractions_schema();
+    let cols: Vec<ArrayRef> = vec![
+        std::sync::Arc::new(
+            fractions
+                .iter()
+                .map(|f| Some(f.key.as_str()))
+                .collect::<StringArray>(),
+        ),
+        std::sync::Arc::new(
+            fractions
+                .iter()
+                .map(|f| Some(f.column))
+                .collect::<StringArray>(),
+        ),
+        std::sync::Arc::new(fractions.iter().map(|f| f.sent).collect::<Float64Array>()),
+        std::sync::Arc::new(fractions.iter().map(|f| f.written).collect::<Int64Array>()),
+        std::sync::Arc::new(
+            TimestampMicrosecondArray::from(vec![at.timestamp_micros(); fractions.len()])
+                .with_timezone("UTC"),
+        ),
+    ];
+    arrow_array::RecordBatch::try_new(schema, cols).map_err(|e| e.to_string())
 }
 
 fn encode_error(dir: &Path, message: String) -> WriteError {
@@ -436,12 +496,20 @@ impl Walk for RecordWalker<'_> {
         // A day cut off is as complete as the service lets it be: final by its age alone.
         let is_final = d.becomes_final;
         // The first page's totals stand (a later page may leave them out).
-        let totals = pages.first().map(|p| p.totals.clone()).unwrap_or_default();
-        let rows: Vec<Vec<Cell>> = pages.into_iter().flat_map(|p| p.rows).collect();
+        let mut totals = pages.first().map(|p| p.totals.clone()).unwrap_or_default();
+        let mut rows: Vec<Vec<Cell>> = pages.into_iter().flat_map(|p| p.rows).collect();
+        let fractions = shape.whole_counts(&mut rows, &mut totals);
         let (days, outside) = match shape.windowing {
             Windowing::Span { .. } => x.write_span(shape, walk, &rows, at)?,
             _ => {
-                x.write_day(shape, walk, &rows, &totals, cut_off, is_final, at)?;
+                let day = Day {
+                    rows: &rows,
+                    totals: &totals,
+                    fractions: &fractions,
+                    cut_off,
+                    is_final,
+                };
+                x.write_day(shape, walk, &day, at)?;
                 (vec![(d.day, rows.len() as i64)], 0)
             }
         };
@@ -502,6 +570,7 @@ impl Walk for RecordWalker<'_> {
             is_final,
             outside,
             unknown: shape.unknown_values(rows.iter().map(Vec::as_slice)),
+            fractions,
         }))
     }
 }
@@ -551,32 +620,39 @@ impl Exporter {
         &self,
         shape: &Shape,
         w: &WalkKey,
-        rows: &[Vec<Cell>],
-        totals: &[Cell],
-        cut_off: bool,
-        is_final: bool,
+        day: &Day<'_>,
         at: DateTime<Utc>,
     ) -> Result<(), ExportError> {
         let out = self.output();
         let dir = partition_dir(out, shape.table, &w.project, w.from);
-        let flags = vec![cut_off; shape.flags.len()];
-        let refs: Vec<FlaggedRow<'_>> = rows
+        let flags = vec![day.cut_off; shape.flags.len()];
+        let refs: Vec<FlaggedRow<'_>> = day
+            .rows
             .iter()
             .map(|r| (r.as_slice(), flags.as_slice()))
             .collect();
         let batch = shape.batch(&refs, at).map_err(|e| encode_error(&dir, e))?;
+        let fdir = partition_dir(out, &fractions_table(shape.table), &w.project, w.from);
         Writes::all(&self.crash, |writes| {
             writes.add(&dir, &batch)?;
             if let Some(table) = shape.totals_table {
                 let tdir = partition_dir(out, table, &w.project, w.from);
                 let t = shape
-                    .totals_batch(totals, rows.len() as i64, at, is_final)
+                    .totals_batch(day.totals, day.rows.len() as i64, at, day.is_final)
                     .map_err(|e| encode_error(&tdir, e))?;
                 writes.add(&tdir, &t)?;
             }
+            if !day.fractions.is_empty() {
+                let f = fractions_batch(day.fractions, at).map_err(|e| encode_error(&fdir, e))?;
+                writes.add(&fdir, &f)?;
+            }
             Ok(())
-        })
-        .map_err(Into::into)
+        })?;
+        if day.fractions.is_empty() {
+            // The day fetched again holds whole counts: its earlier fractions are gone.
+            crate::dataset::parquet::remove_partition(&fdir)?;
+        }
+        Ok(())
     }
 
     /// Writes a span: every day of it replaced by its rows (a day without rows loses its
@@ -740,6 +816,7 @@ impl Exporter {
             is_final: false,
             outside: 0,
             unknown: Vec::new(),
+            fractions: Vec::new(),
         })
     }
 }

@@ -275,7 +275,33 @@ fn record_lines(records: &[crate::export::RecordOutcome]) -> String {
             "  {name}: {windows} windows, {rows} rows, {requests} requests{cut}{outside}\n"
         );
     }
-    out + &unknown_lines(records)
+    out + &unknown_lines(records) + &fraction_lines(records)
+}
+
+/// One line per dataset with counts the service sent with a fraction.
+fn fraction_lines(records: &[crate::export::RecordOutcome]) -> String {
+    let mut by: BTreeMap<&str, Vec<&crate::dataset::shape::Fraction>> = BTreeMap::new();
+    for r in records {
+        by.entry(r.dataset).or_default().extend(&r.fractions);
+    }
+    let mut out = String::new();
+    for (dataset, fractions) in by {
+        let Some(first) = fractions.first() else {
+            continue;
+        };
+        let table = crate::dataset::shape_by_name(dataset).map_or(dataset, |s| s.table);
+        let n = fractions.len();
+        let s = if n == 1 { "" } else { "s" };
+        out += &format!(
+            "  {dataset}: {n} count{s} sent with a fraction, rounded in {table} and kept as sent in {}: {} {} of {} (written {})\n",
+            crate::export::records::fractions_table(table),
+            first.column,
+            first.sent,
+            crate::text::one_line(&first.key.chars().take(80).collect::<String>()),
+            first.written
+        );
+    }
+    out
 }
 
 /// One line per dataset and column with values docpipe does not know, kept as they are:

@@ -79,9 +79,15 @@ struct Replayed {
 /// Backfills 2026-03-10 of alpha's `dataset` from the captures of `case`, reading `table`.
 async fn replayed(case: &str, dataset: &str, table: &str) -> Replayed {
     let dir = tempfile::tempdir().unwrap();
+    replayed_into(case, dataset, table, &dir.path().join("out")).await
+}
+
+/// The same, into the output folder `out` (kept for the caller to read).
+async fn replayed_into(case: &str, dataset: &str, table: &str, out: &std::path::Path) -> Replayed {
     let server = serve_captures(&root().join("tests/data/captures").join(case)).await;
-    let out = dir.path().join("out");
-    let cfg = dir.path().join("docpipe.toml");
+    let dir = out.parent().unwrap();
+    let out = out.to_path_buf();
+    let cfg = dir.join("docpipe.toml");
     let config = TestConfig {
         datasets: format!("datasets = [\"{dataset}\"]"),
         ..TestConfig::new(&server.base_url(), &out)
@@ -367,4 +373,33 @@ async fn a_search_time_without_t_and_zone_is_read_as_utc_and_noted() {
     let noted = r.rows_with("last_searched_at=2026-03-10 08:15:00.000000 +00:00");
     assert_eq!(noted, 1, "{:?}", r.rows);
     r.says("searches[0].lastSearchedAt \"2026-03-10 08:15:00\" is not an RFC 3339 instant: read as 2026-03-10T08:15:00Z (no zone: read as UTC); later values of this shape are read alike");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_sent_with_a_fraction_are_rounded_in_the_table_and_kept_as_sent_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let r = replayed_into("visitors-fractional-count", "visitors", "visitors", &out).await;
+    r.written(3, 1);
+    assert_eq!(
+        r.rows_with(r#"path="/api-reference/frames",human=10,ai=3,total=13"#),
+        1,
+        "{:?}",
+        r.rows
+    );
+    r.says("  visitors: 2 counts sent with a fraction, rounded in visitors and kept as sent in visitors_fractions: ai 2.5 of path \"/api-reference/frames\" (written 3)\n");
+    let kept = parquet_rows(
+        &out.join("visitors_fractions/project=alpha/date=2026-03-10/part-00000.parquet"),
+    );
+    let kept: Vec<String> = kept
+        .iter()
+        .map(|row| row.split(",fetched_at=").next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            r#"key="path "/api-reference/frames"",column="ai",sent=2.5,written=3"#,
+            r#"key="path "/api-reference/frames"",column="total",sent=12.5,written=13"#,
+        ]
+    );
 }
