@@ -11,30 +11,29 @@ use std::collections::{HashSet, VecDeque};
 /// Longest `currentPath` the service accepts.
 pub const MAX_CURRENT_PATH: usize = 200;
 
-/// A text part of a message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Part {
-    /// Always `text` here.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// The text.
-    pub text: String,
-}
-
-/// A message of the conversation, with the fields the client chat library sends.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A message of the conversation, with the fields the client chat library (AI SDK v4's
+/// `useChat`) sends: the user's, and the assistant's answers as their streams gave them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Message {
     /// Identifier.
     pub id: String,
-    /// `user` for the user's messages.
+    /// `user` or `assistant`.
     pub role: String,
     /// Text.
     pub content: String,
-    /// The same text as parts.
-    pub parts: Vec<Part>,
+    /// The message as parts: a user's text; an answer's steps (`step-start`), texts and tool
+    /// invocations with their results.
+    pub parts: Vec<serde_json::Value>,
     /// Creation time (ISO 8601), one of the library's extra fields.
     #[serde(rename = "createdAt")]
     pub created_at: String,
+    /// An answer's tool invocations (the library's older field beside `parts`).
+    #[serde(
+        rename = "toolInvocations",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub tool_invocations: Vec<serde_json::Value>,
 }
 
 impl Message {
@@ -54,11 +53,90 @@ impl Message {
             id: id.to_string(),
             role: "user".into(),
             content: text.to_string(),
-            parts: vec![Part {
-                kind: "text".into(),
-                text: text.to_string(),
-            }],
+            parts: vec![serde_json::json!({ "type": "text", "text": text })],
             created_at: created_at.to_string(),
+            tool_invocations: Vec::new(),
+        }
+    }
+}
+
+/// An answer assembled from its stream as the client library does: its text, one
+/// `step-start` part per step, the texts of a step joined into one part, each tool call a
+/// `tool-invocation` part (`state` `call`, then `result` with its result) numbered by step.
+#[derive(Debug, Clone, Default)]
+pub struct Reply {
+    id: Option<String>,
+    content: String,
+    parts: Vec<serde_json::Value>,
+    invocations: Vec<serde_json::Value>,
+    step: u64,
+}
+
+impl Reply {
+    /// Takes the next event of the stream.
+    pub fn take(&mut self, event: &Event) {
+        use serde_json::json;
+        match event {
+            Event::StepStart { message_id } => {
+                self.id.get_or_insert_with(|| message_id.clone());
+                self.parts.push(json!({ "type": "step-start" }));
+            }
+            Event::Text { text } => {
+                self.content.push_str(text);
+                match self.parts.last_mut() {
+                    Some(p) if p["type"] == "text" => {
+                        let joined = format!("{}{text}", p["text"].as_str().unwrap_or(""));
+                        p["text"] = json!(joined);
+                    }
+                    _ => self.parts.push(json!({ "type": "text", "text": text })),
+                }
+            }
+            Event::ToolCall { id, name, args } => {
+                let call = json!({
+                    "state": "call", "step": self.step, "toolCallId": id,
+                    "toolName": name, "args": args,
+                });
+                self.invocations.push(call.clone());
+                self.parts
+                    .push(json!({ "type": "tool-invocation", "toolInvocation": call }));
+            }
+            Event::ToolResult { id, result } => {
+                let done = |v: &mut serde_json::Value| {
+                    v["state"] = json!("result");
+                    v["result"] = result.clone();
+                };
+                for v in self
+                    .invocations
+                    .iter_mut()
+                    .filter(|v| v["toolCallId"] == *id)
+                {
+                    done(v);
+                }
+                for p in self
+                    .parts
+                    .iter_mut()
+                    .filter(|p| p["toolInvocation"]["toolCallId"] == *id)
+                {
+                    done(&mut p["toolInvocation"]);
+                }
+            }
+            Event::StepFinish { .. } => self.step += 1,
+            _ => {}
+        }
+    }
+
+    /// The answer as a message of the conversation, made at `at`.
+    pub fn message(&self, at: chrono::DateTime<chrono::Utc>) -> Message {
+        Message {
+            id: self
+                .id
+                .clone()
+                .unwrap_or_else(|| format!("a{}", at.timestamp_millis())),
+            role: "assistant".into(),
+            content: self.content.clone(),
+            parts: self.parts.clone(),
+            created_at: at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            tool_invocations: self.invocations.clone(),
         }
     }
 }

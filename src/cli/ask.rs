@@ -45,13 +45,26 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let clock = clock::system();
     let client = crate::app::assistant_client(settings, org, clock.clone())?;
     let now = clock.now();
+    // A continued thread sends the conversation so far, as the client library does: the
+    // messages this folder kept of it (none for a thread begun elsewhere).
+    let mut messages = match &args.thread {
+        Some(id) => conversation(settings, id)?,
+        None => Vec::new(),
+    };
+    if args.thread.is_some() && messages.is_empty() {
+        tracing::warn!(
+            "the earlier messages of this thread are not kept in {}: only the new question is sent",
+            settings.output_dir.display()
+        );
+    }
+    messages.push(Message::user_at(
+        &format!("m{}", now.timestamp_millis()),
+        &args.question,
+        now,
+    ));
     let request = AskRequest {
         fp: args.fp.clone(),
-        messages: vec![Message::user_at(
-            &format!("m{}", now.timestamp_millis()),
-            &args.question,
-            now,
-        )],
+        messages: messages.clone(),
         thread_id: args.thread.clone(),
         thread_key: args.thread_key.clone(),
         retrieval_page_size: args.retrieval_page_size,
@@ -69,8 +82,10 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         }
     })?;
     let mut out = std::io::stdout().lock();
+    let mut reply = crate::api::assistant::Reply::default();
     while let Some(event) = answer.next().await {
         let event = event?;
+        reply.take(&event);
         if args.json {
             writeln!(out, "{}", serde_json::to_string(&event)?)?;
         } else if let Event::Text { text } = &event {
@@ -80,6 +95,12 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     }
     let thread_id = answer.thread_id.clone().or(args.thread.clone());
     let thread_key = answer.thread_key.clone().or(args.thread_key.clone());
+    if let Some(id) = &thread_id {
+        messages.push(reply.message(clock.now()));
+        if let Err(e) = keep_conversation(settings, id, &messages) {
+            tracing::warn!("the conversation is not kept for the next question: {e}");
+        }
+    }
     if args.json {
         let summary = serde_json::json!({
             "type": "thread", "thread_id": thread_id, "thread_key": thread_key, "sources": answer.sources,
@@ -89,6 +110,65 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     }
     print_end(&mut out, &answer.sources, thread_id, thread_key)?;
     Ok(())
+}
+
+/// Where the conversation of a thread is kept: `<output>/.threads/<id>.json` (its messages,
+/// never its key); `None` for an id that is not a plain name.
+fn conversation_file(settings: &Settings, thread: &str) -> Option<std::path::PathBuf> {
+    let plain = !thread.is_empty()
+        && thread.len() <= 128
+        && thread
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    plain.then(|| {
+        settings
+            .output_dir
+            .join(".threads")
+            .join(format!("{thread}.json"))
+    })
+}
+
+/// The messages kept of a thread (none when there are none).
+fn conversation(settings: &Settings, thread: &str) -> anyhow::Result<Vec<Message>> {
+    let Some(file) = conversation_file(settings, thread) else {
+        return Ok(Vec::new());
+    };
+    match std::fs::read(&file) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            anyhow::Error::new(UserError::new(format!(
+                "{} is not a conversation docpipe kept: {e}",
+                file.display()
+            )))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", file.display())),
+    }
+}
+
+/// Keeps the conversation of a thread for its next question (under a temporary name, then
+/// renamed into place).
+fn keep_conversation(
+    settings: &Settings,
+    thread: &str,
+    messages: &[Message],
+) -> anyhow::Result<()> {
+    let Some(file) = conversation_file(settings, thread) else {
+        return Ok(());
+    };
+    let (pending, mut f) = crate::layout::Pending::create(&file)?;
+    let written = serde_json::to_writer_pretty(&mut f, messages)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| f.sync_all().map_err(anyhow::Error::from));
+    match written {
+        Ok(()) => {
+            pending.commit()?;
+            Ok(())
+        }
+        Err(e) => {
+            pending.abandon();
+            Err(e)
+        }
+    }
 }
 
 /// The organization asked of: `--org`, or the one organization with an `assistant_domain`.

@@ -20,6 +20,8 @@ struct Ask {
     question: String,
     page_size: usize,
     thread: Option<(String, Option<String>)>,
+    /// The roles of the conversation sent, in order.
+    roles: Vec<String>,
 }
 
 fn bad(message: impl Into<String>) -> ApiError {
@@ -78,10 +80,20 @@ fn parse(body: &Bytes) -> Result<Ask, ApiError> {
     if question.trim().is_empty() {
         return Err(bad("messages must contain a user message with text"));
     }
+    let roles = messages
+        .iter()
+        .map(|m| {
+            m.get("role")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
     Ok(Ask {
         question,
         page_size,
         thread,
+        roles,
     })
 }
 
@@ -236,6 +248,14 @@ fn stream_parts(
     (out, answer)
 }
 
+impl Emulator {
+    /// The roles of the conversation each request of a thread sent, in order (none for a
+    /// thread it does not know).
+    pub fn thread_conversations(&self, thread: &str) -> Option<Vec<Vec<String>>> {
+        self.lock().threads.get(thread).map(|t| t.received.clone())
+    }
+}
+
 /// The assistant message handler.
 pub async fn message(
     State(emu): State<Arc<Emulator>>,
@@ -276,6 +296,7 @@ pub async fn message(
                 project: dom.project.clone(),
                 created: now,
                 messages: Vec::new(),
+                received: Vec::new(),
             };
             emu.lock().threads.insert(id.clone(), thread);
             (id, Some(key))
@@ -284,6 +305,7 @@ pub async fn message(
     let (results, found) = search(&emu, &dom.project, &ask.question, ask.page_size);
     let (parts, answer) = stream_parts(&emu, &ask.question, &results, found, &thread_id);
     if let Some(t) = emu.lock().threads.get_mut(&thread_id) {
+        t.received.push(ask.roles.clone());
         t.messages.push(("user", ask.question.clone(), now));
         t.messages
             .push(("assistant", answer, now + chrono::Duration::seconds(1)));

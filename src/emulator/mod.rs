@@ -102,6 +102,8 @@ struct Thread {
     project: String,
     created: DateTime<Utc>,
     messages: Vec<(&'static str, String, DateTime<Utc>)>,
+    /// The roles of the conversation each request of the thread sent, in order.
+    received: Vec<Vec<String>>,
 }
 
 /// Mutable state behind one lock.

@@ -443,19 +443,7 @@ fn counted(json: &serde_json::Value) -> (BTreeMap<String, u64>, BTreeMap<(String
 async fn check_assistant_record_records_the_streamed_answer_without_the_thread_key() {
     let live = Live::start(small()).await;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("docpipe.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[service]\nbase_url = \"{}\"\n[[organizations]]\nid = \"org-a\"\nadmin_key_env = \"DOCPIPE_IT_ADMIN_A\"\n\
-             assistant_key_env = \"DOCPIPE_IT_ASSIST_A\"\nassistant_domain = \"alpha-docs\"\n\
-             [[projects]]\nid = \"alpha\"\norganization = \"org-a\"\ndatasets = [\"page_views\"]\n\
-             [export]\noutput_dir = \"{}\"\n",
-            live.server.base_url(),
-            dir.path().join("out").display()
-        ),
-    )
-    .unwrap();
+    let cfg = assistant_config(dir.path(), &live.server.base_url());
     let captures = dir.path().join("captures");
     let run = docpipe_command(
         &cfg,

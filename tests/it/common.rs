@@ -570,3 +570,21 @@ pub fn latest_day_rule(name: &str, job: &str, extra: &str) -> String {
          prompt = \"{name}: {{{{ rows[0].date }}}}\"\n"
     )
 }
+
+/// A config in `dir` of org-a with its assistant (`alpha-docs`, its key in
+/// `DOCPIPE_IT_ASSIST_A`) and alpha's page views, the output in `dir/out`.
+pub fn assistant_config(dir: &std::path::Path, base_url: &str) -> std::path::PathBuf {
+    let cfg = dir.join("docpipe.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[service]\nbase_url = \"{base_url}\"\n[[organizations]]\nid = \"org-a\"\nadmin_key_env = \"DOCPIPE_IT_ADMIN_A\"\n\
+             assistant_key_env = \"DOCPIPE_IT_ASSIST_A\"\nassistant_domain = \"alpha-docs\"\n\
+             [[projects]]\nid = \"alpha\"\norganization = \"org-a\"\ndatasets = [\"page_views\"]\n\
+             [export]\noutput_dir = \"{}\"\n",
+            dir.join("out").display()
+        ),
+    )
+    .unwrap();
+    cfg
+}
