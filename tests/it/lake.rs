@@ -206,6 +206,22 @@ async fn trends_compare_complete_days_and_today_is_only_so_far() {
         "{:?}",
         report.summary.failed
     );
+    // day_status: today partial, the 3 days of the lateness allowance provisional, the older
+    // ones final.
+    let statuses = of(&statuses(&out, "alpha"), "page_views");
+    let status = |d: &str| statuses.iter().find(|s| s.0 == d).unwrap().1.clone();
+    assert_eq!(statuses.len(), 15);
+    assert_eq!(
+        [
+            "2026-02-24",
+            "2026-03-06",
+            "2026-03-07",
+            "2026-03-09",
+            "2026-03-10"
+        ]
+        .map(status),
+        ["final", "final", "provisional", "provisional", "partial"]
+    );
     let cycle::TrendsRun::Computed(trends, _) = &report.trends else {
         panic!("trends not computed: {:?}", report.trends);
     };
