@@ -103,6 +103,9 @@ pub enum Event<'a> {
         project: &'a str,
         /// How far, since when.
         trouble: Troubled<'a>,
+        /// Whether the estimate was a guess: the dataset was never walked for the project
+        /// before (its first walk measures it), so going beyond it is no sign of trouble.
+        guessed: bool,
     },
     /// Records of a dataset fetched apart from windows (the assistant's threads).
     Fetched {
@@ -227,6 +230,21 @@ impl Event<'_> {
                 dataset,
                 project,
                 trouble,
+                guessed: true,
+            } => {
+                tracing::info!(
+                    dataset,
+                    project,
+                    window = trouble.window,
+                    "{} (a first walk: its estimate was a guess)",
+                    trouble.reason
+                );
+            }
+            Event::Long {
+                dataset,
+                project,
+                trouble,
+                guessed: false,
             } => {
                 tracing::warn!(
                     dataset,

@@ -1243,6 +1243,11 @@ impl Exporter {
             due.expected_requests,
             crate::api::views::MAX_WALK_PAGES
         );
+        // Never written before: the estimate was the first walk's guess.
+        let guessed = self
+            .state()
+            .last_written(due.dataset(), &due.project)
+            .is_ok_and(|w| w.is_none());
         self.emit(Event::Long {
             dataset: due.dataset(),
             project: &due.project,
@@ -1253,6 +1258,7 @@ impl Exporter {
                 at: self.clock.now(),
                 kind: Trouble::Long,
             },
+            guessed,
         });
     }
 

@@ -178,6 +178,7 @@ impl Activity {
                 dataset,
                 project,
                 trouble: t,
+                ..
             } => self.troubled(dataset, project, &t),
             Event::RuleRan {
                 rule,
