@@ -110,6 +110,21 @@ impl Pending {
     }
 }
 
+/// Writes `bytes` as `dest` whole: under a temporary name beside it, synced, then renamed into
+/// place (the temporary file is removed when writing fails).
+pub fn write_whole(dest: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    let (pending, mut file) = Pending::create(dest)?;
+    let written = std::io::Write::write_all(&mut file, bytes).and_then(|()| file.sync_all());
+    drop(file);
+    match written {
+        Ok(()) => pending.commit(),
+        Err(e) => {
+            pending.abandon();
+            Err(e)
+        }
+    }
+}
+
 /// Whether the process that named a temporary file `.tmp-<pid>-...` is gone.
 fn writer_is_gone(name: &str) -> bool {
     name.strip_prefix(TMP_PREFIX)

@@ -575,11 +575,7 @@ impl Mirror {
             let (rel, e_tag, bytes) = r?;
             let dest = self.local.join(&rel);
             let write = || -> std::io::Result<Stamp> {
-                let (pending, mut f) = crate::layout::Pending::create(&dest)?;
-                std::io::Write::write_all(&mut f, &bytes)?;
-                f.sync_all()?;
-                drop(f);
-                let path = pending.commit()?;
+                let path = crate::layout::write_whole(&dest, &bytes)?;
                 Ok(stamp(&std::fs::metadata(path)?))
             };
             let s = write().map_err(|e| self.local_error(format!("{rel}: {e}")))?;

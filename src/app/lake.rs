@@ -7,10 +7,8 @@
 use super::Context;
 use crate::config::Location;
 use crate::dataset::Key;
-use crate::layout::Pending;
 use arrow_schema::{DataType as Arrow, SchemaRef, TimeUnit};
 use serde::Serialize;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The folder under the output.
@@ -424,6 +422,30 @@ fn glob(base: Option<&str>, t: &Table) -> String {
     }
 }
 
+/// DuckDB's read of a table's files: with Hive partitioning when it has partitions, and their
+/// types (`date` a DATE) when `typed`.
+fn read_parquet(base: Option<&str>, t: &Table, typed: bool) -> String {
+    let files = sql_text(&glob(base, t));
+    if t.partitioning.is_empty() {
+        return format!("read_parquet({files})");
+    }
+    if !typed {
+        return format!("read_parquet({files}, hive_partitioning = true)");
+    }
+    let types: Vec<String> = t
+        .partitioning
+        .iter()
+        .map(|k| {
+            let ty = if *k == "date" { "DATE" } else { "VARCHAR" };
+            format!("'{k}': {ty}")
+        })
+        .collect();
+    format!(
+        "read_parquet({files}, hive_partitioning = true, hive_types = {{{}}})",
+        types.join(", ")
+    )
+}
+
 /// A string as an SQL literal.
 fn sql_text(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
@@ -437,23 +459,7 @@ pub fn duckdb_sql(m: &Manifest, base: Option<&str>) -> String {
         m.docpipe
     );
     for t in &m.tables {
-        let source = if t.partitioning.is_empty() {
-            format!("read_parquet({})", sql_text(&glob(base, t)))
-        } else {
-            let types: Vec<String> = t
-                .partitioning
-                .iter()
-                .map(|k| {
-                    let ty = if *k == "date" { "DATE" } else { "VARCHAR" };
-                    format!("'{k}': {ty}")
-                })
-                .collect();
-            format!(
-                "read_parquet({}, hive_partitioning = true, hive_types = {{{}}})",
-                sql_text(&glob(base, t)),
-                types.join(", ")
-            )
-        };
+        let source = read_parquet(base, t, true);
         out += &format!(
             "-- {}\nCREATE OR REPLACE VIEW \"{}\" AS SELECT * FROM {source};\n",
             crate::text::one_line(t.row),
@@ -483,14 +489,7 @@ pub fn dbt_sources(ctx: &Context, m: &Manifest, base: Option<&str>) -> String {
             t.name,
             yaml_text(t.row)
         );
-        let location = if t.partitioning.is_empty() {
-            format!("read_parquet({})", sql_text(&glob(base, t)))
-        } else {
-            format!(
-                "read_parquet({}, hive_partitioning = true)",
-                sql_text(&glob(base, t))
-            )
-        };
+        let location = read_parquet(base, t, false);
         let key: Vec<String> = t.key.iter().map(|k| yaml_text(k)).collect();
         out += &format!(
             "        meta:\n          external_location: {}\n          key: [{}]\n",
@@ -523,18 +522,10 @@ pub fn dbt_sources(ctx: &Context, m: &Manifest, base: Option<&str>) -> String {
     out
 }
 
-/// Writes `text` as `path` under a temporary name, then renames it into place.
+/// Writes `text` as `path` whole (renamed into place).
 fn write(path: &Path, text: &str) -> Result<PathBuf, String> {
-    let shown = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
-    let (pending, mut file) = Pending::create(path).map_err(shown)?;
-    if let Err(e) = file
-        .write_all(text.as_bytes())
-        .and_then(|()| file.sync_all())
-    {
-        pending.abandon();
-        return Err(shown(e));
-    }
-    pending.commit().map_err(shown)
+    crate::layout::write_whole(path, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// Rewrites `_docpipe/` in the output folder; returns its files.

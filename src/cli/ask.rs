@@ -155,20 +155,8 @@ fn keep_conversation(
     let Some(file) = conversation_file(settings, thread) else {
         return Ok(());
     };
-    let (pending, mut f) = crate::layout::Pending::create(&file)?;
-    let written = serde_json::to_writer_pretty(&mut f, messages)
-        .map_err(anyhow::Error::from)
-        .and_then(|()| f.sync_all().map_err(anyhow::Error::from));
-    match written {
-        Ok(()) => {
-            pending.commit()?;
-            Ok(())
-        }
-        Err(e) => {
-            pending.abandon();
-            Err(e)
-        }
-    }
+    crate::layout::write_whole(&file, &serde_json::to_vec_pretty(messages)?)?;
+    Ok(())
 }
 
 /// The organization asked of: `--org`, or the one organization with an `assistant_domain`.

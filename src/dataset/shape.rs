@@ -1088,7 +1088,8 @@ fn field(c: &Column) -> Field {
     Field::new(c.name, ty, nullable)
 }
 
-fn times(n: usize, at: DateTime<Utc>) -> ArrayRef {
+/// A column of `n` times `at` (a table's `fetched_at`).
+pub fn times(n: usize, at: DateTime<Utc>) -> ArrayRef {
     let mut b = TimestampMicrosecondBuilder::with_capacity(n).with_timezone("UTC");
     for _ in 0..n {
         b.append_value(at.timestamp_micros());

@@ -117,7 +117,7 @@ fn fractions_batch(
     fractions: &[crate::dataset::shape::Fraction],
     at: DateTime<Utc>,
 ) -> Result<arrow_array::RecordBatch, String> {
-    use arrow_array::{ArrayRef, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray};
+    use arrow_array::{ArrayRef, Float64Array, Int64Array, StringArray};
     let schema = fractions_schema();
     let cols: Vec<ArrayRef> = vec![
         std::sync::Arc::new(
@@ -134,10 +134,7 @@ fn fractions_batch(
         ),
         std::sync::Arc::new(fractions.iter().map(|f| f.sent).collect::<Float64Array>()),
         std::sync::Arc::new(fractions.iter().map(|f| f.written).collect::<Int64Array>()),
-        std::sync::Arc::new(
-            TimestampMicrosecondArray::from(vec![at.timestamp_micros(); fractions.len()])
-                .with_timezone("UTC"),
-        ),
+        crate::dataset::shape::times(fractions.len(), at),
     ];
     arrow_array::RecordBatch::try_new(schema, cols).map_err(|e| e.to_string())
 }

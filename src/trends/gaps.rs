@@ -736,8 +736,11 @@ pub fn compute(
 
 /// The gap tables of an output folder with nothing exported: no rows, the real columns.
 pub fn empty() -> Result<Gaps, TrendsError> {
-    let none = super::partial_days(Path::new(""), &super::Selection::default())?;
-    compute_in(None, &super::Selection::default(), &none)
+    compute_in(
+        None,
+        &super::Selection::default(),
+        &super::no_partial_days(),
+    )
 }
 
 /// The dataset whose `day_status` says whether a table's day is complete.

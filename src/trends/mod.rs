@@ -191,6 +191,15 @@ fn of_projects(lf: LazyFrame, sel: &Selection) -> LazyFrame {
     }
 }
 
+/// No partial day: [`partial_days`]' columns, no row.
+pub fn no_partial_days() -> DataFrame {
+    DataFrame::empty_with_schema(&Schema::from_iter([
+        Field::new("project".into(), DataType::String),
+        Field::new("dataset".into(), DataType::String),
+        Field::new("date".into(), DataType::Date),
+    ]))
+}
+
 /// The days the lake's `day_status` says are partial (not over in the project's time zone, or
 /// fetched before they ended), per `project`, `dataset` and `date`: none when the lake has no
 /// `day_status` (written before it existed: every day counts as complete).
@@ -198,11 +207,7 @@ pub fn partial_days(out: &Path, sel: &Selection) -> Result<DataFrame, TrendsErro
     use crate::export::{DAY_STATUS, PARTIAL};
     let root = out.join(DAY_STATUS);
     if !root.is_dir() {
-        return Ok(DataFrame::empty_with_schema(&Schema::from_iter([
-            Field::new("project".into(), DataType::String),
-            Field::new("dataset".into(), DataType::String),
-            Field::new("date".into(), DataType::Date),
-        ])));
+        return Ok(no_partial_days());
     }
     let args = ScanArgsParquet {
         hive_options: HiveOptions {
