@@ -56,9 +56,10 @@ impl Client {
         let target = match (window, thread) {
             (_, Some(t)) => format!("project {project}, thread {t}"),
             (Some(w), None) => {
-                query.push(("dateFrom", w.bound(w.from)));
-                query.push(("dateTo", w.bound(w.to)));
-                format!("project {project} ({} to {})", w.from, w.to)
+                let (from, to) = w.bounds();
+                query.push(("dateFrom", from));
+                query.push(("dateTo", to));
+                format!("project {project} ({})", w.describe())
             }
             (None, None) => format!("project {project}"),
         };

@@ -607,6 +607,21 @@ pub struct Window {
     pub to: NaiveDate,
     /// The time zone whose midnights bound the days.
     pub tz: Tz,
+    /// The whole window, or one half of a one-day window (`check --deep`).
+    pub part: Part,
+}
+
+/// The part of a one-day window a query asks for: `check --deep` compares a day with its two
+/// halves, to learn whether the service filters by the instants asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Part {
+    /// From the first day's start to the end's.
+    #[default]
+    Whole,
+    /// From the day's start to its middle instant.
+    FirstHalf,
+    /// From the day's middle instant to its end.
+    SecondHalf,
 }
 
 impl Window {
@@ -622,6 +637,35 @@ impl Window {
             from: day,
             to: day.succ_opt().unwrap_or(day),
             tz,
+            part: Part::Whole,
+        }
+    }
+
+    /// The window's `[dateFrom, dateTo)` as the query sends them: [`Window::bound`] of its
+    /// days, and for a half, the day's middle instant (half way between its midnights, in
+    /// the zone's offset at that instant) in place of the bound it moves.
+    pub fn bounds(&self) -> (String, String) {
+        let middle = || {
+            let (start, end) = (
+                local_midnight(self.from, self.tz),
+                local_midnight(self.to, self.tz),
+            );
+            (start + (end - start) / 2).to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
+        };
+        match self.part {
+            Part::Whole => (self.bound(self.from), self.bound(self.to)),
+            Part::FirstHalf => (self.bound(self.from), middle()),
+            Part::SecondHalf => (middle(), self.bound(self.to)),
+        }
+    }
+
+    /// The window as a request's target names it: `2026-03-29 to 2026-03-30`, or `the first
+    /// half of 2026-03-29`.
+    pub fn describe(&self) -> String {
+        match self.part {
+            Part::Whole => format!("{} to {}", self.from, self.to),
+            Part::FirstHalf => format!("the first half of {}", self.from),
+            Part::SecondHalf => format!("the second half of {}", self.from),
         }
     }
 
@@ -674,11 +718,11 @@ impl Client {
     ) -> Result<ViewsPage, ApiError> {
         let mut call = self.analytics_call(
             Operation::PageViews,
-            format!("project {project} ({} to {})", window.from, window.to),
+            format!("project {project} ({})", window.describe()),
             format!("/v1/analytics/{}/views", escape(project)),
             vec![
-                ("dateFrom", window.bound(window.from)),
-                ("dateTo", window.bound(window.to)),
+                ("dateFrom", window.bounds().0),
+                ("dateTo", window.bounds().1),
                 ("limit", limit.to_string()),
                 ("offset", offset.to_string()),
             ],
@@ -782,6 +826,19 @@ mod tests {
         assert_eq!(london.bound(london.to), "2026-03-30T00:00:00+01:00");
         let kolkata = Window::local_day(d("2026-11-01"), chrono_tz::Asia::Kolkata);
         assert_eq!(kolkata.bound(kolkata.from), "2026-11-01T00:00:00+05:30");
+        // Halves meet at the middle instant: noon, or 11:30 local time on Berlin's 23-hour day.
+        let half = |w: Window, part| Window { part, ..w }.bounds();
+        assert_eq!(
+            half(utc, Part::FirstHalf),
+            ("2026-03-29".into(), "2026-03-29T12:00:00+00:00".into())
+        );
+        assert_eq!(
+            half(berlin, Part::SecondHalf),
+            (
+                "2026-03-29T12:30:00+02:00".into(),
+                "2026-03-30T00:00:00+02:00".into()
+            )
+        );
         // Santiago skips midnight when its clocks go forward: the day starts at 01:00.
         assert_eq!(
             local_midnight(d("2026-09-06"), chrono_tz::America::Santiago).to_rfc3339(),

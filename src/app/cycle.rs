@@ -170,6 +170,7 @@ pub async fn run(
     plan: &Plan,
     opts: Options<'_>,
 ) -> Report {
+    warn_instants(ctx);
     let summary = exporter.run(targets, plan).await;
     let written = Written::since(ctx, &summary);
     let day_status = day_status(ctx, exporter, &written);
@@ -201,6 +202,30 @@ pub async fn run(
         rules,
         described,
         pushed,
+    }
+}
+
+/// Warns, in a timezone other than UTC, of each organization whose service `check --deep`
+/// found does not filter by the instants asked for: its days are not that zone's.
+fn warn_instants(ctx: &Context) {
+    if ctx.settings.timezone == chrono_tz::UTC {
+        return;
+    }
+    let findings = match ctx.store().instants_findings() {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!("cannot read what check --deep found: {e}");
+            return;
+        }
+    };
+    for f in findings.iter().filter(|f| !f.filters_instants) {
+        tracing::warn!(
+            "the service of organization {} does not filter by the instants asked for (check --deep, {} on {}): the days of timezone {} are the whole UTC days their bounds fall on, not that zone's days",
+            f.org,
+            f.day,
+            f.at.format("%Y-%m-%d %H:%M UTC"),
+            ctx.settings.timezone
+        );
     }
 }
 

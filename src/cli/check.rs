@@ -2,7 +2,7 @@
 
 use crate::api::analytics::At;
 use crate::api::assistant::{AskRequest, Message};
-use crate::api::views::{PAGE_LIMIT, Window, next_offset, zero_rows};
+use crate::api::views::{PAGE_LIMIT, Part, Window, next_offset, zero_rows};
 use crate::api::{ApiError, Client, ErrorKind};
 use crate::app::{Access, Context};
 use crate::config::Settings;
@@ -11,6 +11,8 @@ use crate::dataset::page_views::PAGE_VIEWS;
 use crate::error::UserError;
 use crate::rules::Action;
 use std::collections::{BTreeMap, BTreeSet};
+
+mod halves;
 
 /// Prove the set-up with the fewest requests: for each configured project, one request per
 /// dataset it exports (yesterday's first page), one read of each agent job a rule names, and
@@ -36,6 +38,12 @@ pub struct Args {
     /// --replay DIR` serves them): what a bug report attaches.
     #[arg(long, value_name = "DIR")]
     pub record: Option<std::path::PathBuf>,
+    /// Also learn whether the service filters by the instants asked for, which the days of a
+    /// timezone other than UTC depend on: for one offset-paged and one cursor-paged dataset
+    /// per organization, the day whole and in its two halves (3 analytics requests each,
+    /// announced first). The state remembers the answer; `status` shows it.
+    #[arg(long)]
+    pub deep: bool,
 }
 
 /// What one line of the table proves.
@@ -57,6 +65,14 @@ enum Probe {
     Assistant { org: String, domain: String },
     /// A rule file that does not load (nothing to send).
     RuleFile(String),
+    /// The day of a dataset against its two halves (`--deep`).
+    Halves {
+        org: String,
+        project: String,
+        dataset: &'static str,
+    },
+    /// `--deep` for an organization none of whose projects exports a dataset it compares.
+    NoHalves { org: String },
 }
 
 /// The requests a check sent, by kind: `14 requests sent: 12 analytics, 2 agent-job`.
@@ -70,6 +86,15 @@ fn sent_line(sent: &BTreeMap<&'static str, u64>) -> String {
 }
 
 impl Probe {
+    /// The requests it is sure to send (a thread's depends on the day's turns).
+    fn requests(&self) -> usize {
+        match self {
+            Probe::Halves { .. } => halves::REQUESTS,
+            Probe::Thread { .. } | Probe::RuleFile(_) | Probe::NoHalves { .. } => 0,
+            _ => 1,
+        }
+    }
+
     /// The kind of requests it sends, as the summary counts them.
     fn kind(&self) -> &'static str {
         match self {
@@ -87,6 +112,10 @@ impl Probe {
             Probe::Write { project, .. } => (project.clone(), "agent jobs (write)".into()),
             Probe::Assistant { org, domain } => (org.clone(), format!("assistant {domain}")),
             Probe::RuleFile(_) => ("-".into(), "rules".into()),
+            Probe::Halves {
+                project, dataset, ..
+            } => (project.clone(), format!("{dataset} (halves)")),
+            Probe::NoHalves { org } => (org.clone(), "instants (--deep)".into()),
         }
     }
 }
@@ -96,6 +125,8 @@ impl Probe {
 enum Found {
     /// It works; what it saw.
     Works(String),
+    /// It works for this config, with something to know.
+    Note(String),
     /// The exact problem.
     Problem(String),
     /// Not sent, and why (not a problem of its own).
@@ -107,6 +138,7 @@ fn probes(
     settings: &Settings,
     projects: &[String],
     assistant: bool,
+    deep: bool,
 ) -> Result<Vec<Probe>, UserError> {
     for p in projects {
         crate::app::configured(settings, p)?;
@@ -132,6 +164,9 @@ fn probes(
                 }
             });
         }
+    }
+    if deep {
+        out.extend(deep_probes(&selected));
     }
     if settings.rules_dir.is_dir() {
         let loaded = crate::app::rules::load(&settings.rules_dir, settings, &[])?;
@@ -183,6 +218,25 @@ fn probes(
     Ok(out)
 }
 
+/// The probes of `--deep`: for each organization of `selected`, the datasets whose day is
+/// compared with its halves.
+fn deep_probes(selected: &[&crate::config::Project]) -> Vec<Probe> {
+    let orgs: BTreeSet<&str> = selected.iter().map(|p| p.organization.as_str()).collect();
+    let mut out = Vec::new();
+    for org in orgs {
+        let picks = halves::picks(selected, org);
+        if picks.is_empty() {
+            out.push(Probe::NoHalves { org: org.into() });
+        }
+        out.extend(picks.into_iter().map(|(project, dataset)| Probe::Halves {
+            org: org.into(),
+            project,
+            dataset,
+        }));
+    }
+    out
+}
+
 /// The organization of a probe.
 fn org_of<'s>(settings: &'s Settings, probe: &Probe) -> &'s str {
     let project = match probe {
@@ -190,7 +244,9 @@ fn org_of<'s>(settings: &'s Settings, probe: &Probe) -> &'s str {
         | Probe::Thread { project }
         | Probe::Job { project, .. }
         | Probe::Write { project, .. } => project,
-        Probe::Assistant { org, .. } => return settings.organization(org).map_or("", |o| &o.id),
+        Probe::Assistant { org, .. } | Probe::Halves { org, .. } | Probe::NoHalves { org } => {
+            return settings.organization(org).map_or("", |o| &o.id);
+        }
         Probe::RuleFile(_) => return "",
     };
     settings
@@ -210,10 +266,11 @@ fn announce(
     let now = ctx.clock.now();
     let mut parts = Vec::new();
     for org in &settings.organizations {
-        let n = probes
+        let n: usize = probes
             .iter()
-            .filter(|p| matches!(p, Probe::Dataset { .. }) && org_of(settings, p) == org.id)
-            .count();
+            .filter(|p| p.kind() == "analytics" && org_of(settings, p) == org.id)
+            .map(Probe::requests)
+            .sum();
         if n == 0 {
             continue;
         }
@@ -261,7 +318,15 @@ fn announce(
     if asks > 0 {
         parts.push(plural(asks, "assistant question"));
     }
-    let sure = probes.len() - threads - count(|p| matches!(p, Probe::RuleFile(_)));
+    let halves = count(|p| matches!(p, Probe::Halves { .. }));
+    if halves > 0 {
+        parts.push(format!(
+            "--deep: {} of them for {} (the day whole and in its two halves, to learn whether the service filters by the instants asked for)",
+            halves * halves::REQUESTS,
+            plural(halves, "dataset")
+        ));
+    }
+    let sure: usize = probes.iter().map(Probe::requests).sum();
     Ok(format!(
         "check: {sure} requests for {day}: {}",
         parts.join("; ")
@@ -293,40 +358,30 @@ async fn send(
     probe: &Probe,
     window: Window,
     thread: Option<&str>,
-) -> Result<(Found, Option<String>), ApiError> {
+) -> Result<(Found, Learned), ApiError> {
     match probe {
         Probe::Dataset { project, dataset } if *dataset == PAGE_VIEWS => {
             let page = client.page_views(project, window, PAGE_LIMIT, 0).await?;
             let rows = page.views.len() as u64 + page.rejects.len() as u64;
             if let Err(m) = next_offset(1, rows, Some(&page), Some(&page), || zero_rows(&page)) {
-                return Ok((Found::Problem(format!("shape differs: {m}")), None));
+                return Ok((
+                    Found::Problem(format!("shape differs: {m}")),
+                    Learned::Nothing,
+                ));
             }
             Ok((
                 Found::Works(rows_seen(page.views.len(), page.has_more, window.from)),
-                None,
+                Learned::Nothing,
             ))
         }
         Probe::Dataset { project, dataset } => {
             let shape = crate::dataset::shape_by_name(dataset).expect("a configured dataset");
-            let limit = shape.paging.limit();
-            let page = client
-                .analytics_page(
-                    shape.name,
-                    shape.endpoint,
-                    project,
-                    None,
-                    Some(window),
-                    limit,
-                    &At::Start,
-                    |b| {
-                        shape
-                            .decode(b, limit)
-                            .map_err(|e| format!("{}: {e}", At::Start.page_name()))
-                    },
-                )
-                .await?;
+            let page = first_page(client, shape, project, window).await?;
             if let Err(m) = crate::export::check_first_page(&page, shape) {
-                return Ok((Found::Problem(format!("shape differs: {m}")), None));
+                return Ok((
+                    Found::Problem(format!("shape differs: {m}")),
+                    Learned::Nothing,
+                ));
             }
             let id = shape.columns.iter().position(|c| c.name == "id");
             let thread = match (shape.name == ASSISTANT.name, id, page.rows.first()) {
@@ -339,7 +394,7 @@ async fn send(
             let more = page.has_more.unwrap_or(page.next_cursor.is_some());
             Ok((
                 Found::Works(rows_seen(page.rows.len(), more, window.from)),
-                thread,
+                thread.map_or(Learned::Nothing, Learned::Thread),
             ))
         }
         Probe::Thread { project } => {
@@ -349,13 +404,13 @@ async fn send(
                         "no assistant turn on {} to read the thread of",
                         window.from
                     )),
-                    None,
+                    Learned::Nothing,
                 ));
             };
             let page = crate::export::fetch_thread(client, project, thread).await?;
             Ok((
                 Found::Works(format!("works: a thread of {} messages", page.rows.len())),
-                None,
+                Learned::Nothing,
             ))
         }
         Probe::Job { project, job } => {
@@ -365,11 +420,45 @@ async fn send(
                     "works: job {}",
                     crate::text::one_line(j.status_str())
                 )),
-                None,
+                Learned::Nothing,
             ))
         }
-        Probe::Write { org, project } => Ok((write_probe(client, org, project).await, None)),
-        Probe::RuleFile(problem) => Ok((Found::Problem(problem.clone()), None)),
+        Probe::Write { org, project } => {
+            Ok((write_probe(client, org, project).await, Learned::Nothing))
+        }
+        Probe::RuleFile(problem) => Ok((Found::Problem(problem.clone()), Learned::Nothing)),
+        Probe::NoHalves { org } => Ok((
+            Found::NotSent(format!(
+                "no project of organization {org} exports page_views, searches, assistant or feedback, the datasets --deep compares"
+            )),
+            Learned::Nothing,
+        )),
+        Probe::Halves {
+            project, dataset, ..
+        } => {
+            let compared = halves::compare(client, project, dataset, window).await?;
+            let found = match compared.adds_up() {
+                Some(true) => Found::Works(format!(
+                    "works: {} on {}: the service filters by the instants asked for",
+                    compared.sum_line(),
+                    window.from
+                )),
+                Some(false) if settings.timezone == chrono_tz::UTC => Found::Note(format!(
+                    "{} on {}: {}",
+                    compared.sum_line(),
+                    window.from,
+                    halves::meaning(settings)
+                )),
+                Some(false) => Found::Problem(format!(
+                    "{} on {}: {}",
+                    compared.sum_line(),
+                    window.from,
+                    halves::meaning(settings)
+                )),
+                None => Found::Note(compared.sum_line()),
+            };
+            Ok((found, Learned::Halves(compared)))
+        }
         Probe::Assistant { org, domain } => {
             let org = settings
                 .organization(org)
@@ -404,10 +493,46 @@ async fn send(
             }
             Ok((
                 Found::Works(format!("works: answered in {chars} characters")),
-                None,
+                Learned::Nothing,
             ))
         }
     }
+}
+
+/// The first page of a dataset's window, at the largest page the service serves.
+async fn first_page(
+    client: &Client,
+    shape: &'static crate::dataset::shape::Shape,
+    project: &str,
+    window: Window,
+) -> Result<crate::dataset::shape::Page, ApiError> {
+    let limit = shape.paging.limit();
+    client
+        .analytics_page(
+            shape.name,
+            shape.endpoint,
+            project,
+            None,
+            Some(window),
+            limit,
+            &At::Start,
+            |b| {
+                shape
+                    .decode(b, limit)
+                    .map_err(|e| format!("{}: {e}", At::Start.page_name()))
+            },
+        )
+        .await
+}
+
+/// What a probe learned that later ones, or the state, use.
+#[derive(Debug)]
+enum Learned {
+    Nothing,
+    /// The id of one of the day's assistant turns: the thread probe reads its thread.
+    Thread(String),
+    /// The day of a dataset and its halves.
+    Halves(halves::Compared),
 }
 
 /// The job id the write probe follows up: no job of the service is named so.
@@ -462,7 +587,7 @@ fn rows_seen(rows: usize, more: bool, day: chrono::NaiveDate) -> String {
 
 /// Runs `check`.
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
-    let probes = probes(settings, &args.projects, args.assistant)?;
+    let probes = probes(settings, &args.projects, args.assistant, args.deep)?;
     let ctx = super::export::open(
         settings,
         &args.projects,
@@ -493,11 +618,19 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         from: day,
         to: day + chrono::Duration::days(1),
         tz: settings.timezone,
+        part: Part::Whole,
     };
     // The context's settings: with the recorder of `--record`, which the assistant's client
     // records into too.
-    let (rows, sent) = send_all(&ctx.settings, &ctx, &probes, window).await;
+    let Sent {
+        rows,
+        sent,
+        compared,
+    } = send_all(&ctx.settings, &ctx, &probes, window).await;
     print!("{}", table(&rows));
+    for line in halves::record(&ctx, &compared, day)? {
+        println!("{line}");
+    }
     let problems = rows
         .iter()
         .filter(|(_, _, f)| matches!(f, Found::Problem(_)))
@@ -522,21 +655,20 @@ async fn send_all(
     ctx: &crate::app::Context,
     probes: &[Probe],
     window: Window,
-) -> (Vec<(String, String, Found)>, BTreeMap<&'static str, u64>) {
-    let mut rows: Vec<(String, String, Found)> = Vec::new();
+) -> Sent {
+    let mut out = Sent::default();
     let (mut dead_orgs, mut dead_projects) = (BTreeSet::new(), BTreeSet::new());
     let mut threads: std::collections::BTreeMap<String, String> = Default::default();
-    // Requests sent, by kind.
-    let mut sent: BTreeMap<&'static str, u64> = BTreeMap::new();
     for p in probes {
         let (project, what) = p.columns();
         if let Probe::RuleFile(problem) = p {
-            rows.push((project, what, Found::Problem(problem.clone())));
+            out.rows
+                .push((project, what, Found::Problem(problem.clone())));
             continue;
         }
         let org = org_of(settings, p).to_string();
         let Some(client) = ctx.client(&org) else {
-            rows.push((
+            out.rows.push((
                 project,
                 what,
                 Found::Problem(format!("no organization {org} configured")),
@@ -560,11 +692,15 @@ async fn send_all(
             )
             .await;
             let n = client.requests_sent() - before;
-            *sent.entry(p.kind()).or_default() += n;
+            *out.sent.entry(p.kind()).or_default() += n;
             match result {
-                Ok((found, thread)) => {
-                    if let Some(t) = thread {
-                        threads.insert(project.clone(), t);
+                Ok((found, learned)) => {
+                    match learned {
+                        Learned::Thread(t) => {
+                            threads.insert(project.clone(), t);
+                        }
+                        Learned::Halves(c) => out.compared.push((org.clone(), p.columns().1, c)),
+                        Learned::Nothing => {}
                     }
                     found
                 }
@@ -582,9 +718,20 @@ async fn send_all(
                 }
             }
         };
-        rows.push((project, what, found));
+        out.rows.push((project, what, found));
     }
-    (rows, sent)
+    out
+}
+
+/// What [`send_all`] found.
+#[derive(Debug, Default)]
+struct Sent {
+    /// The table's rows: project, what, what was found.
+    rows: Vec<(String, String, Found)>,
+    /// Requests sent, by kind.
+    sent: BTreeMap<&'static str, u64>,
+    /// The comparisons of `--deep`: organization, what was compared, what it counted.
+    compared: Vec<(String, String, halves::Compared)>,
 }
 
 /// The table: project, dataset, result.
@@ -595,6 +742,7 @@ fn table(rows: &[(String, String, Found)]) -> String {
     for (project, what, found) in rows {
         let result = match found {
             Found::Works(s) => s.clone(),
+            Found::Note(s) => format!("NOTE: {s}"),
             Found::Problem(s) => format!("PROBLEM: {s}"),
             Found::NotSent(s) => format!("not sent: {s}"),
         };

@@ -44,6 +44,10 @@ pub struct FaultArgs {
     /// path).
     #[arg(long)]
     pub unlisted_views: Option<u64>,
+    /// Read `dateFrom` and `dateTo` as UTC days, not instants (a service that does not filter
+    /// by the instants asked for; `check --deep` finds it).
+    #[arg(long)]
+    pub utc_days: bool,
     /// Seed of the fault dice.
     #[arg(long)]
     pub fault_seed: Option<u64>,
@@ -74,6 +78,9 @@ impl FaultArgs {
              cut_body_rate => f.cut_body_rate, drop_rate => f.drop_rate, late_days => f.late_days,
              late_every_secs => f.late_every_secs, row_order => f.row_order, fault_seed => f.seed,
              unlisted_views => f.unlisted_views);
+        if self.utc_days {
+            f.utc_days = true;
+        }
         if !self.fault_ops.is_empty() {
             f.ops = self.fault_ops.clone();
         }

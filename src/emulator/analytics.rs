@@ -38,11 +38,14 @@ pub struct ViewsQuery {
     pub offset: usize,
 }
 
-/// The `dateFrom`..`dateTo` range of a query, as UTC instants (problems added to `problems`).
+/// The `dateFrom`..`dateTo` range of a query, as UTC instants (problems added to `problems`);
+/// with `utc_days`, widened to the whole UTC days its bounds fall in (the fault
+/// `faults.utc_days`).
 pub fn parse_range(
     q: &HashMap<String, String>,
     start: NaiveDate,
     today: NaiveDate,
+    utc_days: bool,
     problems: &mut Vec<String>,
 ) -> (NaiveDateTime, NaiveDateTime) {
     let mut instant = |name: &str, default: NaiveDate| {
@@ -66,6 +69,14 @@ pub fn parse_range(
     if problems.is_empty() && from > to {
         problems.push("dateFrom must not be after dateTo".to_string());
     }
+    if utc_days {
+        let to_end = if to.time() == chrono::NaiveTime::MIN {
+            to
+        } else {
+            midnight(to.date().succ_opt().unwrap_or(to.date()))
+        };
+        return (midnight(from.date()), to_end);
+    }
     (from, to)
 }
 
@@ -74,6 +85,7 @@ pub fn parse_query(
     q: &HashMap<String, String>,
     start: NaiveDate,
     today: NaiveDate,
+    utc_days: bool,
 ) -> Result<ViewsQuery, Vec<String>> {
     let mut problems = Vec::new();
     let mut limit_problems = Vec::new();
@@ -93,7 +105,7 @@ pub fn parse_query(
             0
         }
     };
-    let (from, to) = parse_range(q, start, today, &mut problems);
+    let (from, to) = parse_range(q, start, today, utc_days, &mut problems);
     problems.extend(limit_problems);
     if problems.is_empty() {
         Ok(ViewsQuery {
@@ -136,7 +148,13 @@ pub async fn views(
     let Ok(Query(q)) = query else {
         return Err(invalid(&["query string is not valid".to_string()]));
     };
-    let q = parse_query(&q, emu.data().start_date, emu.today()).map_err(|p| invalid(&p))?;
+    let q = parse_query(
+        &q,
+        emu.data().start_date,
+        emu.today(),
+        emu.data().faults.utc_days,
+    )
+    .map_err(|p| invalid(&p))?;
     emu.owned_project(&org, &project)?;
     emu.in_plan(&project, "page_views")?;
     let Some(rows) = emu.truth_between(&project, q.from, q.to) else {
@@ -173,7 +191,7 @@ pub async fn truth(
     Path(project): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Reply {
-    let q = parse_query(&q, emu.data().start_date, emu.today()).map_err(|p| invalid(&p))?;
+    let q = parse_query(&q, emu.data().start_date, emu.today(), false).map_err(|p| invalid(&p))?;
     let rows = emu
         .truth_between(&project, q.from, q.to)
         .ok_or_else(not_found)?;
@@ -214,7 +232,7 @@ mod tests {
             [("dateTo".to_string(), "2026-03-01T06:00:00Z".to_string())]
                 .into_iter()
                 .collect();
-        let parsed = parse_query(&q, d("2026-01-01"), d("2026-06-01")).unwrap();
+        let parsed = parse_query(&q, d("2026-01-01"), d("2026-06-01"), false).unwrap();
         assert_eq!(
             (parsed.from, parsed.to),
             (t("2026-01-01T00:00"), t("2026-03-01T06:00"))

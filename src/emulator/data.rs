@@ -380,6 +380,12 @@ pub struct Faults {
     /// path): the totals exceed what the rows add up to, the same on every walk.
     #[serde(default)]
     pub unlisted_views: u64,
+    /// The service reads `dateFrom` and `dateTo` as UTC days, not as the instants they name: a
+    /// bound within a day takes that whole day (`dateFrom` from its start, `dateTo` to its
+    /// end), so a day of another zone, or half a day, is served whole UTC days. `check --deep`
+    /// finds it.
+    #[serde(default)]
+    pub utc_days: bool,
     /// Operations the request faults (latency, 5xx, 429 bursts, cut bodies, drops) hit:
     /// `views`, `job_create`, `job_get`, `job_message`, `assistant`, `visitors`, `searches`,
     /// `feedback`, `feedback_by_page`, `conversations`, `thread`, `caller_stats`; all when empty.
@@ -422,6 +428,7 @@ impl Default for Faults {
             late_every_secs: default_late_every(),
             row_order: RowOrder::Stable,
             unlisted_views: 0,
+            utc_days: false,
             ops: Vec::new(),
         }
     }

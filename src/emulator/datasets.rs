@@ -115,7 +115,13 @@ fn begin(
         return Err(invalid(&["query string is not valid".to_string()]));
     };
     let mut problems = Vec::new();
-    let (from, to) = parse_range(&q, emu.data().start_date, emu.today(), &mut problems);
+    let (from, to) = parse_range(
+        &q,
+        emu.data().start_date,
+        emu.today(),
+        emu.data().faults.utc_days,
+        &mut problems,
+    );
     emu.owned_project(&org, &project)?;
     emu.in_plan(&project, dataset)?;
     Ok(Req {
@@ -339,7 +345,13 @@ pub async fn visitors(
 ) -> Reply {
     let r = begin(&emu, "visitors", project, &headers, query)?;
     // The same parameters as page views, checked the same way.
-    let q = parse_query(&r.q, emu.data().start_date, emu.today()).map_err(|p| invalid(&p))?;
+    let q = parse_query(
+        &r.q,
+        emu.data().start_date,
+        emu.today(),
+        emu.data().faults.utc_days,
+    )
+    .map_err(|p| invalid(&p))?;
     let (offset, limit) = (q.offset, q.limit);
     let (rows, totals) = visitors_truth(&emu, &r.project, r.from, r.to).ok_or_else(not_found)?;
     let (rows, has_more) = page(&rows, offset, limit);
@@ -696,7 +708,7 @@ pub async fn truth(
     Query(q): Query<HashMap<String, String>>,
 ) -> Reply {
     let mut problems = Vec::new();
-    let (from, to) = parse_range(&q, emu.data().start_date, emu.today(), &mut problems);
+    let (from, to) = parse_range(&q, emu.data().start_date, emu.today(), false, &mut problems);
     if !problems.is_empty() {
         return Err(invalid(&problems));
     }

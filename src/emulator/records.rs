@@ -161,13 +161,16 @@ pub fn day_searches(
     };
     let n = ((daily_views / 40.0) as u64).clamp(5, 400);
     let mut out = Vec::new();
+    // The day's terms, whether this part of the day has searches of them or not: a term drawn
+    // twice is the first draw's in every part, so that the parts of a day add up to it.
+    let mut drawn = std::collections::HashSet::new();
     for i in 0..n {
         let h = dice(seed, project, day, 2, i);
         // A vocabulary of topics and phrasings; the day's terms are drawn from it.
         let word = super::generate::page_path((h % 320) as u32);
         let topic = word.rsplit('/').next().unwrap_or("docs").replace('-', " ");
         let query = TEMPLATES[((h >> 12) % 6) as usize].replace("{}", &topic);
-        if out.iter().any(|s: &Search| s.query == query) {
+        if !drawn.insert(query.clone()) {
             continue;
         }
         let base = (200.0 / (i as f64 + 1.0)).ceil() as u64 + (h >> 20) % 5;

@@ -1206,6 +1206,7 @@ impl Exporter {
             from: due.day,
             to: due.to,
             tz: self.tz,
+            part: crate::api::views::Part::Whole,
         };
         let (spend, summary) = (&r.spend, &mut r.summary);
         match due.dataset.shape() {

@@ -118,6 +118,20 @@ fn budget_section(out: &mut String, s: &Status) {
         );
         bars(out, o, "dataset", |h| &h.by_dataset);
         bars(out, o, "purpose", |h| &h.by_purpose);
+        if let Some(i) = &o.instants {
+            let _ = write!(
+                out,
+                "<p class=\"instants{}\">The service {} by the instants asked for ({}; check --deep on {}).</p>",
+                if i.filters_instants { "" } else { " short" },
+                if i.filters_instants {
+                    "filters"
+                } else {
+                    "does not filter"
+                },
+                esc(&i.detail),
+                i.checked_at.format("%Y-%m-%d %H:%M UTC")
+            );
+        }
         if let Some(f) = &o.forecast {
             let _ = write!(
                 out,

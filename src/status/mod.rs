@@ -247,6 +247,22 @@ pub struct OrgStatus {
     pub hours: Vec<Hour>,
     /// The planner's next 24 hours (an organization with projects).
     pub forecast: Option<Forecast>,
+    /// What the last `check --deep` learned of the service (never run: `None`).
+    pub instants: Option<Instants>,
+}
+
+/// Whether the service filters by the instants `dateFrom` and `dateTo` name, as the last
+/// `check --deep` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Instants {
+    /// Whether a day's halves added up to the day.
+    pub filters_instants: bool,
+    /// The day compared.
+    pub day: chrono::NaiveDate,
+    /// What was compared, with the counts.
+    pub detail: String,
+    /// When.
+    pub checked_at: DateTime<Utc>,
 }
 
 /// Requests sent in one hour.
@@ -798,6 +814,7 @@ fn organizations(ctx: &Context, now: DateTime<Utc>) -> anyhow::Result<Vec<OrgSta
     let (streams, forecast) = crate::app::plan_view::forecast(ctx)?;
     let since = first_hour(now);
     let spent = ctx.store().history().spent_since(since)?;
+    let findings = ctx.store().instants_findings()?;
     let mut out = Vec::new();
     for o in &ctx.settings.organizations {
         let limit = o.limits.effective(o.limits.analytics_per_hour);
@@ -832,6 +849,12 @@ fn organizations(ctx: &Context, now: DateTime<Utc>) -> anyhow::Result<Vec<OrgSta
             room_now: limit.saturating_sub(used),
             hours,
             forecast,
+            instants: findings.iter().find(|f| f.org == o.id).map(|f| Instants {
+                filters_instants: f.filters_instants,
+                day: f.day,
+                detail: crate::text::one_line(&f.detail).into_owned(),
+                checked_at: f.at,
+            }),
         });
     }
     Ok(out)

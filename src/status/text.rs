@@ -61,6 +61,25 @@ pub fn render(s: &Status) -> String {
             "budget analytics:{}: {} of {} requests used in the last hour",
             o.id, o.used_last_hour, o.limit
         );
+        if let Some(i) = &o.instants {
+            let _ = writeln!(
+                out,
+                "instants {}: the service {} by the instants asked for ({}; check --deep on {}){}",
+                o.id,
+                if i.filters_instants {
+                    "filters"
+                } else {
+                    "does not filter"
+                },
+                i.detail,
+                i.checked_at.format("%Y-%m-%d %H:%M UTC"),
+                if i.filters_instants {
+                    ""
+                } else {
+                    ": days of a timezone other than UTC are whole UTC days"
+                }
+            );
+        }
     }
     for a in &s.agent_budgets {
         let _ = writeln!(

@@ -16,6 +16,7 @@ pub mod claims;
 pub mod daemons;
 mod freshness;
 pub mod impact;
+pub mod instants;
 pub mod journal;
 pub mod ledger;
 mod pages;

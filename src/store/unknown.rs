@@ -31,20 +31,7 @@ impl Store {
 
     /// The projects recorded as unknown (an entry that does not read is left out).
     pub fn unknown_projects(&self) -> Result<Vec<UnknownProject>, StoreError> {
-        let like = format!("{PREFIX}%");
-        self.sql.read(move |tx| {
-            let rows = tx.rows(
-                "SELECT value FROM settings WHERE key LIKE ?1 ORDER BY key",
-                &[like.into()],
-            )?;
-            let mut out = Vec::new();
-            for r in rows {
-                if let Ok(u) = serde_json::from_str(&r.text(0)?) {
-                    out.push(u);
-                }
-            }
-            Ok(out)
-        })
+        self.settings_json(PREFIX)
     }
 
     /// Forgets that `project` was unknown (it is asked for again, or it answered).

@@ -121,6 +121,28 @@ impl Store {
         })
     }
 
+    /// The JSON values of the `settings` table whose keys start with `prefix`, in the keys'
+    /// order (a value that does not read as a `T` is left out).
+    pub(super) fn settings_json<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<T>, StoreError> {
+        let like = format!("{prefix}%");
+        self.sql.read(move |tx| {
+            let rows = tx.rows(
+                "SELECT value FROM settings WHERE key LIKE ?1 ORDER BY key",
+                &[like.into()],
+            )?;
+            let mut out = Vec::new();
+            for r in rows {
+                if let Ok(v) = serde_json::from_str(&r.text(0)?) {
+                    out.push(v);
+                }
+            }
+            Ok(out)
+        })
+    }
+
     /// Sets a value of the `settings` table.
     pub fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
         let (key, value) = (key.to_string(), value.to_string());

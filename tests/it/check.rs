@@ -482,3 +482,131 @@ async fn check_assistant_record_records_the_streamed_answer_without_the_thread_k
     let last = body.lines().last().unwrap();
     assert!(last.starts_with("d:{\"finishReason\":\"stop\""), "{body}");
 }
+
+/// A config of one organization whose project exports page views and searches, in Berlin's
+/// days.
+fn berlin(dir: &std::path::Path, base_url: &str) -> std::path::PathBuf {
+    let cfg = dir.join("docpipe.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"[service]
+base_url = "{base_url}"
+[[organizations]]
+id = "org-a"
+admin_key_env = "DOCPIPE_IT_ADMIN_A"
+[[projects]]
+id = "alpha"
+organization = "org-a"
+start_date = "2026-03-14"
+datasets = ["page_views", "searches"]
+[export]
+output_dir = "{}"
+timezone = "Europe/Berlin"
+"#,
+            dir.join("out").display()
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_deep_finds_a_service_that_filters_by_utc_days_and_passes_one_that_filters_by_instants()
+ {
+    // A service that filters by the instants asked for: each day's halves add up.
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = berlin(dir.path(), &live.server.base_url());
+    let run = docpipe(&cfg, &["check", "--deep", "--day", "2026-03-14"], None);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "check: 8 requests for 2026-03-14: org-a 8 of the 95 analytics requests docpipe takes of its hour's 100 (0 used in the last hour); --deep: 6 of them for 2 datasets (the day whole and in its two halves, to learn whether the service filters by the instants asked for)",
+            "PROJECT  DATASET              RESULT",
+            "alpha    page_views           works: 250 rows on the first page of 2026-03-14 (more on later pages)",
+            "alpha    searches             works: 100 rows on the first page of 2026-03-14 (more on later pages)",
+            "alpha    page_views (halves)  works: 4699 views = 2048 + 2651 in its halves on 2026-03-14: the service filters by the instants asked for",
+            "alpha    searches (halves)    works: 1434 searches = 371 + 1063 in its halves on 2026-03-14: the service filters by the instants asked for",
+            "instants: organization org-a: the service filters by the instants asked for (kept in the state; `docpipe status` shows it)",
+            "all 4 checks work (8 requests sent: 8 analytics)",
+        ]
+    );
+    assert_eq!(sent(&live), 8);
+    let status = text(&docpipe(&cfg, &["status"], None));
+    assert!(status.contains("instants org-a: the service filters by the instants asked for (page_views (halves): 4699 views = 2048 + 2651 in its halves; searches (halves): 1434 searches = 371 + 1063 in its halves; check --deep on "), "{status}");
+
+    // A service that reads the bounds as UTC days: each half is served the whole UTC days.
+    let mut data = small();
+    data.faults.utc_days = true;
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = berlin(dir.path(), &live.server.base_url());
+    let run = docpipe(&cfg, &["check", "--deep", "--day", "2026-03-14"], None);
+    let out = text(&run);
+    assert_eq!(run.status.code(), Some(2), "{out}");
+    let meaning = "the service does not filter by the instants asked for: a day of timezone Europe/Berlin is not that zone's day but the whole UTC days its bounds fall on; exports warn until a check --deep finds otherwise";
+    assert_eq!(
+        out.lines().skip(4).collect::<Vec<_>>(),
+        [
+            format!(
+                "alpha    page_views (halves)  PROBLEM: 13654 views, but 13654 + 4554 in its halves on 2026-03-14: {meaning}"
+            ),
+            format!(
+                "alpha    searches (halves)    PROBLEM: 2875 searches, but 2875 + 1425 in its halves on 2026-03-14: {meaning}"
+            ),
+            "instants: organization org-a: the service does not filter by the instants asked for (kept in the state; `docpipe status` shows it)".into(),
+            "error: 2 of 4 checks found a problem (8 requests sent: 8 analytics)".into(),
+        ]
+    );
+    let status = text(&docpipe(&cfg, &["status"], None));
+    assert!(
+        status.contains("instants org-a: the service does not filter by the instants asked for (page_views (halves): 13654 views, but 13654 + 4554 in its halves; searches (halves): 2875 searches, but 2875 + 1425 in its halves; check --deep on "),
+        "{status}"
+    );
+    assert!(
+        status.contains("): days of a timezone other than UTC are whole UTC days\n"),
+        "{status}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&docpipe(&cfg, &["status", "--json"], None).stdout).unwrap();
+    assert_eq!(
+        json["organizations"][0]["instants"]["filters_instants"],
+        false
+    );
+    crate::status::assert_valid_status(&json, dir.path());
+    // Exports in Berlin's days warn; the finding stays until a check --deep finds otherwise.
+    let export = docpipe(&cfg, &["export"], None);
+    let err = String::from_utf8_lossy(&export.stderr);
+    assert!(export.status.success(), "{err}");
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.contains("does not filter by the instants"))
+            .count(),
+        1,
+        "{err}"
+    );
+
+    // In UTC's days the same service works: a note, not a problem.
+    let mut data = small();
+    data.faults.utc_days = true;
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = berlin(dir.path(), &live.server.base_url());
+    let utc = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("Europe/Berlin", "UTC");
+    std::fs::write(&cfg, utc).unwrap();
+    let run = docpipe(&cfg, &["check", "--deep", "--day", "2026-03-14"], None);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    assert_eq!(
+        out.lines().nth(4),
+        Some(
+            "alpha    page_views (halves)  NOTE: 4554 views, but 4554 + 4554 in its halves on 2026-03-14: the service does not filter by the instants asked for; this config's UTC days are whole days and not affected, but a timezone other than UTC would get whole UTC days, not that zone's"
+        ),
+        "{out}"
+    );
+}

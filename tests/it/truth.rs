@@ -175,7 +175,12 @@ pub async fn truth_in(
     to: NaiveDate,
     tz: chrono_tz::Tz,
 ) -> Value {
-    let w = docpipe::api::views::Window { from, to, tz };
+    let w = docpipe::api::views::Window {
+        from,
+        to,
+        tz,
+        part: docpipe::api::views::Part::Whole,
+    };
     let (a, b) = (
         docpipe::api::escape(&w.bound(from)),
         docpipe::api::escape(&w.bound(to)),
