@@ -220,7 +220,7 @@ fn warn_instants(ctx: &Context) {
     };
     for f in findings.iter().filter(|f| !f.filters_instants) {
         tracing::warn!(
-            "the service of organization {} does not filter by the instants asked for (check --deep, {} on {}): the days of timezone {} are the whole UTC days their bounds fall on, not that zone's days",
+            "the service of organization {} does not filter by the instants asked for (check --deep of {}, run {}): the days of timezone {} are the whole UTC days their bounds fall on, not that zone's days",
             f.org,
             f.day,
             f.at.format("%Y-%m-%d %H:%M UTC"),

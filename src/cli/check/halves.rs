@@ -87,6 +87,8 @@ pub async fn compare(
 ) -> Result<Compared, ApiError> {
     let mut counts = [0i64; 3];
     let mut unit = "rows";
+    let mut why = None;
+    // All three are asked (the requests announced), whatever the first answers.
     for (i, part) in [Part::Whole, Part::FirstHalf, Part::SecondHalf]
         .into_iter()
         .enumerate()
@@ -97,8 +99,11 @@ pub async fn compare(
                 unit = u;
                 counts[i] = n;
             }
-            Err(why) => return Ok(Compared::Inconclusive(why)),
+            Err(w) => why = why.or(Some(w)),
         }
+    }
+    if let Some(why) = why {
+        return Ok(Compared::Inconclusive(why));
     }
     if counts == [0, 0, 0] {
         return Ok(Compared::Inconclusive(format!(
@@ -122,7 +127,7 @@ async fn count(
             Some(t) => Ok(("views", t.total)),
             None => Err(format!(
                 "inconclusive: the page views of {} came without totals",
-                window.describe()
+                part_name(window)
             )),
         });
     }
@@ -137,18 +142,32 @@ async fn count(
             _ => Err(format!(
                 "inconclusive: the {} of {} came without {total}",
                 shape.name,
-                window.describe()
+                part_name(window)
             )),
         });
     }
     if page.has_more.unwrap_or(page.next_cursor.is_some()) {
         return Ok(Err(format!(
-            "inconclusive: {} has more than one page of {}",
-            window.describe(),
-            shape.name
+            "inconclusive: {} has more than one page of {} (more than {} rows)",
+            part_name(window),
+            shape.name,
+            limit_of(shape)
         )));
     }
     Ok(Ok(("rows", page.rows.len() as i64)))
+}
+
+/// `2026-03-14`, `the first half of 2026-03-14`.
+fn part_name(window: Window) -> String {
+    match window.part {
+        Part::Whole => window.from.to_string(),
+        _ => window.describe(),
+    }
+}
+
+/// The rows of the largest page of a dataset.
+fn limit_of(shape: &crate::dataset::shape::Shape) -> u32 {
+    shape.paging.limit().unwrap_or(0)
 }
 
 /// What a comparison that does not add up means, for this config: a problem where days are
