@@ -28,3 +28,18 @@ pub mod status; // what the pipeline is doing, as one model: text, JSON and the 
 pub mod store; // every table of state (SQLite), the walk journals, the budget's log
 pub mod text; // service text made safe to print
 pub mod trends; // polars aggregation and charts
+
+/// `print!` for what a command prints: a reader that went away (a closed pipe, as in `docpipe
+/// status | head`) ends the process quietly with exit code 0, as a Unix tool does, where
+/// `print!` would panic.
+#[macro_export]
+macro_rules! out {
+    ($($t:tt)*) => { $crate::cli::stdout(format_args!($($t)*)) };
+}
+
+/// `println!` for what a command prints (see [`out!`]).
+#[macro_export]
+macro_rules! outln {
+    () => { $crate::cli::stdout(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::cli::stdout(format_args!("{}\n", format_args!($($t)*))) };
+}

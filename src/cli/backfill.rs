@@ -52,7 +52,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
             .store()
             .queue()
             .push(&args.projects, args.from, to, clock.now())?;
-        println!(
+        crate::outln!(
             "queued backfill {id}: {}..{to} of {}; `docpipe run` drains it between scheduled runs, within the budget",
             args.from,
             if args.projects.is_empty() {

@@ -602,7 +602,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         }
         None => settings.today(ctx.clock.now()) - chrono::Duration::days(1),
     };
-    println!("{}", announce(settings, &ctx, &probes, day)?);
+    crate::outln!("{}", announce(settings, &ctx, &probes, day)?);
     if args.dry_run {
         let rows: Vec<_> = probes
             .iter()
@@ -611,7 +611,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
                 (project, what, Found::NotSent("dry run".into()))
             })
             .collect();
-        print!("{}", table(&rows));
+        crate::out!("{}", table(&rows));
         return Ok(());
     }
     let window = Window {
@@ -627,9 +627,9 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         sent,
         compared,
     } = send_all(&ctx.settings, &ctx, &probes, window).await;
-    print!("{}", table(&rows));
+    crate::out!("{}", table(&rows));
     for line in halves::record(&ctx, &compared, day)? {
-        println!("{line}");
+        crate::outln!("{line}");
     }
     let problems = rows
         .iter()
@@ -643,7 +643,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         ))
         .into());
     }
-    println!("all {} checks work ({})", rows.len(), sent_line(&sent));
+    crate::outln!("all {} checks work ({})", rows.len(), sent_line(&sent));
     Ok(())
 }
 

@@ -115,7 +115,7 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
         "127.0.0.1:0".parse()?,
     )
     .await?;
-    println!(
+    crate::outln!(
         "emulator: {} (demo data; analytics limit raised to {DEMO_ANALYTICS_PER_HOUR}/hour on both sides, so the demo takes seconds)",
         server.base_url()
     );
@@ -140,13 +140,13 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
     let out = std::fs::canonicalize(&output_dir).unwrap_or(output_dir.clone());
     let report = demo_run(&ctx, &targets, opts).await?;
     print_latest(&out, &targets, &report.summary)?;
-    println!();
+    crate::outln!();
     let mut fired = after_run(&ctx, &out, report.trends, report.rules, true)?;
     let mut summary = report.summary;
     if let Some(m) = &manual {
         for n in 1..=args.weeks {
             m.advance(week.to_std().unwrap_or_default());
-            println!(
+            crate::outln!(
                 "\n--- week {n} of {}: {} (simulated clock) ---",
                 args.weeks,
                 ctx.settings.today(clock::Clock::now(m.as_ref()))
@@ -155,8 +155,8 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
             summary.failed.extend(report.summary.failed);
             fired = after_run(&ctx, &out, report.trends, report.rules, false)?;
         }
-        println!();
-        print!(
+        crate::outln!();
+        crate::out!(
             "{}",
             crate::rules::impact::report(&loaded.rules, engine.ledger(), engine.calendar())?
         );
@@ -167,9 +167,9 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
         Some(l) => l.to_string(),
         None => out.display().to_string(),
     };
-    println!("\noutput: {shown}");
+    crate::outln!("\noutput: {shown}");
     if let Some(p) = pushed {
-        println!(
+        crate::outln!(
             "  {} files sent ({} bytes); the working copy and the state are in {}",
             p.files,
             p.bytes,
@@ -202,7 +202,7 @@ fn print_latest(
     targets: &[crate::export::Target],
     summary: &crate::export::Summary,
 ) -> anyhow::Result<()> {
-    println!("\nwhat was written, per project (latest day):");
+    crate::outln!("\nwhat was written, per project (latest day):");
     for t in targets {
         let Some(latest) = summary
             .windows
@@ -220,7 +220,7 @@ fn print_latest(
         } else {
             0.0
         };
-        println!(
+        crate::outln!(
             "  {} {}: {} pages, {} views ({} human, {} AI, {share:.1}% AI){}",
             t.project,
             latest.day,
@@ -232,7 +232,7 @@ fn print_latest(
         );
         for r in rows.iter().take(3) {
             let path = crate::text::one_line(&r.path);
-            println!("      {path:<40} {:>6} human {:>6} AI", r.human, r.ai);
+            crate::outln!("      {path:<40} {:>6} human {:>6} AI", r.human, r.ai);
         }
     }
     Ok(())
@@ -263,7 +263,7 @@ async fn demo_run(
     let plan = plan_due(ctx, &exporter, targets)?;
     super::export::announce(&plan, false);
     let report = crate::app::cycle::run(ctx, &exporter, targets, &plan, opts).await;
-    print!("{}", crate::export::describe_summary(&report.summary));
+    crate::out!("{}", crate::export::describe_summary(&report.summary));
     Ok(report)
 }
 
@@ -286,7 +286,7 @@ fn after_run(
             return Err(super::export::no_data(ctx).into());
         }
     }
-    println!("\nrules (the example rules of jobs/, built into the binary):");
+    crate::outln!("\nrules (the example rules of jobs/, built into the binary):");
     match rules {
         RulesRun::Fired(fired) => {
             super::rules::print_fired(&fired);
@@ -304,7 +304,7 @@ fn print_tables(
     shown: &str,
     stats: &BTreeMap<&str, crate::emulator::OpStats>,
 ) {
-    println!(
+    crate::outln!(
         "  table                 files     rows  requests  (the emulator's count of its dataset's requests)"
     );
     for d in crate::dataset::ALL.iter().filter(|d| d.by_default()) {
@@ -325,32 +325,32 @@ fn print_tables(
             } else {
                 String::new()
             };
-            println!("  {:<20} {files:>6} {rows:>8} {requests:>9}", t.name);
+            crate::outln!("  {:<20} {files:>6} {rows:>8} {requests:>9}", t.name);
         }
     }
-    println!("  tables are under {shown}/<table>/project=<id>/date=<YYYY-MM-DD>/{PART}");
-    println!("  {shown}/{AGENT_RUNS}/project=<id>/{PART}  (rule firings and job outcomes)");
-    println!(
+    crate::outln!("  tables are under {shown}/<table>/project=<id>/date=<YYYY-MM-DD>/{PART}");
+    crate::outln!("  {shown}/{AGENT_RUNS}/project=<id>/{PART}  (rule firings and job outcomes)");
+    crate::outln!(
         "  {shown}/{}/project=<id>/{PART}  (what each job changed, key by key, once measured)",
         crate::rules::impact::AGENT_IMPACT
     );
-    println!(
+    crate::outln!(
         "  {shown}/{}/project=<id>/{PART}  (each dataset's days: partial, provisional or final)",
         crate::export::DAY_STATUS
     );
-    println!(
+    crate::outln!(
         "  {shown}/{}/  (the lake described: manifest.json, duckdb.sql with a view per table, dbt_sources.yml)",
         crate::app::lake::FOLDER
     );
-    println!(
+    crate::outln!(
         "  {}  (state: windows, walks in progress, request log, rule ledger)",
         state_path(out).display()
     );
-    println!("query it, e.g. with DuckDB:");
-    println!(
+    crate::outln!("query it, e.g. with DuckDB:");
+    crate::outln!(
         "  SELECT project, date, sum(human) AS human, sum(ai) AS ai FROM read_parquet('{shown}/page_views/**/*.parquet', hive_partitioning = true) GROUP BY ALL ORDER BY ALL;"
     );
-    println!(
+    crate::outln!(
         "  SELECT project, date, count(*) FILTER (resolution_status = 'unanswered') AS unanswered, count(*) AS turns FROM read_parquet('{shown}/assistant_turns/**/*.parquet', hive_partitioning = true) GROUP BY ALL ORDER BY ALL;"
     );
 }

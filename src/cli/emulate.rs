@@ -135,7 +135,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let server = crate::emulator::replay::start(replay, args.addr)
             .await
             .map_err(|e| UserError::new(format!("cannot listen on {}: {e}", args.addr)))?;
-        println!("replaying {} on {}", dir.display(), server.base_url());
+        // A service keeps running when nobody reads its standard output.
+        let _ = crate::cli::try_stdout(format_args!(
+            "replaying {} on {}",
+            dir.display(),
+            server.base_url()
+        ));
         crate::cli::shutdown_signal().await;
         server.stop().await;
         return Ok(());
@@ -146,7 +151,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .map_err(|e| UserError::new(format!("cannot listen on {}: {e}", args.addr)))?;
     tracing::info!(addr = %server.addr, "emulator listening; stats at /_emulator/stats");
-    println!("emulator listening on {}", server.base_url());
+    // A service keeps running when nobody reads its standard output.
+    let _ = crate::cli::try_stdout(format_args!("emulator listening on {}", server.base_url()));
     crate::cli::shutdown_signal().await;
     server.stop().await;
     Ok(())

@@ -92,9 +92,9 @@ pub async fn open(
 
 /// Prints `plan`; `false` (after saying so) when it is a dry run.
 pub fn announce(plan: &Plan, dry_run: bool) -> bool {
-    print!("{}", describe_plan(plan));
+    crate::out!("{}", describe_plan(plan));
     if dry_run {
-        println!("dry run: nothing sent");
+        crate::outln!("dry run: nothing sent");
     }
     !dry_run
 }
@@ -103,7 +103,7 @@ pub fn announce(plan: &Plan, dry_run: bool) -> bool {
 /// written is not in the output), then failed windows (the run's error: a later step's, no data
 /// to aggregate after they failed, would only contradict it), then the trends' and the rules'.
 pub fn finish(ctx: &Context, report: Report, projects: &[String]) -> anyhow::Result<()> {
-    print!("{}", describe_summary(&report.summary));
+    crate::out!("{}", describe_summary(&report.summary));
     let mut after: anyhow::Result<()> = report
         .day_status
         .as_ref()
@@ -114,11 +114,11 @@ pub fn finish(ctx: &Context, report: Report, projects: &[String]) -> anyhow::Res
         TrendsRun::Computed(t, _) => {
             // The trend tables always cover every project (the files are shared); the summary
             // shows the projects of this run.
-            println!();
+            crate::outln!();
             super::trends::print(ctx.output(), &t.tables, &t.files, projects)?;
         }
         TrendsRun::Unchanged(_) => {
-            println!("\n{}", report.unchanged_line(ctx).unwrap_or_default());
+            crate::outln!("\n{}", report.unchanged_line(ctx).unwrap_or_default());
         }
         TrendsRun::Off => {}
         TrendsRun::NoData => after = Err(no_data(ctx).into()),
@@ -127,19 +127,19 @@ pub fn finish(ctx: &Context, report: Report, projects: &[String]) -> anyhow::Res
     match report.rules {
         RulesRun::None | RulesRun::NotRun => {}
         RulesRun::Fired(fired) => {
-            println!("\nrules ({}):", ctx.settings.rules_dir.display());
+            crate::outln!("\nrules ({}):", ctx.settings.rules_dir.display());
             super::rules::print_fired(&fired);
             if after.is_ok() {
                 after = super::rules::outcome(&fired.reports);
             }
         }
         RulesRun::Failed(e) => {
-            println!("\nrules ({}):", ctx.settings.rules_dir.display());
+            crate::outln!("\nrules ({}):", ctx.settings.rules_dir.display());
             after = Err(e);
         }
     }
     match report.pushed? {
-        Some(p) => println!(
+        Some(p) => crate::outln!(
             "output: {} ({} files sent, {} bytes; {} deleted; the working copy and the state are in {})",
             ctx.settings.output_name(),
             p.files,
@@ -147,7 +147,7 @@ pub fn finish(ctx: &Context, report: Report, projects: &[String]) -> anyhow::Res
             p.deleted,
             ctx.output().display()
         ),
-        None => println!("output: {}", ctx.output().display()),
+        None => crate::outln!("output: {}", ctx.output().display()),
     }
     outcome(&report.summary)?;
     after

@@ -66,7 +66,7 @@ fn ask(question: &str) -> Option<String> {
     if !std::io::stdin().is_terminal() {
         return None;
     }
-    print!("{question}: ");
+    crate::out!("{question}: ");
     std::io::stdout().flush().ok()?;
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line).ok()?;
@@ -194,9 +194,9 @@ pub fn run(args: Args, path: &Path) -> anyhow::Result<()> {
             .map_err(|e| UserError::new(format!("cannot write {}: {e}", rule.display())))?;
         true
     };
-    println!("wrote {}", path.display());
+    crate::outln!("wrote {}", path.display());
     if wrote_rule {
-        println!(
+        crate::outln!(
             "wrote {} (an example rule: the week's top search gaps of {} go to a new agent job; previewed: it sends nothing until you uncomment `enabled = true` in it, after `docpipe rules check` shows what it would send)",
             rule.display(),
             projects[0]
@@ -207,7 +207,7 @@ pub fn run(args: Args, path: &Path) -> anyhow::Result<()> {
     } else {
         format!(" --config {}", path.display())
     };
-    println!(
+    crate::outln!(
         "\nnext:\n  export {key_env}=mint_...        # the admin key (dashboard: Settings > API keys)\n  \
          docpipe{config} check                # one request per dataset: proves the keys and ids\n  \
          docpipe{config} backfill --from <first day> --queue   # the first load, for the daemon\n  \

@@ -134,9 +134,9 @@ fn describe_rule(r: &Rule) -> String {
 pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<usize, UserError> {
     let mut sending = 0;
     for (r, e) in rules.iter().zip(evals) {
-        println!("{}", describe_rule(r));
+        crate::outln!("{}", describe_rule(r));
         match &r.key {
-            Some(key) => println!(
+            Some(key) => crate::outln!(
                 "  query: {} rows matched, {} left out by the key ({key} sent within {}), {} rows to send (fires at {} or more)",
                 e.matched,
                 e.left_out,
@@ -144,61 +144,63 @@ pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<us
                 e.rows.height(),
                 r.min_rows
             ),
-            None => println!(
+            None => crate::outln!(
                 "  query: {} rows (fires at {} or more)",
                 e.rows.height(),
                 r.min_rows
             ),
         }
         for line in preview(&e.rows, 10) {
-            println!("    {line}");
+            crate::outln!("    {line}");
         }
         if e.rows.height() > 10 {
-            println!("    ... {} more", e.rows.height() - 10);
+            crate::outln!("    ... {} more", e.rows.height() - 10);
         }
         for f in &e.flags {
-            println!("  flagged: {}", f.line());
+            crate::outln!("  flagged: {}", f.line());
         }
         for f in &e.dropped {
-            println!("  dropped (flagged = \"drop\"): {}", f.line());
+            crate::outln!("  dropped (flagged = \"drop\"): {}", f.line());
         }
         for place in &r.unescaped {
-            println!("  renders a reader's value unescaped (the `unescaped` filter) at {place}");
+            crate::outln!(
+                "  renders a reader's value unescaped (the `unescaped` filter) at {place}"
+            );
         }
         if r.review == crate::rules::Review::Never {
-            println!(
+            crate::outln!(
                 "  warning: review = \"never\": a firing is sent even when a reader's value reads as an instruction to the agent"
             );
         }
         let Some(prompt) = &e.prompt else {
-            println!("  does not fire");
+            crate::outln!("  does not fire");
             continue;
         };
-        println!(
+        crate::outln!(
             "  prompt (sha256 {}, {} bytes):",
             crate::rules::short_hash(&prompt_hash(prompt)),
             prompt.len()
         );
         for line in prompt.lines() {
-            println!("    | {line}");
+            crate::outln!("    | {line}");
         }
         let skip = engine
             .would_skip(r, prompt)
             .map_err(UserError::from_source)?;
         match (r.enabled, e.hold(r), skip) {
-            (false, hold, _) => println!(
+            (false, hold, _) => crate::outln!(
                 "  preview: the rule is not enabled, so nothing is sent; `enabled = true` in {} sends it{}",
                 r.file,
                 hold.map(|h| format!(" (it would then wait for review: {h})"))
                     .unwrap_or_default()
             ),
-            (true, _, Some(skip)) => println!("  would not send now: {skip}"),
-            (true, Some(hold), None) => println!(
+            (true, _, Some(skip)) => crate::outln!("  would not send now: {skip}"),
+            (true, Some(hold), None) => crate::outln!(
                 "  would be held for review ({hold}): `docpipe rules pending` would list it"
             ),
             (true, None, None) => {
                 sending += 1;
-                println!("  would send now")
+                crate::outln!("  would send now")
             }
         }
     }
@@ -208,34 +210,34 @@ pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<us
 /// Prints what firing did: a line per rule, and the outcome log's files.
 pub fn print_fired(fired: &Fired) {
     for id in &fired.expired {
-        println!("firing {id} expired unreviewed: nothing was sent");
+        crate::outln!("firing {id} expired unreviewed: nothing was sent");
     }
     for r in &fired.reports {
-        println!("{}", r.line());
+        crate::outln!("{}", r.line());
     }
     if fired.pending > 0 {
-        println!(
+        crate::outln!(
             "{} firings wait for review: docpipe rules pending",
             fired.pending
         );
     }
     if !fired.log.is_empty() {
-        println!("outcome log ({AGENT_RUNS}):");
+        crate::outln!("outcome log ({AGENT_RUNS}):");
         for f in &fired.log {
-            println!("  {}", f.display());
+            crate::outln!("  {}", f.display());
         }
     }
     let m = &fired.impact;
     for (id, why) in &m.given_up {
-        println!("impact of firing {id}: not measured: {why}");
+        crate::outln!("impact of firing {id}: not measured: {why}");
     }
     if m.measured > 0 {
-        println!(
+        crate::outln!(
             "impact measured for {} firings (docpipe rules impact shows them):",
             m.measured
         );
         for f in &m.files {
-            println!("  {}", f.display());
+            crate::outln!("  {}", f.display());
         }
     }
 }
@@ -285,7 +287,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let ctx = open(settings, keys).await?;
     let (tables, has_data) = tables(&settings.output_dir)?;
     if !has_data {
-        println!(
+        crate::outln!(
             "no exported data in {} yet: the queries were checked against empty tables",
             settings.output_name()
         );
@@ -303,7 +305,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     } else {
         let evals = evaluate_all(&loaded, &tables, Some(engine.memory()))?;
         let n = check(&engine, rules, &evals)?;
-        println!("{} rules; {n} would send now; nothing sent", rules.len());
+        crate::outln!("{} rules; {n} would send now; nothing sent", rules.len());
         Ok(())
     }
 }
@@ -315,17 +317,17 @@ async fn impact(select: &Select, settings: &Settings) -> anyhow::Result<()> {
     let ctx = open(settings, Keys::None).await?;
     let engine = ctx.engine()?;
     let measured = engine.measure_impact()?;
-    print!(
+    crate::out!(
         "{}",
         crate::rules::impact::report(&loaded.rules, engine.ledger(), engine.calendar())?
     );
     for p in &loaded.problems {
-        println!("rule file not loaded: {p}");
+        crate::outln!("rule file not loaded: {p}");
     }
     if !measured.files.is_empty() {
-        println!("\nimpact table ({}):", crate::rules::impact::AGENT_IMPACT);
+        crate::outln!("\nimpact table ({}):", crate::rules::impact::AGENT_IMPACT);
         for f in &measured.files {
-            println!("  {}", f.display());
+            crate::outln!("  {}", f.display());
         }
         ctx.push().await?;
     }
@@ -334,42 +336,45 @@ async fn impact(select: &Select, settings: &Settings) -> anyhow::Result<()> {
 
 /// Runs `validate`.
 pub async fn validate(args: ValidateArgs, settings: &Settings) -> anyhow::Result<()> {
-    println!(
+    crate::outln!(
         "config {}: {} organizations, {} projects",
         settings.origin,
         settings.organizations.len(),
         settings.projects.len()
     );
     if args.dir.is_none() && !settings.rules_dir.is_dir() {
-        println!("no rules folder {}: no rules", settings.rules_dir.display());
+        crate::outln!("no rules folder {}: no rules", settings.rules_dir.display());
         return Ok(());
     }
     let dir = args.dir.unwrap_or(settings.rules_dir.clone());
     let loaded = load(&dir, settings, &[])?;
     let (tables, _) = tables(&settings.output_dir)?;
     evaluate_all(&loaded, &tables, None)?;
-    println!(
+    crate::outln!(
         "rules {}: {} rules, all valid",
         dir.display(),
         loaded.rules.len()
     );
     for r in &loaded.rules {
         if !r.enabled {
-            println!(
+            crate::outln!(
                 "rule {} ({}): previewed, sends nothing until the file says enabled = true",
-                r.name, r.file
+                r.name,
+                r.file
             );
         }
         for place in &r.unescaped {
-            println!(
+            crate::outln!(
                 "rule {} ({}): renders a reader's value unescaped (the `unescaped` filter) at {place}",
-                r.name, r.file
+                r.name,
+                r.file
             );
         }
         if r.review == crate::rules::Review::Never {
-            println!(
+            crate::outln!(
                 "rule {} ({}): warning: review = \"never\" sends firings whose readers' values read as instructions",
-                r.name, r.file
+                r.name,
+                r.file
             );
         }
     }
@@ -447,7 +452,7 @@ async fn pending(args: &PendingArgs, settings: &Settings) -> anyhow::Result<()> 
             .iter()
             .map(|f| crate::status::PendingStatus::of(f, settings.review_expires))
             .collect();
-        println!(
+        crate::outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "pending": items,
@@ -457,16 +462,16 @@ async fn pending(args: &PendingArgs, settings: &Settings) -> anyhow::Result<()> 
         return Ok(());
     }
     for id in &expired {
-        println!("firing {id} expired unreviewed: nothing was sent");
+        crate::outln!("firing {id} expired unreviewed: nothing was sent");
     }
     if held.is_empty() {
-        println!("no firing waits for review");
+        crate::outln!("no firing waits for review");
         return Ok(());
     }
     for f in &held {
-        print!("{}", pending_text(f));
+        crate::out!("{}", pending_text(f));
     }
-    println!(
+    crate::outln!(
         "{} firings wait for review; each expires unsent after {}",
         held.len(),
         humantime::format_duration(settings.review_expires)
@@ -507,7 +512,7 @@ async fn approve(args: &Decide, settings: &Settings) -> anyhow::Result<()> {
         Ok(r) => r,
         Err(decided) => return Err(UserError::new(decided.to_string()).into()),
     };
-    println!("approved by {by}: {}", report.line());
+    crate::outln!("approved by {by}: {}", report.line());
     engine.write_log()?;
     ctx.push().await?;
     outcome(std::slice::from_ref(&report))
@@ -520,9 +525,11 @@ async fn reject(args: &RejectArgs, settings: &Settings) -> anyhow::Result<()> {
     let engine = ctx.engine()?;
     engine.expire_reviews()?;
     match engine.reject(args.decide.id, &by, args.why.as_deref())? {
-        Ok(f) => println!(
+        Ok(f) => crate::outln!(
             "firing {} of rule {} ({}) rejected by {by}: nothing was sent; the rule and its keys cool down as if it had been",
-            f.id, f.rule, f.project
+            f.id,
+            f.rule,
+            f.project
         ),
         Err(decided) => return Err(UserError::new(decided.to_string()).into()),
     }

@@ -31,9 +31,9 @@ pub async fn describe(
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let status = crate::status::read(settings, clock::system(), args.firings).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&status)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&status)?);
     } else {
-        print!("{}", crate::status::text::render(&status));
+        crate::out!("{}", crate::status::text::render(&status));
     }
     Ok(())
 }

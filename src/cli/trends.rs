@@ -32,7 +32,7 @@ pub fn print(
 ) -> anyhow::Result<()> {
     let mut summaries = summarize(tables)?;
     summaries.retain(|s| projects.is_empty() || projects.contains(&s.project));
-    print!("{}", describe(&summaries));
+    crate::out!("{}", describe(&summaries));
     let mut gaps = tables.gaps.clone();
     if !projects.is_empty() {
         for (_, df) in gaps.named() {
@@ -45,18 +45,18 @@ pub fn print(
             *df = df.filter(&keep)?;
         }
     }
-    print!("{}", crate::trends::gaps::describe(&gaps));
+    crate::out!("{}", crate::trends::gaps::describe(&gaps));
     let mut latest = crate::rules::impact::latest(&crate::rules::impact::read(out)?);
     latest.retain(|l| projects.is_empty() || projects.contains(&l.project));
     if !latest.is_empty() {
-        println!("latest impact of the agent jobs (docpipe rules impact tells more):");
+        crate::outln!("latest impact of the agent jobs (docpipe rules impact tells more):");
         for l in &latest {
-            println!("  {}", l.line());
+            crate::outln!("  {}", l.line());
         }
     }
-    println!("trend tables:");
+    crate::outln!("trend tables:");
     for f in files {
-        println!("  {}", f.display());
+        crate::outln!("  {}", f.display());
     }
     Ok(())
 }

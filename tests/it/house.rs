@@ -243,3 +243,51 @@ async fn a_folder_written_by_66ba354_opens_in_one_windows_table_and_goes_on_with
     let tables = docpipe::trends::compute(&out, &docpipe::trends::Selection::default()).unwrap();
     assert_eq!(tables.daily.height(), 12, "3 projects, 4 days");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_command_ends_quietly_with_exit_0_when_its_reader_goes_away() {
+    // The binary's clock is the system's: the emulator's stands at the real now.
+    let live = Live::start_at(small(), chrono::Utc::now()).await;
+    let start = chrono::Utc::now().date_naive() - chrono::Duration::days(1);
+    let dir = tempfile::tempdir().unwrap();
+    top_rule(dir.path());
+    let cfg = dir.path().join("docpipe.toml");
+    std::fs::write(
+        &cfg,
+        config_from(&live.server.base_url(), &dir.path().join("out"), "", start),
+    )
+    .unwrap();
+    // Two days: the second export below finds the hour's budget with room.
+    let first = docpipe(&cfg, &["export"], None);
+    assert!(first.status.success(), "{first:?}");
+    let from = (start - chrono::Duration::days(2)).to_string();
+    let commands: [&[&str]; 10] = [
+        &["status"],
+        &["status", "--json"],
+        &["trends"],
+        &["rules", "check"],
+        &["validate"],
+        &["check", "--dry-run"],
+        &["export", "--dry-run"],
+        &["export"],
+        &["backfill", "--from", &from, "--dry-run"],
+        &["--help"],
+    ];
+    for args in commands {
+        // The reader goes away before the command writes its first line: `docpipe status | head`
+        // where head has read what it wanted.
+        let mut child = docpipe_command(&cfg, args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let done = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&done.stderr);
+        assert_eq!(done.status.code(), Some(0), "{args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe"),
+            "{args:?}: {err}"
+        );
+    }
+}
