@@ -152,7 +152,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .map_err(|e| UserError::new(format!("cannot listen on {}: {e}", args.addr)))?;
     tracing::info!(addr = %server.addr, "emulator listening; stats at /_emulator/stats");
     // A service keeps running when nobody reads its standard output.
-    let _ = crate::cli::try_stdout(format_args!("emulator listening on {}", server.base_url()));
+    let _ = crate::cli::try_stdout(format_args!(
+        "emulator listening on {}\n{}",
+        server.base_url(),
+        server.emulator.data().served().trim_end()
+    ));
     crate::cli::shutdown_signal().await;
     server.stop().await;
     Ok(())

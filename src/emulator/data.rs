@@ -72,6 +72,63 @@ pub struct DataFile {
     pub readers: Vec<ReaderText>,
 }
 
+impl DataFile {
+    /// What it serves, as `docpipe emulate` says at start: each organization with its keys,
+    /// projects and assistant domains, the limits and the faults that are on. The keys are the
+    /// file's own (test keys, never a real one).
+    pub fn served(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let keys = |kind: &str, keys: &[String]| {
+            (!keys.is_empty()).then(|| format!("{kind} {}", keys.join(", ")))
+        };
+        for o in &self.organizations {
+            let all: Vec<String> = [
+                keys("admin keys", &o.admin_keys),
+                keys("read-only admin keys", &o.read_only_admin_keys),
+                keys("assistant keys", &o.assistant_keys),
+                keys("expired keys", &o.expired_keys),
+                keys("user keys", &o.user_keys),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            let _ = writeln!(out, "organization {}: {}", o.id, all.join("; "));
+            for p in self.projects.iter().filter(|p| p.organization == o.id) {
+                let lacks = if p.not_in_plan.is_empty() {
+                    String::new()
+                } else {
+                    format!("; not in its plan: {}", p.not_in_plan.join(", "))
+                };
+                let _ = writeln!(
+                    out,
+                    "  project {}: {} pages, about {} views a weekday{lacks}",
+                    p.id, p.pages, p.daily_views
+                );
+            }
+            for d in self.domains.iter().filter(|d| d.organization == o.id) {
+                let _ = writeln!(
+                    out,
+                    "  assistant domain {}: answers from {}",
+                    d.id, d.project
+                );
+            }
+        }
+        let l = &self.limits;
+        let _ = writeln!(
+            out,
+            "data from {} (seed {}); limits an hour: {} analytics requests an organization, {} agent-job writes a project, {} assistant messages an organization; jobs run {} s",
+            self.start_date,
+            self.seed,
+            l.analytics_per_hour,
+            l.agent_per_hour,
+            l.assistant_per_hour,
+            l.job_duration_secs
+        );
+        out
+    }
+}
+
 /// Where a planted reader's text goes.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]

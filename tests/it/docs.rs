@@ -151,3 +151,57 @@ fn the_readme_is_a_front_door_under_300_lines_with_the_two_commands() {
     let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
     assert!(ci.contains("cargo test --locked"), "{ci}");
 }
+
+/// The fields of a section of the emulator's data file, as its reader names them when it
+/// meets one it does not know.
+fn data_fields_of(section: &str) -> Vec<String> {
+    let text = match section {
+        "" => "start_date = \"2026-01-01\"\nzz_unknown = 1\n".to_string(),
+        s => format!("start_date = \"2026-01-01\"\n{s}\nzz_unknown = 1\n"),
+    };
+    let err = docpipe::emulator::data::DataFile::parse(&text, "d.toml")
+        .unwrap_err()
+        .to_string();
+    let list = err
+        .split("expected ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{section}: {err}"));
+    list.trim_start_matches("one of ")
+        .split(", ")
+        .flat_map(|f| f.split(" or "))
+        .map(|f| f.trim().trim_matches('`').to_string())
+        .collect()
+}
+
+#[test]
+fn every_field_of_the_emulators_data_file_is_in_docs_service_md() {
+    let reference = std::fs::read_to_string(root().join("docs/service.md")).unwrap();
+    let mut missing = Vec::new();
+    for section in [
+        "",
+        "[[organizations]]",
+        "[[projects]]",
+        "[[domains]]",
+        "[[jobs]]",
+        "[limits]",
+        "[faults]",
+        "[impact]",
+        "[[readers]]",
+    ] {
+        let fields = data_fields_of(section);
+        assert!(fields.len() > 2, "{section}: {fields:?}");
+        for f in fields {
+            let named = [format!("`{f}`"), format!("`[{f}]`"), format!("`[[{f}]]`")]
+                .iter()
+                .any(|n| reference.contains(n.as_str()));
+            if !named {
+                missing.push(format!("{section} {f}"));
+            }
+        }
+    }
+    assert_eq!(
+        missing,
+        Vec::<String>::new(),
+        "fields missing in docs/service.md"
+    );
+}
