@@ -10,6 +10,14 @@ use std::time::Duration;
 /// Errors of the config file.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// No file where the config was looked for.
+    #[error(
+        "no config at {path}: write one with `docpipe init`, or name yours with `--config FILE`"
+    )]
+    Missing {
+        /// The file looked for, absolute.
+        path: String,
+    },
     /// Unreadable file.
     #[error("cannot read config {path}: {source}")]
     Read {
@@ -23,11 +31,11 @@ pub enum ConfigError {
     Parse {
         /// The file.
         path: String,
-        /// What is wrong.
+        /// What is wrong: one problem, or several, each on its own line ([`listed`]).
         message: String,
     },
     /// Inconsistent values: every problem found.
-    #[error("invalid config {path}: {}", problems.join("; "))]
+    #[error("invalid config {path}: {}", listed(problems))]
     Invalid {
         /// The file.
         path: String,
@@ -36,11 +44,20 @@ pub enum ConfigError {
     },
 }
 
+/// Problems as an error says them: one on the line, several each on its own line below.
+pub fn listed(problems: &[String]) -> String {
+    match problems {
+        [one] => one.clone(),
+        many => format!("{} problems:\n  {}", many.len(), many.join("\n  ")),
+    }
+}
+
 /// The file as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
-    /// How to reach the service.
+    /// How to reach the service (the service's own address when left out).
+    #[serde(default)]
     pub service: RawService,
     /// Organizations: keys and limits.
     #[serde(default)]
@@ -345,7 +362,9 @@ impl Default for RawRules {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawService {
-    /// Base address, e.g. `https://api.example.com` or the emulator's `http://127.0.0.1:8080`.
+    /// Base address: the service's own (`https://api.mintlify.com`, the OpenAPI files'
+    /// server) by default, or the emulator's `http://127.0.0.1:8080`.
+    #[serde(default = "default_base_url")]
     pub base_url: String,
     /// Brand word that prefixes keys (`<brand>_`, `<brand>_dsc_`).
     #[serde(default = "default_brand")]
@@ -367,6 +386,26 @@ pub struct RawService {
 
 fn default_brand() -> String {
     "mint".into()
+}
+
+/// The service's address, as its OpenAPI files give it.
+pub const SERVICE_URL: &str = "https://api.mintlify.com";
+
+fn default_base_url() -> String {
+    SERVICE_URL.into()
+}
+
+impl Default for RawService {
+    fn default() -> Self {
+        Self {
+            base_url: default_base_url(),
+            brand: default_brand(),
+            timeout_secs: default_timeout(),
+            max_retries: default_retries(),
+            max_backoff_secs: default_max_backoff(),
+            budget_db: None,
+        }
+    }
 }
 const fn default_timeout() -> u64 {
     30
@@ -889,8 +928,9 @@ impl RawExport {
             Ok(tz) => tz,
             Err(_) => {
                 problems.push(format!(
-                    "export.timezone {:?} is not a time zone name (IANA, such as \"UTC\" or \"Europe/Berlin\")",
-                    self.timezone
+                    "export.timezone {:?} is not a time zone name (IANA, such as \"UTC\" or \"Europe/Berlin\"){}",
+                    self.timezone,
+                    zone_like(&self.timezone)
                 ));
                 chrono_tz::Tz::UTC
             }
@@ -962,9 +1002,28 @@ fn project_lines(text: &str) -> BTreeMap<String, usize> {
     out
 }
 
+/// " (did you mean \"Europe/Berlin\"?)" for a name close to a time zone's (case aside, a
+/// space for `_`, a typo of a few letters), or nothing.
+fn zone_like(name: &str) -> String {
+    let wanted = name.trim().replace(' ', "_").to_lowercase();
+    let best = chrono_tz::TZ_VARIANTS
+        .iter()
+        .map(|tz| {
+            let n = tz.name();
+            (strsim::damerau_levenshtein(&wanted, &n.to_lowercase()), n)
+        })
+        .min();
+    match best {
+        Some((d, n)) if d <= (wanted.chars().count() / 4).max(2) => {
+            format!(" (did you mean {n:?}?)")
+        }
+        _ => String::new(),
+    }
+}
+
 /// For "unknown field `x`, expected one of `a`, `b`": " (did you mean `a`?)" when one of them
 /// is a likely typo of `x`.
-fn did_you_mean(message: &str) -> String {
+pub fn did_you_mean(message: &str) -> String {
     let Some(rest) = message.strip_prefix("unknown field `") else {
         return String::new();
     };
@@ -1050,6 +1109,12 @@ impl RawConfig {
             if consequence || found.iter().any(|(_, m)| *m == message) {
                 break;
             }
+            // A missing field names no line of its own: setting one aside would only make
+            // errors of its own (a table's fields read under the table before).
+            if e.message().starts_with("missing field `") {
+                found.push((usize::MAX, message));
+                break;
+            }
             let Some(span) = e.span() else {
                 found.push((usize::MAX, message));
                 break;
@@ -1085,12 +1150,13 @@ impl RawConfig {
         found.sort_by_key(|(line, _)| *line);
         Err(ConfigError::Parse {
             path: origin.to_string(),
-            message: found
-                .into_iter()
-                .map(|(_, m)| m)
-                .chain(rest)
-                .collect::<Vec<_>>()
-                .join("; "),
+            message: listed(
+                &found
+                    .into_iter()
+                    .map(|(_, m)| m)
+                    .chain(rest)
+                    .collect::<Vec<_>>(),
+            ),
         })
     }
 
@@ -1231,9 +1297,20 @@ impl Settings {
     /// Reads a config file, with the command line's `overrides`, and validates it.
     pub fn load_with(path: &Path, overrides: &Overrides) -> Result<Self, ConfigError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: origin.clone(),
-            source,
+        let text = std::fs::read_to_string(path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                ConfigError::Missing {
+                    path: std::path::absolute(path)
+                        .unwrap_or_else(|_| path.to_path_buf())
+                        .display()
+                        .to_string(),
+                }
+            } else {
+                ConfigError::Read {
+                    path: origin.clone(),
+                    source,
+                }
+            }
         })?;
         let mut raw = RawConfig::parse(&text, &origin)?;
         // The file's paths are relative to its folder (whatever folder docpipe runs in); the
@@ -1454,7 +1531,7 @@ mod tests {
         let err = RawConfig::parse(text, "t.toml").unwrap_err().to_string();
         assert_eq!(
             err,
-            "invalid config t.toml: line 3 ([service] timeout_secs): invalid type: string \"ten\", expected u64; line 5 ([export] lookback_dayz): unknown field `lookback_dayz`, expected one of `output_dir`, `state_dir`, `lookback_days`, `trends_after_export`, `timezone`, `feedback_recheck_days`, `assistant_overlap_days`, `threads_per_run` (did you mean `lookback_days`?)"
+            "invalid config t.toml: 2 problems:\n  line 3 ([service] timeout_secs): invalid type: string \"ten\", expected u64\n  line 5 ([export] lookback_dayz): unknown field `lookback_dayz`, expected one of `output_dir`, `state_dir`, `lookback_days`, `trends_after_export`, `timezone`, `feedback_recheck_days`, `assistant_overlap_days`, `threads_per_run` (did you mean `lookback_days`?)"
         );
         // With the values that do not fit together, after the lines.
         let err = RawConfig::parse(
@@ -1465,7 +1542,7 @@ mod tests {
         .to_string();
         assert_eq!(
             err,
-            "invalid config t.toml: line 3 ([service] timeout_secs): invalid type: string \"ten\", expected u64; project a names organization nope, which is not configured"
+            "invalid config t.toml: 2 problems:\n  line 3 ([service] timeout_secs): invalid type: string \"ten\", expected u64\n  project a names organization nope, which is not configured"
         );
         // A required field given the wrong type is one problem, not two.
         let err = RawConfig::parse("[service]\nbase_url = 5\n", "t.toml")
@@ -1474,6 +1551,38 @@ mod tests {
         assert_eq!(
             err,
             "invalid config t.toml: line 2 ([service] base_url): invalid type: integer `5`, expected a string"
+        );
+    }
+
+    #[test]
+    fn a_time_zone_name_close_to_one_gets_a_suggestion() {
+        assert_eq!(
+            zone_like("europe/berlin"),
+            " (did you mean \"Europe/Berlin\"?)"
+        );
+        assert_eq!(
+            zone_like("America/New York"),
+            " (did you mean \"America/New_York\"?)"
+        );
+        assert_eq!(
+            zone_like("Europe/Berln"),
+            " (did you mean \"Europe/Berlin\"?)"
+        );
+        assert_eq!(zone_like("Mars/Olympus_Mons"), "");
+    }
+
+    #[test]
+    fn service_may_be_left_out_and_a_missing_field_blames_no_other_line() {
+        let raw = RawConfig::parse(
+            "[[organizations]]\nid = \"acme\"\nadmin_key_env = \"K\"\n[[projects]]\nid = \"docs\"\norganization = \"acme\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(raw.service.base_url, "https://api.mintlify.com");
+        // A project without its organization: that one problem, not its neighbours'.
+        assert_eq!(
+            parse_error("[[organizations]]\nid = \"acme\"\n[[projects]]\nid = \"docs\"\n"),
+            "invalid config t.toml: line 3: missing field `organization`"
         );
     }
 
@@ -1492,7 +1601,7 @@ mod tests {
             parse_error(&format!(
                 "{service}[[projects]]\nid = \"p\"\norganization = \"a\"\nstart_date = 2026-01-01\n"
             )),
-            "invalid config t.toml: line 6 ([[projects]] start_date): invalid type: map, expected a formatted date string (write dates in quotes: start_date = \"2026-01-01\"); project p names organization a, which is not configured"
+            "invalid config t.toml: 2 problems:\n  line 6 ([[projects]] start_date): invalid type: map, expected a formatted date string (write dates in quotes: start_date = \"2026-01-01\")\n  project p names organization a, which is not configured"
         );
     }
 
@@ -1507,7 +1616,7 @@ mod tests {
             .to_string();
         assert_eq!(
             err,
-            "invalid config t.toml: freshness.today \"soon\" is not a duration (expected number at 0; write \"1h\", \"90m\" or \"2h 30m\"); freshness: recent (8h) must not be longer than oldest (6h); freshness.dataset.searches.today \"30s\" must be between 1 minute and 31 days; freshness.dataset.views: unknown dataset \"views\" (known: page_views, visitors, searches, feedback, feedback_by_page, assistant, caller_stats, threads)"
+            "invalid config t.toml: 4 problems:\n  freshness.today \"soon\" is not a duration (expected number at 0; write \"1h\", \"90m\" or \"2h 30m\")\n  freshness: recent (8h) must not be longer than oldest (6h)\n  freshness.dataset.searches.today \"30s\" must be between 1 minute and 31 days\n  freshness.dataset.views: unknown dataset \"views\" (known: page_views, visitors, searches, feedback, feedback_by_page, assistant, caller_stats, threads)"
         );
         let ok = "[service]\nbase_url = \"http://x\"\n[freshness]\ntoday = \"90m\"\n[freshness.dataset.searches]\nrecent = \"3h\"\n[freshness.dataset.feedback]\nfull = \"12h\"\n";
         let s = RawConfig::parse(ok, "t.toml")

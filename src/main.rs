@@ -77,7 +77,12 @@ fn main() -> ExitCode {
         Err(e) => {
             // One line per problem (a rules folder can have several).
             for line in docpipe::error::lines(&e) {
-                eprintln!("error: {line}");
+                // An indented line belongs to the problem list of the line before.
+                if line.starts_with("  ") {
+                    eprintln!("{line}");
+                } else {
+                    eprintln!("error: {line}");
+                }
             }
             ExitCode::from(docpipe::error::exit_code(&e))
         }

@@ -153,15 +153,21 @@ pub fn finish(ctx: &Context, report: Report, projects: &[String]) -> anyhow::Res
     after
 }
 
-/// Ends with exit code 1 when some window failed.
+/// Ends with exit code 1 when some window failed, saying whether running again can help: not
+/// for a refused key, an unknown project or a dataset the plan lacks, which need a fix first.
 pub fn outcome(summary: &Summary) -> anyhow::Result<()> {
-    if summary.failed.is_empty() {
-        Ok(())
-    } else {
-        anyhow::bail!(
-            "{} windows failed; run again to retry them",
-            summary.failed.len()
-        )
+    let failed = summary.failed.len();
+    let fix = summary.failed.iter().filter(|f| f.needs_a_fix()).count();
+    match (failed, fix) {
+        (0, _) => Ok(()),
+        (n, 0) => anyhow::bail!("{n} windows failed; run again to retry them"),
+        (n, k) if k == n => anyhow::bail!(
+            "{n} windows failed, and running again will not help until the key, the project id or the plan named above is fixed"
+        ),
+        (n, k) => anyhow::bail!(
+            "{n} windows failed: {} can be retried by running again; {k} need the key, the project id or the plan named above fixed first",
+            n - k
+        ),
     }
 }
 

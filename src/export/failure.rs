@@ -63,6 +63,19 @@ impl Failure {
         )
     }
 
+    /// Whether running again alone cannot help: the service refused the key, does not know the
+    /// project, or the plan lacks the dataset (a 403), and a person has to change that first.
+    pub fn needs_a_fix(&self) -> bool {
+        use crate::api::ErrorKind;
+        matches!(
+            &*self.cause,
+            ExportError::Api(a) if matches!(
+                a.kind,
+                ErrorKind::BadKey { .. } | ErrorKind::UnknownProject { .. } | ErrorKind::Forbidden { .. }
+            )
+        )
+    }
+
     /// The window's days as people read them: `2026-03-10`, or `2026-03-01..2026-03-14`
     /// (the last day included).
     pub fn days(&self) -> String {

@@ -306,9 +306,10 @@ impl Rule {
             let line = e
                 .span()
                 .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            let hint = crate::config::did_you_mean(e.message());
             fail(match line {
-                Some(l) => format!("line {l}: {}", e.message()),
-                None => e.message().to_string(),
+                Some(l) => format!("line {l}: {}{hint}", e.message()),
+                None => format!("{}{hint}", e.message()),
             })
         })?;
         let name = raw.name.trim().to_string();
@@ -1004,6 +1005,16 @@ mod tests {
 
     fn rule(text: &str) -> Result<Rule, RuleError> {
         Rule::parse(text, "jobs/r.toml", &["p".to_string()])
+    }
+
+    #[test]
+    fn a_misspelt_field_gets_the_field_it_likely_meant() {
+        let e = rule(&format!("{BASE}enabeld = true\n")).unwrap_err();
+        assert!(
+            e.message.ends_with(" (did you mean `enabled`?)"),
+            "{}",
+            e.message
+        );
     }
 
     const BASE: &str = r#"

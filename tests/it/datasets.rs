@@ -874,7 +874,7 @@ fn a_config_naming_an_unknown_dataset_or_a_span_too_long_is_refused_with_every_p
     assert_eq!(
         err.trim_end(),
         format!(
-            "error: invalid config {}: project alpha: unknown dataset \"pageviews\" (known: page_views, visitors, searches, feedback, feedback_by_page, assistant, caller_stats, threads); project alpha: dataset visitors is listed twice; project gamma: datasets is empty; list at least one, or leave it out for the default; export.feedback_recheck_days 400 must be at most 366; export.threads_per_run 5000 must be at most 1000",
+            "error: invalid config {}: 5 problems:\n  project alpha: unknown dataset \"pageviews\" (known: page_views, visitors, searches, feedback, feedback_by_page, assistant, caller_stats, threads)\n  project alpha: dataset visitors is listed twice\n  project gamma: datasets is empty; list at least one, or leave it out for the default\n  export.feedback_recheck_days 400 must be at most 366\n  export.threads_per_run 5000 must be at most 1000",
             cfg.display()
         )
     );

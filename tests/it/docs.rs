@@ -17,9 +17,11 @@ fn fields_of(section: &str) -> Vec<String> {
         .unwrap_err()
         .to_string();
     // "expected one of `a`, `b`", "expected `a` or `b`", "expected `a`".
+    // The unknown field's line (a missing `id` of the table may follow on a line of its own).
     let list = err
         .split("expected ")
         .nth(1)
+        .and_then(|l| l.lines().next())
         .unwrap_or_else(|| panic!("{section}: {err}"));
     list.trim_start_matches("one of ")
         .split(", ")
@@ -162,9 +164,11 @@ fn data_fields_of(section: &str) -> Vec<String> {
     let err = docpipe::emulator::data::DataFile::parse(&text, "d.toml")
         .unwrap_err()
         .to_string();
+    // The unknown field's line (a missing `id` of the table may follow on a line of its own).
     let list = err
         .split("expected ")
         .nth(1)
+        .and_then(|l| l.lines().next())
         .unwrap_or_else(|| panic!("{section}: {err}"));
     list.trim_start_matches("one of ")
         .split(", ")

@@ -1607,7 +1607,10 @@ async fn an_export_whose_windows_all_failed_ends_on_that_not_on_missing_trends()
     assert!(!stderr.contains("no exported data"), "{stderr}");
     let last = stderr.lines().last().unwrap();
     assert!(
-        last.starts_with("error: ") && last.ends_with(" windows failed; run again to retry them"),
+        last.starts_with("error: ")
+            && last.ends_with(
+                " windows failed, and running again will not help until the key, the project id or the plan named above is fixed"
+            ),
         "{stderr}"
     );
 }

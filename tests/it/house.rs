@@ -291,3 +291,21 @@ async fn every_command_ends_quietly_with_exit_0_when_its_reader_goes_away() {
         );
     }
 }
+
+#[test]
+fn a_missing_config_names_the_absolute_path_and_the_way_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_docpipe"))
+        .current_dir(dir.path())
+        .arg("status")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&run.stderr),
+        format!(
+            "error: no config at {}: write one with `docpipe init`, or name yours with `--config FILE`\n",
+            dir.path().join("docpipe.toml").display()
+        )
+    );
+}
