@@ -1021,29 +1021,6 @@ fn zone_like(name: &str) -> String {
     }
 }
 
-/// For "unknown field `x`, expected one of `a`, `b`": " (did you mean `a`?)" when one of them
-/// is a likely typo of `x`.
-pub fn did_you_mean(message: &str) -> String {
-    let Some(rest) = message.strip_prefix("unknown field `") else {
-        return String::new();
-    };
-    let Some((field, expected)) = rest.split_once('`') else {
-        return String::new();
-    };
-    let best = expected
-        .split('`')
-        .skip(1)
-        .step_by(2)
-        .map(|c| (strsim::damerau_levenshtein(field, c), c))
-        .min();
-    match best {
-        Some((d, c)) if d <= (field.chars().count() / 3).max(2) => {
-            format!(" (did you mean `{c}`?)")
-        }
-        _ => String::new(),
-    }
-}
-
 fn locate(text: &str, span: Option<std::ops::Range<usize>>, message: &str) -> String {
     let Some(span) = span else {
         return message.to_string();
@@ -1066,7 +1043,7 @@ fn locate(text: &str, span: Option<std::ops::Range<usize>>, message: &str) -> St
     let hint = if message.contains("datetime") || message.contains("date string") {
         " (write dates in quotes: start_date = \"2026-01-01\")".to_string()
     } else {
-        did_you_mean(message)
+        crate::text::did_you_mean(message)
     };
     match field {
         Some(f) => format!("line {line_no} ({table}{f}): {message}{hint}"),
@@ -1513,16 +1490,16 @@ mod tests {
     #[test]
     fn an_unknown_field_suggests_the_field_it_likely_meant() {
         assert_eq!(
-            did_you_mean(
+            crate::text::did_you_mean(
                 "unknown field `lookback_dayz`, expected one of `output_dir`, `lookback_days`"
             ),
             " (did you mean `lookback_days`?)"
         );
         assert_eq!(
-            did_you_mean("unknown field `colour`, expected `dir` or `after_export`"),
+            crate::text::did_you_mean("unknown field `colour`, expected `dir` or `after_export`"),
             ""
         );
-        assert_eq!(did_you_mean("duplicate key"), "");
+        assert_eq!(crate::text::did_you_mean("duplicate key"), "");
     }
 
     #[test]

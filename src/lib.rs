@@ -34,12 +34,12 @@ pub mod trends; // polars aggregation and charts
 /// `print!` would panic.
 #[macro_export]
 macro_rules! out {
-    ($($t:tt)*) => { $crate::cli::stdout(format_args!($($t)*)) };
+    ($($t:tt)*) => { $crate::text::stdout(format_args!($($t)*)) };
 }
 
 /// `println!` for what a command prints (see [`out!`]).
 #[macro_export]
 macro_rules! outln {
-    () => { $crate::cli::stdout(format_args!("\n")) };
-    ($($t:tt)*) => { $crate::cli::stdout(format_args!("{}\n", format_args!($($t)*))) };
+    () => { $crate::text::stdout(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::text::stdout(format_args!("{}\n", format_args!($($t)*))) };
 }

@@ -35,9 +35,114 @@ pub fn causes(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
         .collect()
 }
 
+/// A wait for a rate budget as every surface says it, in absolute time and from now: "the
+/// hour's budget of analytics:acme is used; next request at 15:40:47 UTC, in 52m 10s".
+pub fn budget_wait(
+    scope: &str,
+    wait: std::time::Duration,
+    until: chrono::DateTime<chrono::Utc>,
+) -> String {
+    format!(
+        "the hour's budget of {scope} is used; next request at {} UTC, in {}",
+        until.format("%H:%M:%S"),
+        from_now(wait.as_secs())
+    )
+}
+
+/// A span from now, short: `42s`, `23m 10s`, `2h 05m`.
+pub fn from_now(secs: u64) -> String {
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m {:02}s", secs / 60, secs % 60),
+        _ => format!("{}h {:02}m", secs / 3600, secs % 3600 / 60),
+    }
+}
+
+/// The planner's time estimate, in words, from now and in absolute time: "about 2 h at the
+/// budget, around 17:40 UTC".
+pub fn eta(secs: u64, now: chrono::DateTime<chrono::Utc>) -> String {
+    if secs == 0 {
+        "within the current hour's budget".to_string()
+    } else {
+        let at = now + chrono::Duration::seconds(secs.min(i64::MAX as u64) as i64);
+        format!(
+            "about {} h at the budget, around {} UTC",
+            secs / 3600,
+            at.format(if secs >= 86_400 {
+                "%Y-%m-%d %H:%M"
+            } else {
+                "%H:%M"
+            })
+        )
+    }
+}
+/// Writes what a command prints to standard output ([`crate::out!`], [`crate::outln!`]): a
+/// reader that went away ends the process quietly with exit code 0 (nothing is left half-done
+/// by then: commands print what they did after doing it); any other failure to write is one
+/// line on standard error and exit code 1.
+pub fn stdout(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to standard output: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Writes a line to standard output and says whether it could: for the services (the daemon,
+/// the emulator), which go on when nobody reads it.
+pub fn try_stdout(args: std::fmt::Arguments<'_>) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_fmt(args)?;
+    out.write_all(b"\n")
+}
+
+/// For "unknown field `x`, expected one of `a`, `b`": " (did you mean `a`?)" when one of them
+/// is a likely typo of `x`.
+pub fn did_you_mean(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return String::new();
+    };
+    let Some((field, expected)) = rest.split_once('`') else {
+        return String::new();
+    };
+    let best = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|c| (strsim::damerau_levenshtein(field, c), c))
+        .min();
+    match best {
+        Some((d, c)) if d <= (field.chars().count() / 3).max(2) => {
+            format!(" (did you mean `{c}`?)")
+        }
+        _ => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_eta_says_how_long_and_until_when() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-25T14:00:00Z")
+            .unwrap()
+            .to_utc();
+        assert_eq!(eta(0, now), "within the current hour's budget");
+        assert_eq!(eta(7200, now), "about 2 h at the budget, around 16:00 UTC");
+        assert_eq!(
+            eta(3 * 86_400, now),
+            "about 72 h at the budget, around 2026-11-28 14:00 UTC"
+        );
+        assert_eq!(
+            (from_now(42), from_now(1390), from_now(7500)),
+            ("42s".into(), "23m 10s".into(), "2h 05m".into())
+        );
+    }
 
     #[test]
     fn control_characters_are_shown_escaped() {

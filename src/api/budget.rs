@@ -83,13 +83,14 @@ pub async fn acquire(
                     .to_std()
                     .unwrap_or(Duration::from_secs(1))
                     .max(Duration::from_millis(10));
+                let until = clock.now()
+                    + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::zero());
                 tracing::info!(
                     scope,
                     wait_secs = wait.as_secs(),
-                    "rate budget used up; waiting"
+                    "{}",
+                    crate::text::budget_wait(scope, wait, until)
                 );
-                let until = clock.now()
-                    + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::zero());
                 events.waiting(scope, wait, until);
                 clock.sleep(wait).await;
                 events.waited(scope);

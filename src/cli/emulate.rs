@@ -136,7 +136,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .await
             .map_err(|e| UserError::new(format!("cannot listen on {}: {e}", args.addr)))?;
         // A service keeps running when nobody reads its standard output.
-        let _ = crate::cli::try_stdout(format_args!(
+        let _ = crate::text::try_stdout(format_args!(
             "replaying {} on {}",
             dir.display(),
             server.base_url()
@@ -152,7 +152,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .map_err(|e| UserError::new(format!("cannot listen on {}: {e}", args.addr)))?;
     tracing::info!(addr = %server.addr, "emulator listening; stats at /_emulator/stats");
     // A service keeps running when nobody reads its standard output.
-    let _ = crate::cli::try_stdout(format_args!(
+    let _ = crate::text::try_stdout(format_args!(
         "emulator listening on {}\n{}",
         server.base_url(),
         server.emulator.data().served().trim_end()

@@ -113,30 +113,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// Writes what a command prints to standard output ([`crate::out!`], [`crate::outln!`]): a
-/// reader that went away ends the process quietly with exit code 0 (nothing is left half-done
-/// by then: commands print what they did after doing it); any other failure to write is one
-/// line on standard error and exit code 1.
-pub fn stdout(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("error: cannot write to standard output: {e}");
-        std::process::exit(1);
-    }
-}
-
-/// Writes a line to standard output and says whether it could: for the services (the daemon,
-/// the emulator), which go on when nobody reads it.
-pub fn try_stdout(args: std::fmt::Arguments<'_>) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    out.write_fmt(args)?;
-    out.write_all(b"\n")
-}
-
 /// The log filter for `-v`/`-q` counts.
 pub fn log_level(verbose: u8, quiet: u8) -> &'static str {
     match (verbose, quiet) {

@@ -52,16 +52,7 @@ pub fn log_writer() -> LogWriter {
 
 /// The message a budget wait shows in the bar.
 pub fn wait_message(scope: &str, wait: Duration, until: DateTime<Utc>) -> String {
-    let secs = wait.as_secs();
-    let length = if secs >= 60 {
-        format!("{}m {:02}s", secs / 60, secs % 60)
-    } else {
-        format!("{secs}s")
-    };
-    format!(
-        "waiting {length} for the rate budget ({scope}), until {} UTC",
-        until.format("%H:%M:%S")
-    )
+    crate::text::budget_wait(scope, wait, until)
 }
 
 /// A progress bar on standard error when it is a terminal (else nothing is drawn).
@@ -161,11 +152,11 @@ mod tests {
         let until = Utc.with_ymd_and_hms(2026, 11, 22, 14, 5, 9).unwrap();
         assert_eq!(
             wait_message("analytics:acme", Duration::from_secs(1390), until),
-            "waiting 23m 10s for the rate budget (analytics:acme), until 14:05:09 UTC"
+            "the hour's budget of analytics:acme is used; next request at 14:05:09 UTC, in 23m 10s"
         );
         assert_eq!(
             wait_message("analytics:acme", Duration::from_secs(42), until),
-            "waiting 42s for the rate budget (analytics:acme), until 14:05:09 UTC"
+            "the hour's budget of analytics:acme is used; next request at 14:05:09 UTC, in 42s"
         );
     }
 }

@@ -76,7 +76,7 @@ async fn start(
                 .map_err(|e| UserError::new(format!("daemon.listen {addr}: cannot listen: {e}")))?;
             tracing::info!("status page on http://{bound}/ (and /status.json, /metrics, /healthz)");
             // A service keeps running when nobody reads its standard output.
-            let _ = crate::cli::try_stdout(format_args!("listening on http://{bound}"));
+            let _ = crate::text::try_stdout(format_args!("listening on http://{bound}"));
             Some(task)
         }
         None => None,

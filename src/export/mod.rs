@@ -236,6 +236,9 @@ pub struct Plan {
     pub fresh: u64,
     /// Windows due that did not fit the budget (left for the next run).
     pub deferred: u64,
+    /// The requests the deferred windows are expected to take, per organization: the ETA
+    /// counts them with the run's.
+    pub deferred_requests: HashMap<String, u64>,
     /// Per organization, the requests the run may spend (none: no limit but the budget's
     /// waits): set by [`Plan::fit`].
     pub allowance: HashMap<String, u64>,
@@ -319,6 +322,13 @@ impl Plan {
             .iter()
             .filter_map(|&(i, part)| self.due.get(i).map(|d| Due { part, ..d.clone() }))
             .collect();
+        let kept: std::collections::HashSet<usize> = chosen.iter().map(|&(i, _)| i).collect();
+        for (i, d) in self.due.iter().enumerate() {
+            if !kept.contains(&i) {
+                let c = self.candidate(d);
+                *self.deferred_requests.entry(c.org).or_default() += c.cost;
+            }
+        }
         self.deferred += (self.due.len() - due.len()) as u64;
         self.due = due;
         self.allowance = allowance.into_iter().collect();
@@ -335,12 +345,16 @@ impl Plan {
         out
     }
 
-    /// Expected time to send the planned requests within the budgets.
+    /// Expected time to send every due window's requests within the budgets: this run's and
+    /// the ones deferred to the next runs.
     pub fn eta(&self) -> Duration {
         let mut per_org: HashMap<&str, u64> = HashMap::new();
         for d in &self.due {
             let org = self.org_of.get(&d.project).map_or("", String::as_str);
             *per_org.entry(org).or_default() += d.expected_requests;
+        }
+        for (org, n) in &self.deferred_requests {
+            *per_org.entry(org.as_str()).or_default() += n;
         }
         let mut worst = Duration::ZERO;
         for (org, need) in per_org {

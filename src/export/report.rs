@@ -76,12 +76,10 @@ pub fn describe_plan(plan: &Plan) -> String {
     for (org, (limit, used)) in &plan.budgets {
         out += &format!("  budget of {org}: {limit} requests/hour, {used} used in the last hour\n");
     }
-    let eta = plan.eta();
-    if eta.is_zero() {
-        out += "  ETA: within the current hour's budget\n";
-    } else {
-        out += &format!("  ETA: about {} h at the budget\n", eta.as_secs() / 3600);
-    }
+    out += &format!(
+        "  ETA: {}\n",
+        crate::text::eta(plan.eta().as_secs(), plan.made_at)
+    );
     out
 }
 

@@ -306,7 +306,7 @@ impl Rule {
             let line = e
                 .span()
                 .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-            let hint = crate::config::did_you_mean(e.message());
+            let hint = crate::text::did_you_mean(e.message());
             fail(match line {
                 Some(l) => format!("line {l}: {}{hint}", e.message()),
                 None => format!("{}{hint}", e.message()),

@@ -2,7 +2,7 @@
 //! inline and no script (it refreshes itself every minute with a `<meta>`), readable on a
 //! laptop and a phone. Every text from the state, the config or the service is escaped.
 
-use super::text::{eta, short};
+use super::text::short;
 use super::{DatasetStatus, Freshness, Hour, OrgStatus, Status};
 use std::fmt::Write as _;
 
@@ -283,7 +283,7 @@ fn projects_section(out: &mut String, s: &Status) {
         "<p id=\"export-now\">Export now: {} windows, about {} requests, ETA {}.</p></section>",
         e.windows,
         e.requests,
-        eta(e.eta_secs)
+        crate::text::eta(e.eta_secs, s.generated_at)
     );
 }
 
@@ -307,7 +307,7 @@ fn backfill_section(out: &mut String, s: &Status) {
                 },
                 b.windows,
                 b.requests,
-                eta(b.eta_secs),
+                crate::text::eta(b.eta_secs, s.generated_at),
                 b.holder.as_deref().map_or("no daemon yet".to_string(), esc)
             );
         }

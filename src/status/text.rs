@@ -22,15 +22,6 @@ pub fn short(secs: i64) -> String {
     }
 }
 
-/// The planner's time estimate, in words.
-pub fn eta(secs: u64) -> String {
-    if secs == 0 {
-        "within the current hour's budget".to_string()
-    } else {
-        format!("about {} h at the budget", secs / 3600)
-    }
-}
-
 fn range(r: &DayRange) -> String {
     if r.from == r.to {
         r.from.to_string()
@@ -215,7 +206,7 @@ fn plan_lines(out: &mut String, s: &Status) {
         "export now: {} windows, about {} requests, ETA {}",
         e.windows,
         e.requests,
-        eta(e.eta_secs)
+        crate::text::eta(e.eta_secs, s.generated_at)
     );
     if e.waiting_turn > 0 {
         let _ = writeln!(
@@ -274,7 +265,7 @@ fn plan_lines(out: &mut String, s: &Status) {
             },
             b.windows,
             b.requests,
-            eta(b.eta_secs)
+            crate::text::eta(b.eta_secs, s.generated_at)
         );
     }
 }
