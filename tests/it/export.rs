@@ -665,7 +665,7 @@ async fn bad_input_gets_one_line_and_exit_code_2_and_writes_nothing() {
     let run = docpipe(&daemon, &["run"], None);
     assert!(
         String::from_utf8_lossy(&run.stderr).ends_with(
-            ": daemon.export_schedule: schedule \"every hour\" is not a cron expression of 6 fields, sec min hour day month weekday (Invalid pattern: Pattern must have 6 or 7 fields when seconds are required and years are optional.); daemon.listen \"localhost\" must be an address like 127.0.0.1:9464 (or \"\" for none)\n"
+            ": 2 problems:\n  daemon.export_schedule: schedule \"every hour\" is not a cron expression of 6 fields, sec min hour day month weekday (Invalid pattern: Pattern must have 6 or 7 fields when seconds are required and years are optional.)\n  daemon.listen \"localhost\" must be an address like 127.0.0.1:9464 (or \"\" for none)\n"
         ),
         "{}",
         String::from_utf8_lossy(&run.stderr)
