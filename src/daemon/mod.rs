@@ -10,6 +10,7 @@
 
 mod gauges;
 mod health;
+mod reload;
 mod work;
 
 use crate::app::rules::load;
@@ -35,6 +36,8 @@ struct Started {
     daemon: Daemon,
     scheduler: JobScheduler,
     ticks: mpsc::UnboundedReceiver<Tick>,
+    /// Where the ticks are sent: a scheduler made again for changed rules sends there too.
+    tx: mpsc::UnboundedSender<Tick>,
     server: Option<tokio::task::JoinHandle<()>>,
     /// Writes this daemon's heartbeat every [`HEARTBEAT_EVERY`].
     beats: tokio::task::JoinHandle<()>,
@@ -112,6 +115,7 @@ async fn start(
         scheduler,
         beats,
         ticks,
+        tx,
         server,
         stopped,
     })
@@ -177,6 +181,7 @@ pub async fn run(
     clock: SharedClock,
     metrics: Option<PrometheusHandle>,
     stop: impl Future<Output = ()>,
+    hangups: Option<mpsc::UnboundedReceiver<()>>,
 ) -> anyhow::Result<()> {
     let grace = settings.daemon.shutdown_grace;
     let mut stop = std::pin::pin!(stop);
@@ -193,10 +198,22 @@ pub async fn run(
         mut daemon,
         mut scheduler,
         ticks: mut rx,
+        tx,
         server,
         beats,
         stopped,
     } = started;
+    // A SIGHUP (also one that came while waiting for the lock) reads the rule files again.
+    if let Some(mut hangups) = hangups {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                if tx.send(Tick::Reload).is_err() {
+                    break;
+                }
+            }
+        });
+    }
     let mut backfill_wait = Duration::ZERO;
     // Ticks that arrived while work ran, each once: an export that took longer than its
     // schedule's period is followed by one export, not by one per missed tick.
@@ -224,6 +241,15 @@ pub async fn run(
                 _ = tokio::time::sleep(backfill_wait) => None,
             },
         };
+        // The rule files are looked at again before each export, and on a SIGHUP.
+        if let Some(t @ (Tick::Export | Tick::Reload)) = &next {
+            if daemon.reload_rules(*t == Tick::Reload) {
+                scheduler = reschedule(scheduler, &daemon, &tx).await;
+            }
+            if *t == Tick::Reload {
+                continue;
+            }
+        }
         let Some(step) = work_or_stop(&mut daemon, next.as_ref(), &mut stop, grace).await else {
             break;
         };
@@ -246,6 +272,31 @@ pub async fn run(
     }
     tracing::info!("docpipe daemon stopped");
     Ok(())
+}
+
+/// The scheduler made again for the daemon's rules (their schedules changed): the new one
+/// started before the old one stops; when it cannot be made, the old one goes on.
+async fn reschedule(
+    old: JobScheduler,
+    daemon: &Daemon,
+    tx: &mpsc::UnboundedSender<Tick>,
+) -> JobScheduler {
+    let export = daemon.context().settings.daemon.export_schedule.clone();
+    let new = match schedules(&export, &daemon.rules, tx).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("the rules' schedules cannot be changed: {e}; the old ones go on");
+            return old;
+        }
+    };
+    if let Err(e) = new.start().await {
+        tracing::error!("the rules' schedules cannot be started: {e}; the old ones go on");
+        return old;
+    }
+    let mut old = old;
+    let _ = old.shutdown().await;
+    tracing::info!("the rules' schedules changed: the scheduler was made again");
+    new
 }
 
 /// One step of the daemon's work; `None` when a stop signal came meanwhile (the step in

@@ -23,6 +23,8 @@ pub enum Tick {
     Rule(String),
     /// One look at each agent job being polled.
     Poll,
+    /// A SIGHUP: the rule files read again (the run loop does it; no work of its own).
+    Reload,
 }
 
 /// The longest a waiting backfill sleeps before looking at the budget again.
@@ -41,6 +43,8 @@ pub struct Daemon {
     pub(super) exporter: Exporter,
     pub(super) targets: Vec<Target>,
     pub(super) rules: Vec<Rule>,
+    /// The rule files as last read (see `reload.rs`).
+    pub(super) rule_files: super::reload::Files,
     pub(super) engine: Option<Engine>,
     /// Requests the next scheduled export expects, per organization: backfill leaves them free.
     pub(super) reserve: HashMap<String, u64>,
@@ -73,11 +77,13 @@ impl Daemon {
             Some(ctx.engine()?)
         };
         let exporter = ctx.exporter();
+        let rule_files = super::reload::rule_files(&ctx.settings.rules_dir);
         Ok(Self {
             ctx,
             exporter,
             targets,
             rules,
+            rule_files,
             engine,
             reserve: HashMap::new(),
             tried: HashMap::new(),
@@ -96,6 +102,7 @@ impl Daemon {
                 self.push().await;
             }
             Some(Tick::Poll) => self.poll().await,
+            Some(Tick::Reload) => {}
             None => return self.backfill_step().await,
         }
         Step::Worked
@@ -479,5 +486,76 @@ fn log_fired(fired: &Fired) {
         } else {
             tracing::info!("{}", report.line());
         }
+    }
+}
+
+impl Daemon {
+    /// Reads the rule files again when they changed since the last look (`asked`: a SIGHUP,
+    /// which is answered even when nothing changed): true when the rules' schedules changed,
+    /// so that the scheduler is made again.
+    pub(super) fn reload_rules(&mut self, asked: bool) -> bool {
+        let dir = self.ctx.settings.rules_dir.clone();
+        let now = super::reload::rule_files(&dir);
+        if now == self.rule_files {
+            if asked {
+                tracing::info!(
+                    "SIGHUP: the rule files were read again: nothing changed (the config is read at start; restart docpipe to change it)"
+                );
+            }
+            return false;
+        }
+        tracing::info!(
+            "rule files changed: {}",
+            super::reload::changes(&self.rule_files, &now)
+        );
+        self.rule_files = now;
+        let loaded = if dir.is_dir() {
+            match crate::app::rules::load(&dir, &self.ctx.settings, &[]) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!(
+                        "the rule files cannot be read again: {e}; the rules loaded before stay"
+                    );
+                    return false;
+                }
+            }
+        } else {
+            crate::app::rules::Loaded {
+                rules: Vec::new(),
+                problems: Vec::new(),
+            }
+        };
+        for p in &loaded.problems {
+            tracing::error!("{p}; the rule it held before, if any, stays until the file loads");
+        }
+        // A file that is there but did not load keeps its rule as it was.
+        let mut rules = loaded.rules;
+        if !loaded.problems.is_empty() {
+            for old in &self.rules {
+                let reloaded = rules.iter().any(|r| r.file == old.file);
+                if !reloaded && self.rule_files.contains_key(&old.file) {
+                    rules.push(old.clone());
+                }
+            }
+        }
+        if self.engine.is_none() && !rules.is_empty() {
+            match self.ctx.engine() {
+                Ok(e) => self.engine = Some(e),
+                Err(e) => tracing::error!("the rules cannot run: {e}"),
+            }
+        }
+        let names: Vec<&str> = rules.iter().map(|r| r.name.as_str()).collect();
+        tracing::info!(
+            "rules now: {} ({})",
+            rules.len(),
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        );
+        let changed = super::reload::schedules(&self.rules) != super::reload::schedules(&rules);
+        self.rules = rules;
+        changed
     }
 }

@@ -246,12 +246,12 @@ async fn a_second_daemon_waiting_for_the_lock_stops_on_sigterm_and_sighup_is_ign
                 >= 1.0
         })
         .await;
-    // A hang-up (a closed terminal, `systemctl reload`) does not end the daemon: it says so
-    // and goes on serving its port.
+    // A hang-up (a closed terminal, `systemctl reload`) does not end the daemon: it reads the
+    // rule files again, says so and goes on serving its port.
     signal(&first, "HUP");
     first
         .wait_until(60, "the SIGHUP line", async |d| {
-            d.count("SIGHUP ignored") == 1
+            d.count("SIGHUP: the rule files were read again: nothing changed") == 1
         })
         .await;
     let health = reqwest::get(format!("http://{}/healthz", first.addr))
@@ -627,4 +627,60 @@ async fn a_signal_stops_a_backfill_with_one_line() {
         ),
         "{stderr}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_file_added_then_broken_while_the_daemon_runs_is_read_again_on_sighup() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("jobs")).unwrap();
+    let cfg = daemon_config(
+        &live.server.base_url(),
+        dir.path(),
+        today() - chrono::Duration::days(1),
+        100,
+        DAEMON,
+    );
+    let d = Daemon::start(&cfg);
+    d.wait_until(120, "the first export", async |d| {
+        d.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}")
+            .await
+            >= 1.0
+    })
+    .await;
+    assert_eq!(d.count("rules now:"), 0, "{:?}", d.lines());
+    // A rule file added: the next SIGHUP (or export) takes it.
+    top_rule(dir.path());
+    signal(&d, "HUP");
+    d.wait_until(60, "the rule added", async |d| {
+        d.count("rules now: 1 (top)") == 1
+    })
+    .await;
+    assert_eq!(d.count("rule files changed: added top.toml"), 1);
+    // The file broken: the error is logged, and the rule it held stays.
+    std::fs::write(
+        dir.path().join("jobs/top.toml"),
+        "name = \"top\"\nwhen = 3\n",
+    )
+    .unwrap();
+    signal(&d, "HUP");
+    d.wait_until(60, "the rule kept", async |d| {
+        d.count("rules now: 1 (top)") == 2
+    })
+    .await;
+    assert_eq!(d.count("rule files changed: changed top.toml"), 1);
+    assert_eq!(
+        d.count("top.toml: line 2: invalid type: integer `3`, expected a string; the rule it held before, if any, stays until the file loads"),
+        1,
+        "{:?}",
+        d.lines()
+    );
+    // `status` flags the file that does not load.
+    let status = String::from_utf8_lossy(&docpipe(&cfg, &["status"], None).stdout).to_string();
+    assert!(
+        status.contains("top.toml: line 2: invalid type"),
+        "{status}"
+    );
+    let (code, _) = d.terminate();
+    assert_eq!(code, Some(0));
 }
