@@ -64,6 +64,32 @@ impl Budget for MemoryBudget {
     }
 }
 
+/// The first instant, to the second, at which `scope` has room under `limit` again: the end of
+/// the window's oldest request that must leave it (asking takes nothing).
+pub fn next_free(
+    budget: &dyn Budget,
+    scope: &str,
+    limit: u32,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    if budget.used(scope, now) < limit {
+        return now;
+    }
+    // Whole seconds from the next one on: the same answer whichever instant of a second asks.
+    let now = chrono::DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now);
+    let (mut lo, mut hi) = (0i64, window().num_seconds().max(1) + 1);
+    // The count only falls as time passes: the first second it is under the limit.
+    while lo + 1 < hi {
+        let mid = (lo + hi) / 2;
+        if budget.used(scope, now + chrono::Duration::seconds(mid)) < limit {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    now + chrono::Duration::seconds(hi)
+}
+
 /// Waits until `scope` has room under `limit`, then takes a slot. Returns the time waited, or
 /// the failure of the budget's store (then nothing may be sent).
 pub async fn acquire(

@@ -111,6 +111,13 @@ fn budget_section(out: &mut String, s: &Status) {
             limit = o.limit,
             used = o.used_last_hour
         );
+        if let Some(at) = o.next_request_at {
+            let _ = write!(
+                out,
+                "<p class=\"next short\">The hour's budget is used: next request at {} UTC.</p>",
+                at.format("%H:%M:%S")
+            );
+        }
         let sent: u64 = o.hours.iter().map(|h| h.total).sum();
         let _ = write!(
             out,

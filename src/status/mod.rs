@@ -243,6 +243,8 @@ pub struct OrgStatus {
     pub used_last_hour: u32,
     /// Room left now.
     pub room_now: u32,
+    /// When the next request can go, while the hour's budget is used (`None`: there is room).
+    pub next_request_at: Option<DateTime<Utc>>,
     /// The last 24 hours, oldest first: requests docpipe sent each hour.
     pub hours: Vec<Hour>,
     /// The planner's next 24 hours (an organization with projects).
@@ -818,7 +820,8 @@ fn organizations(ctx: &Context, now: DateTime<Utc>) -> anyhow::Result<Vec<OrgSta
     let mut out = Vec::new();
     for o in &ctx.settings.organizations {
         let limit = o.limits.effective(o.limits.analytics_per_hour);
-        let used = ctx.budget().used(&format!("analytics:{}", o.id), now);
+        let scope = format!("analytics:{}", o.id);
+        let used = ctx.budget().used(&scope, now);
         let hours = hours_of(&spent, since, &o.id);
         let forecast = forecast.iter().find(|f| f.org == o.id).map(|f| Forecast {
             paragraph: f.paragraph(&streams),
@@ -847,6 +850,8 @@ fn organizations(ctx: &Context, now: DateTime<Utc>) -> anyhow::Result<Vec<OrgSta
             limit,
             used_last_hour: used,
             room_now: limit.saturating_sub(used),
+            next_request_at: (used >= limit)
+                .then(|| crate::api::budget::next_free(ctx.budget().as_ref(), &scope, limit, now)),
             hours,
             forecast,
             instants: findings.iter().find(|f| f.org == o.id).map(|f| Instants {

@@ -49,8 +49,18 @@ pub fn render(s: &Status) -> String {
     for o in &s.organizations {
         let _ = writeln!(
             out,
-            "budget analytics:{}: {} of {} requests used in the last hour",
-            o.id, o.used_last_hour, o.limit
+            "budget analytics:{}: {} of {} requests used in the last hour{}",
+            o.id,
+            o.used_last_hour,
+            o.limit,
+            o.next_request_at.map_or(String::new(), |at| {
+                let wait = (at - s.generated_at).num_seconds().max(0) as u64;
+                format!(
+                    "; next request at {} UTC, in {}",
+                    at.format("%H:%M:%S"),
+                    crate::text::from_now(wait)
+                )
+            })
         );
         if let Some(i) = &o.instants {
             let _ = writeln!(

@@ -252,3 +252,55 @@ pub fn validate_status(doc: &serde_json::Value, dir: &std::path::Path) -> String
 pub fn assert_valid_status(doc: &serde_json::Value, dir: &std::path::Path) {
     assert_eq!(validate_status(doc, dir), "");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_hours_budget_used_status_says_when_the_next_request_can_go() {
+    // The binary runs on the wall clock: the emulator's stands at the real now.
+    let live = Live::start_at(small(), chrono::Utc::now()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = TestConfig {
+        per_hour: 3,
+        headroom: Some(0),
+        start: Some(chrono::Utc::now().date_naive() - chrono::Duration::days(3)),
+        ..TestConfig::new(&live.server.base_url(), &dir.path().join("out"))
+    }
+    .write(&dir.path().join("c.toml"));
+    let before = chrono::Utc::now();
+    let run = docpipe(&cfg, &["export"], None);
+    assert!(run.status.code().is_some(), "{run:?}");
+    let after = chrono::Utc::now();
+    let json: serde_json::Value =
+        serde_json::from_slice(&docpipe(&cfg, &["status", "--json"], None).stdout).unwrap();
+    crate::status::assert_valid_status(&json, dir.path());
+    let org = json["organizations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "org-a")
+        .unwrap();
+    assert_eq!(
+        (org["used_last_hour"].as_u64(), org["room_now"].as_u64()),
+        (Some(3), Some(0))
+    );
+    // An hour after the first of the three requests, to the second (the budget stamps the
+    // slots it takes a few seconds ahead).
+    let at: chrono::DateTime<chrono::Utc> =
+        org["next_request_at"].as_str().unwrap().parse().unwrap();
+    assert!(
+        at >= before + chrono::Duration::minutes(60) - chrono::Duration::seconds(1)
+            && at <= after + chrono::Duration::minutes(60) + chrono::Duration::seconds(10),
+        "{at} not an hour after {before}..{after}"
+    );
+    let text = String::from_utf8_lossy(&docpipe(&cfg, &["status"], None).stdout).to_string();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("budget analytics:org-a: "))
+        .unwrap();
+    assert!(
+        line.starts_with(&format!(
+            "budget analytics:org-a: 3 of 3 requests used in the last hour; next request at {} UTC, in ",
+            at.format("%H:%M:%S")
+        )) && (line.contains(", in 59m ") || line.ends_with(", in 1h 00m")),
+        "{line}"
+    );
+}
