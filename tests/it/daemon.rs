@@ -91,6 +91,16 @@ impl Daemon {
         }
     }
 
+    /// Waits for the daemon's first export to end well (its metric).
+    async fn first_export(&self) {
+        self.wait_until(120, "the first export", async |d| {
+            d.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}")
+                .await
+                >= 1.0
+        })
+        .await;
+    }
+
     /// SIGTERM, and the exit code.
     fn terminate(mut self) -> (Option<i32>, Vec<String>) {
         Command::new("kill")
@@ -239,13 +249,7 @@ async fn a_second_daemon_waiting_for_the_lock_stops_on_sigterm_and_sighup_is_ign
         DAEMON,
     );
     let first = Daemon::start(&cfg);
-    first
-        .wait_until(120, "the first export", async |d| {
-            d.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}")
-                .await
-                >= 1.0
-        })
-        .await;
+    first.first_export().await;
     // A hang-up (a closed terminal, `systemctl reload`) does not end the daemon: it reads the
     // rule files again, says so and goes on serving its port.
     signal(&first, "HUP");
@@ -642,12 +646,7 @@ async fn a_rule_file_added_then_broken_while_the_daemon_runs_is_read_again_on_si
         DAEMON,
     );
     let d = Daemon::start(&cfg);
-    d.wait_until(120, "the first export", async |d| {
-        d.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}")
-            .await
-            >= 1.0
-    })
-    .await;
+    d.first_export().await;
     assert_eq!(d.count("rules now:"), 0, "{:?}", d.lines());
     // A rule file added: the next SIGHUP (or export) takes it.
     top_rule(dir.path());

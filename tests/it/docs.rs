@@ -16,8 +16,13 @@ fn fields_of(section: &str) -> Vec<String> {
     let err = docpipe::config::Settings::load(&file)
         .unwrap_err()
         .to_string();
-    // "expected one of `a`, `b`", "expected `a` or `b`", "expected `a`".
-    // The unknown field's line (a missing `id` of the table may follow on a line of its own).
+    named_fields(&err, section)
+}
+
+/// The fields an unknown-field error lists: "expected one of `a`, `b`", "expected `a` or `b`",
+/// "expected `a`", on the unknown field's line (a missing `id` of the table may follow on a
+/// line of its own).
+fn named_fields(err: &str, section: &str) -> Vec<String> {
     let list = err
         .split("expected ")
         .nth(1)
@@ -164,17 +169,7 @@ fn data_fields_of(section: &str) -> Vec<String> {
     let err = docpipe::emulator::data::DataFile::parse(&text, "d.toml")
         .unwrap_err()
         .to_string();
-    // The unknown field's line (a missing `id` of the table may follow on a line of its own).
-    let list = err
-        .split("expected ")
-        .nth(1)
-        .and_then(|l| l.lines().next())
-        .unwrap_or_else(|| panic!("{section}: {err}"));
-    list.trim_start_matches("one of ")
-        .split(", ")
-        .flat_map(|f| f.split(" or "))
-        .map(|f| f.trim().trim_matches('`').to_string())
-        .collect()
+    named_fields(&err, section)
 }
 
 #[test]
