@@ -1,6 +1,6 @@
 //! The config file: raw form (mirrors the TOML) -> validated settings, reporting every problem.
 
-use crate::api::{Limits, RetryPolicy};
+use crate::api::{KeySource, Limits, RetryPolicy};
 use chrono::NaiveDate;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
@@ -80,6 +80,29 @@ pub struct RawConfig {
     /// Where the state is kept (several daemons share a PostgreSQL database).
     #[serde(default)]
     pub state: RawState,
+    /// Where the daemon sends its alerts.
+    #[serde(default)]
+    pub alerts: RawAlerts,
+}
+
+/// `[alerts]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAlerts {
+    /// The variable holding the webhook's URL (a secret: it is never in the file).
+    pub webhook_url_env: Option<String>,
+    /// The status page's address as the alerts' readers reach it (default: the daemon's
+    /// `listen` address).
+    pub page_url: Option<String>,
+}
+
+/// The daemon's alerts, validated.
+#[derive(Debug, Clone)]
+pub struct AlertSettings {
+    /// The variable holding the webhook's URL.
+    pub webhook_url_env: String,
+    /// The status page's address, when the config gives one.
+    pub page_url: Option<String>,
 }
 
 impl RawConfig {
@@ -98,6 +121,10 @@ impl RawConfig {
         }
         self.export.state_dir = self.export.state_dir.as_deref().map(join);
         self.rules.dir = join(&self.rules.dir);
+        for org in &mut self.organizations {
+            org.admin_key_file = org.admin_key_file.as_deref().map(join);
+            org.assistant_key_file = org.assistant_key_file.as_deref().map(join);
+        }
         if let Some(file) = &self.service.budget_db
             && !crate::store::pg::is_url(file)
         {
@@ -425,8 +452,13 @@ pub struct RawOrganization {
     pub id: String,
     /// Environment variable that holds the admin key (`<brand>_...`).
     pub admin_key_env: Option<String>,
+    /// File that holds the admin key, readable by its owner only (instead of `admin_key_env`;
+    /// read again at every run and after a 401).
+    pub admin_key_file: Option<PathBuf>,
     /// Environment variable that holds the assistant key (`<brand>_dsc_...`).
     pub assistant_key_env: Option<String>,
+    /// File that holds the assistant key (instead of `assistant_key_env`).
+    pub assistant_key_file: Option<PathBuf>,
     /// Assistant domain of this organization.
     pub assistant_domain: Option<String>,
     /// Analytics requests per hour for the organization (service limit: 100).
@@ -541,10 +573,10 @@ impl Default for RawExport {
 pub struct Organization {
     /// Identifier.
     pub id: String,
-    /// Admin key variable.
-    pub admin_key_env: Option<String>,
-    /// Assistant key variable.
-    pub assistant_key_env: Option<String>,
+    /// Where the admin key is read from (`admin_key_env` or `admin_key_file`).
+    pub admin_key: Option<KeySource>,
+    /// Where the assistant key is read from.
+    pub assistant_key: Option<KeySource>,
     /// Assistant domain.
     pub assistant_domain: Option<String>,
     /// Limits.
@@ -674,6 +706,8 @@ pub struct Settings {
     pub daemon: DaemonSettings,
     /// How often days are looked at again; the backfill's share of the budget.
     pub freshness: crate::planner::Freshness,
+    /// Where the daemon sends its alerts (`None`: nowhere).
+    pub alerts: Option<AlertSettings>,
 }
 
 /// Whether `s` can be an id: letters, digits, `-`, `_` and `.`, but not `.` or `..` (which
@@ -773,13 +807,41 @@ impl RawOrganization {
                 self.headroom_percent
             ));
         }
-        if self.assistant_domain.is_some() && self.assistant_key_env.is_none() {
-            problems.push(format!("{at}: assistant_domain needs assistant_key_env"));
+        let source = |kind: &str,
+                      env: &Option<String>,
+                      file: &Option<PathBuf>,
+                      problems: &mut Vec<String>| {
+            match (env, file) {
+                (Some(_), Some(_)) => {
+                    problems.push(format!(
+                        "{at}: {kind}_key_env and {kind}_key_file both name the {kind} key: keep one"
+                    ));
+                    None
+                }
+                (Some(var), None) => Some(KeySource::Env(var.clone())),
+                (None, Some(path)) => Some(KeySource::File(path.clone())),
+                (None, None) => None,
+            }
+        };
+        let admin_key = source("admin", &self.admin_key_env, &self.admin_key_file, problems);
+        let assistant_key = source(
+            "assistant",
+            &self.assistant_key_env,
+            &self.assistant_key_file,
+            problems,
+        );
+        if self.assistant_domain.is_some()
+            && self.assistant_key_env.is_none()
+            && self.assistant_key_file.is_none()
+        {
+            problems.push(format!(
+                "{at}: assistant_domain needs assistant_key_env or assistant_key_file"
+            ));
         }
         Organization {
             id: self.id.clone(),
-            admin_key_env: self.admin_key_env.clone(),
-            assistant_key_env: self.assistant_key_env.clone(),
+            admin_key,
+            assistant_key,
             assistant_domain: self.assistant_domain.clone(),
             limits: Limits {
                 analytics_per_hour: self.analytics_per_hour,
@@ -792,38 +854,9 @@ impl RawOrganization {
 }
 
 impl RawProject {
-    fn check(
-        &self,
-        organizations: &[RawOrganization],
-        seen: &mut HashSet<String>,
-        problems: &mut Vec<String>,
-    ) -> Project {
-        if !valid_id(&self.id) {
-            problems.push(format!(
-                "project id {:?} must be letters, digits, '-', '_' or '.'",
-                self.id
-            ));
-        }
-        if !seen.insert(self.id.clone()) {
-            problems.push(format!("project {} is listed twice", self.id));
-        }
-        if let Some(d) = self.start_date
-            && let Err(e) = check_day(&format!("project {}: start_date", self.id), d)
-        {
-            problems.push(e);
-        }
-        match organizations.iter().find(|o| o.id == self.organization) {
-            None => problems.push(format!(
-                "project {} names organization {}, which is not configured",
-                self.id, self.organization
-            )),
-            Some(o) if o.admin_key_env.is_none() => problems.push(format!(
-                "project {}: organization {} has no admin_key_env",
-                self.id, o.id
-            )),
-            Some(_) => {}
-        }
-        let datasets = match &self.datasets {
+    /// The datasets it names, in export order (the default ones when it names none).
+    fn datasets(&self, problems: &mut Vec<String>) -> Vec<&'static str> {
+        match &self.datasets {
             None => crate::dataset::default_names(),
             Some(names) => {
                 let mut seen = HashSet::new();
@@ -853,7 +886,43 @@ impl RawProject {
                     .filter(|n| names.iter().any(|m| m == n))
                     .collect()
             }
-        };
+        }
+    }
+
+    fn check(
+        &self,
+        organizations: &[RawOrganization],
+        seen: &mut HashSet<String>,
+        problems: &mut Vec<String>,
+    ) -> Project {
+        if !valid_id(&self.id) {
+            problems.push(format!(
+                "project id {:?} must be letters, digits, '-', '_' or '.'",
+                self.id
+            ));
+        }
+        if !seen.insert(self.id.clone()) {
+            problems.push(format!("project {} is listed twice", self.id));
+        }
+        if let Some(d) = self.start_date
+            && let Err(e) = check_day(&format!("project {}: start_date", self.id), d)
+        {
+            problems.push(e);
+        }
+        match organizations.iter().find(|o| o.id == self.organization) {
+            None => problems.push(format!(
+                "project {} names organization {}, which is not configured",
+                self.id, self.organization
+            )),
+            Some(o) if o.admin_key_env.is_none() && o.admin_key_file.is_none() => {
+                problems.push(format!(
+                    "project {}: organization {} has no admin_key_env or admin_key_file",
+                    self.id, o.id
+                ))
+            }
+            Some(_) => {}
+        }
+        let datasets = self.datasets(problems);
         for d in &self.domains {
             let host = d.trim();
             if host.is_empty()
@@ -1201,6 +1270,7 @@ impl RawConfig {
                 }
             },
         };
+        let alerts = self.alerts.check(&mut problems);
         if self.state.lease_secs < 10 {
             problems.push(format!(
                 "[state] lease_secs: {} is too short (at least 10: the holder renews it every third of it)",
@@ -1256,6 +1326,35 @@ impl RawConfig {
                 status_token_env: d.status_token_env.clone(),
             },
             freshness,
+            alerts,
+        })
+    }
+}
+
+impl RawAlerts {
+    /// Checks the section: the variable's name and the page's address.
+    fn check(&self, problems: &mut Vec<String>) -> Option<AlertSettings> {
+        if let Some(url) = &self.page_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            problems.push(format!(
+                "[alerts] page_url {url:?} is not an http:// or https:// address"
+            ));
+        }
+        let Some(var) = &self.webhook_url_env else {
+            if self.page_url.is_some() {
+                problems.push("[alerts] page_url needs webhook_url_env (the variable holding the webhook's address)".into());
+            }
+            return None;
+        };
+        if !valid_env_name(var) {
+            problems.push(format!(
+                "[alerts] webhook_url_env {var:?} is not an environment variable's name (letters, digits and _): the URL itself goes in the environment, not in the file"
+            ));
+        }
+        Some(AlertSettings {
+            webhook_url_env: var.clone(),
+            page_url: self.page_url.clone(),
         })
     }
 }
@@ -1561,6 +1660,44 @@ mod tests {
             parse_error("[[organizations]]\nid = \"acme\"\n[[projects]]\nid = \"docs\"\n"),
             "invalid config t.toml: line 3: missing field `organization`"
         );
+    }
+
+    #[test]
+    fn a_key_comes_from_one_place_and_alerts_name_a_variable_not_a_url() {
+        let validate = |text: &str| {
+            RawConfig::parse(text, "t.toml")
+                .unwrap()
+                .validate("t.toml")
+                .map_err(|e| e.to_string())
+        };
+        let org = "[[organizations]]\nid = \"acme\"\n";
+        let project = "[[projects]]\nid = \"docs\"\norganization = \"acme\"\n";
+        assert_eq!(
+            validate(&format!(
+                "{org}admin_key_env = \"K\"\nadmin_key_file = \"k\"\n{project}[alerts]\nwebhook_url_env = \"https://hooks.example/T0\"\n"
+            ))
+            .unwrap_err(),
+            "invalid config t.toml: 2 problems:\n  organization acme: admin_key_env and admin_key_file both name the admin key: keep one\n  [alerts] webhook_url_env \"https://hooks.example/T0\" is not an environment variable's name (letters, digits and _): the URL itself goes in the environment, not in the file"
+        );
+        assert_eq!(
+            validate(&format!(
+                "{org}{project}[alerts]\npage_url = \"status.example\"\n"
+            ))
+            .unwrap_err(),
+            "invalid config t.toml: 3 problems:\n  project docs: organization acme has no admin_key_env or admin_key_file\n  [alerts] page_url \"status.example\" is not an http:// or https:// address\n  [alerts] page_url needs webhook_url_env (the variable holding the webhook's address)"
+        );
+        let mut raw = RawConfig::parse(
+            &format!("{org}admin_key_file = \"keys/acme.key\"\n{project}[alerts]\nwebhook_url_env = \"HOOK\"\n"),
+            "t.toml",
+        )
+        .unwrap();
+        raw.rebase(Path::new("/etc/docpipe"));
+        let s = raw.validate("t.toml").unwrap();
+        assert_eq!(
+            s.organizations[0].admin_key,
+            Some(KeySource::File("/etc/docpipe/keys/acme.key".into()))
+        );
+        assert_eq!(s.alerts.unwrap().webhook_url_env, "HOOK");
     }
 
     #[test]

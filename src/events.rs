@@ -142,6 +142,18 @@ pub enum Event<'a> {
         /// Its report line (for `failed`, why).
         line: &'a str,
     },
+    /// The service answered an organization's admin key: it works (reported once per key and
+    /// process), or it was refused (401).
+    KeyAnswered {
+        /// The organization.
+        org: &'a str,
+        /// The key's fingerprint (never the key).
+        fingerprint: &'a str,
+        /// When.
+        at: DateTime<Utc>,
+        /// The service's words when it refused the key.
+        refused: Option<&'a str>,
+    },
     /// The run ended.
     Finished,
 }

@@ -1,6 +1,10 @@
-//! API keys as distinct types whose `Debug` and `Display` never show the secret.
+//! API keys as distinct types whose `Debug` and `Display` never show the secret, and where
+//! each is read from: an environment variable, or a file that only its owner may read (read
+//! again at every run and after a 401, so that a rotated key needs no restart).
 
+use sha2::{Digest, Sha256};
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 /// Why a key was refused locally.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,6 +30,27 @@ pub enum KeyError {
         expected: String,
         /// The prefix seen (the brand part only, never the secret).
         seen: String,
+    },
+    /// The key file may be read by its group or by anyone: refused, as ssh refuses such a
+    /// private key.
+    #[error(
+        "the key file {path} may be read by others (mode {mode:04o}): `chmod 600 {path}`, so that only its owner reads it"
+    )]
+    Exposed {
+        /// The file.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The key file cannot be read, or holds nothing.
+    #[error("the key file {path} {why}: it must hold the {what}")]
+    Unreadable {
+        /// The file.
+        path: String,
+        /// Why (`cannot be read: ...`, `is empty`).
+        why: String,
+        /// Which key.
+        what: &'static str,
     },
     /// The key holds characters no key has (control characters, spaces): it could not be
     /// sent in a header.
@@ -59,11 +84,39 @@ macro_rules! key_type {
         pub struct $name {
             secret: String,
             prefix: String,
-            /// Where it came from (an environment variable's name), for messages.
+            /// Where it came from (an environment variable's name, a file), for messages.
             source: String,
+            /// Where it is read again from (`None`: given as it is, by a test or the demo).
+            origin: Option<KeySource>,
+            /// The brand its prefix was checked against.
+            brand: String,
         }
 
         impl $name {
+            /// Reads the key from `origin`.
+            pub fn read(origin: &KeySource, brand: &str) -> Result<Self, KeyError> {
+                let text = origin.read($what)?;
+                let mut key = Self::parse(&text, brand, &origin.name())?;
+                key.origin = Some(origin.clone());
+                Ok(key)
+            }
+
+            /// The key where it came from now: `None` when it was given as it is, or the file
+            /// or variable still holds the same key.
+            pub fn reread(&self) -> Option<Result<Self, KeyError>> {
+                let origin = self.origin.as_ref()?;
+                match Self::read(origin, &self.brand) {
+                    Ok(k) if k.secret == self.secret => None,
+                    other => Some(other),
+                }
+            }
+
+            /// A fingerprint of the key (the first 12 hex digits of its SHA-256), to tell
+            /// keys apart in the state without keeping them.
+            pub fn fingerprint(&self) -> String {
+                fingerprint(&self.secret)
+            }
+
             /// Where it came from: the environment variable (or what the caller named).
             pub fn source(&self) -> &str {
                 &self.source
@@ -140,12 +193,9 @@ impl AdminKey {
             secret,
             prefix,
             source: source_name.to_string(),
+            origin: None,
+            brand: brand.to_string(),
         })
-    }
-
-    /// Reads an admin key from an environment variable.
-    pub fn from_env(var: &str, brand: &str) -> Result<Self, KeyError> {
-        Self::parse(&read_env(var, "admin API key")?, brand, var)
     }
 }
 
@@ -165,23 +215,84 @@ impl AssistantKey {
             secret,
             prefix,
             source: source_name.to_string(),
+            origin: None,
+            brand: brand.to_string(),
         })
-    }
-
-    /// Reads an assistant key from an environment variable.
-    pub fn from_env(var: &str, brand: &str) -> Result<Self, KeyError> {
-        Self::parse(&read_env(var, "assistant API key")?, brand, var)
     }
 }
 
-fn read_env(var: &str, what: &'static str) -> Result<String, KeyError> {
-    match std::env::var(var) {
-        Ok(v) if !v.trim().is_empty() => Ok(v),
-        _ => Err(KeyError::Missing {
-            var: var.to_string(),
-            what,
-        }),
+/// The first 12 hex digits of the SHA-256 of `secret`.
+fn fingerprint(secret: &str) -> String {
+    Sha256::digest(secret.as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Where a key is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// An environment variable (`admin_key_env`).
+    Env(String),
+    /// A file only its owner may read (`admin_key_file`).
+    File(PathBuf),
+}
+
+impl KeySource {
+    /// How messages name it: the variable, or the file's path.
+    pub fn name(&self) -> String {
+        match self {
+            KeySource::Env(var) => var.clone(),
+            KeySource::File(path) => path.display().to_string(),
+        }
     }
+
+    /// The text it holds now.
+    fn read(&self, what: &'static str) -> Result<String, KeyError> {
+        match self {
+            KeySource::Env(var) => match std::env::var(var) {
+                Ok(v) if !v.trim().is_empty() => Ok(v),
+                _ => Err(KeyError::Missing {
+                    var: var.clone(),
+                    what,
+                }),
+            },
+            KeySource::File(path) => read_file(path, what),
+        }
+    }
+}
+
+/// A key file's text, refused when its group or others may read it (as ssh refuses a private
+/// key).
+fn read_file(path: &Path, what: &'static str) -> Result<String, KeyError> {
+    use std::os::unix::fs::PermissionsExt;
+    let unreadable = |why: String| KeyError::Unreadable {
+        path: path.display().to_string(),
+        why,
+        what,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| unreadable(format!("cannot be read: {e}")))?;
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(KeyError::Exposed {
+            path: path.display().to_string(),
+            mode,
+        });
+    }
+    // A key is short: a file far longer is not a key file (and is not read whole).
+    if meta.len() > 4096 {
+        return Err(unreadable(format!(
+            "holds {} bytes, more than a key",
+            meta.len()
+        )));
+    }
+    let text =
+        std::fs::read_to_string(path).map_err(|e| unreadable(format!("cannot be read: {e}")))?;
+    if text.trim().is_empty() {
+        return Err(unreadable("is empty".to_string()));
+    }
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -210,5 +321,42 @@ mod tests {
             "AssistantKey(mint_dsc_***) mint_dsc_***"
         );
         assert!(AssistantKey::parse("mint_xyz", "mint", "K").is_err());
+    }
+
+    #[test]
+    fn a_key_file_is_read_again_and_refused_when_others_may_read_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("admin.key");
+        std::fs::write(&path, "mint_first_secret\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let origin = KeySource::File(path.clone());
+        let err = AdminKey::read(&origin, "mint").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "the key file {0} may be read by others (mode 0644): `chmod 600 {0}`, so that only its owner reads it",
+                path.display()
+            )
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let key = AdminKey::read(&origin, "mint").unwrap();
+        assert_eq!(key.source(), path.display().to_string());
+        assert_eq!(key.fingerprint().len(), 12);
+        assert!(key.reread().is_none(), "the same key");
+        std::fs::write(&path, "mint_second_secret").unwrap();
+        let second = key.reread().unwrap().unwrap();
+        assert_ne!(second.fingerprint(), key.fingerprint());
+        assert_eq!(second.expose(), "mint_second_secret");
+        std::fs::write(&path, "  \n").unwrap();
+        let err = second.reread().unwrap().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "the key file {} is empty: it must hold the admin API key",
+                path.display()
+            )
+        );
+        assert!(!format!("{second:?}").contains("secret"));
     }
 }

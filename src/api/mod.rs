@@ -19,11 +19,11 @@ use budget::Budget;
 use bytes::Bytes;
 pub use error::{ApiError, ErrorKind, Operation};
 use futures::StreamExt;
-pub use keys::{AdminKey, AssistantKey};
+pub use keys::{AdminKey, AssistantKey, KeySource};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
 pub use retry::RetryPolicy;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// Largest JSON body accepted (a hostile body stops here, not in memory).
@@ -108,8 +108,12 @@ pub struct Client {
     http: reqwest::Client,
     settings: ClientSettings,
     organization: String,
-    admin: Option<AdminKey>,
-    assistant: Option<AssistantKey>,
+    /// The keys, shared by the clones: read again from their files or variables at every run
+    /// and after a 401 ([`Client::reread_keys`]).
+    admin: Arc<RwLock<Option<AdminKey>>>,
+    assistant: Arc<RwLock<Option<AssistantKey>>>,
+    /// The fingerprint of the admin key last reported as working (one event per key).
+    worked: Arc<std::sync::Mutex<Option<String>>>,
     clock: SharedClock,
     budget: Arc<dyn Budget>,
     dice: Arc<Dice>,
@@ -172,8 +176,9 @@ impl Client {
             http,
             settings,
             organization: organization.to_string(),
-            admin,
-            assistant,
+            admin: Arc::new(RwLock::new(admin)),
+            assistant: Arc::new(RwLock::new(assistant)),
+            worked: Arc::default(),
             clock,
             budget,
             dice: Arc::new(Dice::from_process()),
@@ -261,13 +266,76 @@ impl Client {
     /// Replaces every key this client holds with its redacted form.
     pub fn redact(&self, text: &str) -> String {
         let mut out = text.to_string();
-        if let Some(k) = &self.admin {
+        if let Some(k) = &*read(&self.admin) {
             out = out.replace(k.expose(), &k.to_string());
         }
-        if let Some(k) = &self.assistant {
+        if let Some(k) = &*read(&self.assistant) {
             out = out.replace(k.expose(), &k.to_string());
         }
         out
+    }
+
+    /// The admin key's fingerprint, when it has one.
+    pub fn admin_fingerprint(&self) -> Option<String> {
+        read(&self.admin).as_ref().map(AdminKey::fingerprint)
+    }
+
+    /// Where the admin key is read from (its variable or file), when it has one.
+    pub fn admin_source(&self) -> Option<String> {
+        read(&self.admin).as_ref().map(|k| k.source().to_string())
+    }
+
+    /// Reads the keys again from where they came (a file, the environment) and takes those
+    /// that changed: whether one did. A key that no longer reads (a file made readable by
+    /// others, emptied, removed) leaves the key read before in place, with a warning.
+    pub fn reread_keys(&self) -> bool {
+        let org = &self.organization;
+        let admin = reread(
+            &self.admin,
+            org,
+            "admin",
+            AdminKey::reread,
+            AdminKey::source,
+        );
+        let assistant = reread(
+            &self.assistant,
+            org,
+            "assistant",
+            AssistantKey::reread,
+            AssistantKey::source,
+        );
+        admin || assistant
+    }
+
+    /// Reports how the service answered the admin key of `call`: refused (`Some`: its words),
+    /// or working (once per key).
+    fn key_answered(&self, call: &Call, refused: Option<&str>) {
+        if !call.admin {
+            return;
+        }
+        let Some(fingerprint) = self.admin_fingerprint() else {
+            return;
+        };
+        if refused.is_none() {
+            let mut worked = self
+                .worked
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if worked.as_deref() == Some(fingerprint.as_str()) {
+                return;
+            }
+            *worked = Some(fingerprint.clone());
+        }
+        let event = crate::events::Event::KeyAnswered {
+            org: &self.organization,
+            fingerprint: &fingerprint,
+            at: self.clock.now(),
+            refused,
+        };
+        if let Some(r) = &self.recorder {
+            r.event(&event);
+        }
+        self.events.event(&event);
     }
 
     fn fail(&self, call: &Call, kind: ErrorKind) -> ApiError {
@@ -284,9 +352,9 @@ impl Client {
 
     fn auth_header(&self, call: &Call) -> Result<String, ApiError> {
         let bearer = if call.admin {
-            self.admin.as_ref().map(AdminKey::bearer)
+            read(&self.admin).as_ref().map(AdminKey::bearer)
         } else {
-            self.assistant.as_ref().map(AssistantKey::bearer)
+            read(&self.assistant).as_ref().map(AssistantKey::bearer)
         };
         bearer.ok_or_else(|| self.refused(call, "none given: not sent".into()))
     }
@@ -298,7 +366,7 @@ impl Client {
             ErrorKind::BadKey {
                 key: if call.admin { "admin" } else { "assistant" },
                 organization: self.organization.as_str().into(),
-                source_name: match (call.admin, &self.admin, &self.assistant) {
+                source_name: match (call.admin, &*read(&self.admin), &*read(&self.assistant)) {
                     (true, Some(k), _) => k.source().into(),
                     (false, _, Some(k)) => k.source().into(),
                     _ => "its environment variable".into(),
@@ -397,6 +465,7 @@ impl Client {
             None => resp,
         };
         if status.is_success() {
+            self.key_answered(call, None);
             return Ok(resp);
         }
         let retry_after = retry_after(resp.headers());
@@ -412,7 +481,10 @@ impl Client {
         let message = self.service_message(&text, &kind);
         let kind = match status {
             StatusCode::BAD_REQUEST => ErrorKind::Invalid { message },
-            StatusCode::UNAUTHORIZED => return Err(self.refused(call, format!("401: {message}"))),
+            StatusCode::UNAUTHORIZED => {
+                self.key_answered(call, Some(&message));
+                return Err(self.refused(call, format!("401: {message}")));
+            }
             StatusCode::FORBIDDEN => ErrorKind::Forbidden { message },
             StatusCode::NOT_FOUND => match &call.project {
                 Some(project) => ErrorKind::UnknownProject {
@@ -628,7 +700,22 @@ impl Client {
         .await
     }
 
-    async fn with_retries<T, F, Fut>(&self, call: &Call, f: F) -> Result<T, ApiError>
+    /// Sends with [`Client::retrying`]; after a 401, reads the keys again and, when one
+    /// changed (a rotated key file), sends once more with it.
+    async fn with_retries<T, F, Fut>(&self, call: &Call, mut f: F) -> Result<T, ApiError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ApiError>>,
+    {
+        match self.retrying(call, &mut f).await {
+            Err(e) if matches!(e.kind, ErrorKind::BadKey { .. }) && self.reread_keys() => {
+                self.retrying(call, f).await
+            }
+            other => other,
+        }
+    }
+
+    async fn retrying<T, F, Fut>(&self, call: &Call, f: F) -> Result<T, ApiError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, ApiError>>,
@@ -660,6 +747,38 @@ impl Client {
             })
             .await
     }
+}
+
+/// Reads the key `lock` holds again where it came from: takes it when it changed (true); keeps
+/// the one before, with a warning, when it no longer reads.
+fn reread<K>(
+    lock: &RwLock<Option<K>>,
+    org: &str,
+    what: &str,
+    again: fn(&K) -> Option<Result<K, keys::KeyError>>,
+    source: fn(&K) -> &str,
+) -> bool {
+    let fresh = read(lock).as_ref().and_then(again);
+    match fresh {
+        Some(Ok(k)) => {
+            tracing::info!(organization = %org, key = %source(&k), "{what} key read again: a new key");
+            *lock
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(k);
+            true
+        }
+        Some(Err(e)) => {
+            tracing::warn!(organization = %org, "{what} key: {e}; the key read before is kept");
+            false
+        }
+        None => false,
+    }
+}
+
+/// The key a lock holds (a poisoned lock still holds it).
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Counts a request in `docpipe_requests_total{operation, status}` (a status code, or

@@ -115,8 +115,8 @@ impl Context {
             if !wanted.contains(&org.id.as_str()) {
                 continue;
             }
-            if let Some(var) = &org.admin_key_env {
-                let key = AdminKey::from_env(var, &settings.brand)
+            if let Some(origin) = &org.admin_key {
+                let key = AdminKey::read(origin, &settings.brand)
                     .map_err(|e| UserError::new(format!("organization {}: {e}", org.id)))?;
                 admin_keys.insert(org.id.clone(), key);
             }
@@ -297,6 +297,14 @@ impl Context {
         self.clients.get(org)
     }
 
+    /// Reads every organization's keys again from their files or variables (a run's start):
+    /// a rotated key file needs no restart.
+    pub fn reread_keys(&self) {
+        for c in self.clients.values() {
+            c.reread_keys();
+        }
+    }
+
     /// The rate budget every client counts in.
     pub fn budget(&self) -> &Arc<dyn Budget> {
         &self.budget
@@ -422,9 +430,9 @@ pub fn assistant_client(
     org: &Organization,
     clock: SharedClock,
 ) -> anyhow::Result<Client> {
-    let key = match &org.assistant_key_env {
-        Some(var) => Some(
-            AssistantKey::from_env(var, &settings.brand)
+    let key = match &org.assistant_key {
+        Some(origin) => Some(
+            AssistantKey::read(origin, &settings.brand)
                 .map_err(|e| UserError::new(format!("organization {}: {e}", org.id)))?,
         ),
         None => None,

@@ -86,6 +86,9 @@ pub fn config_text(org: &str, projects: &[String], key_env: &str, a: &Args) -> S
          [[organizations]]\n\
          id = {org:?}\n\
          admin_key_env = {key_env:?}\n\
+         # Or a file only you may read (chmod 600), read again at every run: the service's keys\n\
+         # expire after 90 days by default, and a new key in the file needs no restart.\n\
+         # admin_key_file = \"/etc/docpipe/{org}-admin.key\"\n\
          # The service allows 100 analytics requests an hour per organization; docpipe keeps 5% for\n\
          # other tools. A first load of every dataset of a project takes hours: queue it for the\n\
          # daemon (`docpipe backfill --queue`), which spreads it over the hours.\n\
@@ -106,7 +109,11 @@ pub fn config_text(org: &str, projects: &[String], key_env: &str, a: &Args) -> S
     out += &format!(
         "\n[export]\noutput_dir = {:?}   # or s3://bucket/prefix (then state_dir = a local folder)\n\
          # timezone = \"UTC\"   # whose days the partitions are\n\
-         \n[rules]\ndir = \"jobs\"\n",
+         \n[rules]\ndir = \"jobs\"\n\
+         \n# The daemon's alerts (a key refused, a project unknown, stale data, a window or rule that\n\
+         # keeps failing) as JSON POSTs to a chat webhook whose URL is in this variable:\n\
+         # [alerts]\n\
+         # webhook_url_env = \"DOCPIPE_ALERT_WEBHOOK\"\n",
         a.output_dir
     );
     out

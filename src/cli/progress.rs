@@ -117,7 +117,8 @@ impl Events for Bar {
             Event::Spent { .. }
             | Event::Long { .. }
             | Event::Fetched { .. }
-            | Event::RuleRan { .. } => {}
+            | Event::RuleRan { .. }
+            | Event::KeyAnswered { .. } => {}
         }
     }
 

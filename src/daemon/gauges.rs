@@ -113,3 +113,42 @@ fn outcome(f: &Firing, status: &str) {
 pub fn queued(n: usize) {
     metrics::gauge!("docpipe_backfills_queued").set(n as f64);
 }
+
+/// The problems the alerts track, as series a Prometheus alert can watch (1 while a problem
+/// is open, 0 once it ended): `docpipe_key_refused{organization}`,
+/// `docpipe_project_unknown{project}`, `docpipe_windows_failing{project, dataset}` (windows
+/// failed 3 runs in a row or more), `docpipe_rule_failing{rule}`; and each dataset's
+/// `docpipe_freshness_target_seconds{project, dataset}` beside its staleness.
+pub fn problems(ctx: &crate::app::Context, rules: &[Rule], alerts: &super::alerts::Alerts) {
+    use super::alerts::What;
+    let open: Vec<_> = alerts.problems().collect();
+    let is_open = |what: What, f: &dyn Fn(&super::alerts::Problem) -> bool| {
+        open.iter().filter(|p| p.what == what && f(p)).count() as f64
+    };
+    for o in &ctx.settings.organizations {
+        let v = is_open(What::KeyRefused, &|p| {
+            p.organization.as_deref() == Some(&o.id)
+        });
+        metrics::gauge!("docpipe_key_refused", "organization" => o.id.clone()).set(v);
+    }
+    for p in &ctx.settings.projects {
+        let v = is_open(What::ProjectUnknown, &|q| {
+            q.project.as_deref() == Some(&p.id)
+        });
+        metrics::gauge!("docpipe_project_unknown", "project" => p.id.clone()).set(v);
+        for d in &p.datasets {
+            let v = is_open(What::WindowFailing, &|q| {
+                q.project.as_deref() == Some(&p.id) && q.dataset.as_deref() == Some(*d)
+            });
+            metrics::gauge!("docpipe_windows_failing", "project" => p.id.clone(), "dataset" => *d)
+                .set(v);
+            let target = ctx.settings.freshness.policy(d).today.num_seconds() as f64;
+            metrics::gauge!("docpipe_freshness_target_seconds", "project" => p.id.clone(), "dataset" => *d)
+                .set(target);
+        }
+    }
+    for r in rules {
+        let v = is_open(What::RuleFailing, &|p| p.subject == r.name);
+        metrics::gauge!("docpipe_rule_failing", "rule" => r.name.clone()).set(v);
+    }
+}

@@ -8,6 +8,7 @@
 //! run waiting in the channel goes before the next backfill window. No piece waits for an agent
 //! job: a fired rule's job is looked at once per polling step, between the other work.
 
+pub mod alerts;
 mod gauges;
 mod health;
 mod reload;

@@ -53,6 +53,8 @@ pub struct Daemon {
     pub(super) tried: HashMap<i64, HashSet<(&'static str, String, NaiveDate)>>,
     /// This daemon's name: the holder of the queued backfill it works on.
     pub(super) me: String,
+    /// The problems found in its runs, and where they are sent.
+    pub(super) alerts: super::alerts::Alerts,
 }
 
 /// What a piece of work did.
@@ -78,6 +80,7 @@ impl Daemon {
         };
         let exporter = ctx.exporter();
         let rule_files = super::reload::rule_files(&ctx.settings.rules_dir);
+        let alerts = super::alerts::Alerts::open(&ctx).map_err(crate::error::UserError::new)?;
         Ok(Self {
             ctx,
             exporter,
@@ -88,24 +91,49 @@ impl Daemon {
             reserve: HashMap::new(),
             tried: HashMap::new(),
             me: crate::store::daemons::this_process(),
+            alerts,
         })
+    }
+
+    /// The same daemon, its alerts sent as `alerts` says (tests name their webhook).
+    #[must_use]
+    pub fn alerting(mut self, alerts: super::alerts::Alerts) -> Self {
+        self.alerts = alerts;
+        self
+    }
+
+    /// The problems open now (what the alerts said began and has not ended).
+    pub fn problems(&self) -> Vec<super::alerts::Problem> {
+        self.alerts.problems().cloned().collect()
     }
 
     /// Does one piece of work: what `tick` asks for, or without one a window of the queued
     /// backfill (its step says whether to call again at once, wait, or idle).
     pub async fn work(&mut self, tick: Option<&Tick>) -> Step {
-        match tick {
-            Some(Tick::Export) => self.export().await,
+        let step = match tick {
+            Some(Tick::Export) => {
+                self.export().await;
+                Step::Worked
+            }
             Some(Tick::Rule(name)) => {
                 self.fire(std::slice::from_ref(name)).await;
                 // The firings' table goes to the bucket too.
                 self.push().await;
+                Step::Worked
             }
-            Some(Tick::Poll) => self.poll().await,
-            Some(Tick::Reload) => {}
-            None => return self.backfill_step().await,
+            Some(Tick::Poll) => {
+                self.poll().await;
+                Step::Worked
+            }
+            Some(Tick::Reload) => Step::Worked,
+            None => self.backfill_step().await,
+        };
+        // Whatever sent requests may have found a key refused, or working again.
+        if step != Step::Idle {
+            self.alerts.keys(&self.ctx);
+            gauges::problems(&self.ctx, &self.rules, &self.alerts);
         }
-        Step::Worked
+        step
     }
 
     /// This daemon's name (its heartbeat, the holder of what it claims).
@@ -134,6 +162,7 @@ impl Daemon {
     /// The incremental export of every project (one plan), then the trends and the unscheduled
     /// rules over the same tables: one run, logged and gauged from its report.
     pub(super) async fn export(&mut self) {
+        self.ctx.reread_keys();
         let queued = self
             .ctx
             .store()
@@ -178,6 +207,7 @@ impl Daemon {
             log_fired(fired);
             gauges::fired(&unscheduled.rules, fired);
         }
+        self.alerts.exported(&self.ctx, &report, &unscheduled.rules);
         gauges::export(&report, &self.targets, &pending, self.ctx.clock.now());
     }
 
@@ -264,7 +294,7 @@ impl Daemon {
 
     /// Evaluates and fires the named scheduled rules over the output's trend tables; nothing
     /// waits for the jobs: [`Daemon::poll`] looks at them.
-    pub(super) async fn fire(&self, names: &[String]) {
+    pub(super) async fn fire(&mut self, names: &[String]) {
         let Some(engine) = &self.engine else {
             return;
         };
@@ -284,10 +314,13 @@ impl Daemon {
             Ok(fired) => {
                 log_fired(&fired);
                 gauges::fired(&loaded.rules, &fired);
+                self.alerts
+                    .rules_ran(&loaded.rules, &fired, self.ctx.clock.now());
             }
             Err(e) => {
                 tracing::error!("rules: {e}");
                 gauges::run("rules", false);
+                self.alerts.rules_failed(&e, self.ctx.clock.now());
             }
         }
     }

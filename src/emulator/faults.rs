@@ -45,6 +45,10 @@ pub async fn layer(State(emu): State<Arc<Emulator>>, req: Request, next: Next) -
     let Some((op, project)) = classify(req.method(), req.uri().path()) else {
         return next.run(req).await;
     };
+    if emu.in_outage() {
+        emu.record(op, &project, 503);
+        return error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable").into_response();
+    }
     let f = emu.data().faults.clone();
     if !f.ops.is_empty() && !f.ops.iter().any(|o| o == op.name()) {
         let response = next.run(req).await;

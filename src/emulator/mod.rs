@@ -122,6 +122,8 @@ struct Inner {
     refused_over_limit: BTreeMap<&'static str, u64>,
     /// What the jobs' pull requests changed.
     effects: Vec<effects::Effect>,
+    /// Keys expired while it runs (`/_emulator/expire`): 401 from then on.
+    expired: Vec<String>,
 }
 
 type RowsKey = (String, NaiveDateTime, NaiveDateTime, NaiveDate, u64);
@@ -135,6 +137,8 @@ pub struct Emulator {
     generators: HashMap<String, Generator>,
     dice: AtomicU64,
     burst: AtomicU64,
+    /// Every operation answers 503 while set ([`Emulator::set_outage`]).
+    outage: std::sync::atomic::AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -238,6 +242,7 @@ impl Emulator {
         Arc::new(Self {
             dice: AtomicU64::new(data.faults.seed),
             burst: AtomicU64::new(0),
+            outage: std::sync::atomic::AtomicBool::new(false),
             data,
             clock,
             started,
@@ -329,6 +334,26 @@ impl Emulator {
             .filter(|t| **t >= begins && **t < ends && **t <= now)
             .count() as u64;
         waves + extra
+    }
+
+    /// Expires a key now, as the service does after its lifetime: 401 "API key has expired"
+    /// from then on. Whether the data file knows it.
+    pub fn expire_key(&self, key: &str) -> bool {
+        if self.data.key(key).is_none() {
+            return false;
+        }
+        self.lock().expired.push(key.to_string());
+        true
+    }
+
+    /// An outage begins (`true`: every operation answers 503) or ends.
+    pub fn set_outage(&self, on: bool) {
+        self.outage.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether an outage is on.
+    pub fn in_outage(&self) -> bool {
+        self.outage.load(Ordering::Relaxed)
     }
 
     /// Adds one wave of late events to the recent days now.
@@ -462,6 +487,9 @@ impl Emulator {
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
             .unwrap_or("");
+        if self.lock().expired.iter().any(|k| k == key) {
+            return Err(error(StatusCode::UNAUTHORIZED, "API key has expired"));
+        }
         match self.data.key(key) {
             None => Err(error(StatusCode::UNAUTHORIZED, "Invalid API key")),
             Some((KeyKind::Expired, _)) => {
@@ -567,6 +595,7 @@ pub fn router(emulator: Arc<Emulator>) -> Router {
         .route("/_emulator/truth/{project}", get(analytics::truth))
         .route("/_emulator/truth/{project}/{dataset}", get(datasets::truth))
         .route("/_emulator/late", post(late))
+        .route("/_emulator/expire", post(expire))
         .merge(service)
         .fallback(|| async { error(StatusCode::NOT_FOUND, "Not found").into_response() })
         .with_state(emulator)
@@ -579,6 +608,19 @@ async fn stats(axum::extract::State(emu): axum::extract::State<Arc<Emulator>>) -
 async fn late(axum::extract::State(emu): axum::extract::State<Arc<Emulator>>) -> Response {
     emu.add_late_wave();
     StatusCode::NO_CONTENT.into_response()
+}
+
+/// `POST /_emulator/expire` with the key as its body: the key expires now (204), or 404 when
+/// the data file does not know it.
+async fn expire(
+    axum::extract::State(emu): axum::extract::State<Arc<Emulator>>,
+    body: String,
+) -> Response {
+    if emu.expire_key(body.trim()) {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        error(StatusCode::NOT_FOUND, "no such key in the data file").into_response()
+    }
 }
 
 /// A router served in a background task until stopped: the emulator's, or a replay's.

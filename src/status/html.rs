@@ -125,6 +125,18 @@ fn budget_section(out: &mut String, s: &Status) {
         );
         bars(out, o, "dataset", |h| &h.by_dataset);
         bars(out, o, "purpose", |h| &h.by_purpose);
+        if let Some(k) = &o.key {
+            let _ = match &k.warning {
+                Some(w) => write!(out, "<p class=\"key short\">{}</p>", esc(w)),
+                None => write!(
+                    out,
+                    "<p class=\"key\">The admin key (fingerprint {}) works, first used {} ({} days ago).</p>",
+                    esc(&k.fingerprint),
+                    k.first_used.format("%Y-%m-%d"),
+                    k.age_days
+                ),
+            };
+        }
         if let Some(i) = &o.instants {
             let _ = write!(
                 out,

@@ -251,6 +251,26 @@ pub struct OrgStatus {
     pub forecast: Option<Forecast>,
     /// What the last `check --deep` learned of the service (never run: `None`).
     pub instants: Option<Instants>,
+    /// Its admin key as docpipe saw the service answer it (never seen working: `None`).
+    pub key: Option<KeyStatus>,
+}
+
+/// An organization's admin key: since when it works, whether the service refuses it now, and
+/// what a person has to do.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyStatus {
+    /// Its fingerprint (never the key).
+    pub fingerprint: String,
+    /// When it first worked.
+    pub first_used: DateTime<Utc>,
+    /// Days since.
+    pub age_days: i64,
+    /// `fine`, `old` (used for 80 days or more) or `refused` (after it worked).
+    pub health: crate::store::keys::KeyHealth,
+    /// Since when the service refuses it.
+    pub refused_since: Option<DateTime<Utc>>,
+    /// What a person has to do, when anything.
+    pub warning: Option<String>,
 }
 
 /// Whether the service filters by the instants `dateFrom` and `dateTo` name, as the last
@@ -292,6 +312,10 @@ pub struct Forecast {
     /// Per project and dataset: the most today's data will be stale, and the longest a
     /// provisional day waits between two looks.
     pub staleness: Vec<Expected>,
+    /// Hours until the missing windows are all in, beside the hourly exports (the paragraph's
+    /// "within about N h"): the ETA of "export now" is never shorter.
+    #[serde(skip)]
+    pub missing_in_hours: Option<i64>,
 }
 
 /// Requests an hour of a dataset.
@@ -570,6 +594,19 @@ pub fn collect(ctx: &Context, firings: usize) -> anyhow::Result<Status> {
         waiting_turn: view.due.fresh,
     };
     status.organizations = organizations(ctx, now)?;
+    // One estimate of when the missing windows are in: the plan's at the budget alone, or the
+    // planner's beside the hourly exports (the start of the hour "within about N h" ends),
+    // whichever is later: the two lines never contradict each other.
+    let missing = status
+        .organizations
+        .iter()
+        .filter_map(|o| o.forecast.as_ref()?.missing_in_hours)
+        .max()
+        .unwrap_or(0);
+    status.export_now.eta_secs = status
+        .export_now
+        .eta_secs
+        .max((missing - 1).max(0) as u64 * 3600);
     status.backfills = view
         .queued
         .iter()
@@ -817,6 +854,7 @@ fn organizations(ctx: &Context, now: DateTime<Utc>) -> anyhow::Result<Vec<OrgSta
     let since = first_hour(now);
     let spent = ctx.store().history().spent_since(since)?;
     let findings = ctx.store().instants_findings()?;
+    let keys = ctx.store().key_records()?;
     let mut out = Vec::new();
     for o in &ctx.settings.organizations {
         let limit = o.limits.effective(o.limits.analytics_per_hour);
@@ -824,6 +862,7 @@ fn organizations(ctx: &Context, now: DateTime<Utc>) -> anyhow::Result<Vec<OrgSta
         let used = ctx.budget().used(&scope, now);
         let hours = hours_of(&spent, since, &o.id);
         let forecast = forecast.iter().find(|f| f.org == o.id).map(|f| Forecast {
+            missing_in_hours: f.backfill.and_then(|(_, hours)| hours),
             paragraph: f.paragraph(&streams),
             short: f.short(),
             by_dataset: f
@@ -859,6 +898,14 @@ fn organizations(ctx: &Context, now: DateTime<Utc>) -> anyhow::Result<Vec<OrgSta
                 day: f.day,
                 detail: crate::text::one_line(&f.detail).into_owned(),
                 checked_at: f.at,
+            }),
+            key: keys.iter().find(|k| k.org == o.id).map(|k| KeyStatus {
+                fingerprint: k.fingerprint.clone(),
+                first_used: k.first_used,
+                age_days: k.age_days(now),
+                health: k.health(now),
+                refused_since: k.refused_since,
+                warning: k.warning(now, o.admin_key.as_ref()),
             }),
         });
     }

@@ -62,6 +62,19 @@ pub fn render(s: &Status) -> String {
                 )
             })
         );
+        if let Some(k) = &o.key {
+            let _ = match &k.warning {
+                Some(w) => writeln!(out, "key {}: {w}", o.id),
+                None => writeln!(
+                    out,
+                    "key {}: the admin key (fingerprint {}) works, first used {} ({} days ago)",
+                    o.id,
+                    k.fingerprint,
+                    k.first_used.format("%Y-%m-%d"),
+                    k.age_days
+                ),
+            };
+        }
         if let Some(i) = &o.instants {
             let _ = writeln!(
                 out,

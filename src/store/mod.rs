@@ -18,6 +18,7 @@ mod freshness;
 pub mod impact;
 pub mod instants;
 pub mod journal;
+pub mod keys;
 pub mod ledger;
 mod pages;
 pub mod pg;
@@ -247,8 +248,23 @@ impl Store {
         activity::Activity::new(self.sql.clone())
     }
 
-    /// Records what `event` says into the activity tables (a receiver of a run's events).
+    /// Records what `event` says into the activity tables, or for an answered key into its
+    /// record (a receiver of a run's events). A failure to record is logged: the work goes on.
     pub fn receive(&self, event: &crate::events::Event<'_>) {
+        if let crate::events::Event::KeyAnswered {
+            org,
+            fingerprint,
+            at,
+            refused,
+        } = *event
+        {
+            if let Err(e) = self.key_answered(org, fingerprint, at, refused) {
+                tracing::warn!(
+                    "state: cannot record how the service answered the admin key of organization {org}: {e}"
+                );
+            }
+            return;
+        }
         self.history().receive(event);
     }
 

@@ -213,8 +213,10 @@ fn init_writes_a_config_that_loads_and_a_rule_that_validates_and_never_a_key() {
     assert_eq!(settings.project_ids(), ["acme-docs", "acme-api"]);
     assert_eq!(settings.base_url, "https://api.mintlify.com");
     assert_eq!(
-        settings.organizations[0].admin_key_env.as_deref(),
-        Some("DOCPIPE_ACME_ADMIN_KEY")
+        settings.organizations[0].admin_key,
+        Some(docpipe::api::KeySource::Env(
+            "DOCPIPE_ACME_ADMIN_KEY".into()
+        ))
     );
     assert_eq!(settings.output_dir, dir.path().join("first/docpipe-data"));
     for f in files_below(dir.path()) {

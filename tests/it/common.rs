@@ -588,3 +588,75 @@ pub fn assistant_config(dir: &std::path::Path, base_url: &str) -> std::path::Pat
     .unwrap();
     cfg
 }
+
+/// A local webhook on 127.0.0.1: the JSON bodies POSTed to it, in order. While `failing` is
+/// set it answers 500 (and keeps nothing).
+pub struct Hook {
+    pub url: String,
+    pub got: Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+    pub failing: Arc<std::sync::atomic::AtomicBool>,
+    /// POSTs received, answered or not.
+    pub hits: Arc<std::sync::atomic::AtomicU64>,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+impl Hook {
+    pub async fn start() -> Self {
+        let got: Arc<std::sync::Mutex<Vec<serde_json::Value>>> = Arc::default();
+        let failing: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        let hits: Arc<std::sync::atomic::AtomicU64> = Arc::default();
+        let (kept, fails, count) = (got.clone(), failing.clone(), hits.clone());
+        let app = Router::new().route(
+            "/hook",
+            axum::routing::post(move |body: axum::Json<serde_json::Value>| {
+                let (kept, fails, count) = (kept.clone(), fails.clone(), count.clone());
+                async move {
+                    count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if fails.load(std::sync::atomic::Ordering::Relaxed) {
+                        return StatusCode::INTERNAL_SERVER_ERROR;
+                    }
+                    kept.lock().unwrap().push(body.0);
+                    StatusCode::OK
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self {
+            url,
+            got,
+            failing,
+            hits,
+            _server: server,
+        }
+    }
+
+    /// The messages of `what` received so far.
+    pub fn of(&self, what: &str) -> Vec<serde_json::Value> {
+        self.got
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m["what"] == what)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits (up to 20 s) until `n` messages of `what` came, and gives them.
+    pub async fn wait_for(&self, what: &str, n: usize) -> Vec<serde_json::Value> {
+        for _ in 0..200 {
+            let got = self.of(what);
+            if got.len() >= n {
+                return got;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!(
+            "{n} {what} messages did not come: {:#?}",
+            self.got.lock().unwrap()
+        );
+    }
+}

@@ -683,3 +683,135 @@ async fn a_rule_file_added_then_broken_while_the_daemon_runs_is_read_again_on_si
     let (code, _) = d.terminate();
     assert_eq!(code, Some(0));
 }
+
+#[tokio::test]
+async fn a_key_file_rotated_while_the_daemon_runs_ends_the_refused_state_and_its_alert() {
+    use std::os::unix::fs::PermissionsExt;
+    const ROTATED: &str = "mint_test_admin_a_rotated";
+    let mut data = small();
+    data.organizations
+        .iter_mut()
+        .find(|o| o.id == "org-a")
+        .unwrap()
+        .admin_keys
+        .push(ROTATED.into());
+    let live = Live::start_at(data, chrono::Utc::now()).await;
+    let hook = Hook::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = daemon_config(
+        &live.server.base_url(),
+        dir.path(),
+        today() - chrono::Duration::days(1),
+        100,
+        &format!(
+            "{DAEMON}\n[alerts]\nwebhook_url_env = \"DOCPIPE_IT_HOOK\"\npage_url = \"http://status.example/\"\n"
+        ),
+    );
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "admin_key_env = \"DOCPIPE_IT_ADMIN_A\"",
+        "admin_key_file = \"a.key\"",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let key_file = dir.path().join("a.key");
+    std::fs::write(&key_file, format!("{ADMIN_A}\n")).unwrap();
+    // Readable by others: refused, as ssh refuses such a key, before anything is sent.
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = docpipe(&cfg, &["check"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        format!(
+            "error: organization org-a: the key file {0} may be read by others (mode 0644): `chmod 600 {0}`, so that only its owner reads it",
+            key_file.display()
+        )
+    );
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_docpipe"));
+    cmd.env("DOCPIPE_IT_HOOK", &hook.url);
+    let d = Daemon::start_with(&cfg, cmd);
+    d.first_export().await;
+    let key_of = |cfg: &Path| {
+        let out = docpipe(cfg, &["status", "--json"], None);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["organizations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["id"] == "org-a")
+            .unwrap()["key"]
+            .clone()
+    };
+    let first = key_of(&cfg);
+    assert_eq!(first["health"], "fine", "{first}");
+    // The service expires the key; a queued backfill's requests find it refused.
+    assert!(live.emu().expire_key(ADMIN_A));
+    let back = |from: i64, to: i64| {
+        let day = |n: i64| (today() - chrono::Duration::days(n)).to_string();
+        let out = docpipe(
+            &cfg,
+            &[
+                "backfill",
+                "--from",
+                &day(from),
+                "--to",
+                &day(to),
+                "--queue",
+            ],
+            None,
+        );
+        assert!(out.status.success(), "{out:?}");
+    };
+    back(6, 5);
+    let refused = hook.wait_for("key_refused", 1).await;
+    let m = &refused[0];
+    assert_eq!(m["state"], "problem");
+    assert_eq!(m["organization"], "org-a");
+    assert_eq!(m["page"], "http://status.example/");
+    let text = m["text"].as_str().unwrap();
+    let fingerprint = first["fingerprint"].as_str().unwrap();
+    assert!(
+        text.starts_with(&format!(
+            "docpipe alert: the admin key of organization org-a (fingerprint {fingerprint}) is refused since "
+        )) && text.contains(" (API key has expired); the service's keys expire after 90 days by default: make a new one on the API keys page and write it to ")
+            && text.contains("a.key (read again at every run: no restart)"),
+        "{text}"
+    );
+    let status = String::from_utf8_lossy(&docpipe(&cfg, &["status"], None).stdout).to_string();
+    assert!(
+        status.contains(&format!(
+            "key org-a: the admin key of organization org-a (fingerprint {fingerprint}) is refused since "
+        )),
+        "{status}"
+    );
+    assert_eq!(key_of(&cfg)["health"], "refused");
+    // The new key goes into the file; the daemon reads it again after the next 401.
+    std::fs::write(&key_file, ROTATED).unwrap();
+    back(9, 8);
+    let both = hook.wait_for("key_refused", 2).await;
+    assert_eq!(both[1]["state"], "recovered");
+    assert!(
+        both[1]["text"].as_str().unwrap().starts_with(
+            "docpipe recovered: the admin key of organization org-a works again (a problem since "
+        ),
+        "{both:#?}"
+    );
+    assert_eq!(
+        d.count("admin key read again: a new key"),
+        1,
+        "{:?}",
+        d.lines()
+    );
+    let now = key_of(&cfg);
+    assert_eq!(now["health"], "fine");
+    assert_ne!(now["fingerprint"], first["fingerprint"]);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(hook.of("key_refused").len(), 2);
+    let (code, lines) = d.terminate();
+    assert_eq!(code, Some(0));
+    for l in lines {
+        assert!(
+            !l.contains(ADMIN_A) && !l.contains(ROTATED) && !l.contains(&hook.url),
+            "{l}"
+        );
+    }
+}

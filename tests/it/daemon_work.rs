@@ -886,3 +886,151 @@ async fn an_export_that_writes_no_window_recomputes_no_trend_and_writes_no_file(
     assert_ne!(written_files(&out), before);
     assert_eq!(seen.count(&["trends not computed again"]), 1);
 }
+
+/// The daemon's alerts to `hook`, naming a status page.
+fn alerts_to(hook: &Hook) -> docpipe::daemon::alerts::Alerts {
+    let webhook = docpipe::daemon::alerts::Webhook::new(&hook.url, "DOCPIPE_IT_HOOK").unwrap();
+    docpipe::daemon::alerts::Alerts::to(webhook, Some("http://status.example/".into()))
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_dataset_stale_beyond_twice_its_target_alerts_once_and_once_more_when_it_recovers() {
+    let seen = Seen::capture();
+    let hook = Hook::start().await;
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(&live.server.base_url(), dir.path(), day("2026-03-13"), 100);
+    let mut d = daemon(
+        settings(&config, dir.path()),
+        live.clock.clone(),
+        keys(),
+        None,
+    )
+    .await
+    .alerting(alerts_to(&hook));
+    let hour = Duration::from_secs(3600);
+    assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+    assert!(d.problems().is_empty(), "{:?}", d.problems());
+    // The service is down for three hours: after two, the data are late; after three, stale.
+    live.emu().set_outage(true);
+    for _ in 0..2 {
+        live.clock.advance(hour);
+        d.work(Some(&Tick::Export)).await;
+        assert!(
+            !d.problems()
+                .iter()
+                .any(|p| p.what == docpipe::daemon::alerts::What::Stale),
+            "late, not stale yet: {:?}",
+            d.problems()
+        );
+    }
+    live.clock.advance(hour);
+    d.work(Some(&Tick::Export)).await;
+    let stale = hook.wait_for("stale", 3).await;
+    for (m, project, org) in [
+        (&stale[0], "alpha", "org-a"),
+        (&stale[1], "beta", "org-a"),
+        (&stale[2], "gamma", "org-b"),
+    ] {
+        assert_eq!(m["state"], "problem");
+        assert_eq!(m["project"], project);
+        assert_eq!(m["organization"], org);
+        assert_eq!(m["dataset"], "page_views");
+        assert_eq!(m["since"], "2026-03-15T14:00:00Z");
+        assert_eq!(m["page"], "http://status.example/");
+        assert_eq!(
+            m["text"],
+            format!(
+                "docpipe alert: {project} page_views: its newest data were taken 3h 00m ago, more than twice its freshness target of 1h 00m (since 2026-03-15 14:00 UTC); status: http://status.example/"
+            )
+        );
+    }
+    // Today's window failed three runs in a row: a problem of its own, one per project.
+    let failing = hook.wait_for("window_failing", 3).await;
+    assert!(
+        failing[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("docpipe alert: alpha page_views 2026-03-15: failed 3 runs in a row: "),
+        "{failing:#?}"
+    );
+    assert_eq!(
+        seen.metric("docpipe_windows_failing{project=\"alpha\",dataset=\"page_views\"}"),
+        1.0
+    );
+    assert_eq!(
+        seen.metric("docpipe_freshness_target_seconds{project=\"alpha\",dataset=\"page_views\"}"),
+        3600.0
+    );
+    // Half an hour on, still down: the problems are open, nothing is sent again.
+    live.clock.advance(hour / 2);
+    d.work(Some(&Tick::Export)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(hook.of("stale").len(), 3);
+    // The service is back: one recovery per problem.
+    live.emu().set_outage(false);
+    live.clock.advance(hour / 2);
+    d.work(Some(&Tick::Export)).await;
+    let stale = hook.wait_for("stale", 6).await;
+    assert_eq!(stale.len(), 6, "{stale:#?}");
+    assert_eq!(stale[3]["state"], "recovered");
+    assert_eq!(
+        stale[3]["text"],
+        "docpipe recovered: alpha page_views: within twice its freshness target again (a problem since 2026-03-15 14:00 UTC); status: http://status.example/"
+    );
+    // Yesterday's windows, tried every run while they failed, reached three at 15:30: each
+    // problem has its recovery.
+    let begun = hook
+        .of("window_failing")
+        .iter()
+        .filter(|m| m["state"] == "problem")
+        .count();
+    assert_eq!(begun, 6, "{:#?}", hook.of("window_failing"));
+    let all = hook.wait_for("window_failing", 12).await;
+    assert!(
+        all[6..].iter().all(|m| m["state"] == "recovered"
+            && m["text"]
+                .as_str()
+                .unwrap()
+                .contains(": fetched again (a problem since")),
+        "{all:#?}"
+    );
+    assert!(d.problems().is_empty(), "{:?}", d.problems());
+    assert_eq!(
+        seen.metric("docpipe_windows_failing{project=\"alpha\",dataset=\"page_views\"}"),
+        0.0
+    );
+    d.leave();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_webhook_that_fails_is_tried_three_times_and_logged_and_nothing_else_stops() {
+    let seen = Seen::capture();
+    let hook = Hook::start().await;
+    hook.failing
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut alerts = alerts_to(&hook);
+    alerts.rules_failed(&anyhow::anyhow!("the ledger is locked"), noon());
+    // Tries at 0, 1 and 3 s.
+    for _ in 0..60 {
+        if seen.count(&[" WARN ", "alert not sent after 3 tries"]) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(hook.hits.load(std::sync::atomic::Ordering::Relaxed), 3);
+    assert_eq!(
+        seen.count(&[
+            " WARN ",
+            "alert not sent after 3 tries (the webhook answered 500 Internal Server Error; the webhook of DOCPIPE_IT_HOOK): docpipe alert: the rules could not run: the ledger is locked (since 2026-03-15 12:00 UTC); status: http://status.example/"
+        ]),
+        1,
+        "{:#?}",
+        seen.lines()
+    );
+    assert!(
+        !seen.lines().iter().any(|l| l.contains(&hook.url)),
+        "the URL is a secret"
+    );
+    assert!(hook.got.lock().unwrap().is_empty());
+}

@@ -50,6 +50,7 @@ fn every_config_field_is_in_the_reference() {
         "[freshness]",
         "[freshness.dataset.searches]",
         "[state]",
+        "[alerts]",
     ] {
         let fields = fields_of(section);
         assert!(!fields.is_empty(), "{section}");
@@ -202,5 +203,96 @@ fn every_field_of_the_emulators_data_file_is_in_docs_service_md() {
         missing,
         Vec::<String>::new(),
         "fields missing in docs/service.md"
+    );
+}
+
+/// The README's block that starts with `after` (the first ```sh block after that line).
+fn readme_block(readme: &str, after: &str) -> String {
+    let from = readme.find(after).unwrap_or_else(|| panic!("no {after:?}"));
+    let rest = &readme[from..];
+    let start = rest.find("```sh\n").unwrap() + "```sh\n".len();
+    let len = rest[start..].find("```").unwrap();
+    rest[start..start + len].to_string()
+}
+
+/// The README's emulator rehearsal, run as written by `bash -e` with the binary on the path and
+/// a home of its own: every command succeeds, the export's and `status`' lines are those the
+/// README quotes. The emulator it starts in the background (on 127.0.0.1:8080, as written) is
+/// stopped with the block's process group.
+#[test]
+fn the_readmes_rehearsal_runs_as_written() {
+    use std::os::unix::process::CommandExt;
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let block = readme_block(&readme, "To rehearse the same path on the emulator first");
+    assert!(block.starts_with("mkdir ~/docs-lake"), "{block}");
+    assert!(
+        std::net::TcpListener::bind("127.0.0.1:8080").is_ok(),
+        "the rehearsal serves the emulator on 127.0.0.1:8080, which another program holds"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_docpipe"))
+        .parent()
+        .unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let mut child = std::process::Command::new("bash")
+        .args(["-e", "-c", &block])
+        .env("HOME", home.path())
+        .env("PATH", path)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let group = i32::try_from(child.id()).unwrap();
+    // A guard against a wait on the budget (an hour), not a measure: the README gives the time.
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(300) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let finished = child.try_wait().unwrap().is_some();
+    // SAFETY: a signal to the process group this test made; no memory is shared.
+    unsafe { libc::killpg(group, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        finished,
+        "the rehearsal did not end in 5 minutes:\n{stdout}\n{stderr}"
+    );
+    assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
+    let lake = home.path().join("docs-lake");
+    assert!(lake.join("docpipe.toml").is_file());
+    assert!(lake.join("jobs/search-gaps.toml").is_file());
+    // The export's line as the README quotes it, "..." standing for what varies.
+    let flat = readme.replace('\n', " ");
+    let quoted = flat
+        .split("export previews the rule (`")
+        .nth(1)
+        .and_then(|r| r.split('`').next())
+        .expect("the README quotes the export's preview line");
+    for piece in quoted.split("...").map(str::trim).filter(|p| !p.is_empty()) {
+        assert!(stdout.contains(piece), "{piece:?} not in:\n{stdout}");
+    }
+    // check, backfill and export took the days, the export sent nothing, status shows the preview.
+    assert!(
+        stdout.contains("acme-docs  agent jobs (write)  works"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("project acme-docs: 6 days exported"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("preview: rule search-gaps (acme-docs) would send 5 rows (0 flagged)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("rules: no firing yet"), "{stdout}");
+    assert!(
+        !stderr.contains("WARN") && !stderr.contains("ERROR"),
+        "{stderr}"
     );
 }

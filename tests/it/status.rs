@@ -176,7 +176,9 @@ backfill queued (1, held by daemon box-1:41): 2026-02-01..2026-03-02 of beta: 28
 daemon box-1:41: alive (heartbeat 0m ago), started 2026-03-15 11:00:00Z, holds backfill 1
 daemon box-2:77: no heartbeat for 10m (stopped without leaving, or cut off), started 2026-03-15 09:00:00Z; what it held is taken over when its lease runs out
 budget analytics:org-a: 3 of 95000 requests used in the last hour
+key org-a: the admin key (fingerprint 95256e2e80c9) works, first used 2026-03-15 (0 days ago)
 budget analytics:org-b: 0 of 95000 requests used in the last hour
+key org-b: the admin key (fingerprint 9ba0f6db71bd) works, first used 2026-03-15 (0 days ago)
 budget agent:alpha: 1 of 95 follow-ups and job creations used in the last hour
 rules: 1 firings; the last:
   2026-03-15 12:00:00Z rule r (alpha): sent follow-up to job job_ok (2 rows, prompt 0123456789ab) -> completed after 7.0 s, PR https://github.com/org-a/docs/pull/7
@@ -302,5 +304,89 @@ async fn with_the_hours_budget_used_status_says_when_the_next_request_can_go() {
             at.format("%H:%M:%S")
         )) && (line.contains(", in 59m ") || line.ends_with(", in 1h 00m")),
         "{line}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_used_for_85_days_is_flagged_by_check_status_and_the_page() {
+    let live = Live::start_at(small(), chrono::Utc::now()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = TestConfig {
+        start: Some(chrono::Utc::now().date_naive() - chrono::Duration::days(1)),
+        ..TestConfig::new(&live.server.base_url(), &dir.path().join("out"))
+    }
+    .write(&dir.path().join("c.toml"));
+    let run = docpipe(&cfg, &["check"], None);
+    assert!(run.status.success(), "{run:?}");
+    assert!(!String::from_utf8_lossy(&run.stdout).contains("key org-a:"));
+    // The state says the key first worked 85 days ago (as if the daemon had run since).
+    let state = docpipe::store::Store::open(&dir.path().join("out/state.sqlite")).unwrap();
+    let records = state.key_records().unwrap();
+    assert_eq!(records.len(), 2, "{records:?}");
+    let mut a = records.iter().find(|k| k.org == "org-a").unwrap().clone();
+    assert_eq!(a.fingerprint.len(), 12);
+    let first_used = chrono::Utc::now() - chrono::Duration::days(85);
+    a.first_used = first_used;
+    state
+        .set_setting("admin_key:org-a", &serde_json::to_string(&a).unwrap())
+        .unwrap();
+    drop(state);
+    let warning = format!(
+        "the admin key of organization org-a (fingerprint {}) was first used on {}, 85 days ago; the service's keys expire after 90 days by default (made that day, it expires around {}): make a new one on the API keys page and put it in DOCPIPE_IT_ADMIN_A and restart docpipe (an admin_key_file is read again at every run)",
+        a.fingerprint,
+        first_used.format("%Y-%m-%d"),
+        (first_used + chrono::Duration::days(90)).format("%Y-%m-%d")
+    );
+    let check = String::from_utf8_lossy(&docpipe(&cfg, &["check"], None).stdout).to_string();
+    assert_eq!(
+        check
+            .lines()
+            .filter(|l| l.starts_with("key "))
+            .collect::<Vec<_>>(),
+        [format!("key org-a: {warning}")],
+        "{check}"
+    );
+    let status = String::from_utf8_lossy(&docpipe(&cfg, &["status"], None).stdout).to_string();
+    assert!(
+        status.contains(&format!("key org-a: {warning}\n")),
+        "{status}"
+    );
+    assert!(
+        status.contains("key org-b: the admin key (fingerprint "),
+        "{status}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&docpipe(&cfg, &["status", "--json"], None).stdout).unwrap();
+    crate::status::assert_valid_status(&json, dir.path());
+    let org = |id: &str| {
+        json["organizations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["id"] == id)
+            .unwrap()["key"]
+            .clone()
+    };
+    assert_eq!(org("org-a")["health"], "old");
+    assert_eq!(org("org-a")["age_days"], 85);
+    assert_eq!(org("org-a")["warning"], warning.as_str());
+    assert_eq!(org("org-b")["health"], "fine");
+    assert_eq!(org("org-b")["warning"], serde_json::Value::Null);
+    // The page shows the same line, escaped as HTML.
+    let settings = docpipe::config::Settings::load(&cfg).unwrap();
+    let s = docpipe::status::read(
+        &settings,
+        std::sync::Arc::new(docpipe::clock::SystemClock),
+        5,
+    )
+    .await
+    .unwrap();
+    let page = docpipe::status::html::render(&s);
+    assert!(
+        page.contains(&format!(
+            "<p class=\"key short\">{}</p>",
+            warning.replace('\'', "&#39;")
+        )),
+        "{page}"
     );
 }

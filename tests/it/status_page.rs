@@ -442,3 +442,50 @@ fn the_grafana_dashboard_queries_only_series_docpipe_exports() {
     );
     assert!(!declared.contains("docpipe_nope_total"));
 }
+
+#[test]
+fn the_prometheus_alerts_watch_the_daemons_alert_conditions_over_declared_series() {
+    let declared = declared_series();
+    let file = root().join("sample_data/prometheus/alerts.yml");
+    // Read by a real YAML reader: each rule's name and expression.
+    let rules = run_python(
+        "import json, sys, yaml\n\
+         doc = yaml.safe_load(open(sys.argv[1]))\n\
+         print(json.dumps([[r['alert'], r['expr']] for g in doc['groups'] for r in g['rules']]))",
+        &[file.as_os_str()],
+    );
+    let rules: Vec<(String, String)> = serde_json::from_str(rules.trim()).unwrap();
+    let names: Vec<&str> = rules.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "DocpipeKeyRefused",
+            "DocpipeProjectUnknown",
+            "DocpipeStale",
+            "DocpipeWindowFailing",
+            "DocpipeRuleFailing"
+        ]
+    );
+    let mut queried = std::collections::BTreeSet::new();
+    for (name, expr) in &rules {
+        let series = series_in(expr);
+        assert!(!series.is_empty(), "{name}: {expr}");
+        queried.extend(series);
+    }
+    let unknown: Vec<_> = queried.difference(&declared).collect();
+    assert!(
+        unknown.is_empty(),
+        "the alerts watch series docpipe does not export: {unknown:?}"
+    );
+    // The webhook's conditions, one series each.
+    for needed in [
+        "docpipe_key_refused",
+        "docpipe_project_unknown",
+        "docpipe_staleness_seconds",
+        "docpipe_freshness_target_seconds",
+        "docpipe_windows_failing",
+        "docpipe_rule_failing",
+    ] {
+        assert!(queried.contains(needed), "no alert watches {needed}");
+    }
+}

@@ -1,0 +1,594 @@
+//! The daemon's alerts: the problems a person has to act on, found in each run's report (a key
+//! the service refuses, a project it does not know, a dataset stale beyond twice its
+//! `[freshness]` target, a window that keeps failing, a rule that fails), each sent once to the
+//! webhook `[alerts] webhook_url_env` names when it begins (at most one message per problem an
+//! hour) and once when it ends. A webhook that fails is retried and logged, never fatal: the
+//! work goes on.
+
+use crate::app::Context;
+use crate::app::cycle::{Report, RulesRun};
+use crate::app::rules::Fired;
+use crate::export::ExportError;
+use crate::rules::Rule;
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+/// Runs in a row a window fails before it is a problem.
+pub const FAILING_RUNS: u32 = 3;
+
+/// The least time between two messages of one problem.
+const QUIET: chrono::Duration = chrono::Duration::hours(1);
+
+/// What kind of problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum What {
+    /// The service refuses an organization's admin key.
+    KeyRefused,
+    /// The service does not know a project.
+    ProjectUnknown,
+    /// A dataset's newest data are older than twice its freshness target.
+    Stale,
+    /// A window failed [`FAILING_RUNS`] runs in a row.
+    WindowFailing,
+    /// A rule failed.
+    RuleFailing,
+}
+
+/// A problem a person has to act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Its kind.
+    pub what: What,
+    /// The organization it concerns.
+    pub organization: Option<String>,
+    /// The project.
+    pub project: Option<String>,
+    /// The dataset.
+    pub dataset: Option<String>,
+    /// What a person reads: the problem and what to do, one line.
+    pub line: String,
+    /// The line of its end.
+    pub recovered: String,
+    /// Since when, when the report knows better than "now" (a key refused since...).
+    pub since: Option<DateTime<Utc>>,
+    /// What tells it apart from the others of its kind (a window's days, a rule's name).
+    pub subject: String,
+}
+
+impl Problem {
+    fn id(&self) -> String {
+        format!("{:?}:{}", self.what, self.subject)
+    }
+}
+
+/// An alert as the webhook receives it: `text` for a chat webhook to show as it is, and the
+/// fields for a program.
+#[derive(Debug, Clone, Serialize)]
+pub struct Message {
+    /// The whole message, one line.
+    pub text: String,
+    /// `problem` or `recovered`.
+    pub state: &'static str,
+    /// The problem's kind.
+    pub what: What,
+    /// Its organization.
+    pub organization: Option<String>,
+    /// Its project.
+    pub project: Option<String>,
+    /// Its dataset.
+    pub dataset: Option<String>,
+    /// Since when.
+    pub since: DateTime<Utc>,
+    /// The status page's address.
+    pub page: Option<String>,
+}
+
+/// Where alerts go: the webhook's address (a secret, never logged) and the status page's.
+#[derive(Clone)]
+pub struct Webhook {
+    url: String,
+    /// Where its address came from (its variable), for messages.
+    source: String,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Webhook({})", self.source)
+    }
+}
+
+impl Webhook {
+    /// The webhook at `url` (named `source` in messages, never by its address).
+    pub fn new(url: &str, source: &str) -> Result<Self, String> {
+        let parsed =
+            reqwest::Url::parse(url).map_err(|_| format!("{source} does not hold a URL"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!("{source} does not hold an http:// or https:// URL"));
+        }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("docpipe/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(Self {
+            url: url.to_string(),
+            source: source.to_string(),
+            http,
+        })
+    }
+
+    /// Posts `message` in the background, tried 3 times (1 s, then 2 s apart); a failure is
+    /// logged (naming the variable, never the address).
+    fn send(&self, message: Message) {
+        let hook = self.clone();
+        tokio::spawn(async move {
+            let mut wait = Duration::from_secs(1);
+            for attempt in 1..=3 {
+                let sent = hook.http.post(&hook.url).json(&message).send().await;
+                let why = match sent {
+                    Ok(r) if r.status().is_success() => {
+                        tracing::info!(what = ?message.what, state = message.state, "alert sent: {}", message.text);
+                        return;
+                    }
+                    Ok(r) => format!("the webhook answered {}", r.status()),
+                    Err(e) if e.is_timeout() => "the webhook did not answer in 10 s".to_string(),
+                    Err(_) => "the webhook cannot be reached".to_string(),
+                };
+                if attempt == 3 {
+                    tracing::warn!(
+                        "alert not sent after 3 tries ({why}; the webhook of {}): {}",
+                        hook.source,
+                        message.text
+                    );
+                    return;
+                }
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+        });
+    }
+}
+
+/// A problem begun and not ended.
+#[derive(Debug, Clone)]
+struct Open {
+    problem: Problem,
+    since: DateTime<Utc>,
+    /// Whether its message went (a recovery is sent only after one).
+    told: bool,
+}
+
+/// The problems open and the messages sent.
+#[derive(Debug, Default)]
+pub struct Alerts {
+    hook: Option<Webhook>,
+    page: Option<String>,
+    open: BTreeMap<String, Open>,
+    /// When each problem's last message went.
+    told_at: HashMap<String, DateTime<Utc>>,
+    /// Runs in a row each window failed: (dataset, project, first day).
+    failing: HashMap<(&'static str, String, NaiveDate), u32>,
+}
+
+impl Alerts {
+    /// The alerts `[alerts]` of `ctx`'s settings asks for: the webhook from its variable
+    /// (an error when the variable is unset or no URL), the page's address from `page_url`
+    /// or the daemon's `listen` address. Without `[alerts]`, problems are tracked (for
+    /// `/metrics`) and sent nowhere.
+    pub fn open(ctx: &Context) -> Result<Self, String> {
+        let Some(a) = &ctx.settings.alerts else {
+            return Ok(Self::default());
+        };
+        let url = match std::env::var(&a.webhook_url_env) {
+            Ok(v) if !v.trim().is_empty() => v,
+            _ => {
+                return Err(format!(
+                    "[alerts] environment variable {} is not set: it must hold the webhook's URL",
+                    a.webhook_url_env
+                ));
+            }
+        };
+        let hook =
+            Webhook::new(url.trim(), &a.webhook_url_env).map_err(|e| format!("[alerts] {e}"))?;
+        let page = a.page_url.clone().or_else(|| {
+            ctx.settings
+                .daemon
+                .listen
+                .map(|addr| format!("http://{addr}/"))
+        });
+        Ok(Self::to(hook, page))
+    }
+
+    /// Alerts sent to `hook`, naming `page` as the status page.
+    pub fn to(hook: Webhook, page: Option<String>) -> Self {
+        Self {
+            hook: Some(hook),
+            page,
+            ..Self::default()
+        }
+    }
+
+    /// The problems open now.
+    pub fn problems(&self) -> impl Iterator<Item = &Problem> {
+        self.open.values().map(|o| &o.problem)
+    }
+
+    /// After an export: its problems (keys, projects, staleness, windows, the rules run after
+    /// it) replace those of the last export.
+    pub fn exported(&mut self, ctx: &Context, report: &Report, rules: &[Rule]) {
+        let now = ctx.clock.now();
+        let mut found = self.export_problems(ctx, report);
+        let mut kinds = vec![What::ProjectUnknown, What::Stale, What::WindowFailing];
+        match &report.rules {
+            RulesRun::Fired(fired) => {
+                self.rules_ran(rules, fired, now);
+            }
+            RulesRun::Failed(e) => {
+                found.push(rules_broken(e));
+                kinds.push(What::RuleFailing);
+            }
+            _ => {}
+        }
+        self.observe(&kinds, None, found, now);
+    }
+
+    /// After any work: the keys the state records as refused after they worked (by this
+    /// daemon, another, or a `check`), each a problem until a key of the organization works.
+    pub fn keys(&mut self, ctx: &Context) {
+        let now = ctx.clock.now();
+        let records = match ctx.store().key_records() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("alerts: cannot read the keys' records: {e}");
+                return;
+            }
+        };
+        let found = ctx
+            .settings
+            .organizations
+            .iter()
+            .filter_map(|o| {
+                let k = records
+                    .iter()
+                    .find(|k| k.org == o.id && k.refused_since.is_some())?;
+                Some(Problem {
+                    what: What::KeyRefused,
+                    organization: Some(o.id.clone()),
+                    project: None,
+                    dataset: None,
+                    line: k.warning(now, o.admin_key.as_ref())?,
+                    recovered: format!("the admin key of organization {} works again", o.id),
+                    since: k.refused_since,
+                    subject: o.id.clone(),
+                })
+            })
+            .collect();
+        self.observe(&[What::KeyRefused], None, found, now);
+    }
+
+    /// After a set of firings: each rule that ran failed or not.
+    pub fn rules_ran(&mut self, rules: &[Rule], fired: &Fired, now: DateTime<Utc>) {
+        for (rule, r) in rules.iter().zip(&fired.reports) {
+            let found = r.failed().then(|| rule_failing(rule, &r.line()));
+            self.observe(
+                &[What::RuleFailing],
+                Some(&rule.name),
+                found.into_iter().collect(),
+                now,
+            );
+        }
+        // The rules ran: a failure of the whole set ended.
+        self.observe(&[What::RuleFailing], Some(""), Vec::new(), now);
+    }
+
+    /// The rules could not run at all.
+    pub fn rules_failed(&mut self, e: &anyhow::Error, now: DateTime<Utc>) {
+        self.observe(&[What::RuleFailing], Some(""), vec![rules_broken(e)], now);
+    }
+
+    /// `found` are the problems of `kinds` now (of `subject` only, when given): the new ones
+    /// begin (a message unless one went in the last hour), the open ones not found end (a
+    /// message when theirs went).
+    fn observe(
+        &mut self,
+        kinds: &[What],
+        subject: Option<&str>,
+        found: Vec<Problem>,
+        now: DateTime<Utc>,
+    ) {
+        let ids: Vec<String> = found.iter().map(Problem::id).collect();
+        let ended: Vec<String> = self
+            .open
+            .iter()
+            .filter(|(id, o)| {
+                kinds.contains(&o.problem.what)
+                    && subject.is_none_or(|s| o.problem.subject == s)
+                    && !ids.contains(id)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ended {
+            let Some(o) = self.open.remove(&id) else {
+                continue;
+            };
+            tracing::info!(what = ?o.problem.what, "recovered: {}", o.problem.recovered);
+            if o.told {
+                self.tell(&o.problem, "recovered", o.since, now);
+            }
+        }
+        for p in found {
+            let id = p.id();
+            if let Some(o) = self.open.get_mut(&id) {
+                o.problem = p;
+                continue;
+            }
+            let since = p.since.unwrap_or(now);
+            let quiet = self.told_at.get(&id).is_some_and(|at| now - *at < QUIET);
+            tracing::warn!(what = ?p.what, "alert: {}", p.line);
+            if !quiet {
+                self.tell(&p, "problem", since, now);
+            }
+            self.open.insert(
+                id,
+                Open {
+                    problem: p,
+                    since,
+                    told: !quiet,
+                },
+            );
+        }
+    }
+
+    /// Sends one message (when there is a webhook).
+    fn tell(&mut self, p: &Problem, state: &'static str, since: DateTime<Utc>, now: DateTime<Utc>) {
+        self.told_at.insert(p.id(), now);
+        let Some(hook) = &self.hook else {
+            return;
+        };
+        let page = self
+            .page
+            .as_ref()
+            .map(|p| format!("; status: {p}"))
+            .unwrap_or_default();
+        let text = match state {
+            "problem" => format!(
+                "docpipe alert: {} (since {}){page}",
+                p.line,
+                since.format("%Y-%m-%d %H:%M UTC")
+            ),
+            _ => format!(
+                "docpipe recovered: {} (a problem since {}){page}",
+                p.recovered,
+                since.format("%Y-%m-%d %H:%M UTC")
+            ),
+        };
+        hook.send(Message {
+            text,
+            state,
+            what: p.what,
+            organization: p.organization.clone(),
+            project: p.project.clone(),
+            dataset: p.dataset.clone(),
+            since,
+            page: self.page.clone(),
+        });
+    }
+
+    /// The problems an export's report shows.
+    fn export_problems(&mut self, ctx: &Context, report: &Report) -> Vec<Problem> {
+        let now = ctx.clock.now();
+        let mut found = unknown_projects(ctx, report);
+        for (project, dataset, stale) in &report.staleness {
+            let target = ctx.settings.freshness.policy(dataset).today;
+            if crate::status::Freshness::of(Some(*stale), target) == crate::status::Freshness::Stale
+            {
+                found.push(Problem {
+                    what: What::Stale,
+                    organization: organization_of(ctx, project),
+                    project: Some(project.clone()),
+                    dataset: Some((*dataset).to_string()),
+                    line: format!(
+                        "{project} {dataset}: its newest data were taken {} ago, more than twice its freshness target of {}",
+                        crate::text::from_now(stale.num_seconds().max(0) as u64),
+                        crate::text::from_now(target.num_seconds().max(0) as u64)
+                    ),
+                    recovered: format!(
+                        "{project} {dataset}: within twice its freshness target again"
+                    ),
+                    since: Some(now - *stale + target * 2),
+                    subject: format!("{project}/{dataset}"),
+                });
+            }
+        }
+        found.extend(self.failing_windows(ctx, report));
+        found
+    }
+
+    /// Counts each window's failures in a row (a window written or probed starts again at 0): those
+    /// at [`FAILING_RUNS`] or more.
+    fn failing_windows(&mut self, ctx: &Context, report: &Report) -> Vec<Problem> {
+        let s = &report.summary;
+        for w in &s.windows {
+            self.failing.remove(&(
+                crate::dataset::page_views::PAGE_VIEWS,
+                w.project.clone(),
+                w.day,
+            ));
+        }
+        for r in &s.records {
+            self.failing.remove(&(r.dataset, r.project.clone(), r.from));
+        }
+        for c in &s.checked {
+            self.failing.remove(&(c.dataset, c.project.clone(), c.day));
+        }
+        let mut found = Vec::new();
+        for f in s.failed.iter().filter(|f| !f.skipped) {
+            let runs = self
+                .failing
+                .entry((f.dataset, f.project.clone(), f.day))
+                .or_default();
+            *runs += 1;
+            if *runs >= FAILING_RUNS {
+                let window = format!("{} {} {}", f.project, f.dataset, f.days());
+                found.push(Problem {
+                    what: What::WindowFailing,
+                    organization: organization_of(ctx, &f.project),
+                    project: Some(f.project.clone()),
+                    dataset: Some(f.dataset.to_string()),
+                    line: format!(
+                        "{window}: failed {runs} runs in a row: {}",
+                        crate::text::one_line(&f.cause.to_string())
+                    ),
+                    recovered: format!("{window}: fetched again"),
+                    since: None,
+                    subject: format!("{}/{}/{}", f.project, f.dataset, f.day),
+                });
+            }
+        }
+        // A window failing that this run did not try stays a problem.
+        for ((dataset, project, day), runs) in &self.failing {
+            if *runs < FAILING_RUNS
+                || found
+                    .iter()
+                    .any(|p| p.subject == format!("{project}/{dataset}/{day}"))
+            {
+                continue;
+            }
+            if let Some(o) = self.open.get(&format!(
+                "{:?}:{project}/{dataset}/{day}",
+                What::WindowFailing
+            )) {
+                found.push(o.problem.clone());
+            }
+        }
+        found
+    }
+}
+
+/// The organization of a configured project.
+fn organization_of(ctx: &Context, project: &str) -> Option<String> {
+    ctx.settings
+        .projects
+        .iter()
+        .find(|p| p.id == project)
+        .map(|p| p.organization.clone())
+}
+
+/// The projects the service does not know, in a report's failures.
+fn unknown_projects(ctx: &Context, report: &Report) -> Vec<Problem> {
+    let mut found: Vec<Problem> = Vec::new();
+    for f in &report.summary.failed {
+        let ExportError::Api(a) = &*f.cause else {
+            continue;
+        };
+        let crate::api::ErrorKind::UnknownProject { project, .. } = &a.kind else {
+            continue;
+        };
+        if found.iter().any(|p| p.subject == *project) {
+            continue;
+        }
+        found.push(Problem {
+            what: What::ProjectUnknown,
+            organization: organization_of(ctx, project),
+            project: Some(project.clone()),
+            dataset: None,
+            line: format!(
+                "{}: check the project's id in the config (its analytics URL shows it)",
+                crate::text::one_line(&a.kind.to_string())
+            ),
+            recovered: format!("the service knows project {project} again"),
+            since: None,
+            subject: project.clone(),
+        });
+    }
+    found
+}
+
+/// A rule whose firing failed.
+fn rule_failing(rule: &Rule, line: &str) -> Problem {
+    Problem {
+        what: What::RuleFailing,
+        organization: None,
+        project: Some(rule.project.clone()),
+        dataset: None,
+        line: format!(
+            "rule {} ({}) failed: {}",
+            rule.name,
+            rule.project,
+            crate::text::one_line(line)
+        ),
+        recovered: format!("rule {} ({}) ran without failing", rule.name, rule.project),
+        since: None,
+        subject: rule.name.clone(),
+    }
+}
+
+/// The rules could not run at all.
+fn rules_broken(e: &anyhow::Error) -> Problem {
+    Problem {
+        what: What::RuleFailing,
+        organization: None,
+        project: None,
+        dataset: None,
+        line: format!(
+            "the rules could not run: {}",
+            crate::error::lines(e).join(" ")
+        ),
+        recovered: "the rules run again".into(),
+        since: None,
+        subject: String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stale(subject: &str) -> Problem {
+        Problem {
+            what: What::Stale,
+            organization: None,
+            project: Some(subject.into()),
+            dataset: Some("searches".into()),
+            line: format!("{subject} searches: stale"),
+            recovered: format!("{subject} searches: fresh"),
+            since: None,
+            subject: subject.into(),
+        }
+    }
+
+    #[test]
+    fn a_problem_is_told_once_an_hour_and_its_end_only_after_it_was_told() {
+        let t0: DateTime<Utc> = "2026-11-26T10:00:00Z".parse().unwrap();
+        let min = chrono::Duration::minutes;
+        let mut a = Alerts::default();
+        let kinds = [What::Stale];
+        a.observe(&kinds, None, vec![stale("docs")], t0);
+        let id = stale("docs").id();
+        assert!(a.open[&id].told);
+        assert_eq!(a.told_at[&id], t0);
+        // Still there: nothing new.
+        a.observe(&kinds, None, vec![stale("docs")], t0 + min(5));
+        assert_eq!(a.told_at[&id], t0);
+        // It ends: its recovery is told.
+        a.observe(&kinds, None, Vec::new(), t0 + min(10));
+        assert!(a.open.is_empty());
+        assert_eq!(a.told_at[&id], t0 + min(10));
+        // Back within the hour: open, not told, and so its end is not told either.
+        a.observe(&kinds, None, vec![stale("docs")], t0 + min(20));
+        assert!(!a.open[&id].told);
+        a.observe(&kinds, None, Vec::new(), t0 + min(30));
+        assert_eq!(a.told_at[&id], t0 + min(10));
+        // An hour after the last message: told again.
+        a.observe(&kinds, None, vec![stale("docs")], t0 + min(75));
+        assert!(a.open[&id].told);
+        // Another kind's observation leaves it open.
+        a.observe(&[What::WindowFailing], None, Vec::new(), t0 + min(80));
+        assert_eq!(a.problems().count(), 1);
+    }
+}
