@@ -297,6 +297,27 @@ impl Context {
         self.clients.get(org)
     }
 
+    /// What a person has to do about each organization's admin key (refused after it worked,
+    /// or used for 80 days or more), as the state records the service's answers: `key <org>:`
+    /// and the line `status` and the page show.
+    pub fn key_warnings(&self) -> anyhow::Result<Vec<String>> {
+        let now = self.clock.now();
+        let records = self.store().key_records()?;
+        Ok(self
+            .settings
+            .organizations
+            .iter()
+            .filter_map(|o| {
+                let k = records.iter().find(|k| k.org == o.id)?;
+                Some(format!(
+                    "key {}: {}",
+                    o.id,
+                    k.warning(now, o.admin_key.as_ref())?
+                ))
+            })
+            .collect())
+    }
+
     /// Reads every organization's keys again from their files or variables (a run's start):
     /// a rotated key file needs no restart.
     pub fn reread_keys(&self) {

@@ -631,7 +631,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     for line in halves::record(&ctx, &compared, day)? {
         crate::outln!("{line}");
     }
-    for line in key_warnings(&ctx)? {
+    for line in ctx.key_warnings()? {
         crate::outln!("{line}");
     }
     let problems = rows
@@ -648,27 +648,6 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     }
     crate::outln!("all {} checks work ({})", rows.len(), sent_line(&sent));
     Ok(())
-}
-
-/// What a person has to do about an organization's admin key (refused after it worked, or
-/// used for 80 days or more), as the state records the service's answers (these checks'
-/// included).
-fn key_warnings(ctx: &crate::app::Context) -> anyhow::Result<Vec<String>> {
-    let now = ctx.clock.now();
-    let records = ctx.store().key_records()?;
-    Ok(ctx
-        .settings
-        .organizations
-        .iter()
-        .filter_map(|o| {
-            let k = records.iter().find(|k| k.org == o.id)?;
-            Some(format!(
-                "key {}: {}",
-                o.id,
-                k.warning(now, o.admin_key.as_ref())?
-            ))
-        })
-        .collect())
 }
 
 /// Sends every probe, in order: the rows of the table, and the requests sent. An

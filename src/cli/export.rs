@@ -149,6 +149,9 @@ pub fn finish(ctx: &Context, report: Report, projects: &[String]) -> anyhow::Res
         ),
         None => crate::outln!("output: {}", ctx.output().display()),
     }
+    for line in ctx.key_warnings()? {
+        crate::outln!("{line}");
+    }
     outcome(&report.summary)?;
     after
 }

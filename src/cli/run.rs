@@ -15,6 +15,8 @@ pub struct Args {}
 
 /// Runs the daemon.
 pub async fn run(_args: Args, settings: &Settings) -> anyhow::Result<()> {
+    // The webhook's variable before anything is opened or written.
+    crate::daemon::alerts::Alerts::open(settings).map_err(crate::error::UserError::new)?;
     let hangups = hangups();
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()

@@ -176,12 +176,12 @@ pub struct Alerts {
 }
 
 impl Alerts {
-    /// The alerts `[alerts]` of `ctx`'s settings asks for: the webhook from its variable
-    /// (an error when the variable is unset or no URL), the page's address from `page_url`
-    /// or the daemon's `listen` address. Without `[alerts]`, problems are tracked (for
-    /// `/metrics`) and sent nowhere.
-    pub fn open(ctx: &Context) -> Result<Self, String> {
-        let Some(a) = &ctx.settings.alerts else {
+    /// The alerts `[alerts]` of `settings` asks for: the webhook from its variable (an error
+    /// when the variable is unset or no URL), the page's address from `page_url` or the
+    /// daemon's `listen` address. Without `[alerts]`, problems are tracked (for `/metrics`)
+    /// and sent nowhere.
+    pub fn open(settings: &crate::config::Settings) -> Result<Self, String> {
+        let Some(a) = &settings.alerts else {
             return Ok(Self::default());
         };
         let url = match std::env::var(&a.webhook_url_env) {
@@ -195,12 +195,10 @@ impl Alerts {
         };
         let hook =
             Webhook::new(url.trim(), &a.webhook_url_env).map_err(|e| format!("[alerts] {e}"))?;
-        let page = a.page_url.clone().or_else(|| {
-            ctx.settings
-                .daemon
-                .listen
-                .map(|addr| format!("http://{addr}/"))
-        });
+        let page = a
+            .page_url
+            .clone()
+            .or_else(|| settings.daemon.listen.map(|addr| format!("http://{addr}/")));
         Ok(Self::to(hook, page))
     }
 

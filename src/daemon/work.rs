@@ -80,7 +80,8 @@ impl Daemon {
         };
         let exporter = ctx.exporter();
         let rule_files = super::reload::rule_files(&ctx.settings.rules_dir);
-        let alerts = super::alerts::Alerts::open(&ctx).map_err(crate::error::UserError::new)?;
+        let alerts =
+            super::alerts::Alerts::open(&ctx.settings).map_err(crate::error::UserError::new)?;
         Ok(Self {
             ctx,
             exporter,
