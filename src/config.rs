@@ -83,6 +83,60 @@ pub struct RawConfig {
     /// Where the daemon sends its alerts.
     #[serde(default)]
     pub alerts: RawAlerts,
+    /// The PostgreSQL database the lake is loaded into.
+    #[serde(default)]
+    pub warehouse: RawWarehouse,
+}
+
+/// `[warehouse]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWarehouse {
+    /// The variable holding the database's URL (a secret: it carries the password).
+    pub postgres_url_env: Option<String>,
+    /// The schema docpipe creates and loads (default `docpipe`).
+    pub schema: Option<String>,
+}
+
+/// The warehouse, validated.
+#[derive(Debug, Clone)]
+pub struct WarehouseSettings {
+    /// The variable holding the URL.
+    pub url_env: String,
+    /// The schema.
+    pub schema: String,
+}
+
+impl RawWarehouse {
+    fn check(&self, problems: &mut Vec<String>) -> Option<WarehouseSettings> {
+        let schema = self.schema.clone().unwrap_or_else(|| "docpipe".into());
+        let plain = !schema.is_empty()
+            && schema.len() <= 63
+            && schema.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && schema
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !plain {
+            problems.push(format!(
+                "[warehouse] schema {schema:?} must be lowercase letters, digits and _ (at most 63), starting with a letter or _"
+            ));
+        }
+        let Some(var) = &self.postgres_url_env else {
+            if self.schema.is_some() {
+                problems.push("[warehouse] schema needs postgres_url_env (the variable holding the database's URL)".into());
+            }
+            return None;
+        };
+        if !valid_env_name(var) {
+            problems.push(format!(
+                "[warehouse] postgres_url_env {var:?} is not an environment variable's name (letters, digits and _): the URL itself goes in the environment, not in the file"
+            ));
+        }
+        Some(WarehouseSettings {
+            url_env: var.clone(),
+            schema,
+        })
+    }
 }
 
 /// `[alerts]`.
@@ -708,6 +762,8 @@ pub struct Settings {
     pub freshness: crate::planner::Freshness,
     /// Where the daemon sends its alerts (`None`: nowhere).
     pub alerts: Option<AlertSettings>,
+    /// The PostgreSQL database the lake is loaded into after each run (`None`: none).
+    pub warehouse: Option<WarehouseSettings>,
 }
 
 /// Whether `s` can be an id: letters, digits, `-`, `_` and `.`, but not `.` or `..` (which
@@ -1271,6 +1327,7 @@ impl RawConfig {
             },
         };
         let alerts = self.alerts.check(&mut problems);
+        let warehouse = self.warehouse.check(&mut problems);
         if self.state.lease_secs < 10 {
             problems.push(format!(
                 "[state] lease_secs: {} is too short (at least 10: the holder renews it every third of it)",
@@ -1327,6 +1384,7 @@ impl RawConfig {
             },
             freshness,
             alerts,
+            warehouse,
         })
     }
 }

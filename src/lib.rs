@@ -7,7 +7,7 @@
 
 pub mod alloc; // the allocator's tuning
 pub mod api; // the typed client: one file per operation, retry and rate budget
-pub mod app; // what cli and daemon share: a Context opened once, and the one run (cycle.rs) with its steps
+pub mod app; // what cli and daemon share: a Context opened once, and the one run (cycle.rs) with its steps, the lake's description and its load into a warehouse
 pub mod cli; // one file per subcommand: arguments and printing
 pub mod clock; // time, injected
 pub mod config; // the config file: raw form -> validated settings (data only)

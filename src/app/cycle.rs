@@ -137,6 +137,9 @@ pub struct Report {
     pub pushed: anyhow::Result<Option<Synced>>,
     /// How long ago each project's dataset's newest data were taken, after the run.
     pub staleness: Vec<(String, &'static str, chrono::Duration)>,
+    /// What the warehouse load did (`None`: no `[warehouse]`), or why it failed (the next run
+    /// retries what it did not load).
+    pub warehouse: Option<Result<crate::app::warehouse::Loaded, String>>,
 }
 
 impl Report {
@@ -194,7 +197,9 @@ pub async fn run(
     } else {
         Ok(None)
     };
+    let warehouse = crate::app::warehouse::load(ctx).await;
     Report {
+        warehouse,
         staleness: staleness(ctx, exporter),
         day_status,
         summary,

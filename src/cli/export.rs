@@ -149,6 +149,9 @@ pub fn finish(ctx: &Context, report: Report, projects: &[String]) -> anyhow::Res
         ),
         None => crate::outln!("output: {}", ctx.output().display()),
     }
+    if let (Some(done), Some(w)) = (&report.warehouse, &ctx.settings.warehouse) {
+        crate::outln!("{}", crate::app::warehouse::line(&w.schema, done));
+    }
     for line in ctx.key_warnings()? {
         crate::outln!("{line}");
     }

@@ -12,6 +12,7 @@ pub mod rules;
 pub mod run;
 pub mod status;
 pub mod trends;
+pub mod warehouse;
 
 use clap::{Parser, Subcommand};
 
@@ -88,6 +89,8 @@ pub enum Command {
     Status(status::Args),
     /// Ask the documentation assistant a question and stream the answer.
     Ask(ask::Args),
+    /// Load the lake into the PostgreSQL warehouse of `[warehouse]` (`warehouse sync`).
+    Warehouse(warehouse::Args),
 }
 
 /// Runs a parsed command line.
@@ -110,6 +113,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Validate(args) => rules::validate(args, &load(&cli.config)?).await,
         Command::Status(args) => status::run(args, &load(&cli.config)?).await,
         Command::Ask(args) => ask::run(args, &load(&cli.config)?).await,
+        Command::Warehouse(args) => warehouse::run(args, &load(&cli.config)?).await,
     }
 }
 

@@ -92,6 +92,13 @@ pub fn render(s: &Status) -> String {
     budget_section(&mut out, s);
     projects_section(&mut out, s);
     backfill_section(&mut out, s);
+    if let Some(w) = &s.warehouse {
+        let _ = write!(
+            out,
+            "<section id=\"warehouse\"><h2>Warehouse</h2><p>{}</p></section>",
+            esc(&super::text::warehouse_summary(w))
+        );
+    }
     rules_section(&mut out, s);
     trends_section(&mut out, s);
     out.push_str("</body></html>\n");

@@ -52,6 +52,19 @@ pub struct Status {
     pub rules: Rules,
     /// The trends' charts and the docs-gaps tables' top rows, per project.
     pub trends: Vec<ProjectTrends>,
+    /// The warehouse's last load (`None`: no `[warehouse]`).
+    pub warehouse: Option<WarehouseStatus>,
+}
+
+/// The PostgreSQL warehouse the lake is loaded into.
+#[derive(Debug, Clone, Serialize)]
+pub struct WarehouseStatus {
+    /// Its schema.
+    pub schema: String,
+    /// The variable holding its URL.
+    pub url_env: String,
+    /// The last load (`None`: none yet).
+    pub last_load: Option<crate::app::warehouse::LastLoad>,
 }
 
 /// A project.
@@ -525,6 +538,18 @@ pub struct ProjectTrends {
     pub gaps: Vec<crate::trends::gaps::TopRows>,
 }
 
+/// When the missing windows are in by the planner's forecast, beside the hourly exports (the
+/// start of the hour its "within about N h" ends): "export now"'s ETA, the plan's at the budget
+/// alone, is never before it, so the two lines never contradict each other.
+fn missing_eta_secs(organizations: &[OrgStatus]) -> u64 {
+    let missing = organizations
+        .iter()
+        .filter_map(|o| o.forecast.as_ref()?.missing_in_hours)
+        .max()
+        .unwrap_or(0);
+    (missing - 1).max(0) as u64 * 3600
+}
+
 fn eta_secs(plan: &Plan) -> u64 {
     plan.eta().as_secs()
 }
@@ -587,26 +612,18 @@ pub fn collect(ctx: &Context, firings: usize) -> anyhow::Result<Status> {
             datasets,
         });
     }
+    status.organizations = organizations(ctx, now)?;
     status.export_now = ExportNow {
         windows: view.due.due.len(),
         requests: view.due.expected_requests,
-        eta_secs: eta_secs(&view.due),
+        eta_secs: eta_secs(&view.due).max(missing_eta_secs(&status.organizations)),
         waiting_turn: view.due.fresh,
     };
-    status.organizations = organizations(ctx, now)?;
-    // One estimate of when the missing windows are in: the plan's at the budget alone, or the
-    // planner's beside the hourly exports (the start of the hour "within about N h" ends),
-    // whichever is later: the two lines never contradict each other.
-    let missing = status
-        .organizations
-        .iter()
-        .filter_map(|o| o.forecast.as_ref()?.missing_in_hours)
-        .max()
-        .unwrap_or(0);
-    status.export_now.eta_secs = status
-        .export_now
-        .eta_secs
-        .max((missing - 1).max(0) as u64 * 3600);
+    status.warehouse = settings.warehouse.as_ref().map(|w| WarehouseStatus {
+        schema: w.schema.clone(),
+        url_env: w.url_env.clone(),
+        last_load: crate::app::warehouse::last_load(ctx),
+    });
     status.backfills = view
         .queued
         .iter()
@@ -658,6 +675,7 @@ impl Status {
             organizations: Vec::new(),
             backfills: Vec::new(),
             daemons: Vec::new(),
+            warehouse: None,
             agent_budgets: Vec::new(),
             rules: Rules {
                 firings_total: 0,

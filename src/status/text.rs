@@ -102,6 +102,7 @@ pub fn render(s: &Status) -> String {
             a.project, a.used, a.limit
         );
     }
+    warehouse_line(&mut out, s);
     rule_lines(&mut out, s);
     out
 }
@@ -325,6 +326,32 @@ fn daemon_lines(out: &mut String, s: &Status) {
 }
 
 /// The last rule firings, then the rules that failed.
+/// The warehouse's last load.
+fn warehouse_line(out: &mut String, s: &Status) {
+    if let Some(w) = &s.warehouse {
+        let _ = writeln!(out, "{}", warehouse_summary(w));
+    }
+}
+
+/// The warehouse and its last load, one line (the page shows it too).
+pub(super) fn warehouse_summary(w: &super::WarehouseStatus) -> String {
+    let last = match &w.last_load {
+        None => "no load yet (after the next run, or `docpipe warehouse sync`)".to_string(),
+        Some(l) => {
+            let at = l.at.format("%Y-%m-%d %H:%M UTC");
+            match (&l.loaded, &l.error) {
+                (Some(d), _) => format!(
+                    "last load {at}: {} files ({} rows), {} unchanged",
+                    d.files, d.rows, d.unchanged
+                ),
+                (None, Some(e)) => format!("last load {at} failed: {e}"),
+                (None, None) => format!("last load {at}"),
+            }
+        }
+    };
+    format!("warehouse (schema {}, {}): {last}", w.schema, w.url_env)
+}
+
 fn rule_lines(out: &mut String, s: &Status) {
     let r = &s.rules;
     if r.firings_total == 0 {

@@ -51,6 +51,7 @@ fn every_config_field_is_in_the_reference() {
         "[freshness.dataset.searches]",
         "[state]",
         "[alerts]",
+        "[warehouse]",
     ] {
         let fields = fields_of(section);
         assert!(!fields.is_empty(), "{section}");

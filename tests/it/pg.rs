@@ -975,3 +975,238 @@ async fn two_backfills_at_once_on_one_postgres_leave_every_day_as_one_alone() {
         "0"
     );
 }
+
+/// Rows of each lake table (its Parquet files under `out`), by table name.
+fn lake_rows(out: &Path) -> std::collections::BTreeMap<String, usize> {
+    let mut rows = std::collections::BTreeMap::new();
+    for f in files_below(out) {
+        let path = f.to_string_lossy().to_string();
+        if !path.ends_with(".parquet")
+            || path.starts_with("_docpipe")
+            || path.starts_with("rejects")
+        {
+            continue;
+        }
+        let table = match path.strip_prefix("trends/") {
+            Some(t) => t.trim_end_matches(".parquet").to_string(),
+            None => path.split('/').next().unwrap().to_string(),
+        };
+        *rows.entry(table).or_default() += parquet_rows(&out.join(&f)).len();
+    }
+    rows
+}
+
+/// Rows of each table of `schema` in the warehouse.
+fn warehouse_rows(
+    server: &Postgres,
+    schema: &str,
+    tables: &std::collections::BTreeMap<String, usize>,
+) -> std::collections::BTreeMap<String, usize> {
+    tables
+        .keys()
+        .map(|t| {
+            let n = server.psql(&format!("SELECT count(*) FROM \"{schema}\".\"{t}\""));
+            (t.clone(), n.parse().unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_table_is_loaded_into_the_warehouse_a_day_at_a_time_without_duplicates() {
+    let mut server = Postgres::start();
+    // Room for two exports of every dataset within the emulator's hour.
+    let mut data = small();
+    data.limits.analytics_per_hour = 10_000;
+    let live = Live::start_at(data, chrono::Utc::now()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let with_schema = |schema: &str| {
+        TestConfig {
+            datasets: String::new(),
+            start: Some(chrono::Utc::now().date_naive() - chrono::Duration::days(3)),
+            extra: format!(
+                "[warehouse]\npostgres_url_env = \"DOCPIPE_IT_WAREHOUSE\"\nschema = \"{schema}\"\n"
+            ),
+            ..TestConfig::new(&live.server.base_url(), &out)
+        }
+        .write(&dir.path().join(format!("{schema}.toml")))
+    };
+    let url = format!(
+        "postgres://docpipe:{PASSWORD}@127.0.0.1:{}/postgres",
+        server.port
+    );
+    let run = |cfg: &Path, args: &[&str], url: &str| {
+        let out = docpipe_command(cfg, args)
+            .env("DOCPIPE_IT_WAREHOUSE", url)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let cfg = with_schema("docs");
+    let (code, stdout, stderr) = run(&cfg, &["export"], &url);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let lake = lake_rows(&out);
+    assert!(lake.len() >= 20, "{lake:?}");
+    assert!(
+        lake["page_views"] > 0 && lake["assistant_turns"] > 0,
+        "{lake:?}"
+    );
+    assert_eq!(warehouse_rows(&server, "docs", &lake), lake);
+    let files: usize = server
+        .psql("SELECT count(*) FROM docs._docpipe_files")
+        .parse()
+        .unwrap();
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("warehouse (schema docs): "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(
+        line,
+        format!(
+            "warehouse (schema docs): {files} files loaded ({} rows), 0 unchanged",
+            lake.values().sum::<usize>()
+        )
+    );
+    // The types as documented, the keys as the lake's.
+    assert_eq!(
+        server.psql(
+            "SELECT string_agg(column_name || ' ' || data_type, ', ' ORDER BY ordinal_position) FROM information_schema.columns WHERE table_schema = 'docs' AND table_name = 'page_views'"
+        ),
+        "project text, date date, path text, human bigint, ai bigint, total bigint, fetched_at timestamp with time zone"
+    );
+    assert_eq!(
+        server.psql(
+            "SELECT string_agg(a.attname, ', ' ORDER BY array_position(i.indkey, a.attnum)) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = 'docs.page_views'::regclass AND i.indisprimary"
+        ),
+        "project, date, path"
+    );
+    // The provisional days fetched again: their partitions replace theirs, no row twice.
+    let (code, stdout, stderr) = run(&cfg, &["export", "--refresh"], &url);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let again = lake_rows(&out);
+    assert_eq!(warehouse_rows(&server, "docs", &again), again);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("warehouse (schema docs): ") && !l.contains(": 0 files loaded")),
+        "{stdout}"
+    );
+    // status shows the last load; its JSON is valid.
+    let (_, status, _) = run(&cfg, &["status"], &url);
+    assert!(
+        status.contains("warehouse (schema docs, DOCPIPE_IT_WAREHOUSE): last load "),
+        "{status}"
+    );
+    let (_, json, _) = run(&cfg, &["status", "--json"], &url);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    crate::status::assert_valid_status(&json, dir.path());
+    assert_eq!(json["warehouse"]["schema"], "docs");
+    // A warehouse added to the lake: filled from the files already there, nothing asked.
+    let asked = live.emu().stats().values().map(|s| s.requests).sum::<u64>();
+    let fresh = with_schema("fresh");
+    let (code, stdout, stderr) = run(&fresh, &["warehouse", "sync"], &url);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert_eq!(warehouse_rows(&server, "fresh", &again), again);
+    assert_eq!(
+        live.emu().stats().values().map(|s| s.requests).sum::<u64>(),
+        asked
+    );
+    let (_, stdout, _) = run(&fresh, &["warehouse", "sync"], &url);
+    assert!(stdout.contains(": 0 files loaded (0 rows), "), "{stdout}");
+    // Bad input: one line each, exit 2 for the command; the export's own outputs unharmed.
+    server.psql("CREATE SCHEMA theirs; CREATE TABLE theirs.t (x int)");
+    let theirs = with_schema("theirs");
+    let (code, _, stderr) = run(&theirs, &["warehouse", "sync"], &url);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        stderr.trim(),
+        "error: warehouse: schema theirs exists and docpipe did not create it (it has no _docpipe table): name another in [warehouse] schema; docpipe never writes into a schema it does not own"
+    );
+    assert_eq!(server.psql("SELECT count(*) FROM theirs.t"), "0");
+    let (code, _, stderr) = run(
+        &cfg,
+        &["warehouse", "sync"],
+        &format!("postgres://127.0.0.1:{}/postgres", server.port),
+    );
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        stderr.trim(),
+        "error: warehouse: the URL in DOCPIPE_IT_WAREHOUSE names no user (postgres://user:password@host:5432/database)"
+    );
+    let closed = ClosedPort::new();
+    let away = format!("postgres://docpipe:{PASSWORD}@{}/postgres", closed.addr);
+    let before = dataset(&out);
+    let (code, stdout, stderr) = run(&cfg, &["export", "--refresh"], &away);
+    assert_eq!(
+        code,
+        Some(0),
+        "the export itself succeeds: {stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("warehouse: cannot connect to the database of DOCPIPE_IT_WAREHOUSE: "),
+        "{stdout}"
+    );
+    assert!(!stdout.contains(PASSWORD) && !stderr.contains(PASSWORD));
+    assert_eq!(dataset(&out).len(), before.len());
+    // The server stopped in the middle of a load: what was committed is whole, the rest is
+    // loaded by the next one.
+    let cut = with_schema("cut");
+    let mut sync = docpipe_command(&cut, &["warehouse", "sync"])
+        .env("DOCPIPE_IT_WAREHOUSE", &url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let n = Command::new(server.bin.join("psql"))
+            .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
+            .args(["-U", "docpipe", "-d", "postgres", "-At", "-c"])
+            .arg("SELECT count(*) FROM cut._docpipe_files")
+            .env("PGPASSWORD", PASSWORD)
+            .output()
+            .unwrap();
+        let loaded: u64 = String::from_utf8_lossy(&n.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        if loaded >= 3 {
+            break;
+        }
+        assert!(
+            sync.try_wait().unwrap().is_none() && started.elapsed().as_secs() < 60,
+            "the load ended before it could be cut"
+        );
+    }
+    server.stop();
+    let cut_off = sync.wait_with_output().unwrap();
+    assert_eq!(cut_off.status.code(), Some(2), "{cut_off:?}");
+    assert!(
+        String::from_utf8_lossy(&cut_off.stderr).starts_with("error: warehouse: "),
+        "{cut_off:?}"
+    );
+    server.resume();
+    let recorded: usize = server
+        .psql("SELECT coalesce(sum(rows_loaded), 0) FROM cut._docpipe_files")
+        .parse()
+        .unwrap();
+    let present: usize = again
+        .keys()
+        .filter(|t| server.psql(&format!("SELECT to_regclass('cut.\"{t}\"') IS NOT NULL")) == "t")
+        .map(|t| {
+            server
+                .psql(&format!("SELECT count(*) FROM cut.\"{t}\""))
+                .parse::<usize>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(present, recorded, "rows of files not recorded as loaded");
+    assert!(recorded < again.values().sum::<usize>());
+    let (code, stdout, stderr) = run(&cut, &["warehouse", "sync"], &url);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert_eq!(warehouse_rows(&server, "cut", &again), again);
+}

@@ -1,0 +1,526 @@
+//! The lake loaded into PostgreSQL for the BI tools that read a database (`[warehouse]`): one
+//! table per lake table in a schema docpipe creates and owns, each Parquet file loaded in one
+//! transaction (its partition's rows deleted, the file's rows sent by binary COPY, the file
+//! recorded as loaded), so that a reader never sees half a day or a day twice. What is loaded is
+//! recorded in the schema itself (`_docpipe_files`): a load that fails or is cut off is
+//! retried by the next one, and a warehouse added to an existing lake is filled from the files
+//! already there (`docpipe warehouse sync`), without a request to the service.
+
+use super::copy;
+use crate::app::lake::{Column, Table};
+use crate::config::WarehouseSettings;
+use chrono::{DateTime, NaiveDate, Utc};
+use postgres::types::{ToSql, Type};
+use std::path::{Path, PathBuf};
+
+/// The version of the schema docpipe creates (its `_docpipe` table says which it is).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// What went wrong, in one line (never the URL: it may carry the password).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("warehouse: {0}")]
+pub struct WarehouseError(pub String);
+
+fn pg(what: &str, e: &postgres::Error) -> WarehouseError {
+    WarehouseError(format!("{what}: {}", crate::store::pg::describe(e)))
+}
+
+/// What a load did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Loaded {
+    /// Files loaded (each replacing its partition).
+    pub files: u64,
+    /// Rows sent.
+    pub rows: u64,
+    /// Partitions removed (their file is gone from the lake).
+    pub removed: u64,
+    /// Files found unchanged since their load.
+    pub unchanged: u64,
+}
+
+/// A connection to the warehouse's schema.
+pub struct Warehouse {
+    client: postgres::Client,
+    schema: String,
+    /// Where the URL came from (its variable), for messages.
+    source: String,
+}
+
+impl std::fmt::Debug for Warehouse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Warehouse({}, schema {})", self.source, self.schema)
+    }
+}
+
+/// `"name"`, quoted as an identifier.
+fn ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+impl Warehouse {
+    /// Connects to the database the variable `settings.url_env` names (a URL with a user, and
+    /// its password if the server asks for one).
+    pub fn connect(settings: &WarehouseSettings) -> Result<Self, WarehouseError> {
+        let var = &settings.url_env;
+        let url = match std::env::var(var) {
+            Ok(v) if !v.trim().is_empty() => v,
+            _ => {
+                return Err(WarehouseError(format!(
+                    "environment variable {var} is not set: it must hold the database's URL (postgres://user:password@host:5432/database)"
+                )));
+            }
+        };
+        let config: postgres::Config = url.trim().parse().map_err(|_| {
+            WarehouseError(format!(
+                "{var} does not hold a PostgreSQL URL (postgres://user:password@host:5432/database)"
+            ))
+        })?;
+        if config.get_user().is_none() {
+            return Err(WarehouseError(format!(
+                "the URL in {var} names no user (postgres://user:password@host:5432/database)"
+            )));
+        }
+        let client = config
+            .connect(postgres::NoTls)
+            .map_err(|e| pg(&format!("cannot connect to the database of {var}"), &e))?;
+        Ok(Self {
+            client,
+            schema: settings.schema.clone(),
+            source: var.clone(),
+        })
+    }
+
+    /// `"schema"."name"`.
+    fn table(&self, name: &str) -> String {
+        format!("{}.{}", ident(&self.schema), ident(name))
+    }
+
+    /// Creates the schema (and its version table) when it does not exist; refuses one docpipe
+    /// did not create, or of a later version.
+    fn own_schema(&mut self) -> Result<(), WarehouseError> {
+        let schema = self.schema.clone();
+        let exists = self
+            .client
+            .query_opt(
+                "SELECT 1 FROM information_schema.schemata WHERE schema_name = $1",
+                &[&schema],
+            )
+            .map_err(|e| pg("cannot read the schemas", &e))?
+            .is_some();
+        let version_table = self.table("_docpipe");
+        let files = self.table("_docpipe_files");
+        if !exists {
+            let mut tx = self
+                .client
+                .transaction()
+                .map_err(|e| pg("cannot begin", &e))?;
+            tx.batch_execute(&format!(
+                "CREATE SCHEMA {s};
+                 CREATE TABLE {version_table} (version bigint NOT NULL, created_by text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
+                 INSERT INTO {version_table} (version, created_by) VALUES ({SCHEMA_VERSION}, 'docpipe');
+                 CREATE TABLE {files} (file text PRIMARY KEY, tbl text NOT NULL, bytes bigint NOT NULL, modified_ns bigint NOT NULL, rows_loaded bigint NOT NULL, loaded_at timestamptz NOT NULL DEFAULT now());",
+                s = ident(&schema),
+            ))
+            .map_err(|e| pg(&format!("cannot create schema {schema}"), &e))?;
+            return tx.commit().map_err(|e| pg("cannot commit", &e));
+        }
+        let owned = self
+            .client
+            .query_opt(
+                "SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = '_docpipe'",
+                &[&schema],
+            )
+            .map_err(|e| pg("cannot read the tables", &e))?
+            .is_some();
+        if !owned {
+            return Err(WarehouseError(format!(
+                "schema {schema} exists and docpipe did not create it (it has no _docpipe table): name another in [warehouse] schema; docpipe never writes into a schema it does not own"
+            )));
+        }
+        let version: i64 = self
+            .client
+            .query_one(&format!("SELECT max(version) FROM {version_table}"), &[])
+            .and_then(|r| r.try_get::<_, Option<i64>>(0))
+            .map_err(|e| pg("cannot read the schema's version", &e))?
+            .unwrap_or(0);
+        if version > SCHEMA_VERSION {
+            return Err(WarehouseError(format!(
+                "schema {schema} is of version {version}, newer than this docpipe's {SCHEMA_VERSION}: run the docpipe that made it"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Creates the table of `t` when missing, and adds the columns it lacks.
+    fn own_table(&mut self, t: &Table) -> Result<(), WarehouseError> {
+        let name = self.table(&t.name);
+        let existing: Vec<String> = self
+            .client
+            .query(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2",
+                &[&self.schema, &t.name],
+            )
+            .map_err(|e| pg(&format!("cannot read table {}", t.name), &e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if existing.is_empty() {
+            let columns: Vec<String> = t
+                .columns
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{} {}{}",
+                        ident(&c.name),
+                        column_type(c),
+                        if c.nullable { "" } else { " NOT NULL" }
+                    )
+                })
+                .collect();
+            let key = key_clause(t);
+            self.client
+                .batch_execute(&format!(
+                    "CREATE TABLE {name} ({}{key})",
+                    columns.join(", ")
+                ))
+                .map_err(|e| pg(&format!("cannot create table {}", t.name), &e))?;
+            return Ok(());
+        }
+        for c in t.columns.iter().filter(|c| !existing.contains(&c.name)) {
+            self.client
+                .batch_execute(&format!(
+                    "ALTER TABLE {name} ADD COLUMN {} {}",
+                    ident(&c.name),
+                    column_type(c)
+                ))
+                .map_err(|e| pg(&format!("cannot add column {} to {}", c.name, t.name), &e))?;
+        }
+        Ok(())
+    }
+
+    /// Loads what the lake at `out` has that the warehouse lacks, for `projects`: each table's
+    /// files loaded since they last changed, the partitions of files gone removed.
+    pub fn sync(&mut self, out: &Path, projects: &[String]) -> Result<Loaded, WarehouseError> {
+        self.own_schema()?;
+        let tables = crate::app::lake::tables(out).map_err(WarehouseError)?;
+        let loaded = self.loaded_files()?;
+        let mut done = Loaded::default();
+        let mut seen = std::collections::HashSet::new();
+        for t in &tables {
+            self.own_table(t)?;
+            for part in partitions(out, t, projects) {
+                let rel = part
+                    .file
+                    .strip_prefix(out)
+                    .unwrap_or(&part.file)
+                    .display()
+                    .to_string();
+                seen.insert(rel.clone());
+                let (bytes, modified) = stamp(&part.file)?;
+                if loaded
+                    .iter()
+                    .any(|l| l.0 == rel && l.1 == bytes && l.2 == modified)
+                {
+                    done.unchanged += 1;
+                    continue;
+                }
+                done.rows += self.load(t, &part, &rel, bytes, modified)?;
+                done.files += 1;
+            }
+        }
+        for (rel, _, _, table) in loaded.iter().filter(|l| !seen.contains(&l.0)) {
+            if let Some(t) = tables.iter().find(|t| &t.name == table)
+                && let Some(part) = partition_of(t, rel)
+            {
+                let (name, files) = (self.table(&t.name), self.table("_docpipe_files"));
+                let mut tx = self
+                    .client
+                    .transaction()
+                    .map_err(|e| pg("cannot begin", &e))?;
+                delete_partition(&mut tx, &name, &part)?;
+                tx.execute(&format!("DELETE FROM {files} WHERE file = $1"), &[rel])
+                    .map_err(|e| pg("cannot forget a file", &e))?;
+                tx.commit().map_err(|e| pg("cannot commit", &e))?;
+                done.removed += 1;
+            }
+        }
+        Ok(done)
+    }
+
+    /// The files loaded: (file, bytes, modified_ns, table).
+    fn loaded_files(&mut self) -> Result<Vec<(String, i64, i64, String)>, WarehouseError> {
+        Ok(self
+            .client
+            .query(
+                &format!(
+                    "SELECT file, bytes, modified_ns, tbl FROM {}",
+                    self.table("_docpipe_files")
+                ),
+                &[],
+            )
+            .map_err(|e| pg("cannot read the files loaded", &e))?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect())
+    }
+
+    /// Loads one file in one transaction: its partition's rows deleted, its rows copied, the
+    /// file recorded. The rows sent.
+    fn load(
+        &mut self,
+        t: &Table,
+        part: &Partition,
+        rel: &str,
+        bytes: i64,
+        modified: i64,
+    ) -> Result<u64, WarehouseError> {
+        let batches = read_parquet(&part.file)?;
+        let name = self.table(&t.name);
+        let files = self.table("_docpipe_files");
+        let mut tx = self
+            .client
+            .transaction()
+            .map_err(|e| pg("cannot begin", &e))?;
+        delete_partition(&mut tx, &name, part)?;
+        let mut rows = 0u64;
+        if let Some(first) = batches.first() {
+            let schema = first.schema();
+            let mut names: Vec<String> = Vec::new();
+            let mut types: Vec<Type> = Vec::new();
+            if part.project.is_some() {
+                names.push("project".into());
+                types.push(Type::TEXT);
+            }
+            if part.date.is_some() {
+                names.push("date".into());
+                types.push(Type::DATE);
+            }
+            for f in schema.fields() {
+                let ty = copy::pg_type(f.data_type()).ok_or_else(|| {
+                    WarehouseError(format!(
+                        "{}: column {} of type {} has no PostgreSQL type in docpipe",
+                        part.file.display(),
+                        f.name(),
+                        f.data_type()
+                    ))
+                })?;
+                names.push(f.name().clone());
+                types.push(ty);
+            }
+            let quoted: Vec<String> = names.iter().map(|n| ident(n)).collect();
+            let sink = tx
+                .copy_in(&format!(
+                    "COPY {name} ({}) FROM STDIN BINARY",
+                    quoted.join(", ")
+                ))
+                .map_err(|e| pg(&format!("cannot load {rel}"), &e))?;
+            let mut writer = postgres::binary_copy::BinaryCopyInWriter::new(sink, &types);
+            let mut before = Vec::new();
+            if let Some(p) = &part.project {
+                before.push(copy::Cell::Text(p.clone()));
+            }
+            if let Some(d) = part.date {
+                let days = (d - NaiveDate::from_ymd_opt(1970, 1, 1).expect("a date")).num_days();
+                before.push(copy::Cell::Date(i32::try_from(days).unwrap_or(0)));
+            }
+            for batch in &batches {
+                for row in copy::rows(batch, &before) {
+                    let refs: Vec<&(dyn ToSql + Sync)> =
+                        row.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
+                    writer
+                        .write(&refs)
+                        .map_err(|e| pg(&format!("cannot load {rel}"), &e))?;
+                    rows += 1;
+                }
+            }
+            writer
+                .finish()
+                .map_err(|e| pg(&format!("cannot load {rel}"), &e))?;
+        }
+        tx.execute(
+            &format!(
+                "INSERT INTO {files} (file, tbl, bytes, modified_ns, rows_loaded) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (file) DO UPDATE SET bytes = excluded.bytes, modified_ns = excluded.modified_ns,
+                 rows_loaded = excluded.rows_loaded, loaded_at = now()"
+            ),
+            &[&rel, &t.name, &bytes, &modified, &(rows as i64)],
+        )
+        .map_err(|e| pg("cannot record the file loaded", &e))?;
+        tx.commit()
+            .map_err(|e| pg(&format!("cannot commit {rel}"), &e))?;
+        Ok(rows)
+    }
+}
+
+/// A column's PostgreSQL type, from the manifest's name of its type.
+fn column_type(c: &Column) -> &'static str {
+    match c.dtype.as_str() {
+        "string" => "text",
+        "int64" => "bigint",
+        "double" => "double precision",
+        "boolean" => "boolean",
+        "date" => "date",
+        t if t.starts_with("timestamp") => "timestamptz",
+        _ => "jsonb",
+    }
+}
+
+/// `, PRIMARY KEY (...)` when the lake's key columns are never null, a unique key otherwise;
+/// nothing for the tables without one (rows set aside, fractions).
+fn key_clause(t: &Table) -> String {
+    if t.key.is_empty() || t.name == "rejects" || t.name.ends_with("_fractions") {
+        return String::new();
+    }
+    let cols: Vec<String> = t.key.iter().map(|k| ident(k)).collect();
+    let nullable = t
+        .columns
+        .iter()
+        .any(|c| t.key.contains(&c.name.as_str()) && c.nullable);
+    if nullable {
+        format!(", UNIQUE ({})", cols.join(", "))
+    } else {
+        format!(", PRIMARY KEY ({})", cols.join(", "))
+    }
+}
+
+/// One file of a table, and the partition it is.
+#[derive(Debug, Clone)]
+struct Partition {
+    file: PathBuf,
+    project: Option<String>,
+    date: Option<NaiveDate>,
+}
+
+/// The files of table `t` under `out`, for `projects`.
+fn partitions(out: &Path, t: &Table, projects: &[String]) -> Vec<Partition> {
+    let file_name = t
+        .files
+        .rsplit('/')
+        .next()
+        .unwrap_or("part-00000.parquet")
+        .to_string();
+    if t.partitioning.is_empty() {
+        let file = out.join(&t.files);
+        return if file.is_file() {
+            vec![Partition {
+                file,
+                project: None,
+                date: None,
+            }]
+        } else {
+            Vec::new()
+        };
+    }
+    let mut all = Vec::new();
+    for p in projects {
+        let dir = crate::layout::project_dir(out, &t.name, p);
+        if !t.partitioning.contains(&"date") {
+            let file = dir.join(&file_name);
+            if file.is_file() {
+                all.push(Partition {
+                    file,
+                    project: Some(p.clone()),
+                    date: None,
+                });
+            }
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut days: Vec<NaiveDate> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().to_string();
+                NaiveDate::parse_from_str(name.strip_prefix("date=")?, "%Y-%m-%d").ok()
+            })
+            .collect();
+        days.sort();
+        for d in days {
+            let file = crate::layout::partition_dir(out, &t.name, p, d).join(&file_name);
+            if file.is_file() {
+                all.push(Partition {
+                    file,
+                    project: Some(p.clone()),
+                    date: Some(d),
+                });
+            }
+        }
+    }
+    all
+}
+
+/// The partition a file recorded as loaded was (its path relative to the lake).
+fn partition_of(t: &Table, rel: &str) -> Option<Partition> {
+    let mut project = None;
+    let mut date = None;
+    for seg in rel.split('/') {
+        if let Some(p) = seg.strip_prefix("project=") {
+            project = Some(p.to_string());
+        } else if let Some(d) = seg.strip_prefix("date=") {
+            date = NaiveDate::parse_from_str(d, "%Y-%m-%d").ok();
+        }
+    }
+    let whole = t.partitioning.is_empty();
+    (whole || project.is_some()).then(|| Partition {
+        file: PathBuf::from(rel),
+        project,
+        date,
+    })
+}
+
+/// Deletes the rows of a partition (a whole table for an unpartitioned one).
+fn delete_partition(
+    tx: &mut postgres::Transaction<'_>,
+    table: &str,
+    part: &Partition,
+) -> Result<(), WarehouseError> {
+    let done = match (&part.project, part.date) {
+        (Some(p), Some(d)) => {
+            let day = d.format("%Y-%m-%d").to_string();
+            tx.execute(
+                &format!("DELETE FROM {table} WHERE project = $1 AND date = $2::text::date"),
+                &[p, &day],
+            )
+        }
+        (Some(p), None) => tx.execute(&format!("DELETE FROM {table} WHERE project = $1"), &[p]),
+        _ => tx.execute(&format!("DELETE FROM {table}"), &[]),
+    };
+    done.map(|_| ())
+        .map_err(|e| pg(&format!("cannot clear {table}"), &e))
+}
+
+/// A file's size and modification time (nanoseconds): what says it changed.
+fn stamp(file: &Path) -> Result<(i64, i64), WarehouseError> {
+    let meta =
+        std::fs::metadata(file).map_err(|e| WarehouseError(format!("{}: {e}", file.display())))?;
+    let modified = meta
+        .modified()
+        .ok()
+        .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    Ok((i64::try_from(meta.len()).unwrap_or(i64::MAX), modified))
+}
+
+/// A Parquet file's batches.
+fn read_parquet(file: &Path) -> Result<Vec<arrow_array::RecordBatch>, WarehouseError> {
+    let f = std::fs::File::open(file)
+        .map_err(|e| WarehouseError(format!("{}: {e}", file.display())))?;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+        .and_then(parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::build)
+        .map_err(|e| WarehouseError(format!("{}: {e}", file.display())))?;
+    reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| WarehouseError(format!("{}: {e}", file.display())))
+}
+
+/// The last load, as the state keeps it (`status` shows it).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LastLoad {
+    /// When it ended.
+    pub at: DateTime<Utc>,
+    /// What it did, when it worked.
+    pub loaded: Option<Loaded>,
+    /// Why it failed, when it did.
+    pub error: Option<String>,
+}
