@@ -121,21 +121,13 @@ impl RawWarehouse {
                 "[warehouse] schema {schema:?} must be lowercase letters, digits and _ (at most 63), starting with a letter or _"
             ));
         }
-        let Some(var) = &self.postgres_url_env else {
-            if self.schema.is_some() {
-                problems.push("[warehouse] schema needs postgres_url_env (the variable holding the database's URL)".into());
-            }
-            return None;
-        };
-        if !valid_env_name(var) {
-            problems.push(format!(
-                "[warehouse] postgres_url_env {var:?} is not an environment variable's name (letters, digits and _): the URL itself goes in the environment, not in the file"
-            ));
-        }
-        Some(WarehouseSettings {
-            url_env: var.clone(),
-            schema,
-        })
+        let url_env = url_variable(
+            ("[warehouse]", "postgres_url_env", "the database's URL"),
+            self.postgres_url_env.as_ref(),
+            self.schema.is_some().then_some("schema"),
+            problems,
+        )?;
+        Some(WarehouseSettings { url_env, schema })
     }
 }
 
@@ -1399,22 +1391,43 @@ impl RawAlerts {
                 "[alerts] page_url {url:?} is not an http:// or https:// address"
             ));
         }
-        let Some(var) = &self.webhook_url_env else {
-            if self.page_url.is_some() {
-                problems.push("[alerts] page_url needs webhook_url_env (the variable holding the webhook's address)".into());
-            }
-            return None;
-        };
-        if !valid_env_name(var) {
-            problems.push(format!(
-                "[alerts] webhook_url_env {var:?} is not an environment variable's name (letters, digits and _): the URL itself goes in the environment, not in the file"
-            ));
-        }
+        let webhook_url_env = url_variable(
+            ("[alerts]", "webhook_url_env", "the webhook's address"),
+            self.webhook_url_env.as_ref(),
+            self.page_url.is_some().then_some("page_url"),
+            problems,
+        )?;
         Some(AlertSettings {
-            webhook_url_env: var.clone(),
+            webhook_url_env,
             page_url: self.page_url.clone(),
         })
     }
+}
+
+/// The variable a section names for a URL that is a secret (`(section, field, what it
+/// holds)`): checked as a variable's name (the URL itself is refused); `None` when the section
+/// does not name one, a problem then when `needs_it` (a field that means nothing without it)
+/// is set.
+fn url_variable(
+    (section, field, holds): (&str, &str, &str),
+    var: Option<&String>,
+    needs_it: Option<&str>,
+    problems: &mut Vec<String>,
+) -> Option<String> {
+    let Some(var) = var else {
+        if let Some(other) = needs_it {
+            problems.push(format!(
+                "{section} {other} needs {field} (the variable holding {holds})"
+            ));
+        }
+        return None;
+    };
+    if !valid_env_name(var) {
+        problems.push(format!(
+            "{section} {field} {var:?} is not an environment variable's name (letters, digits and _): the URL itself goes in the environment, not in the file"
+        ));
+    }
+    Some(var.clone())
 }
 
 impl Settings {

@@ -280,11 +280,6 @@ impl Client {
         read(&self.admin).as_ref().map(AdminKey::fingerprint)
     }
 
-    /// Where the admin key is read from (its variable or file), when it has one.
-    pub fn admin_source(&self) -> Option<String> {
-        read(&self.admin).as_ref().map(|k| k.source().to_string())
-    }
-
     /// Reads the keys again from where they came (a file, the environment) and takes those
     /// that changed: whether one did. A key that no longer reads (a file made readable by
     /// others, emptied, removed) leaves the key read before in place, with a warning.

@@ -220,19 +220,18 @@ impl Alerts {
     /// it) replace those of the last export.
     pub fn exported(&mut self, ctx: &Context, report: &Report, rules: &[Rule]) {
         let now = ctx.clock.now();
-        let mut found = self.export_problems(ctx, report);
-        let mut kinds = vec![What::ProjectUnknown, What::Stale, What::WindowFailing];
+        let found = self.export_problems(ctx, report);
         match &report.rules {
-            RulesRun::Fired(fired) => {
-                self.rules_ran(rules, fired, now);
-            }
-            RulesRun::Failed(e) => {
-                found.push(rules_broken(e));
-                kinds.push(What::RuleFailing);
-            }
+            RulesRun::Fired(fired) => self.rules_ran(rules, fired, now),
+            RulesRun::Failed(e) => self.rules_failed(e, now),
             _ => {}
         }
-        self.observe(&kinds, None, found, now);
+        self.observe(
+            &[What::ProjectUnknown, What::Stale, What::WindowFailing],
+            None,
+            found,
+            now,
+        );
     }
 
     /// After any work: the keys the state records as refused after they worked (by this
@@ -444,28 +443,33 @@ impl Alerts {
                     ),
                     recovered: format!("{window}: fetched again"),
                     since: None,
-                    subject: format!("{}/{}/{}", f.project, f.dataset, f.day),
+                    subject: window_subject(f.dataset, &f.project, f.day),
                 });
             }
         }
         // A window failing that this run did not try stays a problem.
-        for ((dataset, project, day), runs) in &self.failing {
-            if *runs < FAILING_RUNS
-                || found
-                    .iter()
-                    .any(|p| p.subject == format!("{project}/{dataset}/{day}"))
-            {
-                continue;
-            }
-            if let Some(o) = self.open.get(&format!(
-                "{:?}:{project}/{dataset}/{day}",
-                What::WindowFailing
-            )) {
-                found.push(o.problem.clone());
-            }
-        }
+        let still: Vec<String> = self
+            .failing
+            .iter()
+            .filter(|(_, runs)| **runs >= FAILING_RUNS)
+            .map(|((dataset, project, day), _)| window_subject(dataset, project, *day))
+            .filter(|s| !found.iter().any(|p| &p.subject == s))
+            .collect();
+        found.extend(
+            self.open
+                .values()
+                .filter(|o| {
+                    o.problem.what == What::WindowFailing && still.contains(&o.problem.subject)
+                })
+                .map(|o| o.problem.clone()),
+        );
         found
     }
+}
+
+/// What tells a failing window apart: its project, dataset and first day.
+fn window_subject(dataset: &str, project: &str, day: NaiveDate) -> String {
+    format!("{project}/{dataset}/{day}")
 }
 
 /// The organization of a configured project.
@@ -588,5 +592,15 @@ mod tests {
         // Another kind's observation leaves it open.
         a.observe(&[What::WindowFailing], None, Vec::new(), t0 + min(80));
         assert_eq!(a.problems().count(), 1);
+        // A rule failing, then the rules as a whole: the rule's problem is not taken as ended.
+        let rule = Problem {
+            what: What::RuleFailing,
+            subject: "search-gaps".into(),
+            ..stale("docs")
+        };
+        a.observe(&[What::RuleFailing], Some("search-gaps"), vec![rule], t0);
+        a.rules_failed(&anyhow::anyhow!("the ledger is locked"), t0 + min(5));
+        let open: Vec<&str> = a.problems().map(|p| p.subject.as_str()).collect();
+        assert_eq!(open, ["", "search-gaps", "docs"]);
     }
 }

@@ -250,7 +250,6 @@ impl Daemon {
             Ok(None) => {}
             Err(e) => tracing::error!("output: {}", crate::error::lines(e).join(" ")),
         }
-        // The warehouse load logged its outcome where it ran (`app::warehouse::load`).
     }
 
     /// After a run, from the planner's forecast: the windows not final yet by project (they

@@ -2,7 +2,7 @@
 //! each value written in its binary form (dates and instants from the Unix epoch to
 //! PostgreSQL's 2000-01-01, lists and structs as JSONB).
 
-use arrow_array::{Array, ArrayRef, RecordBatch, cast::AsArray, types};
+use arrow_array::{Array, ArrayRef, cast::AsArray, types};
 use arrow_schema::{DataType, Field, TimeUnit};
 use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 
@@ -30,19 +30,6 @@ pub fn pg_type(t: &DataType) -> Option<Type> {
         DataType::List(_) | DataType::LargeList(_) | DataType::Struct(_) => Type::JSONB,
         _ => return None,
     })
-}
-
-/// The SQL name of a PostgreSQL type docpipe uses.
-pub fn sql_name(t: &Type) -> &'static str {
-    match *t {
-        Type::TEXT => "text",
-        Type::INT8 => "bigint",
-        Type::FLOAT8 => "double precision",
-        Type::BOOL => "boolean",
-        Type::DATE => "date",
-        Type::TIMESTAMPTZ => "timestamptz",
-        _ => "jsonb",
-    }
 }
 
 /// One value, in the binary form of its column's type.
@@ -162,22 +149,4 @@ fn json(a: &ArrayRef, i: usize) -> serde_json::Value {
             Cell::Bool(v) => v.into(),
         },
     }
-}
-
-/// The rows of `batch` as cells, with `before` (the partition's values) ahead of its columns.
-pub fn rows(batch: &RecordBatch, before: &[Cell]) -> Vec<Vec<Cell>> {
-    (0..batch.num_rows())
-        .map(|i| {
-            let mut row: Vec<Cell> = before
-                .iter()
-                .map(|c| match c {
-                    Cell::Text(s) => Cell::Text(s.clone()),
-                    Cell::Date(d) => Cell::Date(*d),
-                    _ => Cell::Null,
-                })
-                .collect();
-            row.extend(batch.columns().iter().map(|a| cell(a, i)));
-            row
-        })
-        .collect()
 }

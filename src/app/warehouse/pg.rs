@@ -284,18 +284,19 @@ impl Warehouse {
         delete_partition(&mut tx, &name, part)?;
         let mut rows = 0u64;
         if let Some(first) = batches.first() {
-            let schema = first.schema();
-            let mut names: Vec<String> = Vec::new();
-            let mut types: Vec<Type> = Vec::new();
-            if part.project.is_some() {
-                names.push("project".into());
-                types.push(Type::TEXT);
+            // The partition's values (Hive keeps them in the path), ahead of the file's columns.
+            let mut fixed: Vec<(&str, Type, copy::Cell)> = Vec::new();
+            if let Some(p) = &part.project {
+                fixed.push(("project", Type::TEXT, copy::Cell::Text(p.clone())));
             }
-            if part.date.is_some() {
-                names.push("date".into());
-                types.push(Type::DATE);
+            if let Some(d) = part.date {
+                let days = (d - NaiveDate::from_ymd_opt(1970, 1, 1).expect("a date")).num_days();
+                let days = copy::Cell::Date(i32::try_from(days).unwrap_or(0));
+                fixed.push(("date", Type::DATE, days));
             }
-            for f in schema.fields() {
+            let mut names: Vec<String> = fixed.iter().map(|f| f.0.to_string()).collect();
+            let mut types: Vec<Type> = fixed.iter().map(|f| f.1.clone()).collect();
+            for f in first.schema().fields() {
                 let ty = copy::pg_type(f.data_type()).ok_or_else(|| {
                     WarehouseError(format!(
                         "{}: column {} of type {} has no PostgreSQL type in docpipe",
@@ -315,18 +316,16 @@ impl Warehouse {
                 ))
                 .map_err(|e| pg(&format!("cannot load {rel}"), &e))?;
             let mut writer = postgres::binary_copy::BinaryCopyInWriter::new(sink, &types);
-            let mut before = Vec::new();
-            if let Some(p) = &part.project {
-                before.push(copy::Cell::Text(p.clone()));
-            }
-            if let Some(d) = part.date {
-                let days = (d - NaiveDate::from_ymd_opt(1970, 1, 1).expect("a date")).num_days();
-                before.push(copy::Cell::Date(i32::try_from(days).unwrap_or(0)));
-            }
             for batch in &batches {
-                for row in copy::rows(batch, &before) {
-                    let refs: Vec<&(dyn ToSql + Sync)> =
-                        row.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
+                for i in 0..batch.num_rows() {
+                    let cells: Vec<copy::Cell> =
+                        batch.columns().iter().map(|a| copy::cell(a, i)).collect();
+                    let refs: Vec<&(dyn ToSql + Sync)> = fixed
+                        .iter()
+                        .map(|f| &f.2)
+                        .chain(&cells)
+                        .map(|c| c as &(dyn ToSql + Sync))
+                        .collect();
                     writer
                         .write(&refs)
                         .map_err(|e| pg(&format!("cannot load {rel}"), &e))?;
