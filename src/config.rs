@@ -96,6 +96,8 @@ pub struct RawWarehouse {
     pub postgres_url_env: Option<String>,
     /// The schema docpipe creates and loads (default `docpipe`).
     pub schema: Option<String>,
+    /// Connections that load files side by side (default 2, at most 16).
+    pub connections: Option<usize>,
 }
 
 /// The warehouse, validated.
@@ -105,7 +107,14 @@ pub struct WarehouseSettings {
     pub url_env: String,
     /// The schema.
     pub schema: String,
+    /// Connections that load files side by side.
+    pub connections: usize,
 }
+
+/// Connections a warehouse load uses by default: the server's side of a binary COPY (its
+/// index's upkeep) costs about five times docpipe's, so two connections keep docpipe's side
+/// busy on a small server (docs/benchmarks.md, "Warehouse").
+pub const WAREHOUSE_CONNECTIONS: usize = 2;
 
 impl RawWarehouse {
     fn check(&self, problems: &mut Vec<String>) -> Option<WarehouseSettings> {
@@ -124,10 +133,23 @@ impl RawWarehouse {
         let url_env = url_variable(
             ("[warehouse]", "postgres_url_env", "the database's URL"),
             self.postgres_url_env.as_ref(),
-            self.schema.is_some().then_some("schema"),
+            self.schema
+                .is_some()
+                .then_some("schema")
+                .or(self.connections.is_some().then_some("connections")),
             problems,
         )?;
-        Some(WarehouseSettings { url_env, schema })
+        let connections = self.connections.unwrap_or(WAREHOUSE_CONNECTIONS);
+        if !(1..=16).contains(&connections) {
+            problems.push(format!(
+                "[warehouse] connections = {connections} must be from 1 to 16"
+            ));
+        }
+        Some(WarehouseSettings {
+            url_env,
+            schema,
+            connections,
+        })
     }
 }
 
@@ -1645,6 +1667,32 @@ mod tests {
         assert_eq!(
             err,
             "s3://bucket/…: write the bucket and the prefix only; credentials and options come from the environment"
+        );
+    }
+
+    #[test]
+    fn a_warehouse_without_its_variable_or_with_a_bad_schema_or_connections_is_named() {
+        let invalid = |warehouse: &str| {
+            let text = format!(
+                "[service]\nbase_url = \"http://x\"\n[[organizations]]\nid = \"o\"\nadmin_key_env = \"K\"\n[[projects]]\nid = \"p\"\norganization = \"o\"\n[warehouse]\n{warehouse}"
+            );
+            RawConfig::parse(&text, "t.toml")
+                .unwrap()
+                .validate("t.toml")
+                .map(|s| s.warehouse.map(|w| (w.schema, w.connections)))
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            invalid("postgres_url_env = \"W\"\n"),
+            Ok(Some(("docpipe".into(), WAREHOUSE_CONNECTIONS)))
+        );
+        assert_eq!(
+            invalid("connections = 4\n"),
+            Err("invalid config t.toml: [warehouse] connections needs postgres_url_env (the variable holding the database's URL)".into())
+        );
+        assert_eq!(
+            invalid("postgres_url_env = \"W\"\nconnections = 0\nschema = \"Docs\"\n"),
+            Err("invalid config t.toml: 2 problems:\n  [warehouse] schema \"Docs\" must be lowercase letters, digits and _ (at most 63), starting with a letter or _\n  [warehouse] connections = 0 must be from 1 to 16".into())
         );
     }
 

@@ -395,6 +395,12 @@ impl Pg {
         if config.get_application_name().is_none() {
             config.application_name("docpipe");
         }
+        // The state's tables are in `public` unless the URL names a search path: PostgreSQL's
+        // default path starts with the schema named as the user, so a warehouse schema of that
+        // name (`docpipe` for a user `docpipe`) would otherwise take the state's next tables.
+        if config.get_options().is_none() {
+            config.options("-c search_path=public");
+        }
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("docpipe-pg".into())

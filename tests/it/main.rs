@@ -16,6 +16,7 @@ mod house;
 mod impact;
 mod lake;
 mod pg;
+mod pg_server;
 mod review;
 mod rules;
 mod s3;

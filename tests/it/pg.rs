@@ -1,211 +1,18 @@
-//! State on PostgreSQL: a real server (Debian's `postgresql` package, which `.ci/run` installs
-//! when it is missing) started here on a free loopback port, as a plain user when the tests run
-//! as root (the server refuses root).
+//! State and warehouse on PostgreSQL, on a real server (`pg_server`).
 
 use crate::common::*;
+use crate::pg_server::free_port;
+pub use crate::pg_server::{PASSWORD, Postgres};
 use docpipe::api::budget::{Budget, Refusal, window};
+use docpipe::clock::Clock;
 use docpipe::store::SqliteBudget;
 use docpipe::store::daemons::Daemons;
 use docpipe::store::pg::{PASSWORD_ENV, Pg, PgBudget, RECONNECT_WAIT};
 use docpipe::store::sql::Sql;
 use docpipe::store::{Queue, Queued};
-use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::Arc;
-
-/// The password of the test server's user.
-pub const PASSWORD: &str = "pg-test-secret-7731";
-
-/// A PostgreSQL server on `127.0.0.1` with one user, `docpipe`, whose password is
-/// [`PASSWORD`]; stopped when dropped.
-pub struct Postgres {
-    child: Option<Child>,
-    dir: tempfile::TempDir,
-    bin: PathBuf,
-    owner: Option<(u32, u32)>,
-    /// The port.
-    pub port: u16,
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// The folder of the server's programs: `DOCPIPE_TEST_PG_BIN`, `pg_config --bindir`, or
-/// Debian's `/usr/lib/postgresql/<version>/bin`.
-fn pg_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("DOCPIPE_TEST_PG_BIN") {
-        return p.into();
-    }
-    if let Ok(out) = Command::new("pg_config").arg("--bindir").output()
-        && out.status.success()
-    {
-        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        if dir.join("initdb").exists() {
-            return dir;
-        }
-    }
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("bin"))
-        .filter(|p| p.join("initdb").exists())
-        .collect();
-    found.sort();
-    found.pop().expect(
-        "PostgreSQL's programs not found: run .ci/run, which installs Debian's postgresql package",
-    )
-}
-
-/// The user and group ids of a plain user to run the server as, when the tests run as root.
-fn plain_user() -> Option<(u32, u32)> {
-    let me = std::fs::metadata("/proc/self").unwrap().uid();
-    if me != 0 {
-        return None;
-    }
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
-    ["postgres", "nobody"].iter().find_map(|name| {
-        passwd.lines().find_map(|l| {
-            let f: Vec<&str> = l.split(':').collect();
-            (f.len() > 3 && f[0] == *name).then(|| (f[2].parse().unwrap(), f[3].parse().unwrap()))
-        })
-    })
-}
-
-impl Postgres {
-    /// Creates a database cluster in a temporary folder and starts the server.
-    pub fn start() -> Self {
-        let bin = pg_bin();
-        let owner = plain_user();
-        let dir = tempfile::tempdir().unwrap();
-        let pwfile = dir.path().join("pw");
-        std::fs::write(&pwfile, PASSWORD).unwrap();
-        if let Some((uid, gid)) = owner {
-            for p in [dir.path(), &pwfile] {
-                std::os::unix::fs::chown(p, Some(uid), Some(gid)).unwrap();
-            }
-        }
-        let out = Self::as_owner(owner, Command::new(bin.join("initdb")))
-            .arg("-D")
-            .arg(dir.path().join("data"))
-            .args(["-U", "docpipe", "--auth=scram-sha-256", "--no-sync"])
-            .arg(format!("--pwfile={}", pwfile.display()))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "initdb: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let port = free_port();
-        let mut pg = Self {
-            child: None,
-            dir,
-            bin,
-            owner,
-            port,
-        };
-        pg.resume();
-        pg
-    }
-
-    fn as_owner(owner: Option<(u32, u32)>, mut cmd: Command) -> Command {
-        if let Some((uid, gid)) = owner {
-            cmd.uid(uid).gid(gid);
-        }
-        cmd
-    }
-
-    /// Starts the server (again) on its port and waits until it answers.
-    pub fn resume(&mut self) {
-        let data = self.dir.path().join("data");
-        let child = Self::as_owner(self.owner, Command::new(self.bin.join("postgres")))
-            .arg("-D")
-            .arg(&data)
-            .args([
-                "-p",
-                &self.port.to_string(),
-                "-c",
-                "listen_addresses=127.0.0.1",
-            ])
-            .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
-            .arg("-k")
-            .arg(self.dir.path())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let started = std::time::Instant::now();
-        loop {
-            let ready = Command::new(self.bin.join("pg_isready"))
-                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-q"])
-                .status()
-                .unwrap();
-            if ready.success() {
-                break;
-            }
-            assert!(
-                started.elapsed() < std::time::Duration::from_secs(30),
-                "postgres did not start on port {}",
-                self.port
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-    }
-
-    /// Stops the server (a fast shutdown: connections are closed).
-    pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // SAFETY: a signal to our own child process.
-            unsafe {
-                libc::kill(child.id() as i32, libc::SIGINT);
-            }
-            let _ = child.wait();
-        }
-    }
-
-    /// The database's URL (no password: that goes in [`PASSWORD_ENV`]).
-    pub fn url(&self) -> String {
-        format!("postgres://docpipe@127.0.0.1:{}/postgres", self.port)
-    }
-
-    /// Opens a connection with the password in the environment.
-    pub fn open(&self) -> Pg {
-        // SAFETY: every test that reads it sets the same value.
-        unsafe { std::env::set_var(PASSWORD_ENV, PASSWORD) };
-        Pg::open(&self.url()).unwrap()
-    }
-
-    /// Runs a query with psql and returns its unaligned output.
-    pub fn psql(&self, sql: &str) -> String {
-        let out = Command::new(self.bin.join("psql"))
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
-            .args(["-U", "docpipe", "-d", "postgres", "-At", "-c", sql])
-            .env("PGPASSWORD", PASSWORD)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "psql: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn t0() -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::parse_from_rfc3339("2026-03-01T00:00:00Z")
@@ -1209,4 +1016,107 @@ async fn every_table_is_loaded_into_the_warehouse_a_day_at_a_time_without_duplic
     let (code, stdout, stderr) = run(&cut, &["warehouse", "sync"], &url);
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert_eq!(warehouse_rows(&server, "cut", &again), again);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_loads_the_warehouse_after_each_run_with_its_state_on_postgres_on_the_same_server_or_another()
+ {
+    let (same, other) = (Postgres::start(), Postgres::start());
+    let mut data = small();
+    data.limits.analytics_per_hour = 100_000;
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let var = "DOCPIPE_IT_WAREHOUSE_DAEMON";
+    let url = |s: &Postgres| {
+        format!(
+            "postgres://docpipe:{PASSWORD}@127.0.0.1:{}/postgres",
+            s.port
+        )
+    };
+    // SAFETY: this test alone reads its variable; every test sets the same password.
+    unsafe {
+        std::env::set_var(var, url(&same));
+        std::env::set_var(PASSWORD_ENV, PASSWORD);
+    }
+    let cfg = TestConfig {
+        datasets: String::new(),
+        start: Some(live.clock.now().date_naive() - chrono::Duration::days(2)),
+        extra: format!(
+            "{}\n[warehouse]\npostgres_url_env = \"{var}\"\n",
+            state_on(&same)
+        ),
+        ..TestConfig::new(&live.server.base_url(), &out)
+    }
+    .write(&dir.path().join("docpipe.toml"));
+    let settings = docpipe::config::Settings::load(&cfg).unwrap();
+    let key = |k: &str| docpipe::api::AdminKey::parse(k, "mint", "test").unwrap();
+    let keys = docpipe::app::Keys::Given(std::collections::BTreeMap::from([
+        ("org-a".to_string(), key(ADMIN_A)),
+        ("org-b".to_string(), key(ADMIN_B)),
+    ]));
+    let ctx = docpipe::app::Context::open(
+        settings,
+        live.clock.clone(),
+        docpipe::app::Access::Export,
+        keys,
+    )
+    .await
+    .unwrap();
+    let mut daemon = docpipe::daemon::Daemon::open(ctx, Vec::new()).unwrap();
+    let tick = Some(&docpipe::daemon::Tick::Export);
+    // The first run loads every table; the state's tables stay in their own schema.
+    assert_eq!(daemon.work(tick).await, docpipe::daemon::Step::Worked);
+    let lake = lake_rows(&out);
+    assert!(lake.len() >= 20 && lake["page_views"] > 0, "{lake:?}");
+    assert_eq!(warehouse_rows(&same, "docpipe", &lake), lake);
+    let tables_of = |server: &Postgres, schema: &str| {
+        server.psql(&format!(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = '{schema}'"
+        ))
+    };
+    assert_eq!(tables_of(&same, "docpipe"), (lake.len() + 2).to_string());
+    assert_eq!(
+        same.psql("SELECT to_regclass('public.window_claims') IS NOT NULL"),
+        "t"
+    );
+    // An hour later the provisional days are fetched again and loaded again, no row twice.
+    let loaded = |server: &Postgres| -> u64 {
+        server
+            .psql("SELECT coalesce(sum(rows_loaded), 0) FROM docpipe._docpipe_files")
+            .parse()
+            .unwrap()
+    };
+    let times = same
+        .psql("SELECT string_agg(loaded_at::text, ',' ORDER BY file) FROM docpipe._docpipe_files");
+    live.clock.advance(std::time::Duration::from_secs(3600));
+    assert_eq!(daemon.work(tick).await, docpipe::daemon::Step::Worked);
+    let again = lake_rows(&out);
+    assert_eq!(warehouse_rows(&same, "docpipe", &again), again);
+    assert_ne!(
+        same.psql(
+            "SELECT string_agg(loaded_at::text, ',' ORDER BY file) FROM docpipe._docpipe_files"
+        ),
+        times
+    );
+    assert_eq!(loaded(&same), again.values().sum::<usize>() as u64);
+    // status (whose state is on the first server) shows the daemon's last load.
+    let status = docpipe_command(&cfg, &["status"]).output().unwrap();
+    let status = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(
+        status.contains(&format!("warehouse (schema docpipe, {var}): last load ")),
+        "{status}"
+    );
+    // The warehouse on another server: filled from the lake, the state still on the first.
+    let sync = docpipe_command(&cfg, &["warehouse", "sync"])
+        .env(var, url(&other))
+        .output()
+        .unwrap();
+    assert_eq!(sync.status.code(), Some(0), "{sync:?}");
+    assert_eq!(warehouse_rows(&other, "docpipe", &again), again);
+    assert_eq!(loaded(&other), loaded(&same));
+    assert_eq!(
+        other.psql("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"),
+        "0"
+    );
 }

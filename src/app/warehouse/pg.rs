@@ -41,9 +41,13 @@ pub struct Loaded {
 /// A connection to the warehouse's schema.
 pub struct Warehouse {
     client: postgres::Client,
+    /// How to open more connections (a load's side-by-side ones).
+    config: postgres::Config,
     schema: String,
     /// Where the URL came from (its variable), for messages.
     source: String,
+    /// Connections that load files side by side.
+    connections: usize,
 }
 
 impl std::fmt::Debug for Warehouse {
@@ -55,6 +59,11 @@ impl std::fmt::Debug for Warehouse {
 /// `"name"`, quoted as an identifier.
 fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// `"schema"."name"`.
+fn qualified(schema: &str, name: &str) -> String {
+    format!("{}.{}", ident(schema), ident(name))
 }
 
 impl Warehouse {
@@ -85,14 +94,16 @@ impl Warehouse {
             .map_err(|e| pg(&format!("cannot connect to the database of {var}"), &e))?;
         Ok(Self {
             client,
+            config,
             schema: settings.schema.clone(),
             source: var.clone(),
+            connections: settings.connections.max(1),
         })
     }
 
     /// `"schema"."name"`.
     fn table(&self, name: &str) -> String {
-        format!("{}.{}", ident(&self.schema), ident(name))
+        qualified(&self.schema, name)
     }
 
     /// Creates the schema (and its version table) when it does not exist; refuses one docpipe
@@ -206,6 +217,7 @@ impl Warehouse {
         let loaded = self.loaded_files()?;
         let mut done = Loaded::default();
         let mut seen = std::collections::HashSet::new();
+        let mut todo = Vec::new();
         for t in &tables {
             self.own_table(t)?;
             for part in partitions(out, t, projects) {
@@ -224,10 +236,18 @@ impl Warehouse {
                     done.unchanged += 1;
                     continue;
                 }
-                done.rows += self.load(t, &part, &rel, bytes, modified)?;
-                done.files += 1;
+                todo.push(File {
+                    table: t,
+                    part,
+                    rel,
+                    bytes,
+                    modified,
+                });
             }
         }
+        let (files, rows) = self.load_all(&todo)?;
+        done.files += files;
+        done.rows += rows;
         for (rel, _, _, table) in loaded.iter().filter(|l| !seen.contains(&l.0)) {
             if let Some(t) = tables.iter().find(|t| &t.name == table)
                 && let Some(part) = partition_of(t, rel)
@@ -264,79 +284,144 @@ impl Warehouse {
             .collect())
     }
 
-    /// Loads one file in one transaction: its partition's rows deleted, its rows copied, the
-    /// file recorded. The rows sent.
-    fn load(
-        &mut self,
-        t: &Table,
-        part: &Partition,
-        rel: &str,
-        bytes: i64,
-        modified: i64,
-    ) -> Result<u64, WarehouseError> {
-        let batches = read_parquet(&part.file)?;
-        let name = self.table(&t.name);
-        let files = self.table("_docpipe_files");
-        let mut tx = self
-            .client
-            .transaction()
-            .map_err(|e| pg("cannot begin", &e))?;
-        delete_partition(&mut tx, &name, part)?;
-        let mut rows = 0u64;
-        if let Some(first) = batches.first() {
-            // The partition's values (Hive keeps them in the path), ahead of the file's columns.
-            let mut fixed: Vec<(&str, Type, copy::Cell)> = Vec::new();
-            if let Some(p) = &part.project {
-                fixed.push(("project", Type::TEXT, copy::Cell::Text(p.clone())));
-            }
-            if let Some(d) = part.date {
-                let days = (d - NaiveDate::from_ymd_opt(1970, 1, 1).expect("a date")).num_days();
-                let days = copy::Cell::Date(i32::try_from(days).unwrap_or(0));
-                fixed.push(("date", Type::DATE, days));
-            }
-            let mut names: Vec<String> = fixed.iter().map(|f| f.0.to_string()).collect();
-            let mut types: Vec<Type> = fixed.iter().map(|f| f.1.clone()).collect();
-            for f in first.schema().fields() {
-                let ty = copy::pg_type(f.data_type()).ok_or_else(|| {
-                    WarehouseError(format!(
-                        "{}: column {} of type {} has no PostgreSQL type in docpipe",
-                        part.file.display(),
-                        f.name(),
-                        f.data_type()
-                    ))
-                })?;
-                names.push(f.name().clone());
-                types.push(ty);
-            }
-            let quoted: Vec<String> = names.iter().map(|n| ident(n)).collect();
-            let sink = tx
-                .copy_in(&format!(
-                    "COPY {name} ({}) FROM STDIN BINARY",
-                    quoted.join(", ")
-                ))
-                .map_err(|e| pg(&format!("cannot load {rel}"), &e))?;
-            let mut writer = postgres::binary_copy::BinaryCopyInWriter::new(sink, &types);
-            for batch in &batches {
-                for i in 0..batch.num_rows() {
-                    let cells: Vec<copy::Cell> =
-                        batch.columns().iter().map(|a| copy::cell(a, i)).collect();
-                    let refs: Vec<&(dyn ToSql + Sync)> = fixed
-                        .iter()
-                        .map(|f| &f.2)
-                        .chain(&cells)
-                        .map(|c| c as &(dyn ToSql + Sync))
-                        .collect();
-                    writer
-                        .write(&refs)
-                        .map_err(|e| pg(&format!("cannot load {rel}"), &e))?;
-                    rows += 1;
+    /// Loads `todo`, each file in its own transaction, over up to `connections` connections
+    /// side by side (this one and more opened for the load). The first failure stops every
+    /// connection after its file under way; what was committed stays, the rest is retried by
+    /// the next load. Files and rows loaded.
+    fn load_all(&mut self, todo: &[File<'_>]) -> Result<(u64, u64), WarehouseError> {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let schema = self.schema.as_str();
+        let work = |client: &mut postgres::Client| -> Result<(u64, u64), WarehouseError> {
+            let mut done = (0, 0);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(file) = todo.get(i) else { break };
+                match load(client, schema, file) {
+                    Ok(rows) => done = (done.0 + 1, done.1 + rows),
+                    Err(e) => {
+                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return Err(e);
+                    }
                 }
             }
-            writer
-                .finish()
-                .map_err(|e| pg(&format!("cannot load {rel}"), &e))?;
+            Ok(done)
+        };
+        let extra = self.connections.min(todo.len()).saturating_sub(1);
+        let config = &self.config;
+        let source = &self.source;
+        let client = &mut self.client;
+        let results: Vec<Result<(u64, u64), WarehouseError>> = std::thread::scope(|scope| {
+            let others: Vec<_> = (0..extra)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut client = config.connect(postgres::NoTls).map_err(|e| {
+                            pg(&format!("cannot connect to the database of {source}"), &e)
+                        })?;
+                        work(&mut client)
+                    })
+                })
+                .collect();
+            let mut all = vec![work(client)];
+            all.extend(others.into_iter().map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(WarehouseError("a loading thread stopped".into())))
+            }));
+            all
+        });
+        let mut done = (0, 0);
+        for r in results {
+            let (files, rows) = r?;
+            done = (done.0 + files, done.1 + rows);
         }
-        tx.execute(
+        Ok(done)
+    }
+}
+
+/// A file to load.
+struct File<'a> {
+    table: &'a Table,
+    part: Partition,
+    /// Its path relative to the lake.
+    rel: String,
+    bytes: i64,
+    modified: i64,
+}
+
+/// Loads one file in one transaction: its partition's rows deleted, its rows copied, the
+/// file recorded. The rows sent.
+fn load(
+    client: &mut postgres::Client,
+    schema: &str,
+    file: &File<'_>,
+) -> Result<u64, WarehouseError> {
+    let File {
+        table: t,
+        part,
+        rel,
+        bytes,
+        modified,
+    } = file;
+    let batches = read_parquet(&part.file)?;
+    let name = qualified(schema, &t.name);
+    let files = qualified(schema, "_docpipe_files");
+    let mut tx = client.transaction().map_err(|e| pg("cannot begin", &e))?;
+    delete_partition(&mut tx, &name, part)?;
+    let mut rows = 0u64;
+    if let Some(first) = batches.first() {
+        // The partition's values (Hive keeps them in the path), ahead of the file's columns.
+        let mut fixed: Vec<(&str, Type, copy::Cell)> = Vec::new();
+        if let Some(p) = &part.project {
+            fixed.push(("project", Type::TEXT, copy::Cell::Text(p.clone())));
+        }
+        if let Some(d) = part.date {
+            let days = (d - NaiveDate::from_ymd_opt(1970, 1, 1).expect("a date")).num_days();
+            let days = copy::Cell::Date(i32::try_from(days).unwrap_or(0));
+            fixed.push(("date", Type::DATE, days));
+        }
+        let mut names: Vec<String> = fixed.iter().map(|f| f.0.to_string()).collect();
+        let mut types: Vec<Type> = fixed.iter().map(|f| f.1.clone()).collect();
+        for f in first.schema().fields() {
+            let ty = copy::pg_type(f.data_type()).ok_or_else(|| {
+                WarehouseError(format!(
+                    "{}: column {} of type {} has no PostgreSQL type in docpipe",
+                    part.file.display(),
+                    f.name(),
+                    f.data_type()
+                ))
+            })?;
+            names.push(f.name().clone());
+            types.push(ty);
+        }
+        let quoted: Vec<String> = names.iter().map(|n| ident(n)).collect();
+        let sink = tx
+            .copy_in(&format!(
+                "COPY {name} ({}) FROM STDIN BINARY",
+                quoted.join(", ")
+            ))
+            .map_err(|e| pg(&format!("cannot load {rel}"), &e))?;
+        let mut writer = postgres::binary_copy::BinaryCopyInWriter::new(sink, &types);
+        for batch in &batches {
+            for i in 0..batch.num_rows() {
+                let cells: Vec<copy::Cell> =
+                    batch.columns().iter().map(|a| copy::cell(a, i)).collect();
+                let refs: Vec<&(dyn ToSql + Sync)> = fixed
+                    .iter()
+                    .map(|f| &f.2)
+                    .chain(&cells)
+                    .map(|c| c as &(dyn ToSql + Sync))
+                    .collect();
+                writer
+                    .write(&refs)
+                    .map_err(|e| pg(&format!("cannot load {rel}"), &e))?;
+                rows += 1;
+            }
+        }
+        writer
+            .finish()
+            .map_err(|e| pg(&format!("cannot load {rel}"), &e))?;
+    }
+    tx.execute(
             &format!(
                 "INSERT INTO {files} (file, tbl, bytes, modified_ns, rows_loaded) VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (file) DO UPDATE SET bytes = excluded.bytes, modified_ns = excluded.modified_ns,
@@ -345,10 +430,9 @@ impl Warehouse {
             &[&rel, &t.name, &bytes, &modified, &(rows as i64)],
         )
         .map_err(|e| pg("cannot record the file loaded", &e))?;
-        tx.commit()
-            .map_err(|e| pg(&format!("cannot commit {rel}"), &e))?;
-        Ok(rows)
-    }
+    tx.commit()
+        .map_err(|e| pg(&format!("cannot commit {rel}"), &e))?;
+    Ok(rows)
 }
 
 /// A column's PostgreSQL type, from the manifest's name of its type.
