@@ -1,8 +1,11 @@
-//! Status page benchmark: the daemon's `/` for 20 projects x 8 datasets x 90 days of state
-//! (14,400 windows, each project's range from its `start_date`, 89 of every 90 final), 48 hours of spend, a failed window per project, 200
-//! rule firings and 10 rules' last runs. It times what a request to `/` does (read the state,
-//! plan, forecast, render the HTML) and its parts, on a manual clock, and prints the median and
-//! the slowest of 30 renders. Run with `cargo bench --bench status`.
+//! Status page benchmark: the daemon's `/` (and `status --json`) for 20 projects x 8 datasets x
+//! 90 days of state (14,400 windows, each project's range from its `start_date`, all final but
+//! the last day), then for 50 x 8 x 365 (146,000 windows), with 48 hours of spend, a failed
+//! window per project, 200 rule firings and 10 rules' last runs. It times what a request to `/`
+//! does (read the state, plan, forecast, render the HTML) and its parts, and the JSON document,
+//! on a manual clock, and prints the median and the slowest of 30 renders. Run with
+//! `cargo bench --bench status`; the targets: the page within 100 ms at the first size, the page
+//! and the JSON within 200 ms at the second.
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use docpipe::clock::ManualClock;
@@ -10,23 +13,24 @@ use docpipe::config::RawConfig;
 use docpipe::events::{Event, Trouble, Troubled};
 use std::time::Instant;
 
-const PROJECTS: usize = 20;
-const DAYS: i64 = 90;
+/// The sizes measured: (projects, days), each with every dataset.
+const SIZES: [(usize, i64); 2] = [(20, 90), (50, 365)];
 /// Every dataset (eight).
 fn datasets() -> Vec<&'static str> {
     docpipe::dataset::ALL.iter().map(|d| d.name()).collect()
 }
 const RUNS: usize = 30;
 
-fn config(out: &std::path::Path) -> String {
+fn config(out: &std::path::Path, (projects, days): (usize, i64), now: DateTime<Utc>) -> String {
+    let start = now.date_naive() - Duration::days(days - 1);
     let mut text = "[service]\nbase_url = \"http://127.0.0.1:9\"\n".to_string();
     for o in 0..4 {
         text +=
             &format!("[[organizations]]\nid = \"org-{o}\"\nadmin_key_env = \"BENCH_KEY_{o}\"\n");
     }
-    for p in 0..PROJECTS {
+    for p in 0..projects {
         text += &format!(
-            "[[projects]]\nid = \"project-{p:02}\"\norganization = \"org-{}\"\nstart_date = \"2026-03-04\"\ndatasets = [{}]\n",
+            "[[projects]]\nid = \"project-{p:02}\"\norganization = \"org-{}\"\nstart_date = \"{start}\"\ndatasets = [{}]\n",
             p % 4,
             datasets()
                 .iter()
@@ -42,8 +46,8 @@ fn config(out: &std::path::Path) -> String {
     )
 }
 
-/// The state: every window of 90 days, the spend of 48 hours, failures, firings, rule runs.
-fn fill(out: &std::path::Path, now: DateTime<Utc>) {
+/// The state: every window of `days` days, the spend of 48 hours, failures, firings, rule runs.
+fn fill(out: &std::path::Path, (projects, days): (usize, i64), now: DateTime<Utc>) {
     let state = out.join("state.sqlite");
     let store = docpipe::store::Store::open(&state).unwrap();
     for h in 0..48 {
@@ -58,7 +62,7 @@ fn fill(out: &std::path::Path, now: DateTime<Utc>) {
         }
     }
     let today = now.date_naive().to_string();
-    for p in 0..PROJECTS {
+    for p in 0..projects {
         store.receive(&Event::Failed {
             dataset: "searches",
             project: &format!("project-{p:02}"),
@@ -85,14 +89,14 @@ fn fill(out: &std::path::Path, now: DateTime<Utc>) {
     let c = rusqlite::Connection::open(&state).unwrap();
     c.execute_batch("BEGIN").unwrap();
     let today = now.date_naive();
-    let first: NaiveDate = today - Duration::days(DAYS - 1);
-    for p in 0..PROJECTS {
+    let first: NaiveDate = today - Duration::days(days - 1);
+    for p in 0..projects {
         for dataset in datasets() {
-            for i in 0..DAYS {
+            for i in 0..days {
                 let day = first + Duration::days(i);
                 c.execute(
                     "INSERT INTO windows (dataset, project, day, final, rows, requests, done_at) VALUES (?1, ?2, ?3, ?4, 250, 1, ?5)",
-                    rusqlite::params![dataset, format!("project-{p:02}"), day.to_string(), i < DAYS - 1, (now - Duration::minutes(30)).to_rfc3339()],
+                    rusqlite::params![dataset, format!("project-{p:02}"), day.to_string(), i < days - 1, (now - Duration::minutes(30)).to_rfc3339()],
                 )
                 .unwrap();
             }
@@ -102,7 +106,7 @@ fn fill(out: &std::path::Path, now: DateTime<Utc>) {
         c.execute(
             "INSERT INTO rule_firings (rule, project, action, job, fired_at_ms, prompt_hash, prompt, rows_matched, sent, status, pr_link, seconds_to_done, updated_at_ms)
              VALUES (?1, ?2, 'follow_up', 'job_1', ?3, ?4, 'x', 5, 'sent', 'completed', 'https://github.com/acme/docs/pull/7', 12.0, ?3)",
-            rusqlite::params![format!("rule-{}", f % 10), format!("project-{:02}", f % PROJECTS as i64), (now - Duration::hours(200 - f)).timestamp_millis(), format!("{f:064}")],
+            rusqlite::params![format!("rule-{}", f % 10), format!("project-{:02}", f % projects as i64), (now - Duration::hours(200 - f)).timestamp_millis(), format!("{f:064}")],
         )
         .unwrap();
     }
@@ -116,18 +120,25 @@ fn median(mut v: Vec<f64>) -> (f64, f64) {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
+    for size in SIZES {
+        measure(size).await;
+    }
+}
+
+async fn measure((projects, days): (usize, i64)) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     std::fs::create_dir_all(out.join("jobs")).unwrap();
     let now: DateTime<Utc> = "2026-06-01T12:30:00Z".parse().unwrap();
-    fill(&out, now);
-    let settings = RawConfig::parse(&config(&out), "bench.toml")
+    fill(&out, (projects, days), now);
+    let settings = RawConfig::parse(&config(&out, (projects, days), now), "bench.toml")
         .unwrap()
         .validate("bench.toml")
         .unwrap();
     let clock = ManualClock::new(now);
-    let (mut collect, mut html, mut whole) = (Vec::new(), Vec::new(), Vec::new());
-    let mut bytes = 0;
+    let (mut collect, mut html, mut whole, mut json) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut bytes, mut json_bytes) = (0, 0);
     for _ in 0..RUNS {
         let t = Instant::now();
         let status = docpipe::status::read(&settings, clock.clone(), 20)
@@ -137,18 +148,23 @@ async fn main() {
         let t2 = Instant::now();
         let page = docpipe::status::html::render(&status);
         let h = t2.elapsed().as_secs_f64() * 1e3;
+        let t3 = Instant::now();
+        let document = serde_json::to_string_pretty(&status).unwrap();
+        let j = t3.elapsed().as_secs_f64() * 1e3;
         bytes = page.len();
+        json_bytes = document.len();
         collect.push(c);
         html.push(h);
         whole.push(c + h);
-        assert_eq!(status.projects.len(), PROJECTS);
+        json.push(c + j);
+        assert_eq!(status.projects.len(), projects);
         assert_eq!(
             status
                 .projects
                 .iter()
                 .map(|p| p.datasets.len())
                 .sum::<usize>(),
-            PROJECTS * datasets().len()
+            projects * datasets().len()
         );
     }
     // Its parts: opening the state, the planner's plan of what is due, the 24-hour forecast.
@@ -174,10 +190,12 @@ async fn main() {
     let (c, cmax) = median(collect);
     let (h, hmax) = median(html);
     let (w, wmax) = median(whole);
+    let (js, jsmax) = median(json);
+    let target = if days > 90 { 200 } else { 100 };
     println!(
-        "status page: {PROJECTS} projects x {} datasets x {DAYS} days of state ({} windows), {RUNS} renders",
+        "status page: {projects} projects x {} datasets x {days} days of state ({} windows), {RUNS} renders",
         datasets().len(),
-        PROJECTS as i64 * datasets().len() as i64 * DAYS
+        projects as i64 * datasets().len() as i64 * days
     );
     println!("  read the state, plan, forecast: median {c:.1} ms, slowest {cmax:.1} ms");
     println!(
@@ -187,5 +205,8 @@ async fn main() {
         median(forecast).0
     );
     println!("  render the HTML ({bytes} bytes): median {h:.2} ms, slowest {hmax:.2} ms");
-    println!("  the page: median {w:.1} ms, slowest {wmax:.1} ms (target: under 100 ms)");
+    println!("  the page: median {w:.1} ms, slowest {wmax:.1} ms (target: under {target} ms)");
+    println!(
+        "  status --json ({json_bytes} bytes): median {js:.1} ms, slowest {jsmax:.1} ms (target: under {target} ms)"
+    );
 }

@@ -1,12 +1,20 @@
 //! The facts of a run, as typed events, each emitted once where it happens (Vector's internal
 //! events are the model) and handed to every receiver, each doing its one thing: [`Event::count`]
 //! counts it on `/metrics`, [`Event::log`] logs it, the state's activity tables record it (`Store::receive`: the
-//! status page's hourly spend, the windows' troubles, the rules' last runs), and the receiver the
-//! caller chose draws it ([`Events`]: the command line's progress bar; the daemon logs the run's
+//! status page's hourly spend, the windows' troubles, the rules' last runs), the run's summary
+//! counts its requests ([`Tally`]: what the summary says it sent), and the receiver the caller
+//! chose draws it ([`Events`]: the command line's progress bar; the daemon logs the run's
 //! report). The layers that do the work draw, print and record none of it themselves.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use std::time::Duration;
+
+/// The "dataset" an agent job's requests are counted under (they read none).
+pub const AGENT_JOBS: &str = "agent_jobs";
+
+/// The purpose of an agent job's requests (created, read, followed up): outside the analytics
+/// budget.
+pub const JOB: &str = "job";
 
 /// How a window's last try went wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -114,7 +122,8 @@ pub enum Event<'a> {
         /// Its project.
         project: &'a str,
     },
-    /// Analytics requests were sent.
+    /// Requests were sent: analytics requests, or an agent job's (purpose `job`, outside the
+    /// analytics budget).
     Spent {
         /// The organization whose budget they count in.
         org: &'a str,
@@ -122,7 +131,8 @@ pub enum Event<'a> {
         at: DateTime<Utc>,
         /// For which dataset.
         dataset: &'static str,
-        /// Why: `walk`, `probe`, `backfill` (see `planner::Purpose::request_kind`), `check`, `thread`.
+        /// Why: `walk`, `probe`, `backfill` (see `planner::Purpose::request_kind`), `check`,
+        /// `thread`, `job`.
         purpose: &'static str,
         /// How many.
         requests: u64,
@@ -191,6 +201,13 @@ impl Event<'_> {
                     ("dataset", dataset.to_string()),
                 ];
                 metrics::counter!("docpipe_windows_failed_total", &labels).increment(1);
+            }
+            Event::Spent {
+                purpose: JOB,
+                requests,
+                ..
+            } => {
+                metrics::counter!("docpipe_agent_job_requests_total").increment(requests);
             }
             Event::Spent {
                 dataset,
@@ -292,6 +309,77 @@ pub struct Quiet;
 
 impl Events for Quiet {}
 
+/// The requests of a run as its clients send them (their [`Event::Spent`]), by dataset and
+/// purpose: what the run's summary says it sent is this receiver's count, the one every other
+/// surface receives too.
+#[derive(Debug, Default)]
+pub struct Tally {
+    spent: std::sync::Mutex<std::collections::BTreeMap<(&'static str, &'static str), u64>>,
+}
+
+impl Tally {
+    /// Requests by dataset and purpose.
+    pub fn spent(&self) -> std::collections::BTreeMap<(&'static str, &'static str), u64> {
+        self.spent.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Analytics requests (an agent job's are not).
+    pub fn analytics(&self) -> u64 {
+        self.spent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|((_, purpose), _)| *purpose != JOB)
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+impl Events for Tally {
+    fn event(&self, event: &Event<'_>) {
+        if let Event::Spent {
+            dataset,
+            purpose,
+            requests,
+            ..
+        } = *event
+            && requests > 0
+        {
+            *self
+                .spent
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry((dataset, purpose))
+                .or_default() += requests;
+        }
+    }
+}
+
+/// Hands each report to every one of its receivers, in order.
+#[derive(Debug)]
+pub struct Fan(pub Vec<std::sync::Arc<dyn Events>>);
+
+impl Events for Fan {
+    fn draws(&self) -> bool {
+        self.0.iter().any(|e| e.draws())
+    }
+    fn event(&self, event: &Event<'_>) {
+        for e in &self.0 {
+            e.event(event);
+        }
+    }
+    fn waiting(&self, scope: &str, wait: Duration, until: DateTime<Utc>) {
+        for e in &self.0 {
+            e.waiting(scope, wait, until);
+        }
+    }
+    fn waited(&self, scope: &str) {
+        for e in &self.0 {
+            e.waited(scope);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,5 +460,39 @@ mod tests {
                 "docpipe_windows_written_total{project=\"alpha\",dataset=\"page_views\"} 2",
             ]
         );
+    }
+
+    #[test]
+    fn a_tally_behind_a_fan_counts_each_request_once_and_the_jobs_apart() {
+        let (a, b) = (
+            std::sync::Arc::new(Tally::default()),
+            std::sync::Arc::new(Tally::default()),
+        );
+        let fan = Fan(vec![a.clone(), b.clone()]);
+        let spent = |dataset, purpose, requests| Event::Spent {
+            org: "org-a",
+            at: DateTime::UNIX_EPOCH,
+            dataset,
+            purpose,
+            requests,
+        };
+        for e in [
+            spent("page_views", "walk", 3),
+            spent("page_views", "walk", 2),
+            spent("searches", "probe", 1),
+            spent("searches", "probe", 0),
+            spent(AGENT_JOBS, JOB, 4),
+            Event::Finished,
+        ] {
+            fan.event(&e);
+        }
+        let want = std::collections::BTreeMap::from([
+            ((AGENT_JOBS, JOB), 4),
+            (("page_views", "walk"), 5),
+            (("searches", "probe"), 1),
+        ]);
+        assert_eq!(a.spent(), want);
+        assert_eq!(b.spent(), want);
+        assert_eq!((a.analytics(), b.analytics()), (6, 6));
     }
 }

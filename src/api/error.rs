@@ -41,6 +41,15 @@ impl Operation {
         }
     }
 
+    /// Whether it is an agent job's (created, read or followed up): counted as purpose `job`,
+    /// outside the analytics budget.
+    pub fn is_job(self) -> bool {
+        matches!(
+            self,
+            Operation::CreateJob | Operation::GetJob | Operation::FollowUp
+        )
+    }
+
     /// Whether sending it twice is harmless.
     pub fn idempotent(self) -> bool {
         !matches!(self, Operation::CreateJob | Operation::FollowUp)

@@ -204,19 +204,21 @@ impl Client {
         self
     }
 
-    /// Counts one analytics request of `call` where it is sent: the one count every surface
-    /// reads (`/metrics`, the state's hourly spend, the progress bar).
+    /// Counts one request of `call` where it is sent: the one count every surface reads
+    /// (`/metrics`, the state's hourly spend, the progress bar). An operation that reads a
+    /// dataset is an analytics request (its budget is the organization's analytics budget); an
+    /// agent job's request counts as purpose `job` of `agent_jobs`, outside that budget.
     fn spend(&self, call: &Call) {
-        // An operation that reads a dataset is an analytics request (its budget is the
-        // organization's analytics budget).
-        let Some(dataset) = call.operation.dataset() else {
-            return;
+        let (dataset, purpose) = match call.operation.dataset() {
+            Some(dataset) => (dataset, self.purpose),
+            None if call.operation.is_job() => (crate::events::AGENT_JOBS, crate::events::JOB),
+            None => return,
         };
         let event = crate::events::Event::Spent {
             org: &self.organization,
             at: self.clock.now(),
             dataset,
-            purpose: self.purpose,
+            purpose,
             requests: 1,
         };
         event.count();

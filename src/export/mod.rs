@@ -524,7 +524,7 @@ pub struct Summary {
     /// Analytics requests the plan expected (its "about N requests"), to measure the run
     /// against.
     pub expected: u64,
-    /// Analytics requests sent.
+    /// Analytics requests sent (counted as the clients sent them: see `tally`).
     pub requests: u64,
     /// Windows that failed, or were skipped after a failure that stopped their organization.
     pub failed: Vec<Failure>,
@@ -546,8 +546,11 @@ pub struct Summary {
     /// Windows walked in parts that took their part (their pages stored: the walk goes on next
     /// run).
     pub paused: u64,
-    /// Requests by dataset and purpose (`walk`, `probe`, `backfill`).
+    /// Requests by dataset and purpose (`walk`, `probe`, `backfill`, `thread`).
     pub spent: BTreeMap<(&'static str, &'static str), u64>,
+    /// The run's clients' requests as they sent them: `requests` and `spent` are its count at
+    /// the run's end.
+    tally: Arc<crate::events::Tally>,
 }
 
 /// A window another process had: which, and that process.
@@ -964,12 +967,18 @@ impl Exporter {
         Ok(Self::new(Arc::new(folder), clock, lookback_days, tz))
     }
 
-    /// The client that walks for `purpose`, each analytics request it sends recorded in this
-    /// exporter's state as it is sent.
-    pub(super) fn client_for(&self, client: &Client, purpose: &'static str) -> Client {
+    /// The client that walks for `purpose`, each request it sends recorded as it is sent in
+    /// this exporter's state and in the run's `summary`.
+    pub(super) fn client_for(
+        &self,
+        client: &Client,
+        purpose: &'static str,
+        summary: &Summary,
+    ) -> Client {
+        let receivers: Vec<Arc<dyn Events>> = vec![self.recorder.clone(), summary.tally.clone()];
         client
             .for_purpose(purpose)
-            .recording_into(self.recorder.clone())
+            .recording_into(Arc::new(crate::events::Fan(receivers)))
     }
 
     /// Counts an event on `/metrics`, logs it and hands it to the receivers: the state's
@@ -979,14 +988,6 @@ impl Exporter {
         event.log(self.events.draws());
         self.state().receive(&event);
         self.events.event(&event);
-    }
-
-    /// Counts `n` requests of a dataset for a purpose in the summary (the clients counted each
-    /// where they sent it, for every other surface).
-    fn spent(summary: &mut Summary, dataset: &'static str, purpose: &'static str, n: u64) {
-        if n > 0 {
-            *summary.spent.entry((dataset, purpose)).or_default() += n;
-        }
     }
 
     /// Reports progress to `events`.
@@ -1085,6 +1086,8 @@ impl Exporter {
             t.client.budget().release();
         }
         self.emit(Event::Finished);
+        r.summary.requests = r.summary.tally.analytics();
+        r.summary.spent = r.summary.tally.spent();
         r.summary
     }
 
@@ -1131,7 +1134,6 @@ impl Exporter {
         let result = self.walk_window(r, due, client, &org).await;
         let n = client.requests_sent() - before;
         r.spend.spent(&org, n);
-        r.summary.requests += n;
         match result {
             Err(e) => self.failed(window, client, e, &mut r.summary, &mut r.stops),
             // A project asked for again (`--retry-unknown`) that answers is known again.

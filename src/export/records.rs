@@ -588,12 +588,8 @@ impl Exporter {
             if stops.reason(&project, client).is_some() {
                 continue;
             }
-            let before = client.requests_sent();
-            let fetcher = self.client_for(client, "thread");
+            let fetcher = self.client_for(client, "thread", summary);
             let result = self.fetch_threads(&fetcher, &project, &threads).await;
-            let n = client.requests_sent() - before;
-            summary.requests += n;
-            Self::spent(summary, THREADS.name, "thread", n);
             match result {
                 Ok(outcome) => {
                     self.emit(crate::events::Event::Fetched {

@@ -84,9 +84,8 @@ impl Exporter {
         // The window's requests in this run: its earlier turns' too.
         let before = client.requests_sent() - due.earlier;
         if due.probe {
-            let prober = self.client_for(client, "probe");
+            let prober = self.client_for(client, "probe", summary);
             let probed = self.refused(w, self.probe(w, &prober).await);
-            Self::spent(summary, dataset, "probe", client.requests_sent() - before);
             let p = Probed {
                 dataset,
                 project: &due.project,
@@ -99,10 +98,8 @@ impl Exporter {
                 return Ok(());
             }
         }
-        let mid = client.requests_sent();
-        let walker = self.client_for(client, label);
+        let walker = self.client_for(client, label, summary);
         let walked = self.refused(w, self.walk_checked(w, &walker, before).await);
-        Self::spent(summary, dataset, label, client.requests_sent() - mid);
         let Some((pages, mismatch)) = walked? else {
             tracing::debug!(dataset, project = %due.project, day = %due.day, "walked in parts: the walk goes on next run");
             summary.paused += 1;
@@ -124,7 +121,7 @@ impl Exporter {
             rejected,
             requests,
             run_rows: summary.rows() + summary.record_rows() + rows,
-            run_requests: summary.requests + requests,
+            run_requests: summary.tally.analytics(),
         });
         match written {
             Written::Views(o) => {

@@ -128,7 +128,8 @@ fn budget_section(out: &mut String, s: &Status) {
         let sent: u64 = o.hours.iter().map(|h| h.total).sum();
         let _ = write!(
             out,
-            "<p class=\"mute\">{sent} requests in the last 24 hours, by hour:</p>"
+            "<p class=\"mute\">{sent} requests in the last 24 hours{}, by hour:</p>",
+            jobs_note(o)
         );
         bars(out, o, "dataset", |h| &h.by_dataset);
         bars(out, o, "purpose", |h| &h.by_purpose);
@@ -172,6 +173,15 @@ fn budget_section(out: &mut String, s: &Status) {
 }
 
 /// A stacked bar chart of the 24 hours, one colour per key (dataset or purpose).
+/// `; and 3 agent job requests (not in this budget)` when the organization's jobs sent any.
+fn jobs_note(o: &OrgStatus) -> String {
+    let jobs: u64 = o.hours.iter().map(|h| h.jobs).sum();
+    if jobs == 0 {
+        return String::new();
+    }
+    format!(" (and {jobs} agent job requests, not in this budget)")
+}
+
 fn bars(
     out: &mut String,
     o: &OrgStatus,

@@ -311,6 +311,9 @@ pub struct Hour {
     pub by_dataset: BTreeMap<String, u64>,
     /// By purpose: `walk`, `probe`, `backfill`, `check`, `thread`.
     pub by_purpose: BTreeMap<String, u64>,
+    /// Agent jobs' requests (created, read, followed up): outside the analytics budget, so in
+    /// none of the above.
+    pub jobs: u64,
 }
 
 /// The planner's forecast for an organization.
@@ -812,8 +815,13 @@ fn hours_of(spent: &[crate::store::activity::Spent], since: DateTime<Utc>, org: 
                 total: 0,
                 by_dataset: BTreeMap::new(),
                 by_purpose: BTreeMap::new(),
+                jobs: 0,
             };
             for s in spent.iter().filter(|s| s.hour == start && s.org == org) {
+                if s.purpose == crate::events::JOB {
+                    h.jobs += s.requests;
+                    continue;
+                }
                 h.total += s.requests;
                 *h.by_dataset.entry(s.dataset.clone()).or_default() += s.requests;
                 *h.by_purpose.entry(s.purpose.clone()).or_default() += s.requests;

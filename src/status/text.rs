@@ -62,6 +62,14 @@ pub fn render(s: &Status) -> String {
                 )
             })
         );
+        let jobs: u64 = o.hours.iter().map(|h| h.jobs).sum();
+        if jobs > 0 {
+            let _ = writeln!(
+                out,
+                "agent jobs {}: {jobs} requests in the last 24 hours (created, read, followed up; not in the analytics budget)",
+                o.id
+            );
+        }
         if let Some(k) = &o.key {
             let _ = match &k.warning {
                 Some(w) => writeln!(out, "key {}: {w}", o.id),

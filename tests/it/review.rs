@@ -570,6 +570,30 @@ async fn a_new_users_first_export_previews_the_example_rule_and_sends_only_once_
     assert_eq!(created(), 1);
     let prompt = &live.emu().job_prompts("alpha", "job_0001").unwrap()[0];
     assert!(prompt.starts_with(PREAMBLE), "{prompt}");
+    // Each agent job request counted once where it was sent, as purpose `job`, apart from the
+    // analytics budget's hours.
+    let stats = live.emu().stats();
+    let served: u64 = ["job_create", "job_get", "job_message"]
+        .iter()
+        .filter_map(|op| stats.get(op))
+        .map(|s| s.requests)
+        .sum();
+    assert!(served >= 1);
+    let json: serde_json::Value =
+        serde_json::from_slice(&docpipe(&cfg, &["status", "--json"], None).stdout).unwrap();
+    let org_a = &json["organizations"][0];
+    assert_eq!(org_a["id"], "org-a");
+    let hours = org_a["hours"].as_array().unwrap();
+    let sum = |f: &dyn Fn(&serde_json::Value) -> u64| hours.iter().map(f).sum::<u64>();
+    assert_eq!(sum(&|h| h["jobs"].as_u64().unwrap()), served);
+    assert_eq!(sum(&|h| h["by_purpose"]["job"].as_u64().unwrap_or(0)), 0);
+    let status = out_text(&docpipe(&cfg, &["status"], None));
+    assert!(
+        status.contains(&format!(
+            "agent jobs org-a: {served} requests in the last 24 hours (created, read, followed up; not in the analytics budget)"
+        )),
+        "{status}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
