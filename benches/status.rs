@@ -1,6 +1,7 @@
 //! Status page benchmark: the daemon's `/` (and `status --json`) for 20 projects x 8 datasets x
 //! 90 days of state (14,400 windows, each project's range from its `start_date`, all final but
-//! the last day), then for 50 x 8 x 365 (146,000 windows), with 48 hours of spend, a failed
+//! the last day, each with its files, empty), then for 50 x 8 x 365 (146,000 windows), with 48
+//! hours of spend, a failed
 //! window per project, 200 rule firings and 10 rules' last runs. It times what a request to `/`
 //! does (read the state, plan, forecast, render the HTML) and its parts, and the JSON document,
 //! on a manual clock, and prints the median and the slowest of 30 renders. Run with
@@ -111,6 +112,29 @@ fn fill(out: &std::path::Path, (projects, days): (usize, i64), now: DateTime<Utc
         .unwrap();
     }
     c.execute_batch("COMMIT").unwrap();
+    // Each written day's files, as the export leaves them (the planner looks for them): empty,
+    // since only their presence is read.
+    for p in 0..projects {
+        for d in docpipe::dataset::ALL {
+            for t in d
+                .tables()
+                .iter()
+                .filter(|t| t.partition.contains(&docpipe::dataset::Key::Date))
+                .filter(|t| t.name != "rejects")
+            {
+                for i in 0..days {
+                    let dir = docpipe::layout::partition_dir(
+                        out,
+                        t.name,
+                        &format!("project-{p:02}"),
+                        first + Duration::days(i),
+                    );
+                    std::fs::create_dir_all(&dir).unwrap();
+                    std::fs::write(dir.join(docpipe::layout::PART), b"").unwrap();
+                }
+            }
+        }
+    }
 }
 
 fn median(mut v: Vec<f64>) -> (f64, f64) {
