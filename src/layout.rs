@@ -6,6 +6,7 @@
 //! `<out>/.walks/project=<id>/date=<YYYY-MM-DD>.pages` for the journals of walks in progress.
 
 use chrono::NaiveDate;
+use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -48,6 +49,23 @@ pub fn partition_dir(root: &Path, table: &str, project: &str, day: NaiveDate) ->
     project_dir(root, table, project).join(format!("date={}", day.format("%Y-%m-%d")))
 }
 
+/// The days of `<root>/<table>/project=<id>` that have a partition folder, from one listing
+/// of the project's folder (a partition folder holds its file: [`Pending::create`] makes it
+/// for the file, and [`sweep_leftovers`] removes one left empty).
+pub fn partition_days(root: &Path, table: &str, project: &str) -> HashSet<NaiveDate> {
+    let Ok(entries) = std::fs::read_dir(project_dir(root, table, project)) else {
+        return HashSet::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|k| k.is_dir()))
+        .filter_map(|e| {
+            let name = e.file_name();
+            name.to_str()?.strip_prefix("date=")?.parse().ok()
+        })
+        .collect()
+}
+
 /// The journal of a walk in progress: `<root>/.walks/project=<id>/<dataset>.<from>.<to>.pages`.
 pub fn journal_path(
     root: &Path,
@@ -80,7 +98,14 @@ impl Pending {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let tmp = dir.join(format!("{TMP_PREFIX}{}-{name}", std::process::id()));
-        let file = File::create(&tmp)?;
+        // Another process's sweep may remove the partition folder while it is still empty.
+        let file = match File::create(&tmp) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(dir)?;
+                File::create(&tmp)?
+            }
+            done => done?,
+        };
         Ok((
             Self {
                 tmp,
@@ -162,6 +187,7 @@ pub fn sweep_leftovers(root: &Path) -> usize {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
+        let mut left = 0;
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             let Ok(kind) = e.file_type() else {
@@ -171,12 +197,23 @@ pub fn sweep_leftovers(root: &Path) -> usize {
                 if name != WALKS_DIR {
                     stack.push(e.path());
                 }
+                left += 1;
             } else if name.starts_with(TMP_PREFIX)
                 && writer_is_gone(&name)
                 && std::fs::remove_file(e.path()).is_ok()
             {
                 removed += 1;
+            } else {
+                left += 1;
             }
+        }
+        // A day's partition folder left empty (its file deleted, or its write cut off) goes
+        // too: the planner takes a partition folder for its file (`partition_days`).
+        let partition = dir
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("date="));
+        if partition && left == 0 {
+            let _ = std::fs::remove_dir(&dir);
         }
     }
     removed
@@ -229,5 +266,35 @@ mod tests {
         let (p, mut f) = Pending::create(&root.join("x/y.csv")).unwrap();
         std::io::Write::write_all(&mut f, b"hello").unwrap();
         assert_eq!(std::fs::read(p.commit().unwrap()).unwrap(), b"hello");
+    }
+
+    #[test]
+    fn a_partition_folder_left_empty_is_swept_so_that_its_day_is_not_taken_for_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let day = |d: &str| d.parse::<NaiveDate>().unwrap();
+        let dead = format!("{TMP_PREFIX}999999999-{PART}");
+        for (d, file) in [
+            ("2026-03-01", PART),
+            ("2026-03-02", dead.as_str()),
+            ("2026-03-03", PART),
+        ] {
+            let p = partition_dir(root, "searches", "a", day(d));
+            std::fs::create_dir_all(&p).unwrap();
+            std::fs::write(p.join(file), b"x").unwrap();
+        }
+        // A day whose file a person deleted, and a folder that is not a day's.
+        std::fs::remove_file(partition_dir(root, "searches", "a", day("2026-03-03")).join(PART))
+            .unwrap();
+        std::fs::create_dir_all(project_dir(root, "searches", "a").join("notes")).unwrap();
+        let all = partition_days(root, "searches", "a");
+        assert_eq!(all.len(), 3);
+        assert_eq!(sweep_leftovers(root), 1);
+        assert_eq!(
+            partition_days(root, "searches", "a"),
+            HashSet::from([day("2026-03-01")])
+        );
+        assert!(project_dir(root, "searches", "a").join("notes").is_dir());
+        assert!(partition_days(root, "searches", "nobody").is_empty());
     }
 }

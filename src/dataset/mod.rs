@@ -126,14 +126,14 @@ pub trait Dataset: Send + Sync + std::fmt::Debug {
     fn estimate(&self) -> Estimate {
         Estimate::MostRequests
     }
-    /// Whether a day's files are in place (a written day whose file was deleted is fetched
-    /// again): its first table's partition, by default.
-    fn day_written(&self, root: &Path, project: &str, day: NaiveDate) -> bool {
-        self.tables().first().is_some_and(|t| {
-            crate::layout::partition_dir(root, t.name, project, day)
-                .join(crate::layout::PART)
-                .is_file()
-        })
+    /// The days whose files are in place (a written day whose partition was deleted is
+    /// fetched again): its first table's partitions, by default. One listing a table, not a
+    /// look a day: the plan (and each `status`) goes over every day of every stream.
+    fn written_days(&self, root: &Path, project: &str) -> std::collections::HashSet<NaiveDate> {
+        self.tables()
+            .first()
+            .map(|t| crate::layout::partition_days(root, t.name, project))
+            .unwrap_or_default()
     }
 }
 

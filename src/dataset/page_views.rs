@@ -65,16 +65,13 @@ impl Dataset for PageViews {
     fn estimate(&self) -> Estimate {
         Estimate::Pages
     }
-    fn day_written(&self, root: &Path, project: &str, day: NaiveDate) -> bool {
-        partitions_exist(root, project, day)
+    fn written_days(&self, root: &Path, project: &str) -> std::collections::HashSet<NaiveDate> {
+        let totals = crate::layout::partition_days(root, SITE_TOTALS, project);
+        crate::layout::partition_days(root, PAGE_VIEWS, project)
+            .into_iter()
+            .filter(|d| totals.contains(d))
+            .collect()
     }
-}
-
-/// Whether both tables' files of a written window are in place (`rejects` is not always).
-pub fn partitions_exist(root: &Path, project: &str, day: NaiveDate) -> bool {
-    [PAGE_VIEWS, SITE_TOTALS]
-        .iter()
-        .all(|t| partition_dir(root, t, project, day).join(PART).is_file())
 }
 
 /// Schema of `rejects`: the page's offset, the row's JSON, why it was set aside.

@@ -135,12 +135,13 @@ impl Exporter {
         let looks = self.state().looks(dataset.name(), &t.project)?;
         let walking = self.state().walks_in_progress(dataset.name(), &t.project)?;
         let per_window = self.state().window_cost(dataset, &t.project)?;
+        let written = dataset.written_days(self.output(), &t.project);
         let mut day = to;
         while day >= from {
             // A day the zone skipped has no window (and no partition).
             if crate::api::views::day_exists(day, self.tz) {
                 let window = known.get(&day);
-                let files = window.is_some() && dataset.day_written(self.output(), &t.project, day);
+                let files = window.is_some() && written.contains(&day);
                 if window.is_some_and(|w| w.is_final) && files {
                     plan.skipped_final += 1;
                 } else {
