@@ -285,9 +285,9 @@ impl Warehouse {
     }
 
     /// Loads `todo`, each file in its own transaction, over up to `connections` connections
-    /// side by side (this one and more opened for the load). The first failure stops every
-    /// connection after its file under way; what was committed stays, the rest is retried by
-    /// the next load. Files and rows loaded.
+    /// side by side (this one and more opened for the load). The first failure (a file's, or
+    /// a connection that cannot be opened) stops every connection after its file under way;
+    /// what was committed stays, the rest is retried by the next load. Files and rows loaded.
     fn load_all(&mut self, todo: &[File<'_>]) -> Result<(u64, u64), WarehouseError> {
         let next = std::sync::atomic::AtomicUsize::new(0);
         let stop = std::sync::atomic::AtomicBool::new(false);
@@ -316,6 +316,7 @@ impl Warehouse {
                 .map(|_| {
                     scope.spawn(|| {
                         let mut client = config.connect(postgres::NoTls).map_err(|e| {
+                            stop.store(true, std::sync::atomic::Ordering::Relaxed);
                             pg(&format!("cannot connect to the database of {source}"), &e)
                         })?;
                         work(&mut client)
