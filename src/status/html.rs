@@ -175,7 +175,7 @@ fn budget_section(out: &mut String, s: &Status) {
 /// A stacked bar chart of the 24 hours, one colour per key (dataset or purpose).
 /// `; and 3 agent job requests (not in this budget)` when the organization's jobs sent any.
 fn jobs_note(o: &OrgStatus) -> String {
-    let jobs: u64 = o.hours.iter().map(|h| h.jobs).sum();
+    let jobs = o.jobs_last_24h();
     if jobs == 0 {
         return String::new();
     }

@@ -268,6 +268,13 @@ pub struct OrgStatus {
     pub key: Option<KeyStatus>,
 }
 
+impl OrgStatus {
+    /// Its agent jobs' requests in the last 24 hours (outside the analytics budget).
+    pub fn jobs_last_24h(&self) -> u64 {
+        self.hours.iter().map(|h| h.jobs).sum()
+    }
+}
+
 /// An organization's admin key: since when it works, whether the service refuses it now, and
 /// what a person has to do.
 #[derive(Debug, Clone, Serialize)]

@@ -62,7 +62,7 @@ pub fn render(s: &Status) -> String {
                 )
             })
         );
-        let jobs: u64 = o.hours.iter().map(|h| h.jobs).sum();
+        let jobs = o.jobs_last_24h();
         if jobs > 0 {
             let _ = writeln!(
                 out,

@@ -509,15 +509,8 @@ fn partitions(out: &Path, t: &Table, projects: &[String]) -> Vec<Partition> {
             }
             continue;
         }
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut days: Vec<NaiveDate> = entries
-            .filter_map(Result::ok)
-            .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().to_string();
-                NaiveDate::parse_from_str(name.strip_prefix("date=")?, "%Y-%m-%d").ok()
-            })
+        let mut days: Vec<NaiveDate> = crate::layout::partition_days(out, &t.name, p)
+            .into_iter()
             .collect();
         days.sort();
         for d in days {
