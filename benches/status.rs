@@ -81,7 +81,11 @@ fn fill(out: &std::path::Path, (projects, days): (usize, i64), now: DateTime<Utc
             rule: &format!("rule-{r}"),
             project: &format!("project-{r:02}"),
             at: now,
-            outcome: if r == 3 { "failed" } else { "fired" },
+            outcome: if r == 3 {
+                docpipe::events::RunOutcome::Failed
+            } else {
+                docpipe::events::RunOutcome::Fired
+            },
             rows: Some(5),
             line: "rule in r.toml: no such table",
         });

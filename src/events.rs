@@ -29,6 +29,65 @@ pub enum Trouble {
     Long,
 }
 
+/// What a rule's run came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOutcome {
+    /// It sent its follow-up or created its job.
+    Fired,
+    /// Its firing waits for a person's review.
+    Held,
+    /// Not enabled: what it would send was shown, nothing sent.
+    Previewed,
+    /// Too few rows matched.
+    Quiet,
+    /// It matched, and did not send (cooling down, its hourly limit, nothing new).
+    Skipped,
+    /// Its query or its sending failed.
+    Failed,
+}
+
+impl RunOutcome {
+    const ALL: [RunOutcome; 6] = [
+        RunOutcome::Fired,
+        RunOutcome::Held,
+        RunOutcome::Previewed,
+        RunOutcome::Quiet,
+        RunOutcome::Skipped,
+        RunOutcome::Failed,
+    ];
+
+    /// Its word (in the state and the status).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Fired => "fired",
+            RunOutcome::Held => "held",
+            RunOutcome::Previewed => "previewed",
+            RunOutcome::Quiet => "quiet",
+            RunOutcome::Skipped => "skipped",
+            RunOutcome::Failed => "failed",
+        }
+    }
+}
+
+impl std::str::FromStr for RunOutcome {
+    type Err = String;
+
+    /// Its word, as [`RunOutcome::as_str`] writes it.
+    fn from_str(word: &str) -> Result<Self, String> {
+        RunOutcome::ALL
+            .into_iter()
+            .find(|o| o.as_str() == word)
+            .ok_or_else(|| format!("{word:?} is not a rule run's outcome"))
+    }
+}
+
+impl std::fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Trouble {
     /// Its name in the state.
     pub fn name(self) -> &'static str {
@@ -145,8 +204,8 @@ pub enum Event<'a> {
         project: &'a str,
         /// When.
         at: DateTime<Utc>,
-        /// `fired`, `quiet`, `skipped`, `failed`, ...
-        outcome: &'a str,
+        /// What it came to.
+        outcome: RunOutcome,
         /// Rows its query matched (none when it could not run).
         rows: Option<i64>,
         /// Its report line (for `failed`, why).

@@ -1,8 +1,8 @@
 //! The analytics operations beside page views: one GET, its budget and retries, decoded by the
 //! caller's function (the datasets' descriptors decode; this layer knows no dataset).
 
-use super::views::Window;
 use super::{ApiError, Call, Client, ErrorKind, Operation, escape};
+use crate::calendar::Window;
 use reqwest::Method;
 
 /// Where a request of a walk starts.

@@ -175,7 +175,7 @@ pub async fn fire_all(
             rule: &run.rule,
             project: &run.project,
             at: run.at,
-            outcome: &run.outcome,
+            outcome: run.outcome,
             rows: run.rows,
             line: &run.line,
         });

@@ -1,13 +1,11 @@
 //! `docpipe check`: the fewest requests that prove a set-up works against the real service.
 
-use crate::api::analytics::At;
 use crate::api::assistant::{AskRequest, Message};
-use crate::api::views::{PAGE_LIMIT, Part, Window, next_offset, zero_rows};
 use crate::api::{ApiError, Client, ErrorKind};
 use crate::app::{Access, Context};
+use crate::calendar::{Part, Window};
 use crate::config::Settings;
-use crate::dataset::analytics::{ASSISTANT, THREADS};
-use crate::dataset::page_views::PAGE_VIEWS;
+use crate::dataset::probe;
 use crate::error::UserError;
 use crate::rules::Action;
 use std::collections::{BTreeMap, BTreeSet};
@@ -107,7 +105,7 @@ impl Probe {
     fn columns(&self) -> (String, String) {
         match self {
             Probe::Dataset { project, dataset } => (project.clone(), dataset.to_string()),
-            Probe::Thread { project } => (project.clone(), THREADS.name.to_string()),
+            Probe::Thread { project } => (project.clone(), probe::threads().to_string()),
             Probe::Job { project, job } => (project.clone(), format!("job {job}")),
             Probe::Write { project, .. } => (project.clone(), "agent jobs (write)".into()),
             Probe::Assistant { org, domain } => (org.clone(), format!("assistant {domain}")),
@@ -153,7 +151,7 @@ fn probes(
         let mut datasets = p.datasets.clone();
         datasets.sort_by_key(|d| crate::dataset::order(d));
         for d in datasets {
-            out.push(if d == THREADS.name {
+            out.push(if probe::reads_threads(d) {
                 Probe::Thread {
                     project: p.id.clone(),
                 }
@@ -360,41 +358,17 @@ async fn send(
     thread: Option<&str>,
 ) -> Result<(Found, Learned), ApiError> {
     match probe {
-        Probe::Dataset { project, dataset } if *dataset == PAGE_VIEWS => {
-            let page = client.page_views(project, window, PAGE_LIMIT, 0).await?;
-            let rows = page.views.len() as u64 + page.rejects.len() as u64;
-            if let Err(m) = next_offset(1, rows, Some(&page), Some(&page), || zero_rows(&page)) {
-                return Ok((
-                    Found::Problem(format!("shape differs: {m}")),
-                    Learned::Nothing,
-                ));
-            }
-            Ok((
-                Found::Works(rows_seen(page.views.len(), page.has_more, window.from)),
-                Learned::Nothing,
-            ))
-        }
         Probe::Dataset { project, dataset } => {
-            let shape = crate::dataset::shape_by_name(dataset).expect("a configured dataset");
-            let page = first_page(client, shape, project, window).await?;
-            if let Err(m) = crate::export::check_first_page(&page, shape) {
+            let page = probe::first_page(client, dataset, project, window).await?;
+            if let Some(m) = page.differs {
                 return Ok((
                     Found::Problem(format!("shape differs: {m}")),
                     Learned::Nothing,
                 ));
             }
-            let id = shape.columns.iter().position(|c| c.name == "id");
-            let thread = match (shape.name == ASSISTANT.name, id, page.rows.first()) {
-                (true, Some(i), Some(row)) => match &row[i] {
-                    crate::dataset::shape::Cell::Text(t) => Some(t.clone()),
-                    _ => None,
-                },
-                _ => None,
-            };
-            let more = page.has_more.unwrap_or(page.next_cursor.is_some());
             Ok((
-                Found::Works(rows_seen(page.rows.len(), more, window.from)),
-                thread.map_or(Learned::Nothing, Learned::Thread),
+                Found::Works(rows_seen(page.rows, page.more, window.from)),
+                page.thread.map_or(Learned::Nothing, Learned::Thread),
             ))
         }
         Probe::Thread { project } => {
@@ -497,32 +471,6 @@ async fn send(
             ))
         }
     }
-}
-
-/// The first page of a dataset's window, at the largest page the service serves.
-async fn first_page(
-    client: &Client,
-    shape: &'static crate::dataset::shape::Shape,
-    project: &str,
-    window: Window,
-) -> Result<crate::dataset::shape::Page, ApiError> {
-    let limit = shape.paging.limit();
-    client
-        .analytics_page(
-            shape.name,
-            shape.endpoint,
-            project,
-            None,
-            Some(window),
-            limit,
-            &At::Start,
-            |b| {
-                shape
-                    .decode(b, limit)
-                    .map_err(|e| format!("{}: {e}", At::Start.page_name()))
-            },
-        )
-        .await
 }
 
 /// What a probe learned that later ones, or the state, use.

@@ -156,10 +156,7 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
             fired = after_run(&ctx, &out, report.trends, report.rules, false)?;
         }
         crate::outln!();
-        crate::out!(
-            "{}",
-            crate::rules::impact::report(&loaded.rules, engine.ledger(), engine.calendar())?
-        );
+        crate::out!("{}", crate::cli::impact::text(&loaded.rules, &engine)?);
     }
     let pushed = ctx.push().await?;
     // The bucket's URL, or the output folder's full path.

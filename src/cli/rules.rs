@@ -317,10 +317,7 @@ async fn impact(select: &Select, settings: &Settings) -> anyhow::Result<()> {
     let ctx = open(settings, Keys::None).await?;
     let engine = ctx.engine()?;
     let measured = engine.measure_impact()?;
-    crate::out!(
-        "{}",
-        crate::rules::impact::report(&loaded.rules, engine.ledger(), engine.calendar())?
-    );
+    crate::out!("{}", crate::cli::impact::text(&loaded.rules, &engine)?);
     for p in &loaded.problems {
         crate::outln!("rule file not loaded: {p}");
     }

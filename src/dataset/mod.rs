@@ -8,8 +8,10 @@
 //! batches of their own.
 
 pub mod analytics;
+pub mod derived;
 pub mod page_views;
 pub mod parquet;
+pub mod probe;
 pub mod shape;
 
 use arrow_schema::SchemaRef;

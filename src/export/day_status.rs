@@ -5,16 +5,13 @@
 //! that wrote a window or saw the day turn.
 
 use super::Exporter;
-use crate::dataset::parquet::{WriteError, write_table};
-use crate::layout::project_dir;
+use crate::dataset::derived::{self, Columns};
+use crate::dataset::parquet::WriteError;
 use crate::store::DayRecord;
-use arrow_array::TimestampMicrosecondArray;
-use arrow_array::{ArrayRef, Date32Array, Int64Array, StringArray};
-use arrow_schema::{DataType, Field, Schema, TimeUnit};
-use chrono::{DateTime, NaiveDate, Utc};
+use arrow_schema::SchemaRef;
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// The table's folder under the output.
 pub const DAY_STATUS: &str = "day_status";
@@ -35,70 +32,46 @@ pub fn status_of(r: &DayRecord, tz: Tz, now: DateTime<Utc>) -> &'static str {
     let over_at = r
         .day
         .succ_opt()
-        .map(|next| crate::api::views::local_midnight(next, tz).with_timezone(&Utc));
+        .map(|next| crate::calendar::local_midnight(next, tz).with_timezone(&Utc));
     match over_at {
         Some(end) if now >= end && r.fetched_at.is_some_and(|f| f >= end) => PROVISIONAL,
         _ => PARTIAL,
     }
 }
 
+/// The table's columns (`project` is the folder's Hive partition), each day's status `now` in
+/// `tz`.
+fn columns(c: Columns<'_, DayRecord>, tz: Tz, now: DateTime<Utc>) -> Columns<'_, DayRecord> {
+    c.text("dataset", false, |r| Some(&r.dataset))
+        .date("date", |r| r.day)
+        .text("status", false, move |r| Some(status_of(r, tz, now)))
+        .text("timezone", false, move |_| Some(tz.name()))
+        .time("fetched_at", true, |r| r.fetched_at)
+        .int("requests", false, |r| Some(r.requests as i64))
+        .int("rows", false, |r| Some(r.rows))
+}
+
 /// The table's columns (`project` is the folder's Hive partition).
-pub fn schema() -> Arc<Schema> {
-    Arc::new(Schema::new(vec![
-        Field::new("dataset", DataType::Utf8, false),
-        Field::new("date", DataType::Date32, false),
-        Field::new("status", DataType::Utf8, false),
-        Field::new("timezone", DataType::Utf8, false),
-        Field::new(
-            "fetched_at",
-            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-            true,
-        ),
-        Field::new("requests", DataType::Int64, false),
-        Field::new("rows", DataType::Int64, false),
-    ]))
+pub fn schema() -> SchemaRef {
+    derived::schema(|c| columns(c, Tz::UTC, DateTime::<Utc>::MIN_UTC))
 }
 
 impl Exporter {
     /// Rewrites the `day_status` of each of `projects` from the state (a project with no day
     /// recorded has none).
     pub fn write_day_status(&self, projects: &[String]) -> Result<Vec<PathBuf>, WriteError> {
-        let records = self.state().day_records().map_err(|e| WriteError::Encode {
+        let mut records = self.state().day_records().map_err(|e| WriteError::Encode {
             path: DAY_STATUS.to_string(),
             message: e.to_string(),
         })?;
-        let now = self.clock.now();
-        let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
-        let mut written = Vec::new();
-        for project in projects {
-            let rows: Vec<&DayRecord> = records.iter().filter(|r| &r.project == project).collect();
-            if rows.is_empty() {
-                continue;
-            }
-            let text = |f: &dyn Fn(&DayRecord) -> String| -> ArrayRef {
-                Arc::new(rows.iter().map(|r| Some(f(r))).collect::<StringArray>())
-            };
-            let cols: Vec<ArrayRef> = vec![
-                text(&|r| r.dataset.clone()),
-                Arc::new(Date32Array::from_iter_values(
-                    rows.iter().map(|r| (r.day - epoch).num_days() as i32),
-                )),
-                text(&|r| status_of(r, self.tz, now).to_string()),
-                text(&|_| self.tz.name().to_string()),
-                Arc::new(
-                    rows.iter()
-                        .map(|r| r.fetched_at.map(|t| t.timestamp_micros()))
-                        .collect::<TimestampMicrosecondArray>()
-                        .with_timezone("UTC"),
-                ),
-                Arc::new(Int64Array::from_iter_values(
-                    rows.iter().map(|r| r.requests as i64),
-                )),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.rows))),
-            ];
-            let dir = project_dir(self.folder.path(), DAY_STATUS, project);
-            written.push(write_table(&dir, schema(), cols)?);
-        }
-        Ok(written)
+        records.retain(|r| projects.contains(&r.project));
+        let (tz, now) = (self.tz, self.clock.now());
+        derived::write(
+            self.folder.path(),
+            DAY_STATUS,
+            &records,
+            |r| &r.project,
+            |c| columns(c, tz, now),
+        )
     }
 }

@@ -13,12 +13,13 @@ pub use day_status::{DAY_STATUS, FINAL, PARTIAL, PROVISIONAL, schema as day_stat
 pub use failure::Failure;
 use failure::WindowId;
 pub use plan::holes;
-pub use records::{RecordOutcome, RecordSettings, check_first_page, fetch_thread};
+pub use records::{RecordOutcome, RecordSettings, fetch_thread};
 pub use records::{fractions_schema, fractions_table};
 pub use report::{describe_plan, describe_summary};
 
-use crate::api::views::{Counts, Window};
+use crate::api::views::Counts;
 use crate::api::{ApiError, Client};
+use crate::calendar::Window;
 use crate::clock::SharedClock;
 use crate::dataset::analytics::THREADS;
 use crate::dataset::parquet::WriteError;
@@ -1031,7 +1032,7 @@ impl Exporter {
                     .newest_look(dataset, project)?
                     .map(|(day, look)| {
                         let end = day.succ_opt().map_or(look.checked_at, |next| {
-                            crate::api::views::local_midnight(next, self.tz).to_utc()
+                            crate::calendar::local_midnight(next, self.tz).to_utc()
                         });
                         look.checked_at.min(end)
                     })
@@ -1222,7 +1223,7 @@ impl Exporter {
             from: due.day,
             to: due.to,
             tz: self.tz,
-            part: crate::api::views::Part::Whole,
+            part: crate::calendar::Part::Whole,
         };
         let (spend, summary) = (&r.spend, &mut r.summary);
         match due.dataset.shape() {

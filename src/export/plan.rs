@@ -139,7 +139,7 @@ impl Exporter {
         let mut day = to;
         while day >= from {
             // A day the zone skipped has no window (and no partition).
-            if crate::api::views::day_exists(day, self.tz) {
+            if crate::calendar::day_exists(day, self.tz) {
                 let window = known.get(&day);
                 let files = window.is_some() && written.contains(&day);
                 if window.is_some_and(|w| w.is_final) && files {
@@ -162,7 +162,7 @@ impl Exporter {
                         probe_able: look.is_some_and(|l| l.fingerprint.is_some()),
                         checked_at: look.map(|l| l.checked_at),
                     };
-                    let day_start = crate::api::views::local_midnight(day, self.tz).to_utc();
+                    let day_start = crate::calendar::local_midnight(day, self.tz).to_utc();
                     match rule.day(&state, per_window, day_start, now) {
                         None => plan.fresh += 1,
                         Some(d) => plan.due.push(Due::day_window(

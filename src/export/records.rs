@@ -9,7 +9,8 @@ use super::window::{Walk, Written};
 use super::{CrashPoints, Due, ExportError, Exporter, Stops, Summary};
 use crate::api::Client;
 use crate::api::analytics::At;
-use crate::api::views::{MAX_WALK_PAGES, Window};
+use crate::api::views::MAX_WALK_PAGES;
+use crate::calendar::Window;
 use crate::dataset::analytics::{ASSISTANT, THREAD_MESSAGES, THREADS};
 use crate::dataset::parquet::{self as pq, WriteError};
 use crate::dataset::shape::{Cell, FlaggedRow, Page, Shape};
@@ -340,7 +341,7 @@ fn next_at(pages: &[Page], shape: &Shape) -> Result<Option<At>, String> {
 
 /// Drops rows that repeat an earlier row exactly (same key, same values): a page boundary
 /// that moved during the walk sends some twice, and one copy is the truth. Returns how many.
-/// A key twice with other values is left for [`check_pages`] to refuse.
+/// A key twice with other values is left for [`Shape::check_walk`] to refuse.
 fn drop_exact_repeats(pages: &mut [Page], shape: &Shape) -> usize {
     let mut seen: HashMap<String, (usize, usize)> = HashMap::new();
     let mut repeats: Vec<(usize, usize)> = Vec::new();
@@ -363,54 +364,6 @@ fn drop_exact_repeats(pages: &mut [Page], shape: &Shape) -> usize {
         pages[p].rows.remove(i);
     }
     repeats.len()
-}
-
-/// The checks of a complete walk: the first page's totals hold what the output needs, no
-/// later page's contradict them (a later page may leave some or all out), each key once, sums
-/// (of the totals there are).
-/// What the first page of a walk must have (`docpipe check`): the totals its table needs;
-/// the sums of a walk of one page too (the sums of a longer walk wait for its last page).
-pub fn check_first_page(page: &Page, shape: &Shape) -> Result<(), String> {
-    let more = page.has_more.unwrap_or(false) || page.next_cursor.is_some();
-    if more {
-        first_totals(page, shape)
-    } else {
-        check_pages(std::slice::from_ref(page), shape)
-    }
-}
-
-/// The first page's totals hold what the totals table needs.
-fn first_totals(first: &Page, shape: &Shape) -> Result<(), String> {
-    match shape.missing_total(&first.totals) {
-        Some((field, table)) => Err(format!(
-            "page 1 has no `{field}`, which the {table} table needs"
-        )),
-        None => Ok(()),
-    }
-}
-
-fn check_pages(pages: &[Page], shape: &Shape) -> Result<(), String> {
-    let totals = pages.first().map(|p| p.totals.as_slice()).unwrap_or(&[]);
-    if let Some(first) = pages.first() {
-        first_totals(first, shape)?;
-    }
-    let differs = |p: &Page| {
-        p.totals
-            .iter()
-            .zip(totals)
-            .any(|(a, b)| *a != Cell::Null && *b != Cell::Null && a != b)
-    };
-    if let Some((i, _)) = pages.iter().enumerate().find(|(_, p)| differs(p)) {
-        return Err(format!(
-            "the day totals changed during the walk (page {})",
-            i + 1
-        ));
-    }
-    let rows: Vec<&[Cell]> = pages
-        .iter()
-        .flat_map(|p| p.rows.iter().map(Vec::as_slice))
-        .collect();
-    shape.check(&rows, totals)
 }
 
 impl Walk for RecordWalker<'_> {
@@ -470,7 +423,7 @@ impl Walk for RecordWalker<'_> {
         if repeats > 0 {
             tracing::debug!(dataset = self.shape.name, project = %self.due.project, repeats, "rows sent twice, written once");
         }
-        check_pages(pages, self.shape)
+        self.shape.check_walk(pages)
     }
 
     fn doubt(&self, mismatch: String) -> Result<String, ExportError> {

@@ -278,7 +278,7 @@ impl Sim {
                 probe_able: true,
                 checked_at: at,
             };
-            let day_start = crate::api::views::local_midnight(day, tz).to_utc();
+            let day_start = crate::calendar::local_midnight(day, tz).to_utc();
             // Walked in parts: the parts already spent are not spent again.
             if let Some(d) = rule.day(&state, s.walk_cost.saturating_sub(done), day_start, t) {
                 cands.push(Candidate {

@@ -8,16 +8,15 @@ use crate::api::budget::Budget;
 use crate::api::jobs::{Job, Polling};
 use crate::api::{ApiError, Client, ErrorKind, Operation};
 use crate::clock::SharedClock;
+use crate::dataset::derived::Columns;
 use crate::dataset::parquet::WriteError;
-use crate::layout::project_dir;
+use crate::events::RunOutcome;
 use crate::store::StoreError;
 use crate::store::activity::RuleRun;
 use crate::store::ledger::{Decided, Firing, Kind, Ledger, NewFiring, Preview, Sent, Skip, Trail};
 use crate::text::one_line;
-use arrow_array::{ArrayRef, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray};
-use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use chrono::{DateTime, Utc};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -85,19 +84,19 @@ impl Report {
             Report::Broken(_) => None,
         };
         let outcome = match self {
-            _ if self.failed() => "failed",
-            Report::Quiet { .. } => "quiet",
-            Report::Skipped { .. } => "skipped",
-            Report::Previewed { .. } => "previewed",
-            Report::Held(_) => "held",
-            Report::Fired(_) => "fired",
-            Report::Broken(_) => "failed",
+            _ if self.failed() => RunOutcome::Failed,
+            Report::Quiet { .. } => RunOutcome::Quiet,
+            Report::Skipped { .. } => RunOutcome::Skipped,
+            Report::Previewed { .. } => RunOutcome::Previewed,
+            Report::Held(_) => RunOutcome::Held,
+            Report::Fired(_) => RunOutcome::Fired,
+            Report::Broken(_) => RunOutcome::Failed,
         };
         RuleRun {
             rule: rule.name.clone(),
             project: rule.project.clone(),
             at,
-            outcome: outcome.to_string(),
+            outcome,
             rows,
             line: one_line(&self.line()).into_owned(),
         }
@@ -215,15 +214,15 @@ pub fn firing_line(f: &Firing) -> String {
 /// Sends follow-ups for fired rules and records what happened.
 #[derive(Debug)]
 pub struct Engine {
-    out: PathBuf,
-    ledger: Ledger,
+    pub(in crate::rules) out: PathBuf,
+    pub(in crate::rules) ledger: Ledger,
     budget: Arc<dyn Budget>,
     limits: HashMap<String, u32>,
     clients: HashMap<String, Client>,
-    clock: SharedClock,
+    pub(in crate::rules) clock: SharedClock,
     polling: Polling,
-    tz: chrono_tz::Tz,
-    settle_days: i64,
+    pub(in crate::rules) tz: chrono_tz::Tz,
+    pub(in crate::rules) settle_days: i64,
     review_expires: std::time::Duration,
 }
 
@@ -316,21 +315,6 @@ impl Engine {
         self.tz = tz;
         self.settle_days = i64::from(settle_days);
         self
-    }
-
-    /// How the impact counts days, now.
-    pub fn calendar(&self) -> super::impact::Calendar {
-        super::impact::Calendar {
-            tz: self.tz,
-            today: self.clock.now().with_timezone(&self.tz).date_naive(),
-            settle_days: self.settle_days,
-        }
-    }
-
-    /// Measures the impact of every firing that is due (the jobs ended, the wait passed, the
-    /// days after final) and rewrites `agent_impact/` when anything was measured.
-    pub fn measure_impact(&self) -> Result<super::impact::Measured, super::impact::ImpactError> {
-        super::impact::measure_due(&self.out, &self.ledger, self.calendar(), self.clock.now())
     }
 
     /// The engine's clock's now.
@@ -901,94 +885,41 @@ pub enum LogError {
     Write(#[from] WriteError),
 }
 
+/// The columns of `agent_runs` (the project is the partition).
+fn agent_runs_columns(c: Columns<'_, Firing>) -> Columns<'_, Firing> {
+    c.int("firing_id", false, |f| Some(f.id))
+        .text("rule", false, |f| Some(&f.rule))
+        .text("action", false, |f| Some(f.kind.as_str()))
+        .text("job", true, |f| f.job.as_deref())
+        .time("fired_at", false, |f| Some(f.fired_at))
+        .text("prompt_hash", false, |f| Some(&f.prompt_hash))
+        .text("prompt", false, |f| Some(&f.prompt))
+        .int("rows_matched", false, |f| Some(f.rows_matched))
+        .text("sent", false, |f| Some(f.sent.as_str()))
+        .text("status", true, |f| f.status.as_deref())
+        .text("pr_link", true, |f| f.pr_link.as_deref())
+        .real("seconds_to_done", |f| f.seconds_to_done)
+        .text("error", true, |f| f.error.as_deref())
+        .text("flags", true, |f| f.trail.flags.as_deref())
+        .text("dropped", true, |f| f.trail.dropped.as_deref())
+        .text("held_because", true, |f| f.trail.hold.as_deref())
+        .text("decided_by", true, |f| f.trail.decided_by.as_deref())
+        .time("decided_at", true, |f| f.trail.decided_at)
+        .text("review_note", true, |f| f.trail.note.as_deref())
+}
+
 /// Schema of `agent_runs` (the project is the partition).
-pub fn agent_runs_schema() -> Arc<Schema> {
-    let s = |n: &str, null| Field::new(n, DataType::Utf8, null);
-    Arc::new(Schema::new(vec![
-        Field::new("firing_id", DataType::Int64, false),
-        s("rule", false),
-        s("action", false),
-        s("job", true),
-        Field::new(
-            "fired_at",
-            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-            false,
-        ),
-        s("prompt_hash", false),
-        s("prompt", false),
-        Field::new("rows_matched", DataType::Int64, false),
-        s("sent", false),
-        s("status", true),
-        s("pr_link", true),
-        Field::new("seconds_to_done", DataType::Float64, true),
-        s("error", true),
-        s("flags", true),
-        s("dropped", true),
-        s("held_because", true),
-        s("decided_by", true),
-        Field::new(
-            "decided_at",
-            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-            true,
-        ),
-        s("review_note", true),
-    ]))
+pub fn agent_runs_schema() -> arrow_schema::SchemaRef {
+    crate::dataset::derived::schema(agent_runs_columns)
 }
 
 /// Writes the outcome log of every project in `firings`.
 pub fn write_log(out: &Path, firings: &[Firing]) -> Result<Vec<PathBuf>, LogError> {
-    let mut by_project: BTreeMap<&str, Vec<&Firing>> = BTreeMap::new();
-    for f in firings {
-        by_project.entry(f.project.as_str()).or_default().push(f);
-    }
-    let mut written = Vec::new();
-    for (project, rows) in by_project {
-        let text = |get: fn(&Firing) -> Option<&str>| -> ArrayRef {
-            Arc::new(rows.iter().map(|f| get(f)).collect::<StringArray>())
-        };
-        let cols: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from_iter_values(rows.iter().map(|f| f.id))),
-            text(|f| Some(&f.rule)),
-            text(|f| Some(f.kind.as_str())),
-            text(|f| f.job.as_deref()),
-            Arc::new(
-                TimestampMicrosecondArray::from_iter_values(
-                    rows.iter().map(|f| f.fired_at.timestamp_micros()),
-                )
-                .with_timezone("UTC"),
-            ),
-            text(|f| Some(&f.prompt_hash)),
-            text(|f| Some(&f.prompt)),
-            Arc::new(Int64Array::from_iter_values(
-                rows.iter().map(|f| f.rows_matched),
-            )),
-            text(|f| Some(f.sent.as_str())),
-            text(|f| f.status.as_deref()),
-            text(|f| f.pr_link.as_deref()),
-            Arc::new(
-                rows.iter()
-                    .map(|f| f.seconds_to_done)
-                    .collect::<Float64Array>(),
-            ),
-            text(|f| f.error.as_deref()),
-            text(|f| f.trail.flags.as_deref()),
-            text(|f| f.trail.dropped.as_deref()),
-            text(|f| f.trail.hold.as_deref()),
-            text(|f| f.trail.decided_by.as_deref()),
-            Arc::new(
-                rows.iter()
-                    .map(|f| f.trail.decided_at.map(|t| t.timestamp_micros()))
-                    .collect::<TimestampMicrosecondArray>()
-                    .with_timezone("UTC"),
-            ),
-            text(|f| f.trail.note.as_deref()),
-        ];
-        let dir = project_dir(out, AGENT_RUNS, project);
-        written.push(crate::dataset::parquet::write_table(
-            &dir,
-            agent_runs_schema(),
-            cols,
-        )?);
-    }
-    Ok(written)
+    Ok(crate::dataset::derived::write(
+        out,
+        AGENT_RUNS,
+        firings,
+        |f| &f.project,
+        agent_runs_columns,
+    )?)
 }

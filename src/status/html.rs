@@ -4,6 +4,7 @@
 
 use super::text::short;
 use super::{DatasetStatus, Freshness, Hour, OrgStatus, Status};
+use crate::events::RunOutcome;
 use std::fmt::Write as _;
 
 /// Escapes text for HTML (element content and quoted attributes).
@@ -415,7 +416,7 @@ fn rules_section(out: &mut String, s: &Status) {
             esc(p)
         );
     }
-    for run in r.runs.iter().filter(|r| r.outcome == "failed") {
+    for run in r.runs.iter().filter(|r| r.outcome == RunOutcome::Failed) {
         let _ = write!(
             out,
             "<p class=\"problem rule-failed\">Rule {} failed {}: {}</p>",
@@ -517,7 +518,7 @@ fn rules_section(out: &mut String, s: &Status) {
                 esc(&run.rule),
                 esc(&run.project),
                 run.at.format("%Y-%m-%d %H:%M"),
-                esc(&run.outcome),
+                run.outcome.as_str(),
                 run.rows.map_or(String::new(), |n| n.to_string()),
                 esc(&run.line)
             );

@@ -2,6 +2,7 @@
 //! the budgets and the last firings.
 
 use super::{DatasetStatus, DayRange, ProjectStatus, Status};
+use crate::events::RunOutcome;
 use chrono::{DateTime, NaiveDate, Utc};
 use std::fmt::Write as _;
 
@@ -375,7 +376,7 @@ fn rule_lines(out: &mut String, s: &Status) {
             );
         }
     }
-    for run in r.runs.iter().filter(|r| r.outcome == "failed") {
+    for run in r.runs.iter().filter(|r| r.outcome == RunOutcome::Failed) {
         let _ = writeln!(
             out,
             "rule {} failed {}: {}",

@@ -5,7 +5,7 @@
 
 use super::StoreError;
 use super::sql::{Row, Sql, SqlError, Value};
-use crate::events::{Event, Troubled};
+use crate::events::{Event, RunOutcome, Troubled};
 use chrono::{DateTime, NaiveDate, Utc};
 
 /// SQLite's tables.
@@ -115,8 +115,8 @@ pub struct RuleRun {
     pub project: String,
     /// When it ran.
     pub at: DateTime<Utc>,
-    /// `fired`, `quiet`, `skipped`, `failed`.
-    pub outcome: String,
+    /// What it came to.
+    pub outcome: RunOutcome,
     /// Rows its query matched (none when it could not run).
     pub rows: Option<i64>,
     /// Its report line (for `failed`, why).
@@ -138,7 +138,10 @@ fn rule_run(r: &Row) -> Result<RuleRun, SqlError> {
         rule: r.text(0)?,
         project: r.text(1)?,
         at: time(r.int(2)?),
-        outcome: r.text(3)?,
+        outcome: r.text(3)?.parse().map_err(|message| SqlError {
+            message,
+            connection: false,
+        })?,
         rows: r.opt_int(4)?,
         line: r.text(5)?,
     })
@@ -191,7 +194,7 @@ impl Activity {
                 rule: rule.to_string(),
                 project: project.to_string(),
                 at,
-                outcome: outcome.to_string(),
+                outcome,
                 rows,
                 line: line.to_string(),
             }),

@@ -45,8 +45,51 @@ pub struct Plan {
     pub after: Option<Days>,
     /// When it was measured or given up.
     pub settled_at: Option<DateTime<Utc>>,
-    /// `measured`, or why it is not.
-    pub outcome: Option<String>,
+    /// How it was settled (none: not yet).
+    pub settled: Option<Settled>,
+}
+
+/// What settles a plan: each key's figure over the days after, or why it never will be
+/// measured.
+#[derive(Debug, Clone, Copy)]
+pub enum After<'a> {
+    /// Measured over these days.
+    Measured(Days, &'a [(String, Figure)]),
+    /// Never to be measured, and why.
+    Never(&'a str),
+}
+
+/// How a plan was settled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    /// Its keys were measured after.
+    Measured,
+    /// It never will be, and why.
+    NotMeasured(String),
+}
+
+impl Settled {
+    /// Why it was not measured (none: it was).
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Settled::Measured => None,
+            Settled::NotMeasured(why) => Some(why),
+        }
+    }
+
+    /// As the ledger keeps it: the `outcome` column holds why a plan was not measured; a
+    /// measured plan has its days after (older ledgers also wrote a word there).
+    fn of_columns(
+        settled_at: Option<DateTime<Utc>>,
+        after: Option<Days>,
+        why: Option<String>,
+    ) -> Option<Self> {
+        settled_at?;
+        Some(match after {
+            Some(_) => Settled::Measured,
+            None => Settled::NotMeasured(why.unwrap_or_default()),
+        })
+    }
 }
 
 /// One key of a firing with its figures (none for a firing recorded before the impact).
@@ -118,23 +161,25 @@ impl Ledger {
         })
     }
 
-    /// Records what was measured after (each key's figure), or why nothing is (`figures`
-    /// empty, `outcome` the reason): the plan is settled either way.
+    /// Records what was measured over the days `after` (each key's figure), or why nothing
+    /// ever will be: the plan is settled either way.
     pub fn record_after(
         &self,
         firing_id: i64,
-        after: Option<Days>,
-        figures: &[(String, Figure)],
-        outcome: &str,
+        after: After<'_>,
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
+        let (days, why, figures) = match after {
+            After::Measured(days, figures) => (Some(days), None, figures),
+            After::Never(why) => (None, Some(why), &[][..]),
+        };
         let plan = vec![
             Value::Int(firing_id),
-            after.map(|a| a.from).into(),
-            after.map(|a| a.to).into(),
-            after.map(|a| a.days).into(),
+            days.map(|a| a.from).into(),
+            days.map(|a| a.to).into(),
+            days.map(|a| a.days).into(),
             Value::Int(at.timestamp_millis()),
-            outcome.into(),
+            why.into(),
         ];
         let figures = figures.to_vec();
         self.sql.tx(move |tx| {
@@ -182,6 +227,9 @@ impl Ledger {
                     (Some(from), Some(to), Some(days)) => Some(Days { from, to, days }),
                     _ => None,
                 };
+                let settled_at = r
+                    .opt_int(8)?
+                    .and_then(DateTime::<Utc>::from_timestamp_millis);
                 Ok((
                     r.int(0)?,
                     Plan {
@@ -189,10 +237,8 @@ impl Ledger {
                         definition: r.text(1)?,
                         before,
                         after,
-                        settled_at: r
-                            .opt_int(8)?
-                            .and_then(DateTime::<Utc>::from_timestamp_millis),
-                        outcome: r.opt_text(9)?,
+                        settled_at,
+                        settled: Settled::of_columns(settled_at, after, r.opt_text(9)?),
                     },
                 ))
             })

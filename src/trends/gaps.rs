@@ -8,6 +8,7 @@
 
 use super::{TrendsError, pct, share};
 use polars::prelude::*;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// Votes (thumbs up or down) a page needs in both 28-day windows for its rate's rise to count.
@@ -755,6 +756,78 @@ fn dataset_of(table: &str) -> &'static str {
     }
 }
 
+/// The tables a gap table is computed from, by name in the output folder.
+const SOURCES: [&str; 7] = [
+    "searches",
+    "search_totals",
+    "assistant_turns",
+    "feedback",
+    "site_visitors",
+    crate::dataset::page_views::SITE_TOTALS,
+    "assistant_callers",
+];
+
+/// The gap table `name`'s query over its sources (`rows` gives a source table's rows, with
+/// `complete`).
+fn query(name: &str, rows: &dyn Fn(&str) -> LazyFrame) -> PolarsResult<LazyFrame> {
+    let whole = |table: &str| rows(table).filter(col("complete"));
+    Ok(match name {
+        "search_terms" => search_terms(whole("searches"), whole("search_totals"))?,
+        "search_daily" => search_daily(rows("searches"), rows("search_totals")),
+        "assistant_daily" => assistant_daily(rows("assistant_turns")),
+        "assistant_categories" => assistant_categories(rows("assistant_turns")),
+        "unanswered_questions" => unanswered_questions(whole("assistant_turns"))?,
+        "feedback_pages" => feedback_pages(whole("feedback"))?,
+        "visitors_daily" => visitors_daily(
+            rows("site_visitors"),
+            rows(crate::dataset::page_views::SITE_TOTALS),
+        ),
+        "callers_weekly" => callers_weekly(rows("assistant_callers")),
+        other => {
+            return Err(PolarsError::ComputeError(
+                format!("{other} is not a gap table").into(),
+            ));
+        }
+    })
+}
+
+/// A source table's rows, marked `complete` or not.
+fn completed_source(
+    out: Option<&Path>,
+    table: &str,
+    sel: &super::Selection,
+    partial: &DataFrame,
+) -> Result<LazyFrame, TrendsError> {
+    Ok(super::completed(
+        source(out, table, sel)?,
+        partial,
+        dataset_of(table),
+    ))
+}
+
+/// One gap table of an output folder, computed from its own sources alone (what an agent
+/// job's impact measures).
+pub fn table(
+    out: &Path,
+    name: &str,
+    sel: &super::Selection,
+    partial: &DataFrame,
+) -> Result<DataFrame, TrendsError> {
+    // Only the sources the query reads are scanned.
+    let failed = std::cell::RefCell::new(None);
+    let rows = |t: &str| {
+        completed_source(Some(out), t, sel, partial).unwrap_or_else(|e| {
+            failed.borrow_mut().get_or_insert(e);
+            DataFrame::empty().lazy()
+        })
+    };
+    let q = query(name, &rows);
+    if let Some(e) = failed.into_inner() {
+        return Err(e);
+    }
+    Ok(q?.collect()?)
+}
+
 fn compute_in(
     out: Option<&Path>,
     sel: &super::Selection,
@@ -764,47 +837,19 @@ fn compute_in(
     // for two years), which leaves the cores idle between small files: the tables are read at
     // once, each on a thread of its own, and the gap tables then computed at once from memory.
     // The tables two or three gap tables read are read once.
-    let [
-        searches,
-        search_totals,
-        turns,
-        feedback,
-        visitors,
-        views,
-        callers,
-    ] = in_parallel(
-        [
-            "searches",
-            "search_totals",
-            "assistant_turns",
-            "feedback",
-            "site_visitors",
-            crate::dataset::page_views::SITE_TOTALS,
-            "assistant_callers",
-        ]
-        .map(|table| {
-            move || -> Result<LazyFrame, TrendsError> {
-                let rows = source(out, table, sel)?;
-                Ok(super::completed(rows, partial, dataset_of(table))
-                    .collect()?
-                    .lazy())
-            }
-        }),
-    );
-    let (searches, search_totals, turns) = (searches?, search_totals?, turns?);
-    let (feedback, visitors, views, callers) = (feedback?, visitors?, views?, callers?);
-    let whole = |rows: &LazyFrame| rows.clone().filter(col("complete"));
-    let queries: [LazyFrame; 8] = [
-        search_terms(whole(&searches), whole(&search_totals))?,
-        search_daily(searches, search_totals),
-        assistant_daily(turns.clone()),
-        assistant_categories(turns.clone()),
-        unanswered_questions(whole(&turns))?,
-        feedback_pages(whole(&feedback))?,
-        visitors_daily(visitors, views),
-        callers_weekly(callers),
-    ];
-    let [a, b, c, d, e, f, g, h] = in_parallel(queries.map(|q| move || q.collect()));
+    let read = in_parallel(SOURCES.map(|table| {
+        move || -> Result<LazyFrame, TrendsError> {
+            Ok(completed_source(out, table, sel, partial)?
+                .collect()?
+                .lazy())
+        }
+    }));
+    let mut sources = HashMap::new();
+    for (table, rows) in SOURCES.into_iter().zip(read) {
+        sources.insert(table, rows?);
+    }
+    let queries = NAMES.map(|name| query(name, &|t| sources[t].clone()));
+    let [a, b, c, d, e, f, g, h] = in_parallel(queries.map(|q| move || q?.collect()));
     Ok(Gaps {
         search_terms: a?,
         search_daily: b?,

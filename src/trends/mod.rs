@@ -614,6 +614,28 @@ fn with_changes(lf: LazyFrame, w: i64) -> Result<LazyFrame, TrendsError> {
         ))
 }
 
+/// One trend table of `name` alone, computed from its own sources (what an agent job's impact
+/// measures: the rule's table over the days before or after), in the tables' one set of types.
+/// polars runs on a thread of its own, so that this is callable from anywhere.
+pub fn table(out: &Path, name: &str, sel: &Selection) -> Result<DataFrame, TrendsError> {
+    tracing::debug!(output = %out.display(), table = name, "one trend table computed");
+    std::thread::scope(|s| {
+        joined(
+            s.spawn(|| -> Result<DataFrame, TrendsError> {
+                let partial = partial_days(out, sel)?;
+                let df = match name {
+                    "daily" => daily(out, sel, &partial)?.collect()?,
+                    "weekly" => weekly(daily(out, sel, &partial)?).collect()?,
+                    "pages" => pages(out, sel, &partial)?.collect()?,
+                    gap => gaps::table(out, gap, sel, &partial)?,
+                };
+                Ok(arrow::typed(df)?)
+            }),
+            "the trend table's computation",
+        )
+    })
+}
+
 /// Computes the tables. polars blocks in place, which a single-threaded tokio runtime forbids,
 /// so the work runs on a thread of its own: callable from anywhere.
 pub fn compute(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {

@@ -2,8 +2,9 @@
 
 use crate::common::*;
 use docpipe::api::jobs::{JobStatus, Polling};
-use docpipe::api::views::{ViewsPage, Window, decode_page, next_offset};
+use docpipe::api::views::{ViewsPage, decode_page, next_offset};
 use docpipe::api::{ErrorKind, Limits, Operation};
+use docpipe::calendar::Window;
 use docpipe::emulator::Op;
 use docpipe::emulator::data::DataFile;
 use std::time::Duration;

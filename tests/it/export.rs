@@ -920,7 +920,7 @@ fn partition_and_truth(
 
 #[tokio::test]
 async fn days_of_a_time_zone_run_from_its_midnights_and_a_folder_keeps_its_zone() {
-    use docpipe::api::views::local_midnight;
+    use docpipe::calendar::local_midnight;
     let live = Live::start(small()).await;
     let out = tempfile::tempdir().unwrap();
     let ny = chrono_tz::America::New_York;

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use docpipe::api::ErrorKind;
-use docpipe::api::views::Window;
+use docpipe::calendar::Window;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 

@@ -29,16 +29,30 @@ fn docpipe_debug(cfg: &Path, args: &[&str]) -> (std::process::Output, String, St
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_export_opens_each_file_once_plans_once_and_computes_trends_once_for_every_project() {
-    let live = Live::start(small()).await;
+    let live = Live::start_at(small(), chrono::Utc::now()).await;
     let dir = tempfile::tempdir().unwrap();
-    let start = chrono::Utc::now().date_naive() - chrono::Duration::days(1);
+    // Ten days: the first are final, so that the rule with [impact] measures its days before.
+    let start = chrono::Utc::now().date_naive() - chrono::Duration::days(9);
     let rules = top_rule(dir.path());
+    // The example rule with [impact]: its firing records each term's figure before, from its
+    // one table (search_terms), not from every trend table again.
+    let gaps = std::fs::read_to_string(root().join("jobs/search-gaps.toml")).unwrap();
+    std::fs::write(
+        rules.join("search-gaps.toml"),
+        gaps.replace("project = \"acme-docs\"", "project = \"alpha\"")
+            .replace("min_rows = 3", "min_rows = 1")
+            .replace("timeout = \"1h\"", "timeout = \"1s\""),
+    )
+    .unwrap();
     let out = dir.path().join("out");
     let cfg = dir.path().join("c.toml");
     let extra = format!("[rules]\ndir = \"{}\"", rules.display());
     std::fs::write(
         &cfg,
-        config_from(&live.server.base_url(), &out, &extra, start),
+        config_from(&live.server.base_url(), &out, &extra, start).replace(
+            r#"datasets = ["page_views"]"#,
+            r#"datasets = ["page_views", "searches"]"#,
+        ),
     )
     .unwrap();
     let (run, stdout, stderr) = docpipe_debug(&cfg, &["export"]);
@@ -47,6 +61,16 @@ async fn an_export_opens_each_file_once_plans_once_and_computes_trends_once_for_
         stdout.contains("rule top (alpha): sent follow-up to job job_ok"),
         "{stdout}"
     );
+    assert!(
+        stdout.contains("rule search-gaps (alpha): created new job job_0001 (5 rows, "),
+        "{stdout}"
+    );
+    assert_eq!(
+        count(&stderr, "one trend table computed output="),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(count(&stderr, "table=\"search_terms\""), 1, "{stderr}");
     // The output folder's state.sqlite (which is also the budget's and the ledger's) once, one
     // plan for the three projects, and the trend tables once for both the files and the rules.
     assert_eq!(count(&stderr, "SQLite file opened"), 1, "{stderr}");
@@ -75,9 +99,13 @@ async fn an_export_opens_each_file_once_plans_once_and_computes_trends_once_for_
     let summary: Vec<&str> = stdout
         .lines()
         .skip_while(|l| !l.starts_with("trends:"))
-        .take_while(|l| !l.starts_with("trend tables:"))
+        .take_while(|l| !l.starts_with("docs gaps"))
         .collect();
     assert_eq!(summary.len(), 2, "{stdout}");
+    assert!(
+        stdout.contains("\n  beta searches (7 days to ") && !stdout.contains("  alpha searches ("),
+        "{stdout}"
+    );
     assert!(summary[1].starts_with("  beta (to "), "{stdout}");
     let csv = std::fs::read_to_string(out.join("trends/daily.csv")).unwrap();
     for p in ["alpha", "beta", "gamma"] {
@@ -85,8 +113,8 @@ async fn an_export_opens_each_file_once_plans_once_and_computes_trends_once_for_
             csv.lines()
                 .filter(|l| l.starts_with(&format!("{p},")))
                 .count(),
-            2,
-            "{p}'s two days stay in the shared table:\n{csv}"
+            10,
+            "{p}'s ten days stay in the shared table:\n{csv}"
         );
     }
     assert_eq!(count(&stderr, "SQLite file opened"), 1, "{stderr}");

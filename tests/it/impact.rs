@@ -171,7 +171,7 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
         assert_eq!(before.rows, Some(want), "{}", k.key);
         assert!(k.after.is_none());
     }
-    let report = impact::report(&loaded.rules, e.ledger(), e.calendar()).unwrap();
+    let report = docpipe::cli::impact::text(&loaded.rules, &e).unwrap();
     assert!(
         report.contains(&format!("waiting: firing {views} (the job is running)")),
         "{report}"
@@ -200,7 +200,7 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
         assert_eq!(m.measured, 0, "{}", live.clock_now());
         assert!(!out.join("agent_impact").exists());
     }
-    let report = impact::report(&loaded.rules, e.ledger(), e.calendar()).unwrap();
+    let report = docpipe::cli::impact::text(&loaded.rules, &e).unwrap();
     assert!(
         report.contains(&format!(
             "waiting: firing {views} (the days {from}..{to} are not all final yet)"
@@ -263,7 +263,7 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
     // The job without a pull request is measured when its rule asks, and not otherwise.
     assert_eq!(rows.iter().filter(|r| r.firing_id == nopr_asks).count(), 2);
     assert_eq!(rows.iter().filter(|r| r.firing_id == nopr).count(), 0);
-    let report = impact::report(&loaded.rules, e.ledger(), e.calendar()).unwrap();
+    let report = docpipe::cli::impact::text(&loaded.rules, &e).unwrap();
     assert!(
         report.contains(&format!("rule nopr (alpha): total_7d per path in pages, higher is better, 7 days each side, from 2 days after the job ended\n  jobs measured: 0; keys: 0 improved, 0 stayed, 0 worse; median change n/a\n  not measured: firing {nopr} (the job ended without a pull request: not measured (without_pull_request = true measures it))\n")),
         "{report}"

@@ -545,12 +545,13 @@ fn impact_rules(ledger: docpipe::store::ledger::Ledger) {
     ledger
         .record_after(
             id,
-            Some(days("2026-03-18", "2026-03-24", 7)),
-            &[
-                ("/a".into(), fig(Some(180.5), 180)),
-                ("/b".into(), fig(Some(3.0), 3)),
-            ],
-            "measured",
+            docpipe::store::impact::After::Measured(
+                days("2026-03-18", "2026-03-24", 7),
+                &[
+                    ("/a".into(), fig(Some(180.5), 180)),
+                    ("/b".into(), fig(Some(3.0), 3)),
+                ],
+            ),
             t0(),
         )
         .unwrap();
@@ -560,13 +561,13 @@ fn impact_rules(ledger: docpipe::store::ledger::Ledger) {
             plan.definition.as_str(),
             plan.before,
             plan.after,
-            plan.outcome.as_deref()
+            plan.settled.clone()
         ),
         (
             "{\"x\":1}",
             days("2026-03-05", "2026-03-11", 7),
             Some(days("2026-03-18", "2026-03-24", 7)),
-            Some("measured")
+            Some(docpipe::store::impact::Settled::Measured)
         )
     );
     assert_eq!(plan.settled_at, Some(t0()));

@@ -1,7 +1,7 @@
 //! No key ever appears in a log line, an error or a Debug print.
 
 use crate::common::*;
-use docpipe::api::views::Window;
+use docpipe::calendar::Window;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 

@@ -144,7 +144,7 @@ async fn status_reports_days_budgets_and_firings() {
         rule: "q",
         project: "beta",
         at,
-        outcome: "failed",
+        outcome: docpipe::events::RunOutcome::Failed,
         rows: None,
         line: "rule in q.toml: no such table: dialy",
     });

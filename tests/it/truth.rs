@@ -175,11 +175,11 @@ pub async fn truth_in(
     to: NaiveDate,
     tz: chrono_tz::Tz,
 ) -> Value {
-    let w = docpipe::api::views::Window {
+    let w = docpipe::calendar::Window {
         from,
         to,
         tz,
-        part: docpipe::api::views::Part::Whole,
+        part: docpipe::calendar::Part::Whole,
     };
     let (a, b) = (
         docpipe::api::escape(&w.bound(from)),

@@ -3,8 +3,9 @@
 //! cursor-paged dataset of an organization, the day is asked whole and in its two halves
 //! (three requests each): halves that do not add up to the day mean the service does not.
 
-use crate::api::views::{PAGE_LIMIT, Part, Window};
+use crate::api::views::PAGE_LIMIT;
 use crate::api::{ApiError, Client};
+use crate::calendar::{Part, Window};
 use crate::config::{Project, Settings};
 use crate::dataset::page_views::PAGE_VIEWS;
 use crate::dataset::shape::Cell;
@@ -132,7 +133,7 @@ async fn count(
         });
     }
     let shape = crate::dataset::shape_by_name(dataset).expect("a dataset of CURSOR");
-    let page = super::first_page(client, shape, project, window).await?;
+    let page = crate::dataset::probe::shaped_first_page(client, shape, project, window).await?;
     // A total that adds up (the searches' `totalSearches`), else the rows of a page that is
     // the whole window.
     if let Some((_, total)) = shape.sums.first() {

@@ -1,0 +1,193 @@
+//! The one writer of the tables docpipe derives from its state rather than fetches
+//! (`agent_runs`, `agent_impact`, `day_status`): a table declares each column once, its name,
+//! type and how a row gives its value, so that its schema (which the lake's manifest and views
+//! describe) and its files cannot disagree. Each project's rows are one file,
+//! `<table>/project=<id>/part-00000.parquet`, rewritten whole.
+
+use super::parquet::{WriteError, write_table};
+use crate::layout::project_dir;
+use arrow_array::{
+    ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, StringArray,
+    TimestampMicrosecondArray,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use chrono::{DateTime, NaiveDate, Utc};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A derived table's columns over some rows, declared one by one.
+pub struct Columns<'a, R> {
+    rows: Vec<&'a R>,
+    fields: Vec<Field>,
+    arrays: Vec<ArrayRef>,
+}
+
+fn days_since_epoch(day: NaiveDate) -> i32 {
+    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
+    (day - epoch).num_days() as i32
+}
+
+impl<'a, R> Columns<'a, R> {
+    /// The columns of `rows` (none yet).
+    pub fn new(rows: impl IntoIterator<Item = &'a R>) -> Self {
+        Self {
+            rows: rows.into_iter().collect(),
+            fields: Vec::new(),
+            arrays: Vec::new(),
+        }
+    }
+
+    fn with(mut self, field: Field, array: ArrayRef) -> Self {
+        self.fields.push(field);
+        self.arrays.push(array);
+        self
+    }
+
+    /// A text column (`nullable`: whether a row may have none).
+    pub fn text<S: AsRef<str>>(
+        self,
+        name: &str,
+        nullable: bool,
+        value: impl Fn(&'a R) -> Option<S>,
+    ) -> Self {
+        let array: StringArray = self.rows.iter().map(|r| value(*r)).collect();
+        self.with(Field::new(name, DataType::Utf8, nullable), Arc::new(array))
+    }
+
+    /// A whole number column.
+    pub fn int(self, name: &str, nullable: bool, value: impl Fn(&'a R) -> Option<i64>) -> Self {
+        let array: Int64Array = self.rows.iter().map(|r| value(*r)).collect();
+        self.with(Field::new(name, DataType::Int64, nullable), Arc::new(array))
+    }
+
+    /// A real number column (may be null).
+    pub fn real(self, name: &str, value: impl Fn(&'a R) -> Option<f64>) -> Self {
+        let array: Float64Array = self.rows.iter().map(|r| value(*r)).collect();
+        self.with(Field::new(name, DataType::Float64, true), Arc::new(array))
+    }
+
+    /// A true-or-false column (never null).
+    pub fn flag(self, name: &str, value: impl Fn(&'a R) -> bool) -> Self {
+        let array: BooleanArray = self.rows.iter().map(|r| Some(value(*r))).collect();
+        self.with(Field::new(name, DataType::Boolean, false), Arc::new(array))
+    }
+
+    /// A date column (never null).
+    pub fn date(self, name: &str, value: impl Fn(&'a R) -> NaiveDate) -> Self {
+        let array =
+            Date32Array::from_iter_values(self.rows.iter().map(|r| days_since_epoch(value(*r))));
+        self.with(Field::new(name, DataType::Date32, false), Arc::new(array))
+    }
+
+    /// A UTC timestamp column, in microseconds.
+    pub fn time(
+        self,
+        name: &str,
+        nullable: bool,
+        value: impl Fn(&'a R) -> Option<DateTime<Utc>>,
+    ) -> Self {
+        let array = self
+            .rows
+            .iter()
+            .map(|r| value(*r).map(|t| t.timestamp_micros()))
+            .collect::<TimestampMicrosecondArray>()
+            .with_timezone("UTC");
+        let dtype = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        self.with(Field::new(name, dtype, nullable), Arc::new(array))
+    }
+
+    /// The table's schema (the `project` partition aside).
+    pub fn schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(self.fields.clone()))
+    }
+}
+
+/// The schema of a table whose columns `columns` declares.
+pub fn schema<R>(columns: impl for<'b> Fn(Columns<'b, R>) -> Columns<'b, R>) -> SchemaRef {
+    columns(Columns::new(std::iter::empty())).schema()
+}
+
+/// Writes `<out>/<table>/project=<p>/part-00000.parquet` for each project of `rows` (a project
+/// with no row keeps whatever file it has), each in place when it returns.
+pub fn write<R>(
+    out: &Path,
+    table: &str,
+    rows: &[R],
+    project: impl Fn(&R) -> &str,
+    columns: impl for<'b> Fn(Columns<'b, R>) -> Columns<'b, R>,
+) -> Result<Vec<PathBuf>, WriteError> {
+    let mut by_project: BTreeMap<&str, Vec<&R>> = BTreeMap::new();
+    for r in rows {
+        by_project.entry(project(r)).or_default().push(r);
+    }
+    let mut written = Vec::new();
+    for (p, rows) in by_project {
+        let cols = columns(Columns::new(rows));
+        let dir = project_dir(out, table, p);
+        written.push(write_table(&dir, cols.schema(), cols.arrays)?);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Row {
+        project: &'static str,
+        name: Option<&'static str>,
+        n: i64,
+    }
+
+    fn columns(c: Columns<'_, Row>) -> Columns<'_, Row> {
+        c.text("name", false, |r| r.name)
+            .int("n", false, |r| Some(r.n))
+            .date("day", |_| NaiveDate::from_ymd_opt(2026, 3, 1).unwrap())
+    }
+
+    #[test]
+    fn each_project_is_one_file_with_the_declared_schema_and_a_null_where_none_is_allowed_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = [
+            Row {
+                project: "a",
+                name: Some("x"),
+                n: 1,
+            },
+            Row {
+                project: "b",
+                name: Some("y"),
+                n: 2,
+            },
+            Row {
+                project: "a",
+                name: Some("z"),
+                n: 3,
+            },
+        ];
+        let files = write(dir.path(), "t", &rows, |r| r.project, columns).unwrap();
+        assert_eq!(
+            files,
+            ["a", "b"].map(|p| dir.path().join(format!("t/project={p}/part-00000.parquet")))
+        );
+        assert_eq!(
+            crate::dataset::parquet::count_rows(&dir.path().join("t")).unwrap(),
+            (2, 3)
+        );
+        let names: Vec<String> = schema(columns)
+            .fields()
+            .iter()
+            .map(|f| format!("{}:{}", f.name(), f.data_type()))
+            .collect();
+        assert_eq!(names, ["name:Utf8", "n:Int64", "day:Date32"]);
+        let bad = [Row {
+            project: "c",
+            name: None,
+            n: 4,
+        }];
+        let e = write(dir.path(), "t", &bad, |r| r.project, columns).unwrap_err();
+        assert!(e.to_string().contains("name"), "{e}");
+        assert!(!dir.path().join("t/project=c/part-00000.parquet").exists());
+    }
+}

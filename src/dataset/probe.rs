@@ -1,0 +1,156 @@
+//! A dataset's first page, as `docpipe check` probes it: one request at the largest page the
+//! service serves, decoded as the export decodes it and checked as a walk's first page is (the
+//! totals its tables need; the sums too when it is the only page). Which dataset pages how, and
+//! which one gives the id a thread probe reads, is known here, not by the command.
+
+use super::analytics::{ASSISTANT, THREADS};
+use super::page_views::PAGE_VIEWS;
+use super::shape::{Cell, Page, Shape};
+use crate::api::analytics::At;
+use crate::api::views::{PAGE_LIMIT, next_offset, zero_rows};
+use crate::api::{ApiError, Client, ErrorKind, Operation};
+use crate::calendar::Window;
+
+/// What a window's first page showed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirstPage {
+    /// Its rows.
+    pub rows: usize,
+    /// Whether the service says there are more.
+    pub more: bool,
+    /// How it differs from what docpipe reads (none: it does not).
+    pub differs: Option<String>,
+    /// The id of an assistant turn on it, whose thread a probe can read.
+    pub thread: Option<String>,
+}
+
+/// Whether `dataset` is read a thread at a time (probed with a turn's id, not a window).
+pub fn reads_threads(dataset: &str) -> bool {
+    dataset == THREADS.name
+}
+
+/// The dataset read a thread at a time.
+pub fn threads() -> &'static str {
+    THREADS.name
+}
+
+/// The first page of `dataset`'s window of `project`.
+pub async fn first_page(
+    client: &Client,
+    dataset: &str,
+    project: &str,
+    window: Window,
+) -> Result<FirstPage, ApiError> {
+    if dataset == PAGE_VIEWS {
+        let page = client.page_views(project, window, PAGE_LIMIT, 0).await?;
+        let rows = page.views.len() as u64 + page.rejects.len() as u64;
+        let next = next_offset(1, rows, Some(&page), Some(&page), || zero_rows(&page));
+        return Ok(FirstPage {
+            rows: page.views.len(),
+            more: page.has_more,
+            differs: next.err(),
+            thread: None,
+        });
+    }
+    let Some(shape) = super::shape_by_name(dataset) else {
+        return Err(ApiError {
+            operation: Operation::Analytics("an unknown dataset"),
+            target: format!("{dataset} of project {project}"),
+            kind: ErrorKind::NotSent {
+                message: format!("{dataset} is not a dataset docpipe reads by the window"),
+            },
+        });
+    };
+    let page = shaped_first_page(client, shape, project, window).await?;
+    let id = shape.columns.iter().position(|c| c.name == "id");
+    let thread = match (shape.name == ASSISTANT.name, id, page.rows.first()) {
+        (true, Some(i), Some(row)) => match &row[i] {
+            Cell::Text(t) => Some(t.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    Ok(FirstPage {
+        rows: page.rows.len(),
+        more: page.has_more.unwrap_or(page.next_cursor.is_some()),
+        differs: shape.check_first_page(&page).err(),
+        thread,
+    })
+}
+
+/// The first page of a shaped dataset's window, decoded, at the largest page the service
+/// serves.
+pub async fn shaped_first_page(
+    client: &Client,
+    shape: &'static Shape,
+    project: &str,
+    window: Window,
+) -> Result<Page, ApiError> {
+    let limit = shape.paging.limit();
+    client
+        .analytics_page(
+            shape.name,
+            shape.endpoint,
+            project,
+            None,
+            Some(window),
+            limit,
+            &At::Start,
+            |b| {
+                shape
+                    .decode(b, limit)
+                    .map_err(|e| format!("{}: {e}", At::Start.page_name()))
+            },
+        )
+        .await
+}
+
+impl Shape {
+    /// What the first page of a walk must have: the totals its table needs; the sums of a walk
+    /// of one page too (the sums of a longer walk wait for its last page).
+    pub fn check_first_page(&self, page: &Page) -> Result<(), String> {
+        let more = page.has_more.unwrap_or(false) || page.next_cursor.is_some();
+        if more {
+            self.first_totals(page)
+        } else {
+            self.check_walk(std::slice::from_ref(page))
+        }
+    }
+
+    /// The first page's totals hold what the totals table needs.
+    fn first_totals(&self, first: &Page) -> Result<(), String> {
+        match self.missing_total(&first.totals) {
+            Some((field, table)) => Err(format!(
+                "page 1 has no `{field}`, which the {table} table needs"
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The checks of a complete walk: the first page's totals hold what the output needs, no
+    /// later page's contradict them (a later page may leave some or all out), each key once,
+    /// sums (of the totals there are).
+    pub fn check_walk(&self, pages: &[Page]) -> Result<(), String> {
+        let totals = pages.first().map(|p| p.totals.as_slice()).unwrap_or(&[]);
+        if let Some(first) = pages.first() {
+            self.first_totals(first)?;
+        }
+        let differs = |p: &Page| {
+            p.totals
+                .iter()
+                .zip(totals)
+                .any(|(a, b)| *a != Cell::Null && *b != Cell::Null && a != b)
+        };
+        if let Some((i, _)) = pages.iter().enumerate().find(|(_, p)| differs(p)) {
+            return Err(format!(
+                "the day totals changed during the walk (page {})",
+                i + 1
+            ));
+        }
+        let rows: Vec<&[Cell]> = pages
+            .iter()
+            .flat_map(|p| p.rows.iter().map(Vec::as_slice))
+            .collect();
+        self.check(&rows, totals)
+    }
+}
