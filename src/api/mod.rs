@@ -79,6 +79,11 @@ impl Default for Limits {
     }
 }
 
+/// The rate budget's scope of an organization's analytics requests.
+pub fn analytics_scope(org: &str) -> String {
+    format!("analytics:{org}")
+}
+
 impl Limits {
     /// A limit less its headroom, at least 1.
     pub fn effective(&self, per_hour: u32) -> u32 {
@@ -262,7 +267,7 @@ impl Client {
 
     /// The analytics budget scope of this organization.
     pub fn analytics_scope(&self) -> String {
-        format!("analytics:{}", self.organization)
+        analytics_scope(&self.organization)
     }
 
     /// Replaces every key this client holds with its redacted form.

@@ -188,14 +188,9 @@ pub fn rooms(ctx: &Context) -> BTreeMap<String, Room> {
         .iter()
         .filter(|o| ctx.settings.projects.iter().any(|p| p.organization == o.id))
         .map(|o| {
-            let limit = o.limits.effective(o.limits.analytics_per_hour);
-            let used = ctx.budget().used(&format!("analytics:{}", o.id), now);
             (
                 o.id.clone(),
-                Room {
-                    limit: u64::from(limit),
-                    used: u64::from(used),
-                },
+                Room::analytics(&o.limits, ctx.budget().as_ref(), &o.id, now),
             )
         })
         .collect()

@@ -276,10 +276,8 @@ fn announce(
             continue;
         };
         let limits = client.settings().limits;
-        let used = ctx.budget().used(&client.analytics_scope(), now);
-        let room = limits
-            .effective(limits.analytics_per_hour)
-            .saturating_sub(used) as usize;
+        let budget = crate::planner::Room::analytics(&limits, ctx.budget().as_ref(), &org.id, now);
+        let (used, room) = (budget.used, budget.left() as usize);
         if n > room {
             anyhow::bail!(
                 "check needs {n} analytics requests of organization {}, and only {room} are left of this hour's budget: run it again later (`docpipe status` shows the budget)",
@@ -289,7 +287,7 @@ fn announce(
         parts.push(format!(
             "{} {n} of the {} analytics requests docpipe takes of its hour's {} ({used} used in the last hour)",
             org.id,
-            limits.effective(limits.analytics_per_hour),
+            budget.limit,
             limits.analytics_per_hour
         ));
     }

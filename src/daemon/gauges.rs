@@ -24,11 +24,13 @@ pub fn budget(targets: &[Target], now: DateTime<Utc>) {
     for t in targets {
         let scope = t.client.analytics_scope();
         if seen.insert(scope.clone()) {
-            let limits = t.client.settings().limits;
-            let left = limits
-                .effective(limits.analytics_per_hour)
-                .saturating_sub(t.client.budget().used(&scope, now));
-            metrics::gauge!("docpipe_budget_remaining", "scope" => scope).set(f64::from(left));
+            let room = crate::planner::Room::analytics(
+                &t.client.settings().limits,
+                t.client.budget().as_ref(),
+                t.client.organization(),
+                now,
+            );
+            metrics::gauge!("docpipe_budget_remaining", "scope" => scope).set(room.left() as f64);
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::app::cycle::{self, After, Options, Report, RulesRun, TrendsRun, When}
 use crate::app::export::{plan_fitted, plan_range};
 use crate::app::rules::{Fired, Loaded, Wait};
 use crate::export::{Exporter, Plan, Summary, Target, describe_summary};
+use crate::planner::Room;
 use crate::rules::Rule;
 use crate::rules::engine::{Engine, firing_line};
 use chrono::NaiveDate;
@@ -442,12 +443,11 @@ impl Daemon {
     /// scheduled export needs.
     fn has_room(&self, target: &Target, expected: u64) -> bool {
         let client = &target.client;
-        let limits = client.settings().limits;
-        let limit = u64::from(limits.effective(limits.analytics_per_hour));
-        let used = u64::from(
-            client
-                .budget()
-                .used(&client.analytics_scope(), self.ctx.clock.now()),
+        let Room { limit, used } = Room::analytics(
+            &client.settings().limits,
+            client.budget().as_ref(),
+            client.organization(),
+            self.ctx.clock.now(),
         );
         let reserve = self
             .reserve

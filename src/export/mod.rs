@@ -224,8 +224,8 @@ pub struct Plan {
     pub skipped_final: u64,
     /// Requests expected in all.
     pub expected_requests: u64,
-    /// Per organization: (budget per hour, used in the last hour).
-    pub budgets: BTreeMap<String, (u32, u32)>,
+    /// Per organization: its budget an hour and the requests sent in the last hour.
+    pub budgets: BTreeMap<String, Room>,
     /// Per organization: its budget an hour and the requests that will still count in
     /// [`ROOM_LOOKAHEAD`] (what a run starting now can spend without waiting long).
     pub rooms: BTreeMap<String, Room>,
@@ -359,12 +359,12 @@ impl Plan {
         }
         let mut worst = Duration::ZERO;
         for (org, need) in per_org {
-            let Some((limit, used)) = self.budgets.get(org).copied() else {
+            let Some(room) = self.budgets.get(org) else {
                 continue;
             };
-            let left = u64::from(limit.saturating_sub(used));
+            let left = room.left();
             if need > left {
-                let hours = (need - left).div_ceil(u64::from(limit.max(1)));
+                let hours = (need - left).div_ceil(room.limit.max(1));
                 worst = worst.max(Duration::from_secs(3600 * hours));
             }
         }

@@ -101,19 +101,10 @@ impl Exporter {
         let now = self.clock.now();
         for t in targets {
             let org = t.client.organization().to_string();
-            let limits = t.client.settings().limits;
-            let scope = t.client.analytics_scope();
-            let used = t.client.budget().used(&scope, now);
-            let limit = limits.effective(limits.analytics_per_hour);
-            plan.budgets.insert(org.clone(), (limit, used));
-            let soon = t.client.budget().used(&scope, now + ROOM_LOOKAHEAD);
-            plan.rooms.insert(
-                org.clone(),
-                Room {
-                    limit: u64::from(limit),
-                    used: u64::from(soon),
-                },
-            );
+            let (limits, budget) = (&t.client.settings().limits, t.client.budget());
+            let room = |at| Room::analytics(limits, budget.as_ref(), &org, at);
+            plan.budgets.insert(org.clone(), room(now));
+            plan.rooms.insert(org.clone(), room(now + ROOM_LOOKAHEAD));
             plan.org_of.insert(t.project.clone(), org);
         }
     }
@@ -195,7 +186,8 @@ impl Exporter {
         from: NaiveDate,
         to: NaiveDate,
     ) -> Result<Option<Due>, ExportError> {
-        let policy = self.due_rule(shape.name).policy;
+        let rule = self.due_rule(shape.name);
+        let policy = rule.policy;
         let now = self.clock.now();
         let end = to.succ_opt().unwrap_or(to);
         let look = self.state().span_look(shape.name, &t.project)?;
@@ -243,18 +235,16 @@ impl Exporter {
                         (a, Purpose::Backfill, false)
                     }
                     (Some(_), Some(th)) => {
-                        let full_due = recheck > recent_days
-                            && (self.refresh || Policy::is_due(policy.full, look.full_at, now));
-                        let recent_due =
-                            self.refresh || Policy::is_due(policy.today, look.walked_at, now);
-                        if full_due {
-                            urgency = Policy::urgency(policy.full, look.full_at, now);
-                            (back(th, recheck), Purpose::Recheck, true)
-                        } else if recent_due {
-                            urgency = Policy::urgency(policy.today, look.walked_at, now);
-                            (back(th, recent_days), Purpose::Fresh, false)
-                        } else {
+                        let rechecks = recheck > recent_days;
+                        let Some(due) = rule.span(rechecks, look.full_at, look.walked_at, now)
+                        else {
                             return Ok(None);
+                        };
+                        urgency = due.urgency;
+                        if due.full {
+                            (back(th, recheck), Purpose::Recheck, true)
+                        } else {
+                            (back(th, recent_days), Purpose::Fresh, false)
                         }
                     }
                 };

@@ -73,8 +73,11 @@ pub fn describe_plan(plan: &Plan) -> String {
             never.join(", ")
         );
     }
-    for (org, (limit, used)) in &plan.budgets {
-        out += &format!("  budget of {org}: {limit} requests/hour, {used} used in the last hour\n");
+    for (org, room) in &plan.budgets {
+        out += &format!(
+            "  budget of {org}: {} requests/hour, {} used in the last hour\n",
+            room.limit, room.used
+        );
     }
     out += &format!(
         "  ETA: {}\n",

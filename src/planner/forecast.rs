@@ -311,16 +311,30 @@ impl Sim {
         let Windows::Span { walked_at, full } = &s.windows else {
             return;
         };
-        let p = s.policy;
-        let (purpose, cost, is_full, interval, at) = match (walked_at, full) {
-            (None, _) => (Purpose::Backfill, s.walk_cost, false, p.today, None),
-            (Some(_), Some((f, cost))) if Policy::is_due(p.full, *f, t) => {
-                (Purpose::Recheck, *cost, true, p.full, *f)
+        let rule = DueRule {
+            policy: s.policy,
+            lookback_days: 0,
+            refresh: false,
+        };
+        let (purpose, cost, is_full, urgency, deadline) = match walked_at {
+            None => (
+                Purpose::Backfill,
+                s.walk_cost,
+                false,
+                Policy::urgency(s.policy.today, None, t),
+                false,
+            ),
+            Some(w) => {
+                let full_at = full.as_ref().and_then(|(f, _)| *f);
+                let Some(due) = rule.span(full.is_some(), full_at, Some(*w), t) else {
+                    return;
+                };
+                let cost = match (due.full, full) {
+                    (true, Some((_, cost))) => *cost,
+                    _ => s.walk_cost,
+                };
+                (due.purpose, cost, due.full, due.urgency, due.deadline)
             }
-            (Some(w), _) if Policy::is_due(p.today, Some(*w), t) => {
-                (Purpose::Fresh, s.walk_cost, false, p.today, Some(*w))
-            }
-            _ => return,
         };
         let done = self
             .progress
@@ -334,9 +348,9 @@ impl Sim {
             purpose,
             newness: newness(today),
             cost: cost.saturating_sub(done).max(1),
-            urgency: Policy::urgency(interval, at, t),
+            urgency,
             started: done > 0,
-            deadline: is_full && Policy::is_due(p.oldest, at, t),
+            deadline,
         });
         slots.push(Slot::Span(i, is_full));
     }

@@ -269,6 +269,19 @@ pub struct DayDue {
     pub cost: u64,
 }
 
+/// A span's walk due: its full re-check or its recent days, and how pressing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpanDue {
+    /// Why it is due: [`Purpose::Recheck`] (the full re-check) or [`Purpose::Fresh`].
+    pub purpose: Purpose,
+    /// A full re-check (its days back to the re-check's reach), not the recent days alone.
+    pub full: bool,
+    /// How late it is (see [`Policy::urgency`]).
+    pub urgency: u32,
+    /// A full re-check at its deadline (it waited the policy's `oldest`).
+    pub deadline: bool,
+}
+
 impl DueRule {
     /// The one answer to "is this day due now, how urgent, what will it cost", for the
     /// exporter's plans, `status` and the forecast alike. `walk_cost` is what a whole walk of
@@ -297,6 +310,35 @@ impl DueRule {
             urgency,
             deadline,
             cost,
+        })
+    }
+
+    /// The one answer to "is this span's walk due now, and which", beside [`DueRule::day`],
+    /// for the exporter's plans and the forecast alike: a span walked before (its first walk
+    /// is a backfill) re-checks its days back to its reach when it `rechecks` more days than
+    /// its recent ones and its full re-check (last at `full_at`) is due, else walks its recent
+    /// days when its last walk (`walked_at`) is due again.
+    pub fn span(
+        &self,
+        rechecks: bool,
+        full_at: Option<DateTime<Utc>>,
+        walked_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Option<SpanDue> {
+        let p = &self.policy;
+        if rechecks && (self.refresh || Policy::is_due(p.full, full_at, now)) {
+            return Some(SpanDue {
+                purpose: Purpose::Recheck,
+                full: true,
+                urgency: Policy::urgency(p.full, full_at, now),
+                deadline: Policy::is_due(p.oldest, full_at, now),
+            });
+        }
+        (self.refresh || Policy::is_due(p.today, walked_at, now)).then(|| SpanDue {
+            purpose: Purpose::Fresh,
+            full: false,
+            urgency: Policy::urgency(p.today, walked_at, now),
+            deadline: false,
         })
     }
 }
@@ -395,6 +437,22 @@ impl Room {
     /// What is left this hour.
     pub fn left(&self) -> u64 {
         self.limit.saturating_sub(self.used)
+    }
+
+    /// The one reckoning of an organization's analytics budget, for the plans, the daemon's
+    /// backfill, its gauge, `check`, `status` and the forecast alike: its hourly limit less
+    /// its headroom, and what `budget` counts in the hour before `at` (a later instant: what
+    /// will still count then).
+    pub fn analytics(
+        limits: &crate::api::Limits,
+        budget: &dyn crate::api::budget::Budget,
+        org: &str,
+        at: DateTime<Utc>,
+    ) -> Self {
+        Room {
+            limit: u64::from(limits.effective(limits.analytics_per_hour)),
+            used: u64::from(budget.used(&crate::api::analytics_scope(org), at)),
+        }
     }
 }
 
@@ -554,6 +612,52 @@ mod tests {
         assert_eq!(
             refresh.day(&no_fp, 5, start(1), now),
             Some(d(Purpose::Recheck, false, 0, false, 5))
+        );
+    }
+
+    #[test]
+    fn a_span_rechecks_in_full_when_due_else_walks_its_recent_days() {
+        let rule = DueRule {
+            policy: Policy::default(),
+            lookback_days: 3,
+            refresh: false,
+        };
+        let now = "2026-03-15T12:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let ago = |h: i64| Some(now - Duration::hours(h));
+        let due = |purpose, full, urgency, deadline| SpanDue {
+            purpose,
+            full,
+            urgency,
+            deadline,
+        };
+        // Its full re-check 7 h ago (every 6 h, the oldest 6 h): due, 6 steps late, at its
+        // deadline; a span that re-checks no more than its recent days never does it.
+        assert_eq!(
+            rule.span(true, ago(7), ago(2), now),
+            Some(due(Purpose::Recheck, true, 6, true))
+        );
+        assert_eq!(
+            rule.span(false, ago(7), ago(2), now),
+            Some(due(Purpose::Fresh, false, 6, false))
+        );
+        // The full re-check 3 h ago: its recent days, walked 30 minutes ago: nothing.
+        assert_eq!(
+            rule.span(true, ago(3), Some(now - Duration::minutes(30)), now),
+            None
+        );
+        // Never re-checked in full: due at once.
+        assert_eq!(
+            rule.span(true, None, ago(2), now),
+            Some(due(Purpose::Recheck, true, JUST_DUE, true))
+        );
+        // --refresh: whatever was done when.
+        let refresh = DueRule {
+            refresh: true,
+            ..rule
+        };
+        assert_eq!(
+            refresh.span(false, ago(0), ago(0), now),
+            Some(due(Purpose::Fresh, false, 0, false))
         );
     }
 

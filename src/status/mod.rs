@@ -860,7 +860,7 @@ pub fn request_series(ctx: &Context) -> anyhow::Result<String> {
     );
     for o in &ctx.settings.organizations {
         let org = label(&o.id);
-        let n = ctx.budget().used(&format!("analytics:{}", o.id), now);
+        let n = ctx.budget().used(&crate::api::analytics_scope(&o.id), now);
         let _ = writeln!(
             used,
             "docpipe_budget_used_last_hour{{organization=\"{org}\"}} {n}"
@@ -890,9 +890,9 @@ fn organizations(ctx: &Context, now: DateTime<Utc>) -> anyhow::Result<Vec<OrgSta
     let keys = ctx.store().key_records()?;
     let mut out = Vec::new();
     for o in &ctx.settings.organizations {
-        let limit = o.limits.effective(o.limits.analytics_per_hour);
-        let scope = format!("analytics:{}", o.id);
-        let used = ctx.budget().used(&scope, now);
+        let room = crate::planner::Room::analytics(&o.limits, ctx.budget().as_ref(), &o.id, now);
+        let (limit, used) = (room.limit as u32, room.used as u32);
+        let scope = crate::api::analytics_scope(&o.id);
         let hours = hours_of(&spent, since, &o.id);
         let forecast = forecast.iter().find(|f| f.org == o.id).map(|f| Forecast {
             missing_in_hours: f.backfill.and_then(|(_, hours)| hours),
@@ -921,7 +921,7 @@ fn organizations(ctx: &Context, now: DateTime<Utc>) -> anyhow::Result<Vec<OrgSta
             id: o.id.clone(),
             limit,
             used_last_hour: used,
-            room_now: limit.saturating_sub(used),
+            room_now: room.left() as u32,
             next_request_at: (used >= limit)
                 .then(|| crate::api::budget::next_free(ctx.budget().as_ref(), &scope, limit, now)),
             hours,

@@ -259,7 +259,10 @@ async fn the_plan_is_known_before_sending_and_a_dry_run_sends_nothing() {
     );
     // alpha's last known day had 3 pages; beta and gamma 1.
     assert_eq!(plan.expected_requests, 14 * 3 + 14 + 14);
-    assert_eq!(plan.budgets["org-a"], (10, 0));
+    assert_eq!(
+        plan.budgets["org-a"],
+        docpipe::planner::Room { limit: 10, used: 0 }
+    );
     let text = docpipe::export::describe_plan(&plan);
     assert!(text.starts_with("plan: 42 page-view windows due (9 provisional, 0 resumed), 0 windows of other datasets (0 resumed), 0 of them probed first, 0 skipped as final, 3 as looked at recently, about 70 analytics requests\n"), "{text}");
     // org-a needs 56 requests at 10 an hour: 10 now, 46 in the next five hours.
