@@ -130,7 +130,7 @@ fn sample(exporter: &Exporter, datasets: &[&'static str], now: DateTime<Utc>, f:
                 Windowing::Span { recheck_days } => {
                     // The provisional days of a span are its re-checked days: feedback's full
                     // re-check, the assistant's recent walk.
-                    let look = store.span_look(name, &project).unwrap();
+                    let look = store.span_state(name, &project).unwrap().look;
                     let at = if recheck_days > 1 || name == "feedback" {
                         look.full_at
                     } else {

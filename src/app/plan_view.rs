@@ -155,13 +155,12 @@ fn days_not_final(
 /// A span's walks for the forecast: the recent walk's cost, its last walk and its last full
 /// re-check with that walk's cost.
 fn span_stream(ctx: &Context, shape: &Shape, project: &str) -> Result<(u64, Windows), StoreError> {
-    let st = ctx.store();
-    let look = st.span_look(shape.name, project)?;
-    let walked = st
-        .span_through(shape.name, project)?
+    let state = ctx.store().span_state(shape.name, project)?;
+    let (look, latest) = (state.look, state.cost);
+    let walked = state
+        .through
         .map(|_| look.walked_at.unwrap_or(long_ago(ctx)));
     let recheck = u64::from(ctx.record_settings().recheck(shape));
-    let latest = st.span_cost(shape.name, project)?;
     // The recent walk covers the last day reached (today); the full one its re-check.
     let full = (recheck > 1).then(|| {
         (

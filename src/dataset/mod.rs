@@ -168,6 +168,11 @@ pub fn shape_by_name(name: &str) -> Option<&'static shape::Shape> {
     by_name(name).and_then(|d| d.shape())
 }
 
+/// How a dataset's windows are cut, by its name (one not known: by the day).
+pub fn windowing_of(name: &str) -> Windowing {
+    by_name(name).map_or(Windowing::Daily, |d| d.windowing())
+}
+
 /// A table any dataset writes, by its name.
 pub fn table(name: &str) -> Option<&'static Table> {
     ALL.iter().flat_map(|d| d.tables()).find(|t| t.name == name)

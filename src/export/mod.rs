@@ -1020,11 +1020,10 @@ impl Exporter {
         project: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<chrono::Duration>, StoreError> {
-        let windowing = crate::dataset::shape_by_name(dataset)
-            .map_or(crate::dataset::Windowing::Daily, |s| s.windowing);
+        let windowing = crate::dataset::windowing_of(dataset);
         let at = match windowing {
             crate::dataset::Windowing::Span { .. } => {
-                self.state().span_look(dataset, project)?.walked_at
+                self.state().span_state(dataset, project)?.look.walked_at
             }
             crate::dataset::Windowing::OnDemand => None,
             crate::dataset::Windowing::Daily => {

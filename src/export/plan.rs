@@ -190,12 +190,13 @@ impl Exporter {
         let policy = rule.policy;
         let now = self.clock.now();
         let end = to.succ_opt().unwrap_or(to);
-        let look = self.state().span_look(shape.name, &t.project)?;
+        let state = self.state().span_state(shape.name, &t.project)?;
+        let look = state.look;
         let recheck = i64::from(self.records.recheck(shape));
         // The recent walk: from the last day the previous walk reached (today; after midnight
         // yesterday too, so the night's last rows are not missed).
         let recent_days = recheck.min(1);
-        let through = self.state().span_through(shape.name, &t.project)?;
+        let through = state.through;
         let mut urgency = 0;
         // The run's range reaches today: a walk ending at today's end, or begun before
         // midnight at yesterday's, is a look at the recent days.
@@ -259,7 +260,7 @@ impl Exporter {
         };
         let (stored_pages, _) = self.state().progress(&walk)?;
         let days = (walk.to - walk.from).num_days().max(1) as u64;
-        let latest = self.state().span_cost(shape.name, &t.project)?;
+        let latest = state.cost;
         Ok(Some(Due {
             dataset: shape,
             project: walk.project,

@@ -726,7 +726,7 @@ fn dataset(
     now: DateTime<Utc>,
 ) -> anyhow::Result<DatasetStatus> {
     let state = ctx.store();
-    let windowing = crate::dataset::shape_by_name(name).map_or(Windowing::Daily, |s| s.windowing);
+    let windowing = crate::dataset::windowing_of(name);
     let written = state.windows(name, &p.id)?;
     let mut known: Vec<NaiveDate> = written.keys().copied().collect();
     known.sort();
@@ -744,12 +744,13 @@ fn dataset(
         .copied()
         .collect();
     let (walked_at, fetched_through) = match windowing {
-        Windowing::Span { .. } => (
-            state.span_look(name, &p.id)?.walked_at,
-            state
-                .span_through(name, &p.id)?
-                .map(|t| t.pred_opt().unwrap_or(t)),
-        ),
+        Windowing::Span { .. } => {
+            let span = state.span_state(name, &p.id)?;
+            (
+                span.look.walked_at,
+                span.through.map(|t| t.pred_opt().unwrap_or(t)),
+            )
+        }
         _ => (None, None),
     };
     let target = ctx.settings.freshness.policy(name).today;

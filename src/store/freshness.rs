@@ -64,7 +64,29 @@ fn three(dataset: &str, project: &str, day: NaiveDate) -> Vec<Value> {
     vec![Value::from(dataset), project.into(), day.into()]
 }
 
+/// What the state knows of a span stream, read in one place for the plan, the plan view,
+/// `status` and the staleness: its last walk and full re-check, the last day a walk reached,
+/// and what its walks cost (requests and days of the latest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SpanState {
+    /// When it was last walked, and last walked whole.
+    pub look: SpanLook,
+    /// The last day a walk reached (none: never walked).
+    pub through: Option<NaiveDate>,
+    /// The latest walk's requests and days.
+    pub cost: Option<(u64, u64)>,
+}
+
 impl Store {
+    /// A span stream's state (see [`SpanState`]).
+    pub fn span_state(&self, dataset: &str, project: &str) -> Result<SpanState, StoreError> {
+        Ok(SpanState {
+            look: self.span_look(dataset, project)?,
+            through: self.span_through(dataset, project)?,
+            cost: self.span_cost(dataset, project)?,
+        })
+    }
+
     /// Records a look at a day at `at`: what it holds now has `fingerprint` (`None`: written
     /// with a doubt, so the next look walks it). Returns whether it changed since the last
     /// look (true for a first look).
@@ -192,7 +214,7 @@ impl Store {
     }
 
     /// When a span was last walked, and last walked whole.
-    pub fn span_look(&self, dataset: &str, project: &str) -> Result<SpanLook, StoreError> {
+    pub(super) fn span_look(&self, dataset: &str, project: &str) -> Result<SpanLook, StoreError> {
         let p = vec![Value::from(dataset), project.into()];
         self.sql.read(move |tx| {
             let Some(r) = tx.row(

@@ -120,7 +120,7 @@ impl Store {
     }
 
     /// A span's latest walk: the most requests a day took and how many days it wrote.
-    pub fn span_cost(
+    pub(super) fn span_cost(
         &self,
         dataset: &str,
         project: &str,
@@ -138,7 +138,7 @@ impl Store {
     }
 
     /// The end (excluded) of a span's latest walk, if any.
-    pub fn span_through(
+    pub(super) fn span_through(
         &self,
         dataset: &str,
         project: &str,

@@ -1311,7 +1311,11 @@ async fn the_projects_first_full_feedback_rechecks_are_staggered_across_the_inte
     let full: Vec<(String, i64)> = targets
         .iter()
         .map(|t| {
-            let look = exporter.state().span_look("feedback", &t.project).unwrap();
+            let look = exporter
+                .state()
+                .span_state("feedback", &t.project)
+                .unwrap()
+                .look;
             assert_eq!(look.walked_at, Some(now), "{}", t.project);
             (
                 t.project.clone(),

@@ -33,8 +33,10 @@ impl Calendar {
         dataset: &str,
         project: &str,
     ) -> Result<Vec<NaiveDate>, StoreError> {
-        let span = crate::dataset::shape_by_name(dataset)
-            .is_some_and(|s| matches!(s.windowing, crate::dataset::Windowing::Span { .. }));
+        let span = matches!(
+            crate::dataset::windowing_of(dataset),
+            crate::dataset::Windowing::Span { .. }
+        );
         let settled = span.then(|| shift(self.today, -self.settle_days - 1));
         ledger.final_days(dataset, project, settled)
     }
