@@ -156,7 +156,8 @@ fn days_not_final(
 /// re-check with that walk's cost.
 fn span_stream(ctx: &Context, shape: &Shape, project: &str) -> Result<(u64, Windows), StoreError> {
     let state = ctx.store().span_state(shape.name, project)?;
-    let (look, latest) = (state.look, state.cost);
+    let look = state.look;
+    let latest = ctx.store().span_cost(shape.name, project)?;
     let walked = state
         .through
         .map(|_| look.walked_at.unwrap_or(long_ago(ctx)));

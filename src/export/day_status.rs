@@ -64,7 +64,8 @@ impl Exporter {
             path: DAY_STATUS.to_string(),
             message: e.to_string(),
         })?;
-        records.retain(|r| projects.contains(&r.project));
+        let wanted: std::collections::HashSet<&str> = projects.iter().map(String::as_str).collect();
+        records.retain(|r| wanted.contains(r.project.as_str()));
         let (tz, now) = (self.tz, self.clock.now());
         derived::write(
             self.folder.path(),

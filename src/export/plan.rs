@@ -260,7 +260,7 @@ impl Exporter {
         };
         let (stored_pages, _) = self.state().progress(&walk)?;
         let days = (walk.to - walk.from).num_days().max(1) as u64;
-        let latest = state.cost;
+        let latest = self.state().span_cost(shape.name, &t.project)?;
         Ok(Some(Due {
             dataset: shape,
             project: walk.project,

@@ -109,8 +109,7 @@ fn figure(r: &Row, value: usize, rows: usize) -> Result<Option<Figure>, SqlError
 }
 
 fn day(r: &Row, i: usize) -> Result<Option<NaiveDate>, SqlError> {
-    Ok(r.opt_text(i)?
-        .and_then(|t| NaiveDate::parse_from_str(&t, "%Y-%m-%d").ok()))
+    Ok(r.opt_text(i)?.and_then(|t| t.parse::<NaiveDate>().ok()))
 }
 
 fn figure_values(f: Option<&Figure>) -> [Value; 2] {

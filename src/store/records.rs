@@ -120,7 +120,7 @@ impl Store {
     }
 
     /// A span's latest walk: the most requests a day took and how many days it wrote.
-    pub(super) fn span_cost(
+    pub fn span_cost(
         &self,
         dataset: &str,
         project: &str,

@@ -169,7 +169,7 @@ impl Store {
                 "SELECT day, final, rows, mismatch FROM windows WHERE dataset = ?1 AND project = ?2",
                 &p,
             )? {
-                if let Ok(d) = NaiveDate::parse_from_str(&r.text(0)?, "%Y-%m-%d") {
+                if let Ok(d) = r.text(0)?.parse::<NaiveDate>() {
                     out.insert(
                         d,
                         WindowState {

@@ -80,20 +80,25 @@ impl Impact {
     }
 }
 
-/// The rule's one trend table of one project over the days `from..=to` alone.
+/// The rule's one trend table of one project over the days `from..=to` alone (none: the
+/// output holds no page views, which the page tables are computed from).
 pub fn table_over(
     out: &Path,
     impact: &Impact,
     project: &str,
     from: NaiveDate,
     to: NaiveDate,
-) -> Result<DataFrame, TrendsError> {
+) -> Result<Option<DataFrame>, TrendsError> {
     let sel = Selection {
         projects: vec![project.to_string()],
         from: Some(from),
         to: Some(to),
     };
-    crate::trends::table(out, &impact.table, &sel)
+    match crate::trends::table(out, &impact.table, &sel) {
+        Ok(df) => Ok(Some(df)),
+        Err(TrendsError::NoData(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Records a firing's plan and its keys' figures over the final days before it (the last
@@ -121,15 +126,20 @@ pub fn record_before(
         to,
         days: final_count(&finals, from, to),
     };
-    let figures = if days.days > 0 {
-        let table = table_over(out, impact, &rule.project, from, to).map_err(|e| e.to_string())?;
-        impact.figures(&table, &rule.project, keys)?
+    let table = if days.days > 0 {
+        table_over(out, impact, &rule.project, from, to).map_err(|e| e.to_string())?
     } else {
-        let none = Figure {
-            value: None,
-            rows: None,
-        };
-        keys.iter().map(|k| (k.clone(), none.clone())).collect()
+        None
+    };
+    let figures = match table {
+        Some(t) => impact.figures(&t, &rule.project, keys)?,
+        None => {
+            let none = Figure {
+                value: None,
+                rows: None,
+            };
+            keys.iter().map(|k| (k.clone(), none.clone())).collect()
+        }
     };
     let definition = serde_json::to_string(impact).map_err(|e| e.to_string())?;
     ledger
@@ -188,10 +198,12 @@ pub fn measure_due(
                     .into_iter()
                     .map(|k| k.key)
                     .collect();
-                let table = table_over(out, &impact, &f.project, from, to)?;
-                let figures = impact
-                    .figures(&table, &f.project, &names)
-                    .map_err(ImpactError::Metric)?;
+                let figures = match table_over(out, &impact, &f.project, from, to)? {
+                    Some(t) => impact
+                        .figures(&t, &f.project, &names)
+                        .map_err(ImpactError::Metric)?,
+                    None => Vec::new(),
+                };
                 let after = Days {
                     from,
                     to,
