@@ -82,12 +82,6 @@ impl std::str::FromStr for RunOutcome {
     }
 }
 
-impl std::fmt::Display for RunOutcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl Trouble {
     /// Its name in the state.
     pub fn name(self) -> &'static str {

@@ -34,12 +34,12 @@ pub fn render(rules: &[RuleImpact], tz: chrono_tz::Tz) -> String {
 }
 
 fn measures(out: &mut String, m: &Measures, tz: chrono_tz::Tz) {
-    let c = &m.counts;
+    let c = m.counts();
     let _ = writeln!(out, "{}", m.impact.describe());
     let _ = writeln!(
         out,
         "  jobs measured: {}; keys: {} improved, {} stayed, {} worse; median change {}",
-        m.jobs,
+        m.jobs(),
         c.improved,
         c.stayed,
         c.worse,
@@ -69,11 +69,11 @@ fn measures(out: &mut String, m: &Measures, tz: chrono_tz::Tz) {
         );
     }
     let enough = m.enough();
-    if m.keys > 0 && (enough < MIN_KEYS || c.too_little > 0) {
+    if m.keys() > 0 && (enough < MIN_KEYS || c.too_little > 0) {
         let _ = writeln!(
             out,
             "  caveat: {enough} of {} keys have at least {MIN_DAYS} final days and {} rows on each side{}",
-            m.keys,
+            m.keys(),
             m.impact.min_count,
             if enough < MIN_KEYS {
                 format!("; fewer than {MIN_KEYS}: too few to say anything yet")

@@ -69,14 +69,6 @@ pub enum Settled {
 }
 
 impl Settled {
-    /// Why it was not measured (none: it was).
-    pub fn reason(&self) -> Option<&str> {
-        match self {
-            Settled::Measured => None,
-            Settled::NotMeasured(why) => Some(why),
-        }
-    }
-
     /// As the ledger keeps it: the `outcome` column holds why a plan was not measured; a
     /// measured plan has its days after (older ledgers also wrote a word there).
     fn of_columns(

@@ -769,24 +769,27 @@ const SOURCES: [&str; 7] = [
 
 /// The gap table `name`'s query over its sources (`rows` gives a source table's rows, with
 /// `complete`).
-fn query(name: &str, rows: &dyn Fn(&str) -> LazyFrame) -> PolarsResult<LazyFrame> {
-    let whole = |table: &str| rows(table).filter(col("complete"));
+fn query(
+    name: &str,
+    rows: &dyn Fn(&str) -> Result<LazyFrame, TrendsError>,
+) -> Result<LazyFrame, TrendsError> {
+    let whole = |table: &str| Ok::<_, TrendsError>(rows(table)?.filter(col("complete")));
     Ok(match name {
-        "search_terms" => search_terms(whole("searches"), whole("search_totals"))?,
-        "search_daily" => search_daily(rows("searches"), rows("search_totals")),
-        "assistant_daily" => assistant_daily(rows("assistant_turns")),
-        "assistant_categories" => assistant_categories(rows("assistant_turns")),
-        "unanswered_questions" => unanswered_questions(whole("assistant_turns"))?,
-        "feedback_pages" => feedback_pages(whole("feedback"))?,
+        "search_terms" => search_terms(whole("searches")?, whole("search_totals")?)?,
+        "search_daily" => search_daily(rows("searches")?, rows("search_totals")?),
+        "assistant_daily" => assistant_daily(rows("assistant_turns")?),
+        "assistant_categories" => assistant_categories(rows("assistant_turns")?),
+        "unanswered_questions" => unanswered_questions(whole("assistant_turns")?)?,
+        "feedback_pages" => feedback_pages(whole("feedback")?)?,
         "visitors_daily" => visitors_daily(
-            rows("site_visitors"),
-            rows(crate::dataset::page_views::SITE_TOTALS),
+            rows("site_visitors")?,
+            rows(crate::dataset::page_views::SITE_TOTALS)?,
         ),
-        "callers_weekly" => callers_weekly(rows("assistant_callers")),
+        "callers_weekly" => callers_weekly(rows("assistant_callers")?),
         other => {
-            return Err(PolarsError::ComputeError(
-                format!("{other} is not a gap table").into(),
-            ));
+            return Err(
+                PolarsError::ComputeError(format!("{other} is not a gap table").into()).into(),
+            );
         }
     })
 }
@@ -814,18 +817,8 @@ pub fn table(
     partial: &DataFrame,
 ) -> Result<DataFrame, TrendsError> {
     // Only the sources the query reads are scanned.
-    let failed = std::cell::RefCell::new(None);
-    let rows = |t: &str| {
-        completed_source(Some(out), t, sel, partial).unwrap_or_else(|e| {
-            failed.borrow_mut().get_or_insert(e);
-            DataFrame::empty().lazy()
-        })
-    };
-    let q = query(name, &rows);
-    if let Some(e) = failed.into_inner() {
-        return Err(e);
-    }
-    Ok(q?.collect()?)
+    let rows = |t: &str| completed_source(Some(out), t, sel, partial);
+    Ok(query(name, &rows)?.collect()?)
 }
 
 fn compute_in(
@@ -848,8 +841,9 @@ fn compute_in(
     for (table, rows) in SOURCES.into_iter().zip(read) {
         sources.insert(table, rows?);
     }
-    let queries = NAMES.map(|name| query(name, &|t| sources[t].clone()));
-    let [a, b, c, d, e, f, g, h] = in_parallel(queries.map(|q| move || q?.collect()));
+    let queries = NAMES.map(|name| query(name, &|t| Ok(sources[t].clone())));
+    let [a, b, c, d, e, f, g, h] =
+        in_parallel(queries.map(|q| move || Ok::<_, TrendsError>(q?.collect()?)));
     Ok(Gaps {
         search_terms: a?,
         search_daily: b?,

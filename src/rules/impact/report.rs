@@ -8,10 +8,10 @@ use super::days::{Calendar, Due, due, polled};
 use super::table::{Row, rows};
 use crate::rules::Rule;
 use crate::store::StoreError;
-use crate::store::impact::{Days, Settled};
+use crate::store::impact::{Days, Plan, Settled};
 use crate::store::ledger::{Firing, Ledger};
 use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Keys with enough data a rule needs before its counts say anything.
 pub const MIN_KEYS: usize = 3;
@@ -180,12 +180,6 @@ pub struct MeasuredFiring {
 pub struct Measures {
     /// Its `[impact]`.
     pub impact: Impact,
-    /// Jobs measured.
-    pub jobs: usize,
-    /// Every measured key of the rule, counted.
-    pub counts: Counts,
-    /// Keys measured.
-    pub keys: usize,
     /// Each measured firing.
     pub firings: Vec<MeasuredFiring>,
     /// Firings waiting to be measured, and what for.
@@ -197,9 +191,25 @@ pub struct Measures {
 }
 
 impl Measures {
+    /// Jobs measured.
+    pub fn jobs(&self) -> usize {
+        self.firings.len()
+    }
+
+    /// Every measured key of the rule, counted.
+    pub fn counts(&self) -> Counts {
+        let keys: Vec<&Row> = self.firings.iter().flat_map(|f| &f.keys).collect();
+        count(&keys)
+    }
+
+    /// Keys measured.
+    pub fn keys(&self) -> usize {
+        self.firings.iter().map(|f| f.keys.len()).sum()
+    }
+
     /// Keys with enough data each side.
     pub fn enough(&self) -> usize {
-        self.keys - self.counts.too_little
+        self.keys() - self.counts().too_little
     }
 }
 
@@ -216,6 +226,14 @@ pub struct RuleImpact {
     pub measures: Option<Measures>,
 }
 
+/// What the report reads of the ledger, once for every rule.
+struct Read {
+    rows: Vec<Row>,
+    plans: HashMap<i64, Plan>,
+    firings: Vec<Firing>,
+    polled: HashSet<i64>,
+}
+
 /// The model of `docpipe rules impact`: per rule, the jobs measured, the keys that improved,
 /// stayed and got worse, each measured firing's keys, what waits and what never will be
 /// measured.
@@ -224,80 +242,80 @@ pub fn report(
     ledger: &Ledger,
     cal: Calendar,
 ) -> Result<Vec<RuleImpact>, StoreError> {
-    let all = rows(ledger)?;
-    let plans = ledger.plans()?;
-    let firings = ledger.all()?;
-    let polled = polled(ledger)?;
-    let mut out = Vec::new();
-    for rule in rules {
-        let measures = match &rule.impact {
-            None => None,
-            Some(impact) => {
-                let mine: Vec<&Firing> = firings
-                    .iter()
-                    .filter(|f| f.rule == rule.name && f.project == rule.project)
-                    .collect();
-                let measured: Vec<&Row> = all
-                    .iter()
-                    .filter(|r| r.rule == rule.name && r.project == rule.project)
-                    .collect();
-                let mut m = Measures {
-                    impact: impact.clone(),
-                    jobs: 0,
-                    counts: count(&measured),
-                    keys: measured.len(),
-                    firings: Vec::new(),
-                    waiting: Vec::new(),
-                    not_measured: Vec::new(),
-                    not_measurable: 0,
-                };
-                for f in mine {
-                    let Some(plan) = plans.get(&f.id) else {
-                        m.not_measurable += 1;
-                        continue;
-                    };
-                    match (&plan.settled, plan.after) {
-                        (Some(Settled::NotMeasured(why)), _) => {
-                            m.not_measured.push((f.id, why.clone()));
-                        }
-                        (_, Some(after)) => m.firings.push(MeasuredFiring {
-                            firing: f.clone(),
-                            before: plan.before,
-                            after,
-                            keys: measured
-                                .iter()
-                                .filter(|r| r.firing_id == f.id)
-                                .map(|r| (*r).clone())
-                                .collect(),
-                        }),
-                        (None, None) => {
-                            let Ok(impact) = serde_json::from_str::<Impact>(&plan.definition)
-                            else {
-                                continue;
-                            };
-                            let finals = cal.final_days(ledger, impact.dataset(), &f.project)?;
-                            let is_polled = polled.contains(&f.id);
-                            if let Due::Wait(why) =
-                                due(f, plan, &impact, &finals, is_polled, cal.tz)
-                            {
-                                m.waiting.push((f.id, why));
-                            }
-                        }
-                        (Some(Settled::Measured), None) => {}
-                    }
-                }
-                m.jobs = m.firings.len();
-                Some(m)
-            }
+    let read = Read {
+        rows: rows(ledger)?,
+        plans: ledger.plans()?,
+        firings: ledger.all()?,
+        polled: polled(ledger)?,
+    };
+    rules
+        .iter()
+        .map(|rule| {
+            Ok(RuleImpact {
+                rule: rule.name.clone(),
+                project: rule.project.clone(),
+                file: rule.file.clone(),
+                measures: match &rule.impact {
+                    Some(impact) => Some(measures(&read, rule, impact, ledger, cal)?),
+                    None => None,
+                },
+            })
+        })
+        .collect()
+}
+
+/// A rule's firings, each where it stands: measured (with its keys), waiting, never to be
+/// measured, or older than its `[impact]`.
+fn measures(
+    read: &Read,
+    rule: &Rule,
+    impact: &Impact,
+    ledger: &Ledger,
+    cal: Calendar,
+) -> Result<Measures, StoreError> {
+    let mut m = Measures {
+        impact: impact.clone(),
+        firings: Vec::new(),
+        waiting: Vec::new(),
+        not_measured: Vec::new(),
+        not_measurable: 0,
+    };
+    let mine = read
+        .firings
+        .iter()
+        .filter(|f| f.rule == rule.name && f.project == rule.project);
+    for f in mine {
+        let Some(plan) = read.plans.get(&f.id) else {
+            m.not_measurable += 1;
+            continue;
         };
-        out.push(RuleImpact {
-            rule: rule.name.clone(),
-            project: rule.project.clone(),
-            file: rule.file.clone(),
-            measures,
-        });
+        match (&plan.settled, plan.after) {
+            (Some(Settled::NotMeasured(why)), _) => m.not_measured.push((f.id, why.clone())),
+            (_, Some(after)) => m.firings.push(MeasuredFiring {
+                firing: f.clone(),
+                before: plan.before,
+                after,
+                keys: read
+                    .rows
+                    .iter()
+                    .filter(|r| r.firing_id == f.id)
+                    .cloned()
+                    .collect(),
+            }),
+            (None, None) => {
+                let Ok(then) = serde_json::from_str::<Impact>(&plan.definition) else {
+                    continue;
+                };
+                let finals = cal.final_days(ledger, then.dataset(), &f.project)?;
+                let polled = read.polled.contains(&f.id);
+                if let Due::Wait(why) = due(f, plan, &then, &finals, polled, cal.tz) {
+                    m.waiting.push((f.id, why));
+                }
+            }
+            (Some(Settled::Measured), None) => {}
+        }
     }
-    Ok(out)
+    Ok(m)
 }
 
 #[cfg(test)]
@@ -356,7 +374,7 @@ mod tests {
         let model = report(std::slice::from_ref(&r), &ledger, cal).unwrap();
         let m = model[0].measures.as_ref().unwrap();
         assert_eq!(
-            (m.jobs, m.keys, m.counts, m.not_measurable),
+            (m.jobs(), m.keys(), m.counts(), m.not_measurable),
             (0, 0, Counts::default(), 1)
         );
         assert!(m.firings.is_empty() && m.waiting.is_empty() && m.not_measured.is_empty());
