@@ -327,7 +327,7 @@ pub fn tables(out: &Path) -> Result<Vec<Table>, String> {
                 })
                 .collect();
             all.push(partitioned(t.name, Some(d.name()), (t.schema)(), keys));
-            if d.shape().is_some() && t.partition.contains(&Key::Date) {
+            if d.rounds_fractions() && t.partition.contains(&Key::Date) {
                 let companion = crate::export::fractions_table(t.name);
                 let keys = vec!["project", "date"];
                 let schema = crate::export::fractions_schema();

@@ -3,8 +3,7 @@
 
 use super::Context;
 use super::export::{plan_due, plan_range};
-use crate::dataset::Windowing;
-use crate::dataset::shape::Shape;
+use crate::dataset::{Dataset, Windowing};
 use crate::export::{ExportError, Plan};
 use crate::planner::Room;
 use crate::planner::forecast::{OrgForecast, Stream, Windows};
@@ -73,16 +72,16 @@ pub fn streams(ctx: &Context) -> Result<Vec<Stream>, StoreError> {
                 .iter()
                 .filter(|f| f.dataset == dataset.name() && f.project == p.id)
                 .collect();
-            let (walk_cost, mut windows) = match (dataset.windowing(), dataset.shape()) {
-                (Windowing::Daily, _) => (
+            let (walk_cost, mut windows) = match dataset.windowing() {
+                Windowing::Daily => (
                     ctx.store().window_cost(dataset, &p.id)?,
                     Windows::Days {
                         days: days_not_final(ctx, dataset.name(), &p.id, p.first_day(today))?,
                         lookback_days: s.lookback_days,
                     },
                 ),
-                (Windowing::Span { .. }, Some(shape)) => span_stream(ctx, shape, &p.id)?,
-                _ => continue,
+                Windowing::Span { .. } => span_stream(ctx, dataset, &p.id)?,
+                Windowing::OnDemand => continue,
             };
             if let Windows::Days { days, .. } = &mut windows {
                 for f in &mine {
@@ -154,14 +153,18 @@ fn days_not_final(
 
 /// A span's walks for the forecast: the recent walk's cost, its last walk and its last full
 /// re-check with that walk's cost.
-fn span_stream(ctx: &Context, shape: &Shape, project: &str) -> Result<(u64, Windows), StoreError> {
-    let state = ctx.store().span_state(shape.name, project)?;
+fn span_stream(
+    ctx: &Context,
+    dataset: &dyn Dataset,
+    project: &str,
+) -> Result<(u64, Windows), StoreError> {
+    let state = ctx.store().span_state(dataset.name(), project)?;
     let look = state.look;
-    let latest = ctx.store().span_cost(shape.name, project)?;
+    let latest = ctx.store().span_cost(dataset.name(), project)?;
     let walked = state
         .through
         .map(|_| look.walked_at.unwrap_or(long_ago(ctx)));
-    let recheck = u64::from(ctx.record_settings().recheck(shape));
+    let recheck = u64::from(ctx.record_settings().recheck(dataset));
     // The recent walk covers the last day reached (today); the full one its re-check.
     let full = (recheck > 1).then(|| {
         (

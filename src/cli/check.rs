@@ -401,7 +401,8 @@ async fn send(
         Probe::RuleFile(problem) => Ok((Found::Problem(problem.clone()), Learned::Nothing)),
         Probe::NoHalves { org } => Ok((
             Found::NotSent(format!(
-                "no project of organization {org} exports page_views, searches, assistant or feedback, the datasets --deep compares"
+                "no project of organization {org} exports {}, the datasets --deep compares",
+                crate::dataset::probe::HALVES.concat().join(", ")
             )),
             Learned::Nothing,
         )),

@@ -103,7 +103,8 @@ pub fn config_text(org: &str, projects: &[String], key_env: &str, a: &Args) -> S
         out += &format!(
             "\n[[projects]]\nid = {p:?}\norganization = {org:?}\n\
              # start_date = \"2026-01-01\"   # the first day to export (default: the last 30 days)\n\
-             # datasets = [\"page_views\", \"visitors\", \"searches\", \"feedback\", \"feedback_by_page\", \"assistant\", \"caller_stats\"]\n"
+             # datasets = {datasets:?}\n",
+            datasets = crate::dataset::default_names()
         );
     }
     out += &format!(

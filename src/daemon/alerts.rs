@@ -410,18 +410,8 @@ impl Alerts {
     /// at [`FAILING_RUNS`] or more.
     fn failing_windows(&mut self, ctx: &Context, report: &Report) -> Vec<Problem> {
         let s = &report.summary;
-        for w in &s.windows {
-            self.failing.remove(&(
-                crate::dataset::page_views::PAGE_VIEWS,
-                w.project.clone(),
-                w.day,
-            ));
-        }
-        for r in &s.records {
-            self.failing.remove(&(r.dataset, r.project.clone(), r.from));
-        }
-        for c in &s.checked {
-            self.failing.remove(&(c.dataset, c.project.clone(), c.day));
+        for (dataset, project, day) in s.settled() {
+            self.failing.remove(&(dataset, project.to_string(), day));
         }
         let mut found = Vec::new();
         for f in s.failed.iter().filter(|f| !f.skipped) {

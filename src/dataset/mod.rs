@@ -18,6 +18,10 @@ use arrow_schema::SchemaRef;
 use chrono::NaiveDate;
 use std::path::Path;
 
+/// The leading dataset: page views, whose days head a project's status, are served first each
+/// run (the trends read them) and whose windows a page-view summary line counts.
+pub const LEADING: &str = page_views::PAGE_VIEWS;
+
 /// How a dataset's pages follow each other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Paging {
@@ -122,6 +126,12 @@ pub trait Dataset: Send + Sync + std::fmt::Debug {
     /// (their fast column reader: `export/views.rs`).
     fn shape(&'static self) -> Option<&'static shape::Shape> {
         None
+    }
+    /// Whether its counts may come with a fraction: rounded in its dated tables, kept as sent
+    /// in a companion table each (`<table>_fractions`). Page views set such rows aside in
+    /// `rejects/` instead.
+    fn rounds_fractions(&self) -> bool {
+        false
     }
     /// How the planner estimates a window's requests (measured by the freshness bench: page
     /// views by their pages, the others by their requests, which gave the fresher data).

@@ -9,7 +9,7 @@ use super::shape::{Cell, Page, Shape};
 use crate::api::analytics::At;
 use crate::api::views::{PAGE_LIMIT, next_offset, zero_rows};
 use crate::api::{ApiError, Client, ErrorKind, Operation};
-use crate::calendar::Window;
+use crate::calendar::{Part, Window};
 
 /// What a window's first page showed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,6 +103,78 @@ pub async fn shaped_first_page(
             },
         )
         .await
+}
+
+/// The offset-paged dataset compared: page views (their totals add up; visitors' do not).
+const OFFSET: &[&str] = &[PAGE_VIEWS];
+
+/// The cursor-paged datasets compared, the first an organization exports: searches (the
+/// day's `totalSearches` adds up), else the rows of assistant turns or feedback on one page.
+const CURSOR: &[&str] = &["searches", "assistant", "feedback"];
+
+/// The datasets `check --deep` compares by halves of a day, in turn: one offset-paged, then
+/// one cursor-paged, the first an organization exports of each list.
+pub const HALVES: [&[&str]; 2] = [OFFSET, CURSOR];
+
+/// The count of a window, as `check --deep` compares a day with its halves: what it counts
+/// and how many, or why it cannot be compared.
+pub async fn count(
+    client: &Client,
+    project: &str,
+    dataset: &str,
+    window: Window,
+) -> Result<Result<(&'static str, i64), String>, ApiError> {
+    if dataset == PAGE_VIEWS {
+        let page = client.page_views(project, window, PAGE_LIMIT, 0).await?;
+        return Ok(match page.totals {
+            Some(t) => Ok(("views", t.total)),
+            None => Err(format!(
+                "inconclusive: the page views of {} came without totals",
+                part_name(window)
+            )),
+        });
+    }
+    let Some(shape) = super::shape_by_name(dataset) else {
+        return Ok(Err(format!(
+            "inconclusive: {dataset} is not a dataset compared by halves"
+        )));
+    };
+    let page = shaped_first_page(client, shape, project, window).await?;
+    // A total that adds up (the searches' `totalSearches`), else the rows of a page that is
+    // the whole window.
+    if let Some((_, total)) = shape.sums.first() {
+        let at = shape.totals.iter().position(|c| c.name == *total);
+        return Ok(match at.and_then(|i| page.totals.get(i)) {
+            Some(Cell::Int(n)) => Ok((shape.name, *n)),
+            _ => Err(format!(
+                "inconclusive: the {} of {} came without {total}",
+                shape.name,
+                part_name(window)
+            )),
+        });
+    }
+    if page.has_more.unwrap_or(page.next_cursor.is_some()) {
+        return Ok(Err(format!(
+            "inconclusive: {} has more than one page of {} (more than {} rows)",
+            part_name(window),
+            shape.name,
+            limit_of(shape)
+        )));
+    }
+    Ok(Ok(("rows", page.rows.len() as i64)))
+}
+
+/// `2026-03-14`, `the first half of 2026-03-14`.
+fn part_name(window: Window) -> String {
+    match window.part {
+        Part::Whole => window.from.to_string(),
+        _ => window.describe(),
+    }
+}
+
+/// The rows of the largest page of a dataset.
+fn limit_of(shape: &Shape) -> u32 {
+    shape.paging.limit().unwrap_or(0)
 }
 
 impl Shape {

@@ -256,6 +256,9 @@ impl Dataset for Shape {
     fn shape(&'static self) -> Option<&'static Shape> {
         Some(self)
     }
+    fn rounds_fractions(&self) -> bool {
+        true
+    }
 }
 
 /// A table of a shape's descriptor (its schema comes from the shape by name).

@@ -102,19 +102,6 @@ pub struct Target {
     pub datasets: Vec<&'static str>,
 }
 
-impl Target {
-    /// A project exporting page views only (tools and tests; the commands take the config's
-    /// datasets).
-    pub fn page_views(project: &str, client: Client, start: Option<NaiveDate>) -> Self {
-        Self {
-            project: project.to_string(),
-            client,
-            start,
-            datasets: vec![crate::dataset::page_views::PAGE_VIEWS],
-        }
-    }
-}
-
 /// A window that needs fetching, of any dataset: a day of a daily dataset, or a span's days.
 #[derive(Debug, Clone)]
 pub struct Due {
@@ -678,6 +665,24 @@ impl Summary {
             return false;
         }
         true
+    }
+
+    /// Every window the run wrote or found as stored, of any dataset: its dataset, project and
+    /// first day.
+    pub fn settled(&self) -> impl Iterator<Item = (&'static str, &str, NaiveDate)> {
+        let views = self
+            .windows
+            .iter()
+            .map(|w| (crate::dataset::LEADING, w.project.as_str(), w.day));
+        let records = self
+            .records
+            .iter()
+            .map(|r| (r.dataset, r.project.as_str(), r.from));
+        let checked = self
+            .checked
+            .iter()
+            .map(|c| (c.dataset, c.project.as_str(), c.day));
+        views.chain(records).chain(checked)
     }
 
     /// Whether the run wrote a window of any dataset.

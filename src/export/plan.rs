@@ -4,7 +4,6 @@
 //! re-check or its recent days fall due. Then the windows are put in serving order.
 
 use super::{Due, ExportError, Exporter, Plan, ROOM_LOOKAHEAD, Target};
-use crate::dataset::shape::Shape;
 use crate::dataset::{self, Dataset, Windowing};
 use crate::planner::{self, DayState, Policy, Purpose, Room};
 use crate::store::WalkKey;
@@ -41,16 +40,16 @@ impl Exporter {
                 let Some(dataset) = dataset::by_name(name) else {
                     continue;
                 };
-                match (dataset.windowing(), dataset.shape()) {
-                    (Windowing::Daily, _) => self.plan_days(&mut plan, dataset, t, from, to)?,
-                    (Windowing::Span { .. }, Some(shape)) => {
-                        if let Some(due) = self.plan_span(shape, t, targets, from, to)? {
+                match dataset.windowing() {
+                    Windowing::Daily => self.plan_days(&mut plan, dataset, t, from, to)?,
+                    Windowing::Span { .. } => {
+                        if let Some(due) = self.plan_span(dataset, t, targets, from, to)? {
                             plan.due.push(due);
                         } else {
                             plan.fresh += 1;
                         }
                     }
-                    _ => {}
+                    Windowing::OnDemand => {}
                 }
             }
         }
@@ -180,19 +179,19 @@ impl Exporter {
     #[expect(clippy::too_many_lines)]
     fn plan_span(
         &self,
-        shape: &'static Shape,
+        dataset: &'static dyn Dataset,
         t: &Target,
         targets: &[Target],
         from: NaiveDate,
         to: NaiveDate,
     ) -> Result<Option<Due>, ExportError> {
-        let rule = self.due_rule(shape.name);
+        let rule = self.due_rule(dataset.name());
         let policy = rule.policy;
         let now = self.clock.now();
         let end = to.succ_opt().unwrap_or(to);
-        let state = self.state().span_state(shape.name, &t.project)?;
+        let state = self.state().span_state(dataset.name(), &t.project)?;
         let look = state.look;
-        let recheck = i64::from(self.records.recheck(shape));
+        let recheck = i64::from(self.records.recheck(dataset));
         // The recent walk: from the last day the previous walk reached (today; after midnight
         // yesterday too, so the night's last rows are not missed).
         let recent_days = recheck.min(1);
@@ -205,7 +204,7 @@ impl Exporter {
         // the range.
         let back =
             |th: NaiveDate, days: i64| (th.min(end) - chrono::Duration::days(days)).max(from);
-        let in_progress = self.state().walk_in_progress(shape.name, &t.project)?;
+        let in_progress = self.state().walk_in_progress(dataset.name(), &t.project)?;
         let (walk, purpose, full, recent) = match in_progress {
             // A walk under way goes on: first of the backfill when it is one (a first walk, or
             // a range short of the recent days: walked whole), else first of all; a full
@@ -230,7 +229,7 @@ impl Exporter {
                     // Days since the project's first day that no walk covered (a backfill
                     // that began later than `start_date`): walked first, as a backfill.
                     (Some(_), Some(th))
-                        if let Some((a, b)) = self.span_hole(shape, t, from, th)? =>
+                        if let Some((a, b)) = self.span_hole(dataset, t, from, th)? =>
                     {
                         stop = b;
                         (a, Purpose::Backfill, false)
@@ -250,7 +249,7 @@ impl Exporter {
                     }
                 };
                 let w = WalkKey {
-                    dataset: shape.name,
+                    dataset: dataset.name(),
                     project: t.project.clone(),
                     from: start.min(to),
                     to: stop,
@@ -260,9 +259,9 @@ impl Exporter {
         };
         let (stored_pages, _) = self.state().progress(&walk)?;
         let days = (walk.to - walk.from).num_days().max(1) as u64;
-        let latest = self.state().span_cost(shape.name, &t.project)?;
+        let latest = self.state().span_cost(dataset.name(), &t.project)?;
         Ok(Some(Due {
-            dataset: shape,
+            dataset,
             project: walk.project,
             day: walk.from,
             to: walk.to,
@@ -284,7 +283,7 @@ impl Exporter {
             part: None,
             earlier: 0,
             stagger: if purpose == Purpose::Backfill {
-                stagger(shape, t, targets, policy.full)
+                stagger(dataset, t, targets, policy.full)
             } else {
                 chrono::Duration::zero()
             },
@@ -297,12 +296,12 @@ impl Exporter {
     /// walk of a span dataset covered: `(first, the day after the last)`.
     fn span_hole(
         &self,
-        shape: &Shape,
+        dataset: &dyn Dataset,
         t: &Target,
         from: NaiveDate,
         through: NaiveDate,
     ) -> Result<Option<(NaiveDate, NaiveDate)>, ExportError> {
-        let covered = self.state().windows(shape.name, &t.project)?;
+        let covered = self.state().windows(dataset.name(), &t.project)?;
         Ok(holes(|d| covered.contains_key(&d), from, through)
             .first()
             .map(|r| (r.start, r.end)))
@@ -337,12 +336,14 @@ pub fn holes(
 /// the project's rank among the `n` with the dataset, so that the projects' full re-checks (a
 /// few dozen requests each) do not all fall due in the same hour.
 fn stagger(
-    shape: &Shape,
+    dataset: &dyn Dataset,
     t: &Target,
     targets: &[Target],
     full: chrono::Duration,
 ) -> chrono::Duration {
-    let with = targets.iter().filter(|o| o.datasets.contains(&shape.name));
+    let with = targets
+        .iter()
+        .filter(|o| o.datasets.contains(&dataset.name()));
     let n = with.clone().count().max(1) as i32;
     let rank = with.take_while(|o| o.project != t.project).count() as i32;
     full * rank / n

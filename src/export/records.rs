@@ -5,7 +5,7 @@
 //! written once, a key twice refused), and their partitions, written atomically. Assistant
 //! threads are fetched after the turns.
 
-use super::window::{Walk, Written};
+use super::window::{Sink, Walk, Written};
 use super::{CrashPoints, Due, ExportError, Exporter, Stops, Summary};
 use crate::api::Client;
 use crate::api::analytics::At;
@@ -14,7 +14,7 @@ use crate::calendar::Window;
 use crate::dataset::analytics::{ASSISTANT, THREAD_MESSAGES, THREADS};
 use crate::dataset::parquet::{self as pq, WriteError};
 use crate::dataset::shape::{Cell, FlaggedRow, Page, Shape};
-use crate::dataset::{Paging, Windowing};
+use crate::dataset::{Dataset, Paging, Windowing};
 use crate::layout::{PART, Pending, partition_dir, project_dir};
 use crate::store::{RecordsWritten, WalkKey};
 use arrow_array::{Array, RecordBatch, StringArray, TimestampMicrosecondArray};
@@ -47,8 +47,8 @@ impl Default for RecordSettings {
 impl RecordSettings {
     /// The days a span walks again: its full re-check (feedback's 14 days, the assistant's
     /// overlap).
-    pub fn recheck(&self, shape: &Shape) -> u32 {
-        match (shape.name, shape.windowing) {
+    pub fn recheck(&self, dataset: &dyn Dataset) -> u32 {
+        match (dataset.name(), dataset.windowing()) {
             ("feedback", _) => self.feedback_recheck_days,
             ("assistant", _) => self.assistant_overlap_days,
             (_, Windowing::Span { recheck_days }) => recheck_days,
@@ -405,15 +405,15 @@ impl Walk for RecordWalker<'_> {
         Some(fingerprint(self.shape, first))
     }
 
-    fn settle(&self, x: &Exporter, first: &Page) -> Result<(), ExportError> {
+    fn settle(&self, sink: &Sink<'_>, first: &Page) -> Result<(), ExportError> {
         let (shape, d) = (self.shape, self.due);
-        let rows = x.state().finalize_day(shape.name, &d.project, d.day)?;
+        let rows = sink.store.finalize_day(shape.name, &d.project, d.day)?;
         if let Some(table) = shape.totals_table {
-            let tdir = partition_dir(x.output(), table, &d.project, d.day);
+            let tdir = partition_dir(sink.out, table, &d.project, d.day);
             let t = shape
-                .totals_batch(&first.totals, rows, x.clock.now(), true)
+                .totals_batch(&first.totals, rows, sink.now(), true)
                 .map_err(|e| encode_error(&tdir, e))?;
-            Writes::all(&x.crash, |writes| writes.add(&tdir, &t))?;
+            Writes::all(sink.crash, |writes| writes.add(&tdir, &t))?;
         }
         Ok(())
     }
@@ -432,14 +432,14 @@ impl Walk for RecordWalker<'_> {
 
     fn write(
         &mut self,
-        x: &Exporter,
+        sink: &Sink<'_>,
         pages: Vec<Page>,
         _mismatch: Option<String>,
         requests: u64,
     ) -> Result<Written, ExportError> {
         let (shape, d) = (self.shape, self.due);
         let walk = &self.walk;
-        let at = x.clock.now();
+        let at = sink.now();
         let first_fingerprint = pages.first().map(|p| fingerprint(shape, p));
         let cut_off = matches!(shape.paging, Paging::Capped { .. })
             && pages.last().and_then(|p| p.has_more) == Some(true);
@@ -450,7 +450,7 @@ impl Walk for RecordWalker<'_> {
         let mut rows: Vec<Vec<Cell>> = pages.into_iter().flat_map(|p| p.rows).collect();
         let fractions = shape.whole_counts(&mut rows, &mut totals);
         let (days, outside) = match shape.windowing {
-            Windowing::Span { .. } => x.write_span(shape, walk, &rows, at)?,
+            Windowing::Span { .. } => sink.write_span(shape, walk, &rows, at)?,
             _ => {
                 let day = Day {
                     rows: &rows,
@@ -459,12 +459,12 @@ impl Walk for RecordWalker<'_> {
                     cut_off,
                     is_final,
                 };
-                x.write_day(shape, walk, &day, at)?;
+                sink.write_day(shape, walk, &day, at)?;
                 (vec![(d.day, rows.len() as i64)], 0)
             }
         };
-        x.crash.hit("before state commit");
-        x.state().finish_records(&RecordsWritten {
+        sink.crash.hit("before state commit");
+        sink.store.finish_records(&RecordsWritten {
             walk,
             days: &days,
             is_final,
@@ -478,12 +478,12 @@ impl Walk for RecordWalker<'_> {
             // it covered the re-checked days (or every day there is, for a project younger
             // than them).
             Windowing::Span { .. } if d.recent => {
-                x.state()
+                sink.store
                     .span_walked(shape.name, &d.project, d.full, at, d.stagger)?;
             }
             Windowing::Span { .. } => {}
             _ => {
-                x.state().looked(
+                sink.store.looked(
                     shape.name,
                     &d.project,
                     d.day,
@@ -525,40 +525,7 @@ impl Walk for RecordWalker<'_> {
     }
 }
 
-impl Exporter {
-    /// Fetches the threads of the unanswered turns just fetched, per project.
-    pub(super) async fn run_threads(
-        &self,
-        clients: &HashMap<&str, &Client>,
-        unanswered: BTreeMap<String, Vec<String>>,
-        stops: &mut Stops,
-        summary: &mut Summary,
-    ) {
-        for (project, threads) in unanswered {
-            let Some(client) = clients.get(project.as_str()) else {
-                continue;
-            };
-            if stops.reason(&project, client).is_some() {
-                continue;
-            }
-            let fetcher = self.client_for(client, "thread", summary);
-            let result = self.fetch_threads(&fetcher, &project, &threads).await;
-            match result {
-                Ok(outcome) => {
-                    self.emit(crate::events::Event::Fetched {
-                        dataset: THREADS.name,
-                        project: &project,
-                    });
-                    summary.records.push(outcome)
-                }
-                Err(e) => {
-                    let window = (THREADS.name, project.as_str(), self.today(), None);
-                    self.failed(window, client, e, summary, stops);
-                }
-            }
-        }
-    }
-
+impl Sink<'_> {
     /// Writes a daily window: its row partition (empty too: the day was fetched) and its
     /// totals partition.
     #[allow(clippy::too_many_arguments)]
@@ -569,7 +536,7 @@ impl Exporter {
         day: &Day<'_>,
         at: DateTime<Utc>,
     ) -> Result<(), ExportError> {
-        let out = self.output();
+        let out = self.out;
         let dir = partition_dir(out, shape.table, &w.project, w.from);
         let flags = vec![day.cut_off; shape.flags.len()];
         let refs: Vec<FlaggedRow<'_>> = day
@@ -579,7 +546,7 @@ impl Exporter {
             .collect();
         let batch = shape.batch(&refs, at).map_err(|e| encode_error(&dir, e))?;
         let fdir = partition_dir(out, &fractions_table(shape.table), &w.project, w.from);
-        Writes::all(&self.crash, |writes| {
+        Writes::all(self.crash, |writes| {
             writes.add(&dir, &batch)?;
             if let Some(table) = shape.totals_table {
                 let tdir = partition_dir(out, table, &w.project, w.from);
@@ -643,9 +610,9 @@ impl Exporter {
             }
             by_day.entry(day).or_default().push((r.as_slice(), &[]));
         }
-        let out = self.output();
+        let out = self.out;
         let mut days = Vec::new();
-        Writes::all(&self.crash, |writes| {
+        Writes::all(self.crash, |writes| {
             let mut d = w.from;
             while d < w.to {
                 let dir = partition_dir(out, shape.table, &w.project, d);
@@ -685,6 +652,41 @@ impl Exporter {
             );
         }
         Ok((days, outside.len() as u64))
+    }
+}
+
+impl Exporter {
+    /// Fetches the threads of the unanswered turns just fetched, per project.
+    pub(super) async fn run_threads(
+        &self,
+        clients: &HashMap<&str, &Client>,
+        unanswered: BTreeMap<String, Vec<String>>,
+        stops: &mut Stops,
+        summary: &mut Summary,
+    ) {
+        for (project, threads) in unanswered {
+            let Some(client) = clients.get(project.as_str()) else {
+                continue;
+            };
+            if stops.reason(&project, client).is_some() {
+                continue;
+            }
+            let fetcher = self.client_for(client, "thread", summary);
+            let result = self.fetch_threads(&fetcher, &project, &threads).await;
+            match result {
+                Ok(outcome) => {
+                    self.emit(crate::events::Event::Fetched {
+                        dataset: THREADS.name,
+                        project: &project,
+                    });
+                    summary.records.push(outcome)
+                }
+                Err(e) => {
+                    let window = (THREADS.name, project.as_str(), self.today(), None);
+                    self.failed(window, client, e, summary, stops);
+                }
+            }
+        }
     }
 
     /// Fetches the threads of `candidates` not fetched yet, up to the cap, and merges their

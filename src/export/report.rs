@@ -1,7 +1,7 @@
 //! The plan and the summary of a run, as text for people.
 
 use super::{Due, OtherWindow, Plan, Summary};
-use crate::dataset::page_views::PAGE_VIEWS;
+use crate::dataset::LEADING;
 use std::collections::BTreeMap;
 
 /// Prints a plan for people.
@@ -9,7 +9,7 @@ pub fn describe_plan(plan: &Plan) -> String {
     let mut out = String::new();
     // The plan's first line counts page views apart: the word the user knows them by.
     let (views, others): (Vec<&Due>, Vec<&Due>) =
-        plan.due.iter().partition(|d| d.dataset() == PAGE_VIEWS);
+        plan.due.iter().partition(|d| d.dataset() == LEADING);
     let provisional = views.iter().filter(|d| !d.becomes_final).count();
     let resumed = |due: &[&Due]| due.iter().filter(|d| d.stored_pages > 0).count();
     let probes = plan.due.iter().filter(|d| d.probe).count();
@@ -290,7 +290,10 @@ fn fraction_lines(records: &[crate::export::RecordOutcome]) -> String {
         let Some(first) = fractions.first() else {
             continue;
         };
-        let table = crate::dataset::shape_by_name(dataset).map_or(dataset, |s| s.table);
+        // A fraction comes from a shaped dataset only (page views set such rows aside).
+        let Some(table) = crate::dataset::shape_by_name(dataset).map(|s| s.table) else {
+            continue;
+        };
         let n = fractions.len();
         let s = if n == 1 { "" } else { "s" };
         out += &format!(

@@ -4,7 +4,7 @@
 //! with a doubt rather than refused; and their partitions (`page_views`, `site_totals`, the
 //! rows set aside in `rejects/`).
 
-use super::window::{Walk, Written};
+use super::window::{Sink, Walk, Written};
 use super::{Due, ExportError, Exporter, WindowOutcome};
 use crate::api::Client;
 use crate::api::analytics::At;
@@ -101,21 +101,21 @@ impl Walk for ViewWalk<'_> {
         Some(view_fingerprint(&totals))
     }
 
-    fn settle(&self, x: &Exporter, first: &StoredPage) -> Result<(), ExportError> {
+    fn settle(&self, sink: &Sink<'_>, first: &StoredPage) -> Result<(), ExportError> {
         let (project, day) = (&self.due.project, self.due.day);
         // Settled only when its fingerprint, made of its totals, matched.
         let Some(totals) = first.page.totals else {
             return Ok(());
         };
-        let rows = x.state().finalize_day(PAGE_VIEWS, project, day)?;
-        let unlisted = page_views::unlisted_of_partition(x.output(), project, day, totals.total);
+        let rows = sink.store.finalize_day(PAGE_VIEWS, project, day)?;
+        let unlisted = page_views::unlisted_of_partition(sink.out, project, day, totals.total);
         let site = page_views::SiteTotals {
             totals,
             rows,
             unlisted,
             is_final: true,
         };
-        let site = page_views::write_site_totals(x.output(), project, day, &site, x.clock.now())?;
+        let site = page_views::write_site_totals(sink.out, project, day, &site, sink.now())?;
         pq::commit(site)?;
         Ok(())
     }
@@ -130,13 +130,13 @@ impl Walk for ViewWalk<'_> {
 
     fn write(
         &mut self,
-        x: &Exporter,
+        sink: &Sink<'_>,
         pages: Vec<StoredPage>,
         mismatch: Option<String>,
         requests: u64,
     ) -> Result<Written, ExportError> {
         let due = self.due;
-        let at: DateTime<Utc> = x.clock.now();
+        let at: DateTime<Utc> = sink.now();
         let mut rows: Vec<&Rows> = pages.iter().map(|p| &p.page.views).collect();
         // A path appears once in the output, whatever the service sent (the check found it,
         // so only a window with a mismatch can have one twice).
@@ -165,9 +165,9 @@ impl Walk for ViewWalk<'_> {
             unlisted: Some(unlisted),
             is_final,
         };
-        write_day(x, due, &rows, &rejects, &site, at)?;
-        x.crash.hit("before state commit");
-        x.state().finish(&WrittenWindow {
+        write_day(sink, due, &rows, &rejects, &site, at)?;
+        sink.crash.hit("before state commit");
+        sink.store.finish(&WrittenWindow {
             project: due.project.clone(),
             day: due.day,
             is_final,
@@ -180,7 +180,7 @@ impl Walk for ViewWalk<'_> {
         // A day written with a doubt (a mismatch, rows set aside) is walked, not probed, next.
         let clean = mismatch.is_none() && rejects.is_empty();
         let fingerprint = view_fingerprint(&totals);
-        x.state().looked(
+        sink.store.looked(
             PAGE_VIEWS,
             &due.project,
             due.day,
@@ -204,14 +204,14 @@ impl Walk for ViewWalk<'_> {
 /// Writes a day's partitions (its rows set aside, its page views, its site totals), each to
 /// a temporary file, then renames them into place.
 fn write_day(
-    x: &Exporter,
+    sink: &Sink<'_>,
     due: &Due,
     rows: &[&Rows],
     rejects: &[(u64, &crate::api::views::Reject)],
     site: &page_views::SiteTotals,
     at: DateTime<Utc>,
 ) -> Result<(), ExportError> {
-    let out = x.output();
+    let out = sink.out;
     let set_aside = if rejects.is_empty() {
         page_views::remove_rejects(out, &due.project, due.day)?;
         None
@@ -232,7 +232,7 @@ fn write_day(
             return Err(e.into());
         }
     };
-    x.crash.hit("before rename");
+    sink.crash.hit("before rename");
     if let Some(r) = set_aside {
         pq::commit(r)?;
     }

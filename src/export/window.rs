@@ -5,14 +5,41 @@
 //! decoded page (page views keep their column reader), how a page is fetched, kept and
 //! checked, and the partitions it writes. The run loop in `mod.rs` picks the walk.
 
-use super::{Due, ExportError, Exporter, Probed, RecordOutcome, Spend, Summary, WindowOutcome};
+use super::{
+    CrashPoints, Due, ExportError, Exporter, Probed, RecordOutcome, Spend, Summary, WindowOutcome,
+};
 use crate::api::Client;
 use crate::api::analytics::At;
 use crate::api::views::{MAX_EMPTY_RUN, MAX_WALK_PAGES};
+use crate::clock::SharedClock;
 use crate::events::Event;
-use crate::store::WalkKey;
+use crate::store::{Store, WalkKey};
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::path::Path;
+
+/// What a walk writes through: the state, the output folder, the windows' time zone, the
+/// clock and the crash points (not the exporter, whose plan and run are not a walk's).
+pub(super) struct Sink<'a> {
+    /// The state: pages kept, windows recorded.
+    pub(super) store: &'a Store,
+    /// The output folder.
+    pub(super) out: &'a Path,
+    /// The time zone of the windows.
+    pub(super) tz: Tz,
+    clock: &'a SharedClock,
+    /// The crash points of the tests of crash safety.
+    pub(super) crash: &'a CrashPoints,
+}
+
+impl Sink<'_> {
+    /// Now, on the exporter's clock.
+    pub(super) fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+}
 
 /// What a dataset brings to the window path.
 pub(super) trait Walk {
@@ -40,7 +67,7 @@ pub(super) trait Walk {
     /// What a probe compares with the stored one (`None`: the day cannot stand as stored).
     fn fingerprint(&self, first: &Self::Page) -> Option<String>;
     /// A probed day found as stored, now final: its partitions and state made final.
-    fn settle(&self, x: &Exporter, first: &Self::Page) -> Result<(), ExportError>;
+    fn settle(&self, sink: &Sink<'_>, first: &Self::Page) -> Result<(), ExportError>;
     /// The checks of a complete walk (rows sent twice alike may be dropped first).
     fn check(&self, pages: &mut Vec<Self::Page>) -> Result<(), String>;
     /// A mismatch found again after walking again: written with this doubt, or refused.
@@ -48,7 +75,7 @@ pub(super) trait Walk {
     /// Writes the window's partitions and records it in the state.
     fn write(
         &mut self,
-        x: &Exporter,
+        sink: &Sink<'_>,
         pages: Vec<Self::Page>,
         mismatch: Option<String>,
         requests: u64,
@@ -65,6 +92,17 @@ pub(super) enum Written {
 type Pages<P> = Option<Vec<P>>;
 
 impl Exporter {
+    /// What the walks write through.
+    pub(super) fn sink(&self) -> Sink<'_> {
+        Sink {
+            store: self.state(),
+            out: self.output(),
+            tz: self.tz,
+            clock: &self.clock,
+            crash: &self.crash,
+        }
+    }
+
     /// One window of any dataset: probed first when the plan says so (as stored: recorded as
     /// looked at, made final when settled; changed: its first page stored), then walked,
     /// checked, written and recorded. A window whose data the service sent astray loses its
@@ -106,7 +144,7 @@ impl Exporter {
             return Ok(());
         };
         let requests = client.requests_sent() - before;
-        let written = w.write(self, pages, mismatch, requests);
+        let written = w.write(&self.sink(), pages, mismatch, requests);
         let written = self.refused(w, written)?;
         let (rows, rejected, window) = match &written {
             Written::Views(o) => (o.rows, o.rejected, o.day.to_string()),
@@ -197,7 +235,7 @@ impl Exporter {
             .and_then(|l| l.fingerprint);
         if fingerprint.is_some() && stored == fingerprint {
             if due.becomes_final {
-                w.settle(self, &page)?;
+                w.settle(&self.sink(), &page)?;
             }
             self.state().looked(
                 due.dataset(),

@@ -70,7 +70,7 @@ impl Policy {
 }
 
 /// The dataset whose today's windows are served before every other window due.
-pub const LEADING: &str = "page_views";
+pub use crate::dataset::LEADING;
 
 /// The urgency of a window just due (see [`Policy::urgency`]).
 pub const JUST_DUE: u32 = 0;

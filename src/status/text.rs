@@ -128,12 +128,12 @@ fn project_lines(out: &mut String, p: &ProjectStatus, now: DateTime<Utc>) {
         );
         return;
     }
-    let views = p
+    let leading = p
         .datasets
         .iter()
-        .find(|d| d.name == crate::dataset::page_views::PAGE_VIEWS);
-    match views {
-        Some(d) => page_view_line(out, p, d),
+        .find(|d| d.name == crate::dataset::LEADING);
+    match leading {
+        Some(d) => leading_line(out, p, d),
         None => {
             let _ = writeln!(
                 out,
@@ -145,7 +145,7 @@ fn project_lines(out: &mut String, p: &ProjectStatus, now: DateTime<Utc>) {
     for d in p
         .datasets
         .iter()
-        .filter(|d| d.name != crate::dataset::page_views::PAGE_VIEWS)
+        .filter(|d| d.name != crate::dataset::LEADING)
     {
         let _ = writeln!(out, "  {}: {}", d.name, dataset_line(d, now));
     }
@@ -156,8 +156,9 @@ fn project_lines(out: &mut String, p: &ProjectStatus, now: DateTime<Utc>) {
     }
 }
 
-/// A project's page views: the days exported, the last final one, the provisional ones.
-fn page_view_line(out: &mut String, p: &ProjectStatus, d: &DatasetStatus) {
+/// A project's line, from its leading dataset (page views): the days exported, the last final
+/// one, the provisional ones.
+fn leading_line(out: &mut String, p: &ProjectStatus, d: &DatasetStatus) {
     let due = d.due_days;
     let start = p.first_day;
     let _ = match (d.first, d.last) {

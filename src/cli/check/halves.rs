@@ -3,19 +3,10 @@
 //! cursor-paged dataset of an organization, the day is asked whole and in its two halves
 //! (three requests each): halves that do not add up to the day mean the service does not.
 
-use crate::api::views::PAGE_LIMIT;
 use crate::api::{ApiError, Client};
 use crate::calendar::{Part, Window};
 use crate::config::{Project, Settings};
-use crate::dataset::page_views::PAGE_VIEWS;
-use crate::dataset::shape::Cell;
-
-/// The offset-paged dataset compared: page views (their totals add up; visitors' do not).
-const OFFSET: [&str; 1] = [PAGE_VIEWS];
-
-/// The cursor-paged datasets compared, the first an organization exports: searches (the
-/// day's `totalSearches` adds up), else the rows of assistant turns or feedback on one page.
-const CURSOR: [&str; 3] = ["searches", "assistant", "feedback"];
+use crate::dataset::probe::{self, HALVES};
 
 /// The requests one comparison sends: the day, its first half, its second half.
 pub const REQUESTS: usize = 3;
@@ -24,7 +15,7 @@ pub const REQUESTS: usize = 3;
 /// when no project of `selected` in `org` exports one of them.
 pub fn picks(selected: &[&Project], org: &str) -> Vec<(String, &'static str)> {
     let mut out = Vec::new();
-    for choices in [&OFFSET[..], &CURSOR[..]] {
+    for choices in HALVES {
         let found = choices.iter().find_map(|d| {
             selected
                 .iter()
@@ -95,7 +86,7 @@ pub async fn compare(
         .enumerate()
     {
         let window = Window { part, ..day };
-        match count(client, project, dataset, window).await? {
+        match probe::count(client, project, dataset, window).await? {
             Ok((u, n)) => {
                 unit = u;
                 counts[i] = n;
@@ -113,62 +104,6 @@ pub async fn compare(
         )));
     }
     Ok(Compared::Counts { unit, counts })
-}
-
-/// The count of a window: what it counts and how many, or why it cannot be compared.
-async fn count(
-    client: &Client,
-    project: &str,
-    dataset: &str,
-    window: Window,
-) -> Result<Result<(&'static str, i64), String>, ApiError> {
-    if dataset == PAGE_VIEWS {
-        let page = client.page_views(project, window, PAGE_LIMIT, 0).await?;
-        return Ok(match page.totals {
-            Some(t) => Ok(("views", t.total)),
-            None => Err(format!(
-                "inconclusive: the page views of {} came without totals",
-                part_name(window)
-            )),
-        });
-    }
-    let shape = crate::dataset::shape_by_name(dataset).expect("a dataset of CURSOR");
-    let page = crate::dataset::probe::shaped_first_page(client, shape, project, window).await?;
-    // A total that adds up (the searches' `totalSearches`), else the rows of a page that is
-    // the whole window.
-    if let Some((_, total)) = shape.sums.first() {
-        let at = shape.totals.iter().position(|c| c.name == *total);
-        return Ok(match at.and_then(|i| page.totals.get(i)) {
-            Some(Cell::Int(n)) => Ok((shape.name, *n)),
-            _ => Err(format!(
-                "inconclusive: the {} of {} came without {total}",
-                shape.name,
-                part_name(window)
-            )),
-        });
-    }
-    if page.has_more.unwrap_or(page.next_cursor.is_some()) {
-        return Ok(Err(format!(
-            "inconclusive: {} has more than one page of {} (more than {} rows)",
-            part_name(window),
-            shape.name,
-            limit_of(shape)
-        )));
-    }
-    Ok(Ok(("rows", page.rows.len() as i64)))
-}
-
-/// `2026-03-14`, `the first half of 2026-03-14`.
-fn part_name(window: Window) -> String {
-    match window.part {
-        Part::Whole => window.from.to_string(),
-        _ => window.describe(),
-    }
-}
-
-/// The rows of the largest page of a dataset.
-fn limit_of(shape: &crate::dataset::shape::Shape) -> u32 {
-    shape.paging.limit().unwrap_or(0)
 }
 
 /// What a comparison that does not add up means, for this config: a problem where days are
