@@ -74,7 +74,7 @@ pub fn streams(ctx: &Context) -> Result<Vec<Stream>, StoreError> {
                 .collect();
             let (walk_cost, mut windows) = match dataset.windowing() {
                 Windowing::Daily => (
-                    ctx.store().window_cost(dataset, &p.id)?,
+                    crate::dataset::window_cost(ctx.store(), dataset, &p.id)?,
                     Windows::Days {
                         days: days_not_final(ctx, dataset.name(), &p.id, p.first_day(today))?,
                         lookback_days: s.lookback_days,

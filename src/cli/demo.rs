@@ -8,10 +8,10 @@ use crate::app::rules::{Loaded, Wait};
 use crate::app::{Access, Context, Keys};
 use crate::clock;
 use crate::config::{RawConfig, Settings};
-use crate::dataset::page_views::{PAGE_VIEWS, read_page_views};
+use crate::dataset::page_views::most_viewed;
 use crate::emulator::data::DataFile;
 use crate::emulator::{Emulator, Server};
-use crate::layout::{PART, partition_dir};
+use crate::layout::PART;
 use crate::rules::engine::AGENT_RUNS;
 use crate::store::state_path;
 use std::collections::BTreeMap;
@@ -209,9 +209,7 @@ fn print_latest(
         else {
             continue;
         };
-        let file = partition_dir(out, PAGE_VIEWS, &t.project, latest.day).join(PART);
-        let mut rows = read_page_views(&file).map_err(anyhow::Error::msg)?;
-        rows.sort_by(|a, b| b.total.cmp(&a.total).then(a.path.cmp(&b.path)));
+        let rows = most_viewed(out, &t.project, latest.day).map_err(anyhow::Error::msg)?;
         let share = if latest.totals.total > 0 {
             100.0 * latest.totals.ai as f64 / latest.totals.total as f64
         } else {
@@ -305,11 +303,7 @@ fn print_tables(
         "  table                 files     rows  requests  (the emulator's count of its dataset's requests)"
     );
     for d in crate::dataset::ALL.iter().filter(|d| d.by_default()) {
-        let op = match d.name() {
-            "page_views" => "views",
-            "assistant" => "conversations",
-            other => other,
-        };
+        let op = crate::emulator::Op::of_dataset(d.name()).map_or(d.name(), |op| op.name());
         let served = stats.get(op).map_or(0, |s| s.requests);
         for (i, t) in d.tables().iter().enumerate() {
             let (files, rows) =

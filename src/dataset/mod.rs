@@ -13,7 +13,11 @@ pub mod page_views;
 pub mod parquet;
 pub mod probe;
 pub mod shape;
+pub mod walk;
 
+pub use page_views::ViewWalk;
+
+use crate::store::{Store, StoreError};
 use arrow_schema::SchemaRef;
 use chrono::NaiveDate;
 use std::path::Path;
@@ -21,6 +25,18 @@ use std::path::Path;
 /// The leading dataset: page views, whose days head a project's status, are served first each
 /// run (the trends read them) and whose windows a page-view summary line counts.
 pub const LEADING: &str = page_views::PAGE_VIEWS;
+
+/// The leading dataset's windows as the plan's and the summary's first lines name them.
+pub const LEADING_NOUN: &str = "page-view";
+
+/// The walk a dataset's windows take.
+#[derive(Debug, Clone, Copy)]
+pub enum Walker {
+    /// Page views' own, with their column reader ([`ViewWalk`]).
+    Views,
+    /// The generic walk of a dataset its [`shape::Shape`] describes (`export/records.rs`).
+    Shaped(&'static shape::Shape),
+}
 
 /// How a dataset's pages follow each other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +83,21 @@ pub enum Estimate {
     /// The pages its latest window's rows fill at its paging's limit: for a dataset whose
     /// probes mostly find nothing to walk, so that its requests say little about a walk.
     Pages,
+}
+
+/// What a window of `dataset` and `project` is expected to take, at least one request, as the
+/// dataset estimates it (see [`Estimate`]): the pages of its latest window's rows (the fewest a
+/// walk takes), or the most requests one of its latest 7 windows took (retries included).
+pub fn window_cost(store: &Store, dataset: &dyn Dataset, project: &str) -> Result<u64, StoreError> {
+    let name = dataset.name();
+    if let (Estimate::Pages, Some(limit)) = (dataset.estimate(), dataset.paging().limit()) {
+        let rows = store.latest_rows(name, project)?;
+        return Ok(rows.map_or(1, |rows| {
+            (rows.max(1) as u64).div_ceil(u64::from(limit.max(1)))
+        }));
+    }
+    let most = store.most_requests(name, project)?;
+    Ok(most.map_or(1, |n| n.max(1) as u64))
 }
 
 /// How a dataset's data is cut into windows to fetch.
@@ -123,9 +154,16 @@ pub trait Dataset: Send + Sync + std::fmt::Debug {
         true
     }
     /// Its descriptor for the generic walk; `None` for page views, whose page is their own
-    /// (their fast column reader: `export/views.rs`).
+    /// (their fast column reader: [`ViewWalk`]).
     fn shape(&'static self) -> Option<&'static shape::Shape> {
         None
+    }
+    /// The walk its windows take.
+    fn walker(&'static self) -> Walker;
+    /// Whether its errors name it (its own operation), so that a failure of one of its days
+    /// needs no label: page views.
+    fn names_itself(&self) -> bool {
+        false
     }
     /// Whether its counts may come with a fraction: rounded in its dated tables, kept as sent
     /// in a companion table each (`<table>_fractions`). Page views set such rows aside in
@@ -160,6 +198,19 @@ pub static ALL: &[&dyn Dataset] = &[
     &analytics::CALLER_STATS,
     &analytics::THREADS,
 ];
+
+/// The columns of a table whose files differ by version, as docpipe writes it now (`None`: a
+/// table whose files all have the same columns): `site_totals` gained `unlisted`.
+pub fn evolved_schema(table: &str) -> Option<SchemaRef> {
+    (table == page_views::SITE_TOTALS).then(page_views::site_totals_schema)
+}
+
+/// The dataset that writes table `name`.
+pub fn of_table(name: &str) -> Option<&'static dyn Dataset> {
+    ALL.iter()
+        .find(|d| d.tables().iter().any(|t| t.name == name))
+        .copied()
+}
 
 /// A dataset's place in export order (`ALL`); an unknown name goes last.
 pub fn order(name: &str) -> usize {

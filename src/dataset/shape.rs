@@ -256,6 +256,9 @@ impl Dataset for Shape {
     fn shape(&'static self) -> Option<&'static Shape> {
         Some(self)
     }
+    fn walker(&'static self) -> crate::dataset::Walker {
+        crate::dataset::Walker::Shaped(self)
+    }
     fn rounds_fractions(&self) -> bool {
         true
     }

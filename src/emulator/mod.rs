@@ -63,6 +63,21 @@ pub enum Op {
 }
 
 impl Op {
+    /// The operation that serves a dataset's pages (`None`: a dataset it does not serve).
+    pub fn of_dataset(dataset: &str) -> Option<Self> {
+        Some(match dataset {
+            "page_views" => Op::Views,
+            "visitors" => Op::Visitors,
+            "searches" => Op::Searches,
+            "feedback" => Op::Feedback,
+            "feedback_by_page" => Op::FeedbackByPage,
+            "assistant" => Op::Conversations,
+            "threads" => Op::Thread,
+            "caller_stats" => Op::CallerStats,
+            _ => return None,
+        })
+    }
+
     /// Name used in stats.
     pub fn name(self) -> &'static str {
         match self {

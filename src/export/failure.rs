@@ -87,7 +87,7 @@ impl Failure {
     fn label(&self) -> Option<String> {
         match self.to {
             Some(to) => Some(format!("{} {}..{}", self.dataset, self.day, to)),
-            None if self.dataset == crate::dataset::page_views::PAGE_VIEWS => None,
+            None if crate::dataset::by_name(self.dataset).is_some_and(|d| d.names_itself()) => None,
             None => Some(self.dataset.to_string()),
         }
     }

@@ -6,24 +6,22 @@ mod failure;
 mod plan;
 mod records;
 mod report;
-mod views;
 mod window;
 
+pub use crate::dataset::walk::{CrashPoints, ExportError, RecordOutcome, WindowOutcome};
 pub use day_status::{DAY_STATUS, FINAL, PARTIAL, PROVISIONAL, schema as day_status_schema};
 pub use failure::Failure;
 use failure::WindowId;
 pub use plan::holes;
-pub use records::{RecordOutcome, RecordSettings, fetch_thread};
+pub use records::{RecordSettings, fetch_thread};
 pub use records::{fractions_schema, fractions_table};
 pub use report::{describe_plan, describe_summary};
 
-use crate::api::views::Counts;
-use crate::api::{ApiError, Client};
+use crate::api::Client;
 use crate::calendar::Window;
 use crate::clock::SharedClock;
 use crate::dataset::analytics::THREADS;
-use crate::dataset::parquet::WriteError;
-use crate::dataset::{Dataset, Windowing};
+use crate::dataset::{Dataset, Walker, Windowing};
 use crate::events::{Event, Events, Quiet, Trouble, Troubled};
 use crate::planner::{self, Candidate, DayState, DueRule, Freshness, Purpose, Room};
 use crate::store::claims::Claim;
@@ -33,60 +31,7 @@ use chrono_tz::Tz;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-
-/// Export errors.
-#[derive(Debug, thiserror::Error)]
-pub enum ExportError {
-    /// The service.
-    #[error(transparent)]
-    Api(#[from] ApiError),
-    /// The state database, or the output folder.
-    #[error(transparent)]
-    State(#[from] StoreError),
-    /// Writing Parquet.
-    #[error(transparent)]
-    Write(#[from] WriteError),
-    /// A walk the service led to the bound of pages ([`crate::api::views::MAX_WALK_PAGES`]):
-    /// the window is stuck, and tried again at a falling rate.
-    #[error(transparent)]
-    Bound(ApiError),
-}
-
-impl ExportError {
-    /// Whether the storage failed (a full disk, a read-only or unwritable folder, a damaged
-    /// state, the budget's log): not the window's fault, and the same for every window after.
-    pub fn is_storage(&self) -> bool {
-        match self {
-            ExportError::State(_) => true,
-            ExportError::Write(w) => w.is_storage(),
-            ExportError::Api(a) => matches!(a.kind, crate::api::ErrorKind::Budget(_)),
-            ExportError::Bound(_) => false,
-        }
-    }
-
-    /// Whether the service's data was refused (its paging led the walk astray, a body not as
-    /// documented, rows docpipe cannot encode): the window's stored pages are worth nothing.
-    pub fn refuses_data(&self) -> bool {
-        match self {
-            ExportError::Api(a) => matches!(
-                a.kind,
-                crate::api::ErrorKind::Paging(_) | crate::api::ErrorKind::Malformed(_)
-            ),
-            ExportError::Write(WriteError::Encode { .. }) | ExportError::Bound(_) => true,
-            _ => false,
-        }
-    }
-
-    /// The error of a walk that reached the bound of pages (see [`ExportError::Bound`]).
-    pub(crate) fn bound(self) -> Self {
-        match self {
-            ExportError::Api(a) => ExportError::Bound(a),
-            e => e,
-        }
-    }
-}
 
 /// One project to export, with the client of its organization.
 #[derive(Debug, Clone)]
@@ -196,7 +141,7 @@ impl Due {
 
     /// The window as a failure names it.
     fn window(&self) -> WindowId<'_> {
-        let to = self.dataset.shape().map(|_| self.to);
+        let to = (!self.dataset.names_itself()).then_some(self.to);
         (self.dataset(), self.project.as_str(), self.day, to)
     }
 }
@@ -477,29 +422,6 @@ impl Stops {
     }
 }
 
-/// What happened to one window.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WindowOutcome {
-    /// Project.
-    pub project: String,
-    /// Day.
-    pub day: NaiveDate,
-    /// Rows written.
-    pub rows: i64,
-    /// Totals written.
-    pub totals: Counts,
-    /// Final.
-    pub is_final: bool,
-    /// Requests sent for it in this run.
-    pub requests: u64,
-    /// A mismatch that persisted after one re-walk.
-    pub mismatch: Option<String>,
-    /// Rows set aside in `rejects/` (counts docpipe cannot store faithfully).
-    pub rejected: u64,
-    /// Views the totals count beyond the rows (`site_totals.unlisted`).
-    pub unlisted: i64,
-}
-
 /// A run's summary.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
@@ -698,35 +620,6 @@ impl Summary {
     /// The other datasets' rows written.
     pub fn record_rows(&self) -> i64 {
         self.records.iter().map(|w| w.rows).sum()
-    }
-}
-
-/// Hook for tests of crash safety: with `DOCPIPE_CRASH_AT=N` the process aborts at the N-th
-/// crash point (after a page is stored, before a partition is renamed into place, before the
-/// state records a written window). Unset, it does nothing.
-#[derive(Debug, Default)]
-pub struct CrashPoints {
-    at: Option<u64>,
-    seen: AtomicU64,
-}
-
-impl CrashPoints {
-    /// Reads `DOCPIPE_CRASH_AT`.
-    pub fn from_env() -> Self {
-        Self {
-            at: std::env::var("DOCPIPE_CRASH_AT")
-                .ok()
-                .and_then(|v| v.parse().ok()),
-            seen: AtomicU64::new(0),
-        }
-    }
-
-    fn hit(&self, what: &str) {
-        let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.at == Some(n) {
-            eprintln!("crash point {n}: {what}");
-            std::process::abort();
-        }
     }
 }
 
@@ -1230,16 +1123,16 @@ impl Exporter {
             part: crate::calendar::Part::Whole,
         };
         let (spend, summary) = (&r.spend, &mut r.summary);
-        match due.dataset.shape() {
-            None => {
-                let w = &mut views::ViewWalk {
-                    due,
+        match due.dataset.walker() {
+            Walker::Views => {
+                let w = &mut crate::dataset::ViewWalk {
                     key: due.walk(),
                     window: days,
+                    becomes_final: due.becomes_final,
                 };
-                self.window(w, client, spend, org, summary).await
+                self.window(due, w, client, spend, org, summary).await
             }
-            Some(shape) => {
+            Walker::Shaped(shape) => {
                 let wants_threads = r
                     .targets
                     .iter()
@@ -1251,7 +1144,7 @@ impl Exporter {
                     window: days,
                     unanswered: wants_threads.then_some(&mut r.unanswered),
                 };
-                self.window(w, client, spend, org, summary).await
+                self.window(due, w, client, spend, org, summary).await
             }
         }
     }

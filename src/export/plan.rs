@@ -124,7 +124,7 @@ impl Exporter {
         let known = self.state().windows(dataset.name(), &t.project)?;
         let looks = self.state().looks(dataset.name(), &t.project)?;
         let walking = self.state().walks_in_progress(dataset.name(), &t.project)?;
-        let per_window = self.state().window_cost(dataset, &t.project)?;
+        let per_window = dataset::window_cost(self.state(), dataset, &t.project)?;
         let written = dataset.written_days(self.output(), &t.project);
         let mut day = to;
         while day >= from {

@@ -5,8 +5,7 @@
 //! written once, a key twice refused), and their partitions, written atomically. Assistant
 //! threads are fetched after the turns.
 
-use super::window::{Sink, Walk, Written};
-use super::{CrashPoints, Due, ExportError, Exporter, Stops, Summary};
+use super::{CrashPoints, Due, ExportError, Exporter, RecordOutcome, Stops, Summary};
 use crate::api::Client;
 use crate::api::analytics::At;
 use crate::api::views::MAX_WALK_PAGES;
@@ -14,6 +13,7 @@ use crate::calendar::Window;
 use crate::dataset::analytics::{ASSISTANT, THREAD_MESSAGES, THREADS};
 use crate::dataset::parquet::{self as pq, WriteError};
 use crate::dataset::shape::{Cell, FlaggedRow, Page, Shape};
+use crate::dataset::walk::{Sink, Walk, Written};
 use crate::dataset::{Dataset, Paging, Windowing};
 use crate::layout::{PART, Pending, partition_dir, project_dir};
 use crate::store::{RecordsWritten, WalkKey};
@@ -55,35 +55,6 @@ impl RecordSettings {
             _ => 0,
         }
     }
-}
-
-/// What happened to one window of a generic dataset.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordOutcome {
-    /// Dataset.
-    pub dataset: &'static str,
-    /// Project.
-    pub project: String,
-    /// First day.
-    pub from: NaiveDate,
-    /// The day after the last.
-    pub to: NaiveDate,
-    /// Rows written.
-    pub rows: i64,
-    /// Requests sent for it.
-    pub requests: u64,
-    /// For `feedback_by_page`: the service had more rows than it lets anyone fetch.
-    pub cut_off: bool,
-    /// Final.
-    pub is_final: bool,
-    /// Span datasets: rows dated outside the days asked for, set aside in the outside table.
-    pub outside: u64,
-    /// Values of its choice columns outside docpipe's lists, kept as they are: per column,
-    /// each value and its rows.
-    pub unknown: Vec<(&'static str, Vec<(String, u64)>)>,
-    /// Counts the service sent with a fraction: rounded in the table, kept as sent in
-    /// `<table>_fractions`.
-    pub fractions: Vec<crate::dataset::shape::Fraction>,
 }
 
 /// A day of a daily dataset to write.
@@ -368,10 +339,6 @@ fn drop_exact_repeats(pages: &mut [Page], shape: &Shape) -> usize {
 
 impl Walk for RecordWalker<'_> {
     type Page = Page;
-
-    fn due(&self) -> &Due {
-        self.due
-    }
 
     fn key(&self) -> &WalkKey {
         &self.walk

@@ -1,7 +1,7 @@
 //! The plan and the summary of a run, as text for people.
 
 use super::{Due, OtherWindow, Plan, Summary};
-use crate::dataset::LEADING;
+use crate::dataset::{LEADING, LEADING_NOUN};
 use std::collections::BTreeMap;
 
 /// Prints a plan for people.
@@ -14,7 +14,7 @@ pub fn describe_plan(plan: &Plan) -> String {
     let resumed = |due: &[&Due]| due.iter().filter(|d| d.stored_pages > 0).count();
     let probes = plan.due.iter().filter(|d| d.probe).count();
     out += &format!(
-        "plan: {} page-view windows due ({} provisional, {} resumed), {} windows of other datasets ({} resumed), {probes} of them probed first, {} skipped as final, {} as looked at recently, about {} analytics requests\n",
+        "plan: {} {LEADING_NOUN} windows due ({} provisional, {} resumed), {} windows of other datasets ({} resumed), {probes} of them probed first, {} skipped as final, {} as looked at recently, about {} analytics requests\n",
         views.len(),
         provisional,
         resumed(&views),
@@ -129,7 +129,7 @@ fn others(windows: &[OtherWindow], verb: &str) -> String {
 pub fn describe_summary(s: &Summary) -> String {
     let finals = s.windows.iter().filter(|w| w.is_final).count();
     let mut out = format!(
-        "exported {} page-view windows ({} final, {} provisional), {} rows, {} analytics requests in all (the plan expected about {}); {} windows already final were skipped\n",
+        "exported {} {LEADING_NOUN} windows ({} final, {} provisional), {} rows, {} analytics requests in all (the plan expected about {}); {} windows already final were skipped\n",
         s.windows.len(),
         finals,
         s.windows.len() - finals,

@@ -5,88 +5,13 @@
 //! decoded page (page views keep their column reader), how a page is fetched, kept and
 //! checked, and the partitions it writes. The run loop in `mod.rs` picks the walk.
 
-use super::{
-    CrashPoints, Due, ExportError, Exporter, Probed, RecordOutcome, Spend, Summary, WindowOutcome,
-};
+use super::{Due, ExportError, Exporter, Probed, Spend, Summary};
 use crate::api::Client;
 use crate::api::analytics::At;
 use crate::api::views::{MAX_EMPTY_RUN, MAX_WALK_PAGES};
-use crate::clock::SharedClock;
+use crate::dataset::walk::{Sink, Walk, Written};
 use crate::events::Event;
-use crate::store::{Store, WalkKey};
-use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
-use std::borrow::Cow;
 use std::collections::HashMap;
-use std::path::Path;
-
-/// What a walk writes through: the state, the output folder, the windows' time zone, the
-/// clock and the crash points (not the exporter, whose plan and run are not a walk's).
-pub(super) struct Sink<'a> {
-    /// The state: pages kept, windows recorded.
-    pub(super) store: &'a Store,
-    /// The output folder.
-    pub(super) out: &'a Path,
-    /// The time zone of the windows.
-    pub(super) tz: Tz,
-    clock: &'a SharedClock,
-    /// The crash points of the tests of crash safety.
-    pub(super) crash: &'a CrashPoints,
-}
-
-impl Sink<'_> {
-    /// Now, on the exporter's clock.
-    pub(super) fn now(&self) -> DateTime<Utc> {
-        self.clock.now()
-    }
-}
-
-/// What a dataset brings to the window path.
-pub(super) trait Walk {
-    /// A decoded page.
-    type Page;
-    /// The window it walks.
-    fn due(&self) -> &Due;
-    /// The walk, as the page store keys its pages.
-    fn key(&self) -> &WalkKey;
-    /// A page as the page store keeps it (`body`: as the service sent it).
-    fn keep<'p>(&self, page: &'p Self::Page, body: &'p [u8]) -> Cow<'p, [u8]>;
-    /// A kept page read back (`None`: kept by another version of docpipe).
-    fn unkeep(&self, kept: &[u8]) -> Option<Self::Page>;
-    /// Where the request after `pages` starts (`None`: the walk is complete), or why the
-    /// pages so far lead nowhere.
-    fn next(&self, pages: &[Self::Page]) -> Result<Option<At>, String>;
-    /// Fetches the page at `at`, with its body as sent.
-    async fn fetch(&self, client: &Client, at: &At) -> Result<(Self::Page, Vec<u8>), ExportError>;
-    /// A hash of a page's rows (`None`: it has none), for the guards against a service that
-    /// ignores the paging (a page seen before) or leads it nowhere (empty pages that say
-    /// there is more, [`MAX_EMPTY_RUN`] in a row).
-    fn hash(&self, page: &Self::Page) -> Option<u64>;
-    /// The error of a walk the service led astray.
-    fn astray(&self, detail: String) -> ExportError;
-    /// What a probe compares with the stored one (`None`: the day cannot stand as stored).
-    fn fingerprint(&self, first: &Self::Page) -> Option<String>;
-    /// A probed day found as stored, now final: its partitions and state made final.
-    fn settle(&self, sink: &Sink<'_>, first: &Self::Page) -> Result<(), ExportError>;
-    /// The checks of a complete walk (rows sent twice alike may be dropped first).
-    fn check(&self, pages: &mut Vec<Self::Page>) -> Result<(), String>;
-    /// A mismatch found again after walking again: written with this doubt, or refused.
-    fn doubt(&self, mismatch: String) -> Result<String, ExportError>;
-    /// Writes the window's partitions and records it in the state.
-    fn write(
-        &mut self,
-        sink: &Sink<'_>,
-        pages: Vec<Self::Page>,
-        mismatch: Option<String>,
-        requests: u64,
-    ) -> Result<Written, ExportError>;
-}
-
-/// A window written: page views' outcome or another dataset's.
-pub(super) enum Written {
-    Views(WindowOutcome),
-    Records(RecordOutcome),
-}
 
 /// The pages of a walk, or `None` when the window's part of this run was spent first.
 type Pages<P> = Option<Vec<P>>;
@@ -110,20 +35,20 @@ impl Exporter {
     /// refusal.
     pub(super) async fn window<W: Walk>(
         &self,
+        due: &Due,
         w: &mut W,
         client: &Client,
         spend: &Spend,
         org: &str,
         summary: &mut Summary,
     ) -> Result<(), ExportError> {
-        let due = w.due().clone();
         let dataset = due.dataset();
         let label = due.purpose.request_kind();
         // The window's requests in this run: its earlier turns' too.
         let before = client.requests_sent() - due.earlier;
         if due.probe {
             let prober = self.client_for(client, "probe", summary);
-            let probed = self.refused(w, self.probe(w, &prober).await);
+            let probed = self.refused(w, self.probe(due, w, &prober).await);
             let p = Probed {
                 dataset,
                 project: &due.project,
@@ -137,7 +62,7 @@ impl Exporter {
             }
         }
         let walker = self.client_for(client, label, summary);
-        let walked = self.refused(w, self.walk_checked(w, &walker, before).await);
+        let walked = self.refused(w, self.walk_checked(due, w, &walker, before).await);
         let Some((pages, mismatch)) = walked? else {
             tracing::debug!(dataset, project = %due.project, day = %due.day, "walked in parts: the walk goes on next run");
             summary.paused += 1;
@@ -163,7 +88,7 @@ impl Exporter {
         });
         match written {
             Written::Views(o) => {
-                self.log_view_window(&o);
+                o.log();
                 summary.windows.push(o);
             }
             Written::Records(o) => {
@@ -224,8 +149,12 @@ impl Exporter {
     /// Fetches a day's first page and compares its fingerprint with the stored one: `None`
     /// when equal (the day stands: recorded as looked at, and final when settled); otherwise
     /// the page is stored as the walk's first and whether the walk is complete is returned.
-    async fn probe<W: Walk>(&self, w: &W, client: &Client) -> Result<Option<bool>, ExportError> {
-        let due = w.due();
+    async fn probe<W: Walk>(
+        &self,
+        due: &Due,
+        w: &W,
+        client: &Client,
+    ) -> Result<Option<bool>, ExportError> {
         let at = w.next(&[]).map_err(|d| w.astray(d))?.unwrap_or(At::Start);
         let (page, body) = w.fetch(client, &at).await?;
         let fingerprint = w.fingerprint(&page);
@@ -258,20 +187,20 @@ impl Exporter {
     /// part of this run was spent first.
     async fn walk_checked<W: Walk>(
         &self,
+        due: &Due,
         w: &W,
         client: &Client,
         before: u64,
     ) -> Result<Option<(Vec<W::Page>, Option<String>)>, ExportError> {
-        let Some(mut pages) = self.walk(w, client, before).await? else {
+        let Some(mut pages) = self.walk(due, w, client, before).await? else {
             return Ok(None);
         };
         let Err(m) = w.check(&mut pages) else {
             return Ok(Some((pages, None)));
         };
-        let due = w.due();
         tracing::warn!(dataset = due.dataset(), project = %due.project, day = %due.day, "{m}; walking the window again");
         self.forget(w)?;
-        let Some(mut pages) = self.walk(w, client, before).await? else {
+        let Some(mut pages) = self.walk(due, w, client, before).await? else {
             return Ok(None);
         };
         match w.check(&mut pages) {
@@ -285,6 +214,7 @@ impl Exporter {
     /// [`Due::part`]) was spent before its end.
     async fn walk<W: Walk>(
         &self,
+        due: &Due,
         w: &W,
         client: &Client,
         before: u64,
@@ -298,7 +228,7 @@ impl Exporter {
             .collect();
         // The empty pages at the end of the walk so far.
         let mut empty_run = hashes.iter().rev().take_while(|h| h.is_none()).count();
-        let part = w.due().part;
+        let part = due.part;
         loop {
             let at = match w.next(&pages) {
                 Ok(None) => return Ok(Some(pages)),

@@ -104,7 +104,7 @@ pub(super) trait PageStore: std::fmt::Debug + Send + Sync {
     /// Removes what an ended walk (its row deleted) left outside the database.
     fn ended(&self, w: &WalkKey) -> Result<(), StoreError>;
     /// Removes what belongs to no walk in progress (`live`); how many.
-    fn sweep(&self, live: &[WalkKey]) -> Result<usize, StoreError>;
+    fn sweep(&self, live: &[Walking]) -> Result<usize, StoreError>;
 }
 
 /// Starts walk `w`: ends the walks of its dataset and project whose days overlap it (a
@@ -150,8 +150,22 @@ fn walk_id(sql: &Sql, w: &WalkKey) -> Result<Option<u64>, StoreError> {
     })
 }
 
+/// A walk in progress as the `walks` table names it: its dataset by name, perhaps one this
+/// version does not know (a newer one's walk, never resumed by this one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Walking {
+    /// Dataset.
+    pub dataset: String,
+    /// Project.
+    pub project: String,
+    /// First day.
+    pub from: NaiveDate,
+    /// The day after the last.
+    pub to: NaiveDate,
+}
+
 /// The walks in progress, most recent first, of one dataset and project or of all.
-fn keys(sql: &Sql, of: Option<(&'static str, &str)>) -> Result<Vec<WalkKey>, StoreError> {
+fn walking(sql: &Sql, of: Option<(&str, &str)>) -> Result<Vec<Walking>, StoreError> {
     let p: Vec<Value> = of
         .map(|(d, p)| vec![Value::from(d), Value::from(p)])
         .unwrap_or_default();
@@ -160,7 +174,7 @@ fn keys(sql: &Sql, of: Option<(&'static str, &str)>) -> Result<Vec<WalkKey>, Sto
     } else {
         ""
     };
-    let found: Vec<(String, String, NaiveDate, NaiveDate)> = sql.read(move |tx| {
+    sql.read(move |tx| {
         tx.rows(
             &format!(
                 "SELECT dataset, project, from_day, to_day FROM walks {filter}
@@ -169,22 +183,16 @@ fn keys(sql: &Sql, of: Option<(&'static str, &str)>) -> Result<Vec<WalkKey>, Sto
             &p,
         )?
         .iter()
-        .map(|r| Ok((r.text(0)?, r.text(1)?, r.day(2)?, r.day(3)?)))
-        .collect()
-    })?;
-    // A dataset this version does not know (a newer one's walk) is not resumed.
-    Ok(found
-        .into_iter()
-        .filter_map(|(dataset, project, from, to)| {
-            let dataset = crate::dataset::by_name(&dataset)?.name();
-            Some(WalkKey {
-                dataset,
-                project,
-                from,
-                to,
+        .map(|r| {
+            Ok(Walking {
+                dataset: r.text(0)?,
+                project: r.text(1)?,
+                from: r.day(2)?,
+                to: r.day(3)?,
             })
         })
-        .collect())
+        .collect()
+    })
 }
 
 /// The pages of a walk as journal files beside a SQLite state.
@@ -372,8 +380,11 @@ impl PageStore for Journals {
         }
     }
 
-    fn sweep(&self, live: &[WalkKey]) -> Result<usize, StoreError> {
-        let live: HashSet<PathBuf> = live.iter().map(|w| self.path(w)).collect();
+    fn sweep(&self, live: &[Walking]) -> Result<usize, StoreError> {
+        let live: HashSet<PathBuf> = live
+            .iter()
+            .map(|w| layout::journal_path(&self.out, &w.dataset, &w.project, w.from, w.to))
+            .collect();
         let mut removed = 0;
         let Ok(projects) = std::fs::read_dir(self.out.join(layout::WALKS_DIR)) else {
             return Ok(0);
@@ -475,7 +486,7 @@ impl PageStore for Rows {
         Ok(())
     }
 
-    fn sweep(&self, _live: &[WalkKey]) -> Result<usize, StoreError> {
+    fn sweep(&self, _live: &[Walking]) -> Result<usize, StoreError> {
         Ok(0)
     }
 }
@@ -519,15 +530,36 @@ impl Store {
         dataset: &'static str,
         project: &str,
     ) -> Result<Vec<WalkKey>, StoreError> {
-        keys(&self.sql, Some((dataset, project)))
+        Ok(walking(&self.sql, Some((dataset, project)))?
+            .into_iter()
+            .map(|w| WalkKey {
+                dataset,
+                project: w.project,
+                from: w.from,
+                to: w.to,
+            })
+            .collect())
     }
 
-    /// Every walk in progress, most recent first, with its pages kept.
-    pub fn walks(&self) -> Result<Vec<(WalkKey, u64)>, StoreError> {
+    /// Every walk in progress, most recent first, with its pages kept: those of the datasets
+    /// `known` names (a name to this version's own; a walk of another is left out).
+    pub fn walks(
+        &self,
+        known: impl Fn(&str) -> Option<&'static str>,
+    ) -> Result<Vec<(WalkKey, u64)>, StoreError> {
         let mut out = Vec::new();
-        for w in keys(&self.sql, None)? {
-            let (pages, _) = self.progress(&w)?;
-            out.push((w, pages));
+        for w in walking(&self.sql, None)? {
+            let Some(dataset) = known(&w.dataset) else {
+                continue;
+            };
+            let key = WalkKey {
+                dataset,
+                project: w.project,
+                from: w.from,
+                to: w.to,
+            };
+            let (pages, _) = self.progress(&key)?;
+            out.push((key, pages));
         }
         Ok(out)
     }
@@ -548,7 +580,7 @@ impl Store {
     /// Removes kept pages that belong to no walk in progress (a run killed between recording a
     /// window and removing its journal leaves one). Returns how many.
     pub fn sweep_pages(&self) -> Result<usize, StoreError> {
-        let live = keys(&self.sql, None)?;
+        let live = walking(&self.sql, None)?;
         self.pages.sweep(&live)
     }
 }

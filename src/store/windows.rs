@@ -5,7 +5,6 @@
 use super::sql::Value;
 use super::{Store, StoreError, WalkKey};
 use crate::api::views::Counts;
-use crate::dataset::{Dataset, Estimate};
 use chrono::{DateTime, NaiveDate, Utc};
 
 /// What the state knows of a window.
@@ -22,6 +21,8 @@ pub struct WindowState {
 /// A written window, as recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WrittenWindow {
+    /// Dataset (one with totals: a day's rows and their human, AI and total counts).
+    pub dataset: &'static str,
     /// Project.
     pub project: String,
     /// Day.
@@ -224,17 +225,14 @@ impl Store {
             (done.requests as i64).into(),
             done.mismatch.clone().into(),
             done.at.to_rfc3339().into(),
+            done.dataset.into(),
         ];
-        let walk_key = WalkKey::day(
-            crate::dataset::page_views::PAGE_VIEWS,
-            &done.project,
-            done.day,
-        );
+        let walk_key = WalkKey::day(done.dataset, &done.project, done.day);
         let walk = walk_key.clone();
         self.sql.tx(move |tx| {
             tx.exec(
                 "INSERT INTO windows (dataset, project, day, final, rows, human, ai, total, requests, mismatch, done_at)
-                 VALUES ('page_views', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 VALUES (?11, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                  ON CONFLICT (dataset, project, day) DO UPDATE SET final = excluded.final, rows = excluded.rows,
                    human = excluded.human, ai = excluded.ai, total = excluded.total,
                    requests = excluded.requests, mismatch = excluded.mismatch, done_at = excluded.done_at",
@@ -245,32 +243,30 @@ impl Store {
         self.walk_ended(&walk_key)
     }
 
-    /// What a window of a dataset and project is expected to take, at least one request:
-    /// as its dataset estimates it: the pages of its latest window's rows (the fewest a walk
-    /// takes), or the most requests one of its latest 7 windows took (retries included).
-    pub fn window_cost(&self, dataset: &dyn Dataset, project: &str) -> Result<u64, StoreError> {
-        let p = vec![Value::from(dataset.name()), Value::from(project)];
-        if let (Estimate::Pages, Some(limit)) = (dataset.estimate(), dataset.paging().limit()) {
-            let rows = self.sql.read(move |tx| {
-                tx.row(
-                    "SELECT rows FROM windows WHERE dataset = ?1 AND project = ?2 AND rows IS NOT NULL ORDER BY day DESC LIMIT 1",
-                    &p,
-                )?
-                .map(|r| r.int(0))
-                .transpose()
-            })?;
-            return Ok(rows.map_or(1, |rows: i64| {
-                (rows.max(1) as u64).div_ceil(u64::from(limit.max(1)))
-            }));
-        }
-        let most = self.sql.read(move |tx| {
+    /// The rows of the latest window of a dataset and project that recorded its rows.
+    pub fn latest_rows(&self, dataset: &str, project: &str) -> Result<Option<i64>, StoreError> {
+        let p = vec![Value::from(dataset), Value::from(project)];
+        self.sql.read(move |tx| {
+            tx.row(
+                "SELECT rows FROM windows WHERE dataset = ?1 AND project = ?2 AND rows IS NOT NULL ORDER BY day DESC LIMIT 1",
+                &p,
+            )?
+            .map(|r| r.int(0))
+            .transpose()
+        })
+    }
+
+    /// The most requests one of the latest 7 windows of a dataset and project took (retries
+    /// included).
+    pub fn most_requests(&self, dataset: &str, project: &str) -> Result<Option<i64>, StoreError> {
+        let p = vec![Value::from(dataset), Value::from(project)];
+        self.sql.read(move |tx| {
             tx.row(
                 "SELECT max(requests) FROM (SELECT requests FROM windows WHERE dataset = ?1 AND project = ?2 ORDER BY day DESC LIMIT 7) AS latest",
                 &p,
             )?
             .map_or(Ok(None), |r| r.opt_int(0))
-        })?;
-        Ok(most.map_or(1, |n| n.max(1) as u64))
+        })
     }
 }
 

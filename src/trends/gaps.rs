@@ -744,16 +744,23 @@ pub fn empty() -> Result<Gaps, TrendsError> {
     )
 }
 
-/// The dataset whose `day_status` says whether a table's day is complete.
+/// The dataset whose `day_status` says whether a table's day is complete: the one that writes
+/// it (the leading dataset's for a table none writes).
 fn dataset_of(table: &str) -> &'static str {
-    match table {
-        "searches" | "search_totals" => "searches",
-        "assistant_turns" => "assistant",
-        "feedback" => "feedback",
-        "site_visitors" => "visitors",
-        "assistant_callers" => "caller_stats",
-        _ => crate::dataset::page_views::PAGE_VIEWS,
-    }
+    crate::dataset::of_table(table).map_or(crate::dataset::LEADING, |d| d.name())
+}
+
+/// The dataset whose final days a trend table's days are: its first source's (the base
+/// tables': `site_totals`').
+pub fn dataset_of_trend(trend: &str) -> &'static str {
+    dataset_of(match trend {
+        "search_terms" | "search_daily" => "searches",
+        "assistant_daily" | "assistant_categories" | "unanswered_questions" => "assistant_turns",
+        "feedback_pages" => "feedback",
+        "visitors_daily" => "site_visitors",
+        "callers_weekly" => "assistant_callers",
+        _ => "site_totals",
+    })
 }
 
 /// The tables a gap table is computed from, by name in the output folder.
@@ -763,7 +770,7 @@ const SOURCES: [&str; 7] = [
     "assistant_turns",
     "feedback",
     "site_visitors",
-    crate::dataset::page_views::SITE_TOTALS,
+    "site_totals",
     "assistant_callers",
 ];
 
@@ -781,10 +788,7 @@ fn query(
         "assistant_categories" => assistant_categories(rows("assistant_turns")?),
         "unanswered_questions" => unanswered_questions(whole("assistant_turns")?)?,
         "feedback_pages" => feedback_pages(whole("feedback")?)?,
-        "visitors_daily" => visitors_daily(
-            rows("site_visitors")?,
-            rows(crate::dataset::page_views::SITE_TOTALS)?,
-        ),
+        "visitors_daily" => visitors_daily(rows("site_visitors")?, rows("site_totals")?),
         "callers_weekly" => callers_weekly(rows("assistant_callers")?),
         other => {
             return Err(

@@ -8,6 +8,7 @@ pub mod arrow;
 pub mod chart;
 pub mod gaps;
 
+use crate::dataset::LEADING;
 use crate::dataset::page_views::{PAGE_VIEWS, SITE_TOTALS};
 use crate::layout::Pending;
 use chrono::NaiveDate;
@@ -118,10 +119,7 @@ pub const MOVER_MIN_VIEWS: i64 = 20;
 /// schema as docpipe writes it now, in polars' types.
 fn file_schema(table: &str) -> Option<SchemaRef> {
     use arrow_schema::DataType as Arrow;
-    if table != crate::dataset::page_views::SITE_TOTALS {
-        return None;
-    }
-    let fields = crate::dataset::page_views::site_totals_schema()
+    let fields = crate::dataset::evolved_schema(table)?
         .fields()
         .iter()
         .map(|f| {
@@ -291,7 +289,7 @@ fn rolling(c: &str, days: u32, name: &str) -> PolarsResult<Expr> {
 /// day that is not complete (today) has its counts so far, `complete = false`, and no sums or
 /// change.
 pub fn daily(out: &Path, sel: &Selection, partial: &DataFrame) -> Result<LazyFrame, TrendsError> {
-    daily_of(completed(scan(out, SITE_TOTALS, sel)?, partial, PAGE_VIEWS))
+    daily_of(completed(scan(out, SITE_TOTALS, sel)?, partial, LEADING))
 }
 
 /// The windowed and compared columns of the daily table (null on a day not complete).
@@ -443,15 +441,15 @@ pub fn weekly(daily: LazyFrame) -> LazyFrame {
 /// are null unless both windows were exported in full (`days_7d`, `days_prev_7d`, ...).
 pub fn pages(out: &Path, sel: &Selection, partial: &DataFrame) -> Result<LazyFrame, TrendsError> {
     pages_of(
-        completed(scan(out, SITE_TOTALS, sel)?, partial, PAGE_VIEWS),
-        completed(scan(out, PAGE_VIEWS, sel)?, partial, PAGE_VIEWS),
+        completed(scan(out, SITE_TOTALS, sel)?, partial, LEADING),
+        completed(scan(out, PAGE_VIEWS, sel)?, partial, LEADING),
     )
 }
 
-/// The page table over `site_totals` and `page_views` frames (with `project`, `date` and
-/// `complete`: the days not complete are left out).
-fn pages_of(site_totals: LazyFrame, page_views: LazyFrame) -> Result<LazyFrame, TrendsError> {
-    let page_views = page_views.filter(col("complete"));
+/// The page table over the frames of `site_totals` and of the pages' rows (with `project`,
+/// `date` and `complete`: the days not complete are left out).
+fn pages_of(site_totals: LazyFrame, rows: LazyFrame) -> Result<LazyFrame, TrendsError> {
+    let rows = rows.filter(col("complete"));
     let days = site_totals.filter(col("complete")).select([
         col("project"),
         col("date"),
@@ -464,7 +462,7 @@ fn pages_of(site_totals: LazyFrame, page_views: LazyFrame) -> Result<LazyFrame, 
         .group_by([col("project")])
         .agg([col("date").max().alias("last_day")])
         .collect()?;
-    let mut views = page_views;
+    let mut views = rows;
     if let Some(earliest) = last
         .column("last_day")?
         .cast(&DataType::Int32)?

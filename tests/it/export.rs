@@ -374,7 +374,7 @@ async fn killed_at_any_crash_point_the_resumed_export_equals_an_uninterrupted_on
     assert!(!first.status.success(), "aborted at crash point 9");
     let state = docpipe::store::Store::open(&out.join("state.sqlite")).unwrap();
     let stored: Vec<(&str, String, String, u64)> = state
-        .walks()
+        .walks(|n| docpipe::dataset::by_name(n).map(|d| d.name()))
         .unwrap()
         .into_iter()
         .map(|(w, pages)| (w.dataset, w.project, w.from.to_string(), pages))

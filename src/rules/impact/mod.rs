@@ -173,14 +173,7 @@ pub(super) struct RawImpact {
 
 /// The dataset whose final days a trend table's days are.
 pub fn dataset_of(table: &str) -> &'static str {
-    match table {
-        "search_terms" | "search_daily" => "searches",
-        "assistant_daily" | "assistant_categories" | "unanswered_questions" => "assistant",
-        "feedback_pages" => "feedback",
-        "visitors_daily" => "visitors",
-        "callers_weekly" => "caller_stats",
-        _ => "page_views",
-    }
+    crate::trends::gaps::dataset_of_trend(table)
 }
 
 fn identifier(name: &str) -> bool {

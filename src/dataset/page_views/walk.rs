@@ -1,18 +1,17 @@
-//! What page views bring to the window path: their page (rows in columns, read by their own
+//! What page views bring to the window path (their [`Walk`]): their page (rows in columns, read by their own
 //! fast reader), kept in the walk journal; offset paging and its guards; the checks of a day
 //! (pages contiguous, a path once, rows that sum to the totals); a persistent mismatch written
 //! with a doubt rather than refused; and their partitions (`page_views`, `site_totals`, the
 //! rows set aside in `rejects/`).
 
-use super::window::{Sink, Walk, Written};
-use super::{Due, ExportError, Exporter, WindowOutcome};
+use super::{self as page_views, PAGE_VIEWS, StoredPage};
 use crate::api::Client;
 use crate::api::analytics::At;
 use crate::api::error::{ApiError, ErrorKind, Operation};
 use crate::api::views::{self, Counts, PAGE_LIMIT, Rows};
 use crate::calendar::Window;
-use crate::dataset::page_views::{self, PAGE_VIEWS, StoredPage};
 use crate::dataset::parquet as pq;
+use crate::dataset::walk::{ExportError, Sink, Walk, WindowOutcome, Written};
 use crate::store::{WalkKey, WrittenWindow};
 use chrono::{DateTime, Utc};
 use std::borrow::Cow;
@@ -23,18 +22,17 @@ fn view_fingerprint(t: &Counts) -> String {
 }
 
 /// The walk of a page-view day.
-pub(super) struct ViewWalk<'a> {
-    pub(super) due: &'a Due,
-    pub(super) key: WalkKey,
-    pub(super) window: Window,
+pub struct ViewWalk {
+    /// The day, as the page store keys its pages.
+    pub key: WalkKey,
+    /// The day, as the service is asked for it.
+    pub window: Window,
+    /// Whether the day is final once written (past the lateness allowance).
+    pub becomes_final: bool,
 }
 
-impl Walk for ViewWalk<'_> {
+impl Walk for ViewWalk {
     type Page = StoredPage;
-
-    fn due(&self) -> &Due {
-        self.due
-    }
 
     fn key(&self) -> &WalkKey {
         &self.key
@@ -71,7 +69,7 @@ impl Walk for ViewWalk<'_> {
             _ => 0,
         };
         let page = client
-            .page_views(&self.due.project, self.window, PAGE_LIMIT, offset)
+            .page_views(&self.key.project, self.window, PAGE_LIMIT, offset)
             .await?;
         Ok((StoredPage { offset, page }, Vec::new()))
     }
@@ -85,7 +83,7 @@ impl Walk for ViewWalk<'_> {
             operation: Operation::PageViews,
             target: format!(
                 "project {} ({} to {})",
-                self.due.project, self.window.from, self.window.to
+                self.key.project, self.window.from, self.window.to
             ),
             kind: ErrorKind::Paging(detail),
         }
@@ -102,7 +100,7 @@ impl Walk for ViewWalk<'_> {
     }
 
     fn settle(&self, sink: &Sink<'_>, first: &StoredPage) -> Result<(), ExportError> {
-        let (project, day) = (&self.due.project, self.due.day);
+        let (project, day) = (&self.key.project, self.key.from);
         // Settled only when its fingerprint, made of its totals, matched.
         let Some(totals) = first.page.totals else {
             return Ok(());
@@ -135,7 +133,7 @@ impl Walk for ViewWalk<'_> {
         mismatch: Option<String>,
         requests: u64,
     ) -> Result<Written, ExportError> {
-        let due = self.due;
+        let (project, day) = (&self.key.project, self.key.from);
         let at: DateTime<Utc> = sink.now();
         let mut rows: Vec<&Rows> = pages.iter().map(|p| &p.page.views).collect();
         // A path appears once in the output, whatever the service sent (the check found it,
@@ -156,7 +154,7 @@ impl Walk for ViewWalk<'_> {
             .and_then(|p| p.page.totals)
             .unwrap_or_default();
         // A day with rows set aside stays provisional: fetched again on the next run.
-        let is_final = due.becomes_final && mismatch.is_none() && rejects.is_empty();
+        let is_final = self.becomes_final && mismatch.is_none() && rejects.is_empty();
         let n = rows.iter().map(|r| r.len() as i64).sum();
         let unlisted = page_views::unlisted(&pages, &rows);
         let site = page_views::SiteTotals {
@@ -165,11 +163,12 @@ impl Walk for ViewWalk<'_> {
             unlisted: Some(unlisted),
             is_final,
         };
-        write_day(sink, due, &rows, &rejects, &site, at)?;
+        write_day(sink, (project, day), &rows, &rejects, &site, at)?;
         sink.crash.hit("before state commit");
         sink.store.finish(&WrittenWindow {
-            project: due.project.clone(),
-            day: due.day,
+            dataset: PAGE_VIEWS,
+            project: project.clone(),
+            day,
             is_final,
             rows: n,
             totals,
@@ -182,14 +181,14 @@ impl Walk for ViewWalk<'_> {
         let fingerprint = view_fingerprint(&totals);
         sink.store.looked(
             PAGE_VIEWS,
-            &due.project,
-            due.day,
+            project,
+            day,
             clean.then_some(fingerprint.as_str()),
             at,
         )?;
         Ok(Written::Views(WindowOutcome {
-            project: due.project.clone(),
-            day: due.day,
+            project: project.clone(),
+            day,
             rows: n,
             totals,
             is_final,
@@ -205,7 +204,7 @@ impl Walk for ViewWalk<'_> {
 /// a temporary file, then renames them into place.
 fn write_day(
     sink: &Sink<'_>,
-    due: &Due,
+    (project, day): (&str, chrono::NaiveDate),
     rows: &[&Rows],
     rejects: &[(u64, &crate::api::views::Reject)],
     site: &page_views::SiteTotals,
@@ -213,19 +212,13 @@ fn write_day(
 ) -> Result<(), ExportError> {
     let out = sink.out;
     let set_aside = if rejects.is_empty() {
-        page_views::remove_rejects(out, &due.project, due.day)?;
+        page_views::remove_rejects(out, project, day)?;
         None
     } else {
-        Some(page_views::write_rejects(
-            out,
-            &due.project,
-            due.day,
-            rejects,
-            at,
-        )?)
+        Some(page_views::write_rejects(out, project, day, rejects, at)?)
     };
-    let views = page_views::write_page_views(out, &due.project, due.day, rows, at)?;
-    let site = match page_views::write_site_totals(out, &due.project, due.day, site, at) {
+    let views = page_views::write_page_views(out, project, day, rows, at)?;
+    let site = match page_views::write_site_totals(out, project, day, site, at) {
         Ok(s) => s,
         Err(e) => {
             views.abandon();
@@ -241,10 +234,11 @@ fn write_day(
     Ok(())
 }
 
-impl Exporter {
+impl WindowOutcome {
     /// The log lines of what a page-view day written holds beyond the event (its rejects, the
     /// views without a listed path, a mismatch).
-    pub(super) fn log_view_window(&self, o: &WindowOutcome) {
+    pub fn log(&self) {
+        let o = self;
         if o.rejected > 0 {
             tracing::warn!(project = %o.project, day = %o.day, rejected = o.rejected, "rows set aside in rejects/: counts docpipe cannot store faithfully; the day stays provisional");
         }

@@ -2,6 +2,10 @@
 //! (`page_views`), and the day's site totals (`site_totals`), fetched by an offset walk.
 //! The page decoder (with its fast reader) is `api::views`.
 
+mod walk;
+
+pub use walk::ViewWalk;
+
 use super::parquet::{WriteError, write_batch};
 use super::{Dataset, Estimate, Key, Paging, Table, Windowing};
 use crate::api::views::{Counts, PAGE_LIMIT, Reject, Rows, ViewRow, ViewsPage};
@@ -64,6 +68,12 @@ impl Dataset for PageViews {
     }
     fn estimate(&self) -> Estimate {
         Estimate::Pages
+    }
+    fn names_itself(&self) -> bool {
+        true
+    }
+    fn walker(&'static self) -> crate::dataset::Walker {
+        crate::dataset::Walker::Views
     }
     fn written_days(&self, root: &Path, project: &str) -> std::collections::HashSet<NaiveDate> {
         let totals = crate::layout::partition_days(root, SITE_TOTALS, project);
@@ -503,6 +513,13 @@ pub fn unlisted_of_partition(
     let rows = read_page_views(&file).ok()?;
     let sum: i64 = rows.iter().map(|r| r.total).sum();
     Some(total - sum)
+}
+
+/// A project's day of page views as written, the most viewed page first (the demo's preview).
+pub fn most_viewed(root: &Path, project: &str, day: NaiveDate) -> Result<Vec<ViewRow>, String> {
+    let mut rows = read_page_views(&partition_dir(root, PAGE_VIEWS, project, day).join(PART))?;
+    rows.sort_by(|a, b| b.total.cmp(&a.total).then(a.path.cmp(&b.path)));
+    Ok(rows)
 }
 
 /// Reads a `page_views` partition back (for the demo's preview and for tests).

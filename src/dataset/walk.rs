@@ -1,0 +1,218 @@
+//! What a dataset brings to the one window path (`export/window.rs`): its [`Walk`] (its
+//! decoded page, how a page is fetched, kept and checked, the partitions it writes), over a
+//! [`Sink`] (the state, the output folder, the clock), and what a window written comes to.
+//! Page views' walk is in `page_views/walk.rs`, the shaped datasets' in `export/records.rs`.
+
+use super::parquet::WriteError;
+use crate::api::Client;
+use crate::api::analytics::At;
+use crate::api::error::ApiError;
+use crate::api::views::Counts;
+use crate::clock::SharedClock;
+use crate::store::{Store, StoreError, WalkKey};
+use chrono::{DateTime, NaiveDate, Utc};
+use chrono_tz::Tz;
+use std::borrow::Cow;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Export errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// The service.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// The state database, or the output folder.
+    #[error(transparent)]
+    State(#[from] StoreError),
+    /// Writing Parquet.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    /// A walk the service led to the bound of pages ([`crate::api::views::MAX_WALK_PAGES`]):
+    /// the window is stuck, and tried again at a falling rate.
+    #[error(transparent)]
+    Bound(ApiError),
+}
+
+impl ExportError {
+    /// Whether the storage failed (a full disk, a read-only or unwritable folder, a damaged
+    /// state, the budget's log): not the window's fault, and the same for every window after.
+    pub fn is_storage(&self) -> bool {
+        match self {
+            ExportError::State(_) => true,
+            ExportError::Write(w) => w.is_storage(),
+            ExportError::Api(a) => matches!(a.kind, crate::api::ErrorKind::Budget(_)),
+            ExportError::Bound(_) => false,
+        }
+    }
+
+    /// Whether the service's data was refused (its paging led the walk astray, a body not as
+    /// documented, rows docpipe cannot encode): the window's stored pages are worth nothing.
+    pub fn refuses_data(&self) -> bool {
+        match self {
+            ExportError::Api(a) => matches!(
+                a.kind,
+                crate::api::ErrorKind::Paging(_) | crate::api::ErrorKind::Malformed(_)
+            ),
+            ExportError::Write(WriteError::Encode { .. }) | ExportError::Bound(_) => true,
+            _ => false,
+        }
+    }
+
+    /// The error of a walk that reached the bound of pages (see [`ExportError::Bound`]).
+    pub(crate) fn bound(self) -> Self {
+        match self {
+            ExportError::Api(a) => ExportError::Bound(a),
+            e => e,
+        }
+    }
+}
+
+/// Hook for tests of crash safety: with `DOCPIPE_CRASH_AT=N` the process aborts at the N-th
+/// crash point (after a page is stored, before a partition is renamed into place, before the
+/// state records a written window). Unset, it does nothing.
+#[derive(Debug, Default)]
+pub struct CrashPoints {
+    at: Option<u64>,
+    seen: AtomicU64,
+}
+
+impl CrashPoints {
+    /// Reads `DOCPIPE_CRASH_AT`.
+    pub fn from_env() -> Self {
+        Self {
+            at: std::env::var("DOCPIPE_CRASH_AT")
+                .ok()
+                .and_then(|v| v.parse().ok()),
+            seen: AtomicU64::new(0),
+        }
+    }
+
+    /// A crash point: the process aborts here when it is the one asked for.
+    pub fn hit(&self, what: &str) {
+        let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.at == Some(n) {
+            eprintln!("crash point {n}: {what}");
+            std::process::abort();
+        }
+    }
+}
+
+/// What a walk writes through: the state, the output folder, the windows' time zone, the
+/// clock and the crash points (not the exporter, whose plan and run are not a walk's).
+pub struct Sink<'a> {
+    /// The state: pages kept, windows recorded.
+    pub store: &'a Store,
+    /// The output folder.
+    pub out: &'a Path,
+    /// The time zone of the windows.
+    pub tz: Tz,
+    /// The exporter's clock.
+    pub clock: &'a SharedClock,
+    /// The crash points of the tests of crash safety.
+    pub crash: &'a CrashPoints,
+}
+
+impl Sink<'_> {
+    /// Now, on the exporter's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+}
+
+/// What a dataset brings to the window path.
+pub(crate) trait Walk {
+    /// A decoded page.
+    type Page;
+    /// The walk, as the page store keys its pages.
+    fn key(&self) -> &WalkKey;
+    /// A page as the page store keeps it (`body`: as the service sent it).
+    fn keep<'p>(&self, page: &'p Self::Page, body: &'p [u8]) -> Cow<'p, [u8]>;
+    /// A kept page read back (`None`: kept by another version of docpipe).
+    fn unkeep(&self, kept: &[u8]) -> Option<Self::Page>;
+    /// Where the request after `pages` starts (`None`: the walk is complete), or why the
+    /// pages so far lead nowhere.
+    fn next(&self, pages: &[Self::Page]) -> Result<Option<At>, String>;
+    /// Fetches the page at `at`, with its body as sent.
+    async fn fetch(&self, client: &Client, at: &At) -> Result<(Self::Page, Vec<u8>), ExportError>;
+    /// A hash of a page's rows (`None`: it has none), for the guards against a service that
+    /// ignores the paging (a page seen before) or leads it nowhere (empty pages that say
+    /// there is more, [`crate::api::views::MAX_EMPTY_RUN`] in a row).
+    fn hash(&self, page: &Self::Page) -> Option<u64>;
+    /// The error of a walk the service led astray.
+    fn astray(&self, detail: String) -> ExportError;
+    /// What a probe compares with the stored one (`None`: the day cannot stand as stored).
+    fn fingerprint(&self, first: &Self::Page) -> Option<String>;
+    /// A probed day found as stored, now final: its partitions and state made final.
+    fn settle(&self, sink: &Sink<'_>, first: &Self::Page) -> Result<(), ExportError>;
+    /// The checks of a complete walk (rows sent twice alike may be dropped first).
+    fn check(&self, pages: &mut Vec<Self::Page>) -> Result<(), String>;
+    /// A mismatch found again after walking again: written with this doubt, or refused.
+    fn doubt(&self, mismatch: String) -> Result<String, ExportError>;
+    /// Writes the window's partitions and records it in the state.
+    fn write(
+        &mut self,
+        sink: &Sink<'_>,
+        pages: Vec<Self::Page>,
+        mismatch: Option<String>,
+        requests: u64,
+    ) -> Result<Written, ExportError>;
+}
+
+/// A window written: page views' outcome or another dataset's.
+pub enum Written {
+    Views(WindowOutcome),
+    Records(RecordOutcome),
+}
+
+/// What happened to one window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowOutcome {
+    /// Project.
+    pub project: String,
+    /// Day.
+    pub day: NaiveDate,
+    /// Rows written.
+    pub rows: i64,
+    /// Totals written.
+    pub totals: Counts,
+    /// Final.
+    pub is_final: bool,
+    /// Requests sent for it in this run.
+    pub requests: u64,
+    /// A mismatch that persisted after one re-walk.
+    pub mismatch: Option<String>,
+    /// Rows set aside in `rejects/` (counts docpipe cannot store faithfully).
+    pub rejected: u64,
+    /// Views the totals count beyond the rows (`site_totals.unlisted`).
+    pub unlisted: i64,
+}
+
+/// What happened to one window of a generic dataset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordOutcome {
+    /// Dataset.
+    pub dataset: &'static str,
+    /// Project.
+    pub project: String,
+    /// First day.
+    pub from: NaiveDate,
+    /// The day after the last.
+    pub to: NaiveDate,
+    /// Rows written.
+    pub rows: i64,
+    /// Requests sent for it.
+    pub requests: u64,
+    /// For `feedback_by_page`: the service had more rows than it lets anyone fetch.
+    pub cut_off: bool,
+    /// Final.
+    pub is_final: bool,
+    /// Span datasets: rows dated outside the days asked for, set aside in the outside table.
+    pub outside: u64,
+    /// Values of its choice columns outside docpipe's lists, kept as they are: per column,
+    /// each value and its rows.
+    pub unknown: Vec<(&'static str, Vec<(String, u64)>)>,
+    /// Counts the service sent with a fraction: rounded in the table, kept as sent in
+    /// `<table>_fractions`.
+    pub fractions: Vec<super::shape::Fraction>,
+}
