@@ -4,8 +4,8 @@
 //!
 //! A new dataset is a [`shape::Shape`] descriptor in `analytics.rs` (its columns, key, paging,
 //! windowing and tables: `shape.rs` decodes its pages and builds its batches) added to [`ALL`],
-//! the one registry; page views (`page_views.rs`) are the one dataset with a decoder and
-//! batches of their own.
+//! the one registry; page views (`page_views/`) are the one dataset with a decoder, a walk
+//! and batches of their own. `walk.rs` is what every dataset brings to the window path.
 
 pub mod analytics;
 pub mod derived;
