@@ -13,9 +13,11 @@ pub mod page_views;
 pub mod parquet;
 pub mod probe;
 pub mod shape;
+pub mod shape_walk;
 pub mod walk;
 
 pub use page_views::ViewWalk;
+pub use shape_walk::RecordWalker;
 
 use crate::store::{Store, StoreError};
 use arrow_schema::SchemaRef;
@@ -34,7 +36,7 @@ pub const LEADING_NOUN: &str = "page-view";
 pub enum Walker {
     /// Page views' own, with their column reader ([`ViewWalk`]).
     Views,
-    /// The generic walk of a dataset its [`shape::Shape`] describes (`export/records.rs`).
+    /// The generic walk of a dataset its [`shape::Shape`] describes ([`RecordWalker`]).
     Shaped(&'static shape::Shape),
 }
 

@@ -1,7 +1,7 @@
 //! What a dataset brings to the one window path (`export/window.rs`): its [`Walk`] (its
 //! decoded page, how a page is fetched, kept and checked, the partitions it writes), over a
 //! [`Sink`] (the state, the output folder, the clock), and what a window written comes to.
-//! Page views' walk is in `page_views/walk.rs`, the shaped datasets' in `export/records.rs`.
+//! Page views' walk is in `page_views/walk.rs`, the shaped datasets' in `shape_walk.rs`.
 
 use super::parquet::WriteError;
 use crate::api::Client;

@@ -8,13 +8,13 @@ mod records;
 mod report;
 mod window;
 
+pub use crate::dataset::shape_walk::{fractions_schema, fractions_table};
 pub use crate::dataset::walk::{CrashPoints, ExportError, RecordOutcome, WindowOutcome};
 pub use day_status::{DAY_STATUS, FINAL, PARTIAL, PROVISIONAL, schema as day_status_schema};
 pub use failure::Failure;
 use failure::WindowId;
 pub use plan::holes;
 pub use records::{RecordSettings, fetch_thread};
-pub use records::{fractions_schema, fractions_table};
 pub use report::{describe_plan, describe_summary};
 
 use crate::api::Client;
@@ -1137,11 +1137,14 @@ impl Exporter {
                     .targets
                     .iter()
                     .any(|t| t.project == due.project && t.datasets.contains(&THREADS.name));
-                let w = &mut records::RecordWalker {
+                let w = &mut crate::dataset::RecordWalker {
                     shape,
-                    due,
                     walk: due.walk(),
                     window: days,
+                    becomes_final: due.becomes_final,
+                    recent: due.recent,
+                    full: due.full,
+                    stagger: due.stagger,
                     unanswered: wants_threads.then_some(&mut r.unanswered),
                 };
                 self.window(due, w, client, spend, org, summary).await

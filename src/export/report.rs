@@ -298,7 +298,7 @@ fn fraction_lines(records: &[crate::export::RecordOutcome]) -> String {
         let s = if n == 1 { "" } else { "s" };
         out += &format!(
             "  {dataset}: {n} count{s} sent with a fraction, rounded in {table} and kept as sent in {}: {} {} of {} (written {})\n",
-            crate::export::records::fractions_table(table),
+            crate::dataset::shape_walk::fractions_table(table),
             first.column,
             first.sent,
             crate::text::one_line(&first.key.chars().take(80).collect::<String>()),
