@@ -235,6 +235,15 @@ fn deep_probes(selected: &[&crate::config::Project]) -> Vec<Probe> {
     out
 }
 
+/// Names as a choice: `a`, `a or b`, `a, b or c`.
+fn any_of(names: &[&str]) -> String {
+    match names.split_last() {
+        Some((last, [])) => (*last).to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 /// The organization of a probe.
 fn org_of<'s>(settings: &'s Settings, probe: &Probe) -> &'s str {
     let project = match probe {
@@ -402,7 +411,7 @@ async fn send(
         Probe::NoHalves { org } => Ok((
             Found::NotSent(format!(
                 "no project of organization {org} exports {}, the datasets --deep compares",
-                crate::dataset::probe::HALVES.concat().join(", ")
+                any_of(&crate::dataset::probe::HALVES.concat())
             )),
             Learned::Nothing,
         )),
@@ -699,4 +708,19 @@ fn table(rows: &[(String, String, Found)]) -> String {
         out.push_str(&format!("{project:<w0$}  {what:<w1$}  {result}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_read_as_a_choice() {
+        assert_eq!(any_of(&[]), "");
+        assert_eq!(any_of(&["searches"]), "searches");
+        assert_eq!(
+            any_of(&["visitors", "searches", "feedback"]),
+            "visitors, searches or feedback"
+        );
+    }
 }
