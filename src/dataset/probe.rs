@@ -3,26 +3,17 @@
 //! totals its tables need; the sums too when it is the only page). Which dataset pages how, and
 //! which one gives the id a thread probe reads, is known here, not by the command.
 
-use super::analytics::{ASSISTANT, THREADS};
+use super::analytics::THREADS;
 use super::page_views::PAGE_VIEWS;
 use super::shape::{Cell, Page, Shape};
+pub use super::walk::FirstPage;
+use super::walk::{ExportError, Walk};
+use super::{RecordWalker, ViewWalk, Walker};
 use crate::api::analytics::At;
-use crate::api::views::{PAGE_LIMIT, next_offset, zero_rows};
+use crate::api::views::PAGE_LIMIT;
 use crate::api::{ApiError, Client, ErrorKind, Operation};
 use crate::calendar::{Part, Window};
-
-/// What a window's first page showed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FirstPage {
-    /// Its rows.
-    pub rows: usize,
-    /// Whether the service says there are more.
-    pub more: bool,
-    /// How it differs from what docpipe reads (none: it does not).
-    pub differs: Option<String>,
-    /// The id of an assistant turn on it, whose thread a probe can read.
-    pub thread: Option<String>,
-}
+use crate::store::WalkKey;
 
 /// Whether `dataset` is read a thread at a time (probed with a turn's id, not a window).
 pub fn reads_threads(dataset: &str) -> bool {
@@ -34,25 +25,14 @@ pub fn threads() -> &'static str {
     THREADS.name
 }
 
-/// The first page of `dataset`'s window of `project`.
+/// The first page of `dataset`'s window of `project`, as its walk fetches and checks it.
 pub async fn first_page(
     client: &Client,
     dataset: &str,
     project: &str,
     window: Window,
 ) -> Result<FirstPage, ApiError> {
-    if dataset == PAGE_VIEWS {
-        let page = client.page_views(project, window, PAGE_LIMIT, 0).await?;
-        let rows = page.views.len() as u64 + page.rejects.len() as u64;
-        let next = next_offset(1, rows, Some(&page), Some(&page), || zero_rows(&page));
-        return Ok(FirstPage {
-            rows: page.views.len(),
-            more: page.has_more,
-            differs: next.err(),
-            thread: None,
-        });
-    }
-    let Some(shape) = super::shape_by_name(dataset) else {
+    let Some(d) = super::by_name(dataset) else {
         return Err(ApiError {
             operation: Operation::Analytics("an unknown dataset"),
             target: format!("{dataset} of project {project}"),
@@ -61,21 +41,50 @@ pub async fn first_page(
             },
         });
     };
-    let page = shaped_first_page(client, shape, project, window).await?;
-    let id = shape.columns.iter().position(|c| c.name == "id");
-    let thread = match (shape.name == ASSISTANT.name, id, page.rows.first()) {
-        (true, Some(i), Some(row)) => match &row[i] {
-            Cell::Text(t) => Some(t.clone()),
-            _ => None,
-        },
-        _ => None,
+    let walk = WalkKey {
+        dataset: d.name(),
+        project: project.to_string(),
+        from: window.from,
+        to: window.to,
     };
-    Ok(FirstPage {
-        rows: page.rows.len(),
-        more: page.has_more.unwrap_or(page.next_cursor.is_some()),
-        differs: shape.check_first_page(&page).err(),
-        thread,
-    })
+    match d.walker() {
+        Walker::Views => {
+            let w = ViewWalk {
+                key: walk,
+                window,
+                becomes_final: false,
+            };
+            glance(&w, client).await
+        }
+        Walker::Shaped(shape) => {
+            let w = RecordWalker {
+                shape,
+                walk,
+                window,
+                becomes_final: false,
+                recent: false,
+                full: false,
+                stagger: chrono::Duration::zero(),
+                unanswered: None,
+            };
+            glance(&w, client).await
+        }
+    }
+}
+
+/// What a walk's first page shows.
+async fn glance<W: Walk>(w: &W, client: &Client) -> Result<FirstPage, ApiError> {
+    match w.first_page(client).await {
+        Ok((page, _)) => Ok(w.glance(&page)),
+        Err(ExportError::Api(e) | ExportError::Bound(e)) => Err(e),
+        Err(e) => Err(ApiError {
+            operation: Operation::Analytics("a first page"),
+            target: w.key().project.clone(),
+            kind: ErrorKind::NotSent {
+                message: e.to_string(),
+            },
+        }),
+    }
 }
 
 /// The first page of a shaped dataset's window, decoded, at the largest page the service

@@ -7,7 +7,7 @@
 use super::analytics::ASSISTANT;
 use super::parquet::{self as pq, WriteError};
 use super::shape::{Cell, FlaggedRow, Page, Shape};
-use super::walk::{CrashPoints, ExportError, RecordOutcome, Sink, Walk, Written};
+use super::walk::{CrashPoints, ExportError, FirstPage, RecordOutcome, Sink, Walk, Written};
 use super::{Paging, Windowing};
 use crate::api::Client;
 use crate::api::analytics::At;
@@ -331,6 +331,23 @@ impl Walk for RecordWalker<'_> {
 
     async fn fetch(&self, client: &Client, at: &At) -> Result<(Page, Vec<u8>), ExportError> {
         Ok(fetch_page(client, self.shape, &self.walk, self.window, at).await?)
+    }
+
+    fn glance(&self, first: &Page) -> FirstPage {
+        let id = self.shape.columns.iter().position(|c| c.name == "id");
+        let thread = match (self.shape.name == ASSISTANT.name, id, first.rows.first()) {
+            (true, Some(i), Some(row)) => match &row[i] {
+                Cell::Text(t) => Some(t.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        FirstPage {
+            rows: first.rows.len(),
+            more: first.has_more.unwrap_or(first.next_cursor.is_some()),
+            differs: self.shape.check_first_page(first).err(),
+            thread,
+        }
     }
 
     fn hash(&self, page: &Page) -> Option<u64> {

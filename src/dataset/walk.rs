@@ -120,6 +120,19 @@ impl Sink<'_> {
     }
 }
 
+/// What a window's first page showed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirstPage {
+    /// Its rows.
+    pub rows: usize,
+    /// Whether the service says there are more.
+    pub more: bool,
+    /// How it differs from what docpipe reads (none: it does not).
+    pub differs: Option<String>,
+    /// The id of an assistant turn on it, whose thread a probe can read.
+    pub thread: Option<String>,
+}
+
 /// What a dataset brings to the window path.
 pub(crate) trait Walk {
     /// A decoded page.
@@ -135,6 +148,18 @@ pub(crate) trait Walk {
     fn next(&self, pages: &[Self::Page]) -> Result<Option<At>, String>;
     /// Fetches the page at `at`, with its body as sent.
     async fn fetch(&self, client: &Client, at: &At) -> Result<(Self::Page, Vec<u8>), ExportError>;
+    /// The window's first page: where the walk starts, fetched (what the exporter's probe
+    /// compares and `check` shows).
+    async fn first_page(&self, client: &Client) -> Result<(Self::Page, Vec<u8>), ExportError> {
+        let at = self
+            .next(&[])
+            .map_err(|d| self.astray(d))?
+            .unwrap_or(At::Start);
+        self.fetch(client, &at).await
+    }
+    /// What a first page shows `check`: its rows, whether there are more, how it differs from
+    /// what docpipe reads, the id of a thread to read.
+    fn glance(&self, first: &Self::Page) -> FirstPage;
     /// A hash of a page's rows (`None`: it has none), for the guards against a service that
     /// ignores the paging (a page seen before) or leads it nowhere (empty pages that say
     /// there is more, [`crate::api::views::MAX_EMPTY_RUN`] in a row).

@@ -155,8 +155,7 @@ impl Exporter {
         w: &W,
         client: &Client,
     ) -> Result<Option<bool>, ExportError> {
-        let at = w.next(&[]).map_err(|d| w.astray(d))?.unwrap_or(At::Start);
-        let (page, body) = w.fetch(client, &at).await?;
+        let (page, body) = w.first_page(client).await?;
         let fingerprint = w.fingerprint(&page);
         let stored = self
             .state()

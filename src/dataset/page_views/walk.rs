@@ -11,7 +11,7 @@ use crate::api::error::{ApiError, ErrorKind, Operation};
 use crate::api::views::{self, Counts, PAGE_LIMIT, Rows};
 use crate::calendar::Window;
 use crate::dataset::parquet as pq;
-use crate::dataset::walk::{ExportError, Sink, Walk, WindowOutcome, Written};
+use crate::dataset::walk::{ExportError, FirstPage, Sink, Walk, WindowOutcome, Written};
 use crate::store::{WalkKey, WrittenWindow};
 use chrono::{DateTime, Utc};
 use std::borrow::Cow;
@@ -72,6 +72,15 @@ impl Walk for ViewWalk {
             .page_views(&self.key.project, self.window, PAGE_LIMIT, offset)
             .await?;
         Ok((StoredPage { offset, page }, Vec::new()))
+    }
+
+    fn glance(&self, first: &StoredPage) -> FirstPage {
+        FirstPage {
+            rows: first.page.views.len(),
+            more: first.page.has_more,
+            differs: self.next(std::slice::from_ref(first)).err(),
+            thread: None,
+        }
     }
 
     fn hash(&self, page: &StoredPage) -> Option<u64> {
