@@ -359,8 +359,8 @@ impl Context {
     }
 
     /// How the span datasets re-fetch and how many threads a run fetches, as the config says.
-    pub fn record_settings(&self) -> crate::export::RecordSettings {
-        crate::export::RecordSettings {
+    pub fn shaped_settings(&self) -> crate::export::ShapedSettings {
+        crate::export::ShapedSettings {
             feedback_recheck_days: self.settings.feedback_recheck_days,
             assistant_overlap_days: self.settings.assistant_overlap_days,
             threads_per_run: self.settings.threads_per_run,
@@ -375,7 +375,7 @@ impl Context {
             self.settings.lookback_days,
             self.settings.timezone,
         )
-        .with_records(self.record_settings())
+        .with_shaped(self.shaped_settings())
         .with_origins(
             self.settings
                 .project_lines

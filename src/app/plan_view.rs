@@ -164,7 +164,7 @@ fn span_stream(
     let walked = state
         .through
         .map(|_| look.walked_at.unwrap_or(long_ago(ctx)));
-    let recheck = u64::from(ctx.record_settings().recheck(dataset));
+    let recheck = u64::from(ctx.shaped_settings().recheck(dataset));
     // The recent walk covers the last day reached (today); the full one its re-check.
     let full = (recheck > 1).then(|| {
         (

@@ -498,8 +498,8 @@ fn log_backfill_window(id: i64, summary: &Summary) {
     if let Some(w) = summary.windows.first() {
         tracing::info!(id, project = %w.project, day = %w.day, rows = w.rows, "backfill window written");
     }
-    if let Some(w) = summary.records.first() {
-        tracing::info!(id, dataset = w.dataset, project = %w.project, from = %w.from, rows = w.rows, "backfill window written");
+    if let Some(w) = summary.others.first() {
+        tracing::info!(id, dataset = w.dataset, project = %w.project, from = %w.day, rows = w.rows, "backfill window written");
     }
     for f in &summary.failed {
         tracing::warn!(id, project = %f.project, day = %f.day, "backfill window failed: {f}");

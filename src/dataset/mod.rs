@@ -17,7 +17,7 @@ pub mod shape_walk;
 pub mod walk;
 
 pub use page_views::ViewWalk;
-pub use shape_walk::RecordWalker;
+pub use shape_walk::ShapeWalk;
 
 use crate::store::{Store, StoreError};
 use arrow_schema::SchemaRef;
@@ -36,7 +36,7 @@ pub const LEADING_NOUN: &str = "page-view";
 pub enum Walker {
     /// Page views' own, with their column reader ([`ViewWalk`]).
     Views,
-    /// The generic walk of a dataset its [`shape::Shape`] describes ([`RecordWalker`]).
+    /// The generic walk of a dataset its [`shape::Shape`] describes ([`ShapeWalk`]).
     Shaped(&'static shape::Shape),
 }
 

@@ -8,7 +8,7 @@ use super::page_views::PAGE_VIEWS;
 use super::shape::{Cell, Page, Shape};
 pub use super::walk::FirstPage;
 use super::walk::{ExportError, Walk};
-use super::{RecordWalker, ViewWalk, Walker};
+use super::{ShapeWalk, ViewWalk, Walker};
 use crate::api::analytics::At;
 use crate::api::views::PAGE_LIMIT;
 use crate::api::{ApiError, Client, ErrorKind, Operation};
@@ -57,7 +57,7 @@ pub async fn first_page(
             glance(&w, client).await
         }
         Walker::Shaped(shape) => {
-            let w = RecordWalker {
+            let w = ShapeWalk {
                 shape,
                 walk,
                 window,

@@ -7,14 +7,14 @@
 use super::analytics::ASSISTANT;
 use super::parquet::{self as pq, WriteError};
 use super::shape::{Cell, FlaggedRow, Page, Shape};
-use super::walk::{CrashPoints, ExportError, FirstPage, RecordOutcome, Sink, Walk, Written};
+use super::walk::{CrashPoints, ExportError, FirstPage, Sink, Walk, WindowOutcome};
 use super::{Paging, Windowing};
 use crate::api::Client;
 use crate::api::analytics::At;
 use crate::api::views::MAX_WALK_PAGES;
 use crate::calendar::Window;
 use crate::layout::{PART, Pending, partition_dir, project_dir};
-use crate::store::{RecordsWritten, WalkKey};
+use crate::store::{ShapedWritten, WalkKey};
 use arrow_array::{Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use chrono::{DateTime, NaiveDate, Utc};
 use std::borrow::Cow;
@@ -209,7 +209,7 @@ impl Writes {
 }
 
 /// The walk of a window of a dataset described by a [`Shape`].
-pub struct RecordWalker<'a> {
+pub struct ShapeWalk<'a> {
     /// Its dataset.
     pub shape: &'static Shape,
     /// The walk, as the state keys its stored pages.
@@ -310,7 +310,7 @@ pub(crate) fn drop_exact_repeats(pages: &mut [Page], shape: &Shape) -> usize {
     repeats.len()
 }
 
-impl Walk for RecordWalker<'_> {
+impl Walk for ShapeWalk<'_> {
     type Page = Page;
 
     fn key(&self) -> &WalkKey {
@@ -393,7 +393,7 @@ impl Walk for RecordWalker<'_> {
         pages: Vec<Page>,
         _mismatch: Option<String>,
         requests: u64,
-    ) -> Result<Written, ExportError> {
+    ) -> Result<WindowOutcome, ExportError> {
         let shape = self.shape;
         let (walk, d) = (&self.walk, &self.walk);
         let at = sink.now();
@@ -421,7 +421,7 @@ impl Walk for RecordWalker<'_> {
             }
         };
         sink.crash.hit("before state commit");
-        sink.store.finish_records(&RecordsWritten {
+        sink.store.finish_shaped(&ShapedWritten {
             walk,
             days: &days,
             is_final,
@@ -466,19 +466,16 @@ impl Walk for RecordWalker<'_> {
                 }
             }
         }
-        Ok(Written::Records(RecordOutcome {
-            dataset: shape.name,
-            project: d.project.clone(),
-            from: d.from,
-            to: d.to,
+        Ok(WindowOutcome {
             rows: rows.len() as i64 - outside as i64,
             requests,
-            cut_off,
             is_final,
+            cut_off,
             outside,
             unknown: shape.unknown_values(rows.iter().map(Vec::as_slice)),
             fractions,
-        }))
+            ..WindowOutcome::of(shape.name, &d.project, (d.from, d.to))
+        })
     }
 }
 

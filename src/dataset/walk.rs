@@ -181,57 +181,39 @@ pub(crate) trait Walk {
         pages: Vec<Self::Page>,
         mismatch: Option<String>,
         requests: u64,
-    ) -> Result<Written, ExportError>;
+    ) -> Result<WindowOutcome, ExportError>;
 }
 
-/// A window written: page views' outcome or another dataset's.
-pub enum Written {
-    Views(WindowOutcome),
-    Records(RecordOutcome),
-}
-
-/// What happened to one window.
+/// What happened to one window written, of any dataset: what every window has, then what
+/// page views' days have (their totals, a mismatch, rows set aside, views of no listed page),
+/// then what the shaped datasets' windows have (a day cut off, rows outside a span, values and
+/// fractions docpipe did not expect); zero where a dataset has no such thing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowOutcome {
-    /// Project.
-    pub project: String,
-    /// Day.
-    pub day: NaiveDate,
-    /// Rows written.
-    pub rows: i64,
-    /// Totals written.
-    pub totals: Counts,
-    /// Final.
-    pub is_final: bool,
-    /// Requests sent for it in this run.
-    pub requests: u64,
-    /// A mismatch that persisted after one re-walk.
-    pub mismatch: Option<String>,
-    /// Rows set aside in `rejects/` (counts docpipe cannot store faithfully).
-    pub rejected: u64,
-    /// Views the totals count beyond the rows (`site_totals.unlisted`).
-    pub unlisted: i64,
-}
-
-/// What happened to one window of a generic dataset.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordOutcome {
     /// Dataset.
     pub dataset: &'static str,
     /// Project.
     pub project: String,
-    /// First day.
-    pub from: NaiveDate,
-    /// The day after the last.
+    /// Its (first) day.
+    pub day: NaiveDate,
+    /// The day after its last.
     pub to: NaiveDate,
     /// Rows written.
     pub rows: i64,
-    /// Requests sent for it.
+    /// Requests sent for it in this run.
     pub requests: u64,
-    /// For `feedback_by_page`: the service had more rows than it lets anyone fetch.
-    pub cut_off: bool,
     /// Final.
     pub is_final: bool,
+    /// The day's totals written (page views).
+    pub totals: Counts,
+    /// A mismatch that persisted after one re-walk (page views).
+    pub mismatch: Option<String>,
+    /// Rows set aside in `rejects/` (page views: counts docpipe cannot store faithfully).
+    pub rejected: u64,
+    /// Views the totals count beyond the rows (page views: `site_totals.unlisted`).
+    pub unlisted: i64,
+    /// For `feedback_by_page`: the service had more rows than it lets anyone fetch.
+    pub cut_off: bool,
     /// Span datasets: rows dated outside the days asked for, set aside in the outside table.
     pub outside: u64,
     /// Values of its choice columns outside docpipe's lists, kept as they are: per column,
@@ -240,4 +222,45 @@ pub struct RecordOutcome {
     /// Counts the service sent with a fraction: rounded in the table, kept as sent in
     /// `<table>_fractions`.
     pub fractions: Vec<super::shape::Fraction>,
+}
+
+impl WindowOutcome {
+    /// A window written of `dataset`, with nothing beyond its rows, requests and finality.
+    pub fn of(dataset: &'static str, project: &str, (day, to): (NaiveDate, NaiveDate)) -> Self {
+        Self {
+            dataset,
+            project: project.to_string(),
+            day,
+            to,
+            rows: 0,
+            requests: 0,
+            is_final: false,
+            totals: Counts::default(),
+            mismatch: None,
+            rejected: 0,
+            unlisted: 0,
+            cut_off: false,
+            outside: 0,
+            unknown: Vec::new(),
+            fractions: Vec::new(),
+        }
+    }
+
+    /// The log lines of what a window written holds beyond the event (rows set aside, views
+    /// without a listed path, a mismatch, a day cut off).
+    pub fn log(&self) {
+        let (project, day) = (&self.project, self.day);
+        if self.rejected > 0 {
+            tracing::warn!(%project, %day, rejected = self.rejected, "rows set aside in rejects/: counts docpipe cannot store faithfully; the day stays provisional");
+        }
+        if self.unlisted != 0 && self.mismatch.is_none() {
+            tracing::info!(%project, %day, unlisted = self.unlisted, "the service's totals count views without a listed path: kept in site_totals.unlisted");
+        }
+        if let Some(m) = &self.mismatch {
+            tracing::warn!(%project, %day, "window written with a persistent mismatch: {m}");
+        }
+        if self.cut_off {
+            tracing::debug!(%project, %day, "{}: the service has more rows than the 100 it lets anyone fetch; the day's rows are marked cut_off", self.dataset);
+        }
+    }
 }

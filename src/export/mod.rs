@@ -4,18 +4,18 @@
 mod day_status;
 mod failure;
 mod plan;
-mod records;
 mod report;
+mod threads;
 mod window;
 
 pub use crate::dataset::shape_walk::{fractions_schema, fractions_table};
-pub use crate::dataset::walk::{CrashPoints, ExportError, RecordOutcome, WindowOutcome};
+pub use crate::dataset::walk::{CrashPoints, ExportError, WindowOutcome};
 pub use day_status::{DAY_STATUS, FINAL, PARTIAL, PROVISIONAL, schema as day_status_schema};
 pub use failure::Failure;
 use failure::WindowId;
 pub use plan::holes;
-pub use records::{RecordSettings, fetch_thread};
 pub use report::{describe_plan, describe_summary};
+pub use threads::{ShapedSettings, fetch_thread};
 
 use crate::api::Client;
 use crate::calendar::Window;
@@ -425,10 +425,10 @@ impl Stops {
 /// A run's summary.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
-    /// Page-view windows written.
+    /// The leading dataset's windows written (page views': see [`crate::dataset::LEADING`]).
     pub windows: Vec<WindowOutcome>,
     /// The other datasets' windows written.
-    pub records: Vec<RecordOutcome>,
+    pub others: Vec<WindowOutcome>,
     /// Windows skipped as final.
     pub skipped_final: u64,
     /// Analytics requests the plan expected (its "about N requests"), to measure the run
@@ -561,6 +561,15 @@ struct Probed<'a> {
 }
 
 impl Summary {
+    /// A window written, among the leading dataset's or the others'.
+    pub fn push(&mut self, w: WindowOutcome) {
+        if w.dataset == crate::dataset::LEADING {
+            self.windows.push(w);
+        } else {
+            self.others.push(w);
+        }
+    }
+
     /// After a probe (`None`: the day was as stored; else whether its walk is complete):
     /// records an unchanged day as checked, defers a changed re-check whose walk goes on when
     /// there is no room to spare (its first page is kept: the next run walks on). Returns
@@ -592,24 +601,21 @@ impl Summary {
     /// Every window the run wrote or found as stored, of any dataset: its dataset, project and
     /// first day.
     pub fn settled(&self) -> impl Iterator<Item = (&'static str, &str, NaiveDate)> {
-        let views = self
+        let written = self
             .windows
             .iter()
-            .map(|w| (crate::dataset::LEADING, w.project.as_str(), w.day));
-        let records = self
-            .records
-            .iter()
-            .map(|r| (r.dataset, r.project.as_str(), r.from));
+            .chain(&self.others)
+            .map(|w| (w.dataset, w.project.as_str(), w.day));
         let checked = self
             .checked
             .iter()
             .map(|c| (c.dataset, c.project.as_str(), c.day));
-        views.chain(records).chain(checked)
+        written.chain(checked)
     }
 
     /// Whether the run wrote a window of any dataset.
     pub fn wrote(&self) -> bool {
-        !self.windows.is_empty() || !self.records.is_empty()
+        !self.windows.is_empty() || !self.others.is_empty()
     }
 
     /// Page-view rows written.
@@ -618,8 +624,8 @@ impl Summary {
     }
 
     /// The other datasets' rows written.
-    pub fn record_rows(&self) -> i64 {
-        self.records.iter().map(|w| w.rows).sum()
+    pub fn other_rows(&self) -> i64 {
+        self.others.iter().map(|w| w.rows).sum()
     }
 }
 
@@ -634,7 +640,7 @@ pub struct Exporter {
     events: Arc<dyn Events>,
     /// The state's activity tables, where the clients it walks with record each request.
     recorder: Arc<dyn Events>,
-    records: RecordSettings,
+    shaped: ShapedSettings,
     freshness: Freshness,
     refresh: bool,
     retry_unknown: bool,
@@ -677,7 +683,7 @@ impl Exporter {
             tz,
             crash: CrashPoints::from_env(),
             events: Arc::new(Quiet),
-            records: RecordSettings::default(),
+            shaped: ShapedSettings::default(),
             freshness: Freshness::default(),
             refresh: false,
             retry_unknown: false,
@@ -839,9 +845,9 @@ impl Exporter {
         }
     }
 
-    /// Re-fetches the span datasets and fetches threads as `records` says.
-    pub fn with_records(mut self, records: RecordSettings) -> Self {
-        self.records = records;
+    /// Re-fetches the span datasets and fetches threads as `shaped` says.
+    pub fn with_shaped(mut self, shaped: ShapedSettings) -> Self {
+        self.shaped = shaped;
         self
     }
 
@@ -1137,7 +1143,7 @@ impl Exporter {
                     .targets
                     .iter()
                     .any(|t| t.project == due.project && t.datasets.contains(&THREADS.name));
-                let w = &mut crate::dataset::RecordWalker {
+                let w = &mut crate::dataset::ShapeWalk {
                     shape,
                     walk: due.walk(),
                     window: days,

@@ -191,7 +191,7 @@ impl Exporter {
         let end = to.succ_opt().unwrap_or(to);
         let state = self.state().span_state(dataset.name(), &t.project)?;
         let look = state.look;
-        let recheck = i64::from(self.records.recheck(dataset));
+        let recheck = i64::from(self.shaped.recheck(dataset));
         // The recent walk: from the last day the previous walk reached (today; after midnight
         // yesterday too, so the night's last rows are not missed).
         let recent_days = recheck.min(1);

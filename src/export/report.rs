@@ -138,7 +138,7 @@ pub fn describe_summary(s: &Summary) -> String {
         s.expected,
         s.skipped_final
     );
-    out += &record_lines(&s.records);
+    out += &other_lines(&s.others);
     if !s.checked.is_empty() || s.deferred > 0 {
         let finals = s.checked.iter().filter(|c| c.is_final).count();
         out += &format!(
@@ -249,10 +249,10 @@ fn stuck_line(plan: &Plan) -> String {
 }
 
 /// One line per dataset of the windows of the other datasets written.
-fn record_lines(records: &[crate::export::RecordOutcome]) -> String {
+fn other_lines(windows: &[crate::export::WindowOutcome]) -> String {
     let mut out = String::new();
     let mut by_dataset: BTreeMap<&str, (usize, i64, u64, usize, u64)> = BTreeMap::new();
-    for r in records {
+    for r in windows {
         let e = by_dataset.entry(r.dataset).or_default();
         e.0 += 1;
         e.1 += r.rows;
@@ -276,13 +276,13 @@ fn record_lines(records: &[crate::export::RecordOutcome]) -> String {
             "  {name}: {windows} windows, {rows} rows, {requests} requests{cut}{outside}\n"
         );
     }
-    out + &unknown_lines(records) + &fraction_lines(records)
+    out + &unknown_lines(windows) + &fraction_lines(windows)
 }
 
 /// One line per dataset with counts the service sent with a fraction.
-fn fraction_lines(records: &[crate::export::RecordOutcome]) -> String {
+fn fraction_lines(windows: &[crate::export::WindowOutcome]) -> String {
     let mut by: BTreeMap<&str, Vec<&crate::dataset::shape::Fraction>> = BTreeMap::new();
-    for r in records {
+    for r in windows {
         by.entry(r.dataset).or_default().extend(&r.fractions);
     }
     let mut out = String::new();
@@ -310,9 +310,9 @@ fn fraction_lines(records: &[crate::export::RecordOutcome]) -> String {
 
 /// One line per dataset and column with values docpipe does not know, kept as they are:
 /// "feedback: 1 row with a status docpipe does not know: archived (kept as it is)".
-fn unknown_lines(records: &[crate::export::RecordOutcome]) -> String {
+fn unknown_lines(windows: &[crate::export::WindowOutcome]) -> String {
     let mut by: BTreeMap<(&str, &str), Vec<(String, u64)>> = BTreeMap::new();
-    for r in records {
+    for r in windows {
         for (column, values) in &r.unknown {
             let all = by.entry((r.dataset, column)).or_default();
             for (v, n) in values {

@@ -9,7 +9,7 @@ use super::{Due, ExportError, Exporter, Probed, Spend, Summary};
 use crate::api::Client;
 use crate::api::analytics::At;
 use crate::api::views::{MAX_EMPTY_RUN, MAX_WALK_PAGES};
-use crate::dataset::walk::{Sink, Walk, Written};
+use crate::dataset::walk::{Sink, Walk};
 use crate::events::Event;
 use std::collections::HashMap;
 
@@ -71,9 +71,12 @@ impl Exporter {
         let requests = client.requests_sent() - before;
         let written = w.write(&self.sink(), pages, mismatch, requests);
         let written = self.refused(w, written)?;
-        let (rows, rejected, window) = match &written {
-            Written::Views(o) => (o.rows, o.rejected, o.day.to_string()),
-            Written::Records(o) => (o.rows, 0, format!("{} {}", o.dataset, o.from)),
+        let (rows, rejected) = (written.rows, written.rejected);
+        // A day of a dataset whose errors name it is named by its day alone.
+        let window = if due.dataset.names_itself() {
+            written.day.to_string()
+        } else {
+            format!("{} {}", written.dataset, written.day)
         };
         self.emit(Event::Written {
             dataset,
@@ -83,21 +86,11 @@ impl Exporter {
             rows,
             rejected,
             requests,
-            run_rows: summary.rows() + summary.record_rows() + rows,
+            run_rows: summary.rows() + summary.other_rows() + rows,
             run_requests: summary.tally.analytics(),
         });
-        match written {
-            Written::Views(o) => {
-                o.log();
-                summary.windows.push(o);
-            }
-            Written::Records(o) => {
-                if o.cut_off {
-                    tracing::debug!(project = %o.project, day = %o.from, "feedback_by_page: the service has more rows than the 100 it lets anyone fetch; the day's rows are marked cut_off");
-                }
-                summary.records.push(o);
-            }
-        }
+        written.log();
+        summary.push(written);
         Ok(())
     }
 

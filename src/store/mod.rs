@@ -3,7 +3,7 @@
 //! written once against `sql.rs`: every dataset's days written (`windows.rs`), the walks in
 //! progress of every dataset (`pages.rs`: their pages in journal files beside the SQLite file,
 //! see `journal.rs`, or rows of `walk_pages` on PostgreSQL), the spans and threads fetched
-//! (`records.rs`), the looks the planner decides from (`freshness.rs`), the backfill queue
+//! (`shaped.rs`), the looks the planner decides from (`freshness.rs`), the backfill queue
 //! (`queue.rs`), window claims (`claims.rs`), heartbeats (`daemons.rs`), the hourly spend,
 //! windows' failures and rules' last runs the status page shows (`activity.rs`), the projects
 //! the service does not know (`unknown.rs`), the rule ledger and the impact of its firings
@@ -23,7 +23,7 @@ pub mod ledger;
 mod pages;
 pub mod pg;
 mod queue;
-mod records;
+mod shaped;
 pub mod sql;
 pub mod unknown;
 mod windows;
@@ -32,7 +32,7 @@ pub use budget::SqliteBudget;
 pub use freshness::{Look, SpanLook};
 pub use pages::WalkKey;
 pub use queue::{Queue, Queued};
-pub use records::RecordsWritten;
+pub use shaped::ShapedWritten;
 pub use windows::{DayRecord, WindowState, WrittenWindow};
 
 use rusqlite::Connection;
@@ -185,7 +185,7 @@ impl Store {
         let db = Arc::new(Db::open(path, SCHEMA)?);
         db.with_conn(windows::one_table)?;
         db.with_conn(pages::one_store)?;
-        db.ensure(records::SCHEMA)?;
+        db.ensure(shaped::SCHEMA)?;
         db.ensure(freshness::SCHEMA)?;
         db.ensure(queue::SCHEMA)?;
         db.ensure(daemons::SCHEMA)?;

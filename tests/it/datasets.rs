@@ -398,7 +398,7 @@ async fn every_dataset_exported_with_faults_on_equals_the_emulators_truth() {
     // Every dataset has rows, and the summary counts exactly what was written.
     assert!(counts.values().all(|&n| n > 0), "{counts:?}");
     assert_eq!(
-        summary.record_rows() as usize,
+        summary.other_rows() as usize,
         counts.values().sum::<usize>()
     );
     let stats = live.emu().stats();
@@ -617,7 +617,7 @@ async fn threads_of_unanswered_turns_are_fetched_within_the_cap_and_never_twice(
     let exporter = docpipe::export::Exporter::open(&out, live.clock.clone(), 3)
         .await
         .unwrap()
-        .with_records(docpipe::export::RecordSettings {
+        .with_shaped(docpipe::export::ShapedSettings {
             threads_per_run: 5,
             ..Default::default()
         });
@@ -628,7 +628,7 @@ async fn threads_of_unanswered_turns_are_fetched_within_the_cap_and_never_twice(
     let summary = exporter.run(&targets, &plan).await;
     assert!(summary.failed.is_empty(), "{:?}", summary.failed);
     let threads: Vec<_> = summary
-        .records
+        .others
         .iter()
         .filter(|r| r.dataset == "threads")
         .collect();

@@ -713,10 +713,7 @@ async fn every_hostile_page_of_the_other_datasets_gets_its_clear_error_and_nothi
     // window, and so lose the day on every run).
     let (dir, summary) = export_day(&base, "outside", "assistant").await;
     assert!(summary.failed.is_empty(), "{:?}", summary.failed);
-    assert_eq!(
-        (summary.records[0].rows, summary.records[0].outside),
-        (0, 1)
-    );
+    assert_eq!((summary.others[0].rows, summary.others[0].outside), (0, 1));
     let aside = dir
         .path()
         .join("assistant_turns_outside/project=outside/part-00000.parquet");
@@ -749,7 +746,7 @@ async fn every_hostile_page_of_the_other_datasets_gets_its_clear_error_and_nothi
             )],
             "{case}"
         );
-        assert!(summary.records.is_empty(), "{case}");
+        assert!(summary.others.is_empty(), "{case}");
         let written: Vec<_> = files_below(dir.path())
             .into_iter()
             .filter(|f| f.extension().is_some_and(|e| e == "parquet"))

@@ -215,12 +215,12 @@ async fn a_folder_written_by_66ba354_opens_in_one_windows_table_and_goes_on_with
     assert!(summary.windows.iter().all(|w| w.day == day("2026-03-11")));
     assert_eq!(summary.windows.len(), 3);
     let daily: Vec<_> = summary
-        .records
+        .others
         .iter()
         .filter(|r| {
-            r.to == r.from.succ_opt().unwrap() && !["feedback", "assistant"].contains(&r.dataset)
+            r.to == r.day.succ_opt().unwrap() && !["feedback", "assistant"].contains(&r.dataset)
         })
-        .map(|r| (r.dataset, r.from))
+        .map(|r| (r.dataset, r.day))
         .collect();
     assert_eq!(daily.len(), 12, "{daily:?}");
     assert!(

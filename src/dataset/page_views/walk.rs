@@ -11,7 +11,7 @@ use crate::api::error::{ApiError, ErrorKind, Operation};
 use crate::api::views::{self, Counts, PAGE_LIMIT, Rows};
 use crate::calendar::Window;
 use crate::dataset::parquet as pq;
-use crate::dataset::walk::{ExportError, FirstPage, Sink, Walk, WindowOutcome, Written};
+use crate::dataset::walk::{ExportError, FirstPage, Sink, Walk, WindowOutcome};
 use crate::store::{WalkKey, WrittenWindow};
 use chrono::{DateTime, Utc};
 use std::borrow::Cow;
@@ -141,7 +141,7 @@ impl Walk for ViewWalk {
         pages: Vec<StoredPage>,
         mismatch: Option<String>,
         requests: u64,
-    ) -> Result<Written, ExportError> {
+    ) -> Result<WindowOutcome, ExportError> {
         let (project, day) = (&self.key.project, self.key.from);
         let at: DateTime<Utc> = sink.now();
         let mut rows: Vec<&Rows> = pages.iter().map(|p| &p.page.views).collect();
@@ -195,17 +195,16 @@ impl Walk for ViewWalk {
             clean.then_some(fingerprint.as_str()),
             at,
         )?;
-        Ok(Written::Views(WindowOutcome {
-            project: project.clone(),
-            day,
+        Ok(WindowOutcome {
             rows: n,
-            totals,
-            is_final,
             requests,
+            is_final,
+            totals,
             mismatch,
             rejected: rejects.len() as u64,
             unlisted,
-        }))
+            ..WindowOutcome::of(PAGE_VIEWS, project, (day, self.key.to))
+        })
     }
 }
 
@@ -241,21 +240,4 @@ fn write_day(
     pq::commit(views)?;
     pq::commit(site)?;
     Ok(())
-}
-
-impl WindowOutcome {
-    /// The log lines of what a page-view day written holds beyond the event (its rejects, the
-    /// views without a listed path, a mismatch).
-    pub fn log(&self) {
-        let o = self;
-        if o.rejected > 0 {
-            tracing::warn!(project = %o.project, day = %o.day, rejected = o.rejected, "rows set aside in rejects/: counts docpipe cannot store faithfully; the day stays provisional");
-        }
-        if o.unlisted != 0 && o.mismatch.is_none() {
-            tracing::info!(project = %o.project, day = %o.day, unlisted = o.unlisted, "the service's totals count views without a listed path: kept in site_totals.unlisted");
-        }
-        if let Some(m) = &o.mismatch {
-            tracing::warn!(project = %o.project, day = %o.day, "window written with a persistent mismatch: {m}");
-        }
-    }
 }

@@ -1,7 +1,7 @@
 //! The shaped datasets' settings (how a span re-fetches, how many threads a run fetches) and
 //! the assistant's threads, fetched after the turns. Their walk is `dataset/shape_walk.rs`.
 
-use super::{ExportError, Exporter, RecordOutcome, Stops, Summary};
+use super::{ExportError, Exporter, Stops, Summary, WindowOutcome};
 use crate::api::Client;
 use crate::api::analytics::At;
 use crate::dataset::analytics::{THREAD_MESSAGES, THREADS};
@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 /// How the span datasets re-fetch and how many threads a run fetches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RecordSettings {
+pub struct ShapedSettings {
     /// Feedback days fetched again on every run.
     pub feedback_recheck_days: u32,
     /// Assistant days fetched again before the last one fetched.
@@ -22,7 +22,7 @@ pub struct RecordSettings {
     pub threads_per_run: u32,
 }
 
-impl Default for RecordSettings {
+impl Default for ShapedSettings {
     fn default() -> Self {
         Self {
             feedback_recheck_days: 14,
@@ -32,7 +32,7 @@ impl Default for RecordSettings {
     }
 }
 
-impl RecordSettings {
+impl ShapedSettings {
     /// The days a span walks again: its full re-check (feedback's 14 days, the assistant's
     /// overlap).
     pub fn recheck(&self, dataset: &dyn Dataset) -> u32 {
@@ -69,7 +69,7 @@ impl Exporter {
                         dataset: THREADS.name,
                         project: &project,
                     });
-                    summary.records.push(outcome)
+                    summary.others.push(outcome)
                 }
                 Err(e) => {
                     let window = (THREADS.name, project.as_str(), self.today(), None);
@@ -86,9 +86,9 @@ impl Exporter {
         client: &Client,
         project: &str,
         candidates: &[String],
-    ) -> Result<RecordOutcome, ExportError> {
+    ) -> Result<WindowOutcome, ExportError> {
         let done = self.state().threads_fetched(project)?;
-        let cap = self.records.threads_per_run as usize;
+        let cap = self.shaped.threads_per_run as usize;
         let mut rows_written = 0;
         let today = self.today();
         let mut fetched = 0;
@@ -143,18 +143,14 @@ impl Exporter {
                 .thread_fetched(project, thread, rows.len() as i64, at)?;
             rows_written += rows.len() as i64;
         }
-        Ok(RecordOutcome {
-            dataset: THREADS.name,
-            project: project.to_string(),
-            from: today,
-            to: today.succ_opt().unwrap_or(today),
+        Ok(WindowOutcome {
             rows: rows_written,
             requests: fetched,
-            cut_off: false,
-            is_final: false,
-            outside: 0,
-            unknown: Vec::new(),
-            fractions: Vec::new(),
+            ..WindowOutcome::of(
+                THREADS.name,
+                project,
+                (today, today.succ_opt().unwrap_or(today)),
+            )
         })
     }
 }

@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS threads_fetched (
 
 /// What a finished window writes to the state.
 #[derive(Debug, Clone)]
-pub struct RecordsWritten<'a> {
+pub struct ShapedWritten<'a> {
     /// The walk.
     pub walk: &'a WalkKey,
     /// Rows written per day (every day of the window, zero included).
@@ -46,7 +46,7 @@ fn two(a: &str, b: &str) -> Vec<Value> {
 
 impl Store {
     /// Records the days a walk wrote and ends it, in one transaction.
-    pub fn finish_records(&self, done: &RecordsWritten<'_>) -> Result<(), StoreError> {
+    pub fn finish_shaped(&self, done: &ShapedWritten<'_>) -> Result<(), StoreError> {
         let w = done.walk;
         let base = [
             Value::from(w.dataset),
