@@ -303,7 +303,7 @@ fn print_tables(
         "  table                 files     rows  requests  (the emulator's count of its dataset's requests)"
     );
     for d in crate::dataset::ALL.iter().filter(|d| d.by_default()) {
-        let op = crate::emulator::Op::of_dataset(d.name()).map_or(d.name(), |op| op.name());
+        let op = crate::emulator::Op::of_endpoint(d.endpoint()).map_or(d.name(), |op| op.name());
         let served = stats.get(op).map_or(0, |s| s.requests);
         for (i, t) in d.tables().iter().enumerate() {
             let (files, rows) =

@@ -155,13 +155,16 @@ pub trait Dataset: Send + Sync + std::fmt::Debug {
     fn by_default(&self) -> bool {
         true
     }
+    /// The walk its windows take.
+    fn walker(&'static self) -> Walker;
     /// Its descriptor for the generic walk; `None` for page views, whose page is their own
     /// (their fast column reader: [`ViewWalk`]).
     fn shape(&'static self) -> Option<&'static shape::Shape> {
-        None
+        match self.walker() {
+            Walker::Shaped(shape) => Some(shape),
+            Walker::Views => None,
+        }
     }
-    /// The walk its windows take.
-    fn walker(&'static self) -> Walker;
     /// Whether its errors name it (its own operation), so that a failure of one of its days
     /// needs no label: page views.
     fn names_itself(&self) -> bool {

@@ -6,6 +6,7 @@
 use super::analytics::THREADS;
 use super::page_views::PAGE_VIEWS;
 use super::shape::{Cell, Page, Shape};
+use super::shape_walk::fetch_page;
 pub use super::walk::FirstPage;
 use super::walk::{ExportError, Walk};
 use super::{ShapeWalk, ViewWalk, Walker};
@@ -87,33 +88,6 @@ async fn glance<W: Walk>(w: &W, client: &Client) -> Result<FirstPage, ApiError> 
     }
 }
 
-/// The first page of a shaped dataset's window, decoded, at the largest page the service
-/// serves.
-pub async fn shaped_first_page(
-    client: &Client,
-    shape: &'static Shape,
-    project: &str,
-    window: Window,
-) -> Result<Page, ApiError> {
-    let limit = shape.paging.limit();
-    client
-        .analytics_page(
-            shape.name,
-            shape.endpoint,
-            project,
-            None,
-            Some(window),
-            limit,
-            &At::Start,
-            |b| {
-                shape
-                    .decode(b, limit)
-                    .map_err(|e| format!("{}: {e}", At::Start.page_name()))
-            },
-        )
-        .await
-}
-
 /// The offset-paged dataset compared: page views (their totals add up; visitors' do not).
 const OFFSET: &[&str] = &[PAGE_VIEWS];
 
@@ -148,7 +122,7 @@ pub async fn count(
             "inconclusive: {dataset} is not a dataset compared by halves"
         )));
     };
-    let page = shaped_first_page(client, shape, project, window).await?;
+    let (page, _) = fetch_page(client, shape, project, window, &At::Start).await?;
     // A total that adds up (the searches' `totalSearches`), else the rows of a page that is
     // the whole window.
     if let Some((_, total)) = shape.sums.first() {

@@ -253,9 +253,6 @@ impl Dataset for Shape {
     fn by_default(&self) -> bool {
         self.by_default
     }
-    fn shape(&'static self) -> Option<&'static Shape> {
-        Some(self)
-    }
     fn walker(&'static self) -> crate::dataset::Walker {
         crate::dataset::Walker::Shaped(self)
     }

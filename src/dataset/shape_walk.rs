@@ -330,7 +330,7 @@ impl Walk for ShapeWalk<'_> {
     }
 
     async fn fetch(&self, client: &Client, at: &At) -> Result<(Page, Vec<u8>), ExportError> {
-        Ok(fetch_page(client, self.shape, &self.walk, self.window, at).await?)
+        Ok(fetch_page(client, self.shape, &self.walk.project, self.window, at).await?)
     }
 
     fn glance(&self, first: &Page) -> FirstPage {
@@ -641,7 +641,7 @@ pub(crate) fn page_hash(shape: &Shape, p: &Page) -> u64 {
 pub(crate) async fn fetch_page(
     client: &Client,
     shape: &'static Shape,
-    w: &WalkKey,
+    project: &str,
     window: Window,
     at: &At,
 ) -> Result<(Page, Vec<u8>), crate::api::ApiError> {
@@ -650,7 +650,7 @@ pub(crate) async fn fetch_page(
         .analytics_page(
             shape.name,
             shape.endpoint,
-            &w.project,
+            project,
             None,
             Some(window),
             limit,

@@ -63,19 +63,11 @@ pub enum Op {
 }
 
 impl Op {
-    /// The operation that serves a dataset's pages (`None`: a dataset it does not serve).
-    pub fn of_dataset(dataset: &str) -> Option<Self> {
-        Some(match dataset {
-            "page_views" => Op::Views,
-            "visitors" => Op::Visitors,
-            "searches" => Op::Searches,
-            "feedback" => Op::Feedback,
-            "feedback_by_page" => Op::FeedbackByPage,
-            "assistant" => Op::Conversations,
-            "threads" => Op::Thread,
-            "caller_stats" => Op::CallerStats,
-            _ => return None,
-        })
+    /// The operation that serves a dataset's pages, found as a request to its endpoint is
+    /// (`None`: an endpoint the emulator does not serve).
+    pub fn of_endpoint(endpoint: &str) -> Option<Self> {
+        let path = endpoint.replace("{project}", "p").replace("{thread}", "t");
+        faults::classify(&axum::http::Method::GET, &path).map(|(op, _)| op)
     }
 
     /// Name used in stats.

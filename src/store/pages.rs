@@ -153,7 +153,7 @@ fn walk_id(sql: &Sql, w: &WalkKey) -> Result<Option<u64>, StoreError> {
 /// A walk in progress as the `walks` table names it: its dataset by name, perhaps one this
 /// version does not know (a newer one's walk, never resumed by this one).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Walking {
+pub(super) struct Walking {
     /// Dataset.
     pub dataset: String,
     /// Project.
@@ -162,6 +162,18 @@ pub struct Walking {
     pub from: NaiveDate,
     /// The day after the last.
     pub to: NaiveDate,
+}
+
+impl Walking {
+    /// The walk as this version keys it, its dataset's name being `dataset`.
+    fn key(self, dataset: &'static str) -> WalkKey {
+        WalkKey {
+            dataset,
+            project: self.project,
+            from: self.from,
+            to: self.to,
+        }
+    }
 }
 
 /// The walks in progress, most recent first, of one dataset and project or of all.
@@ -532,12 +544,7 @@ impl Store {
     ) -> Result<Vec<WalkKey>, StoreError> {
         Ok(walking(&self.sql, Some((dataset, project)))?
             .into_iter()
-            .map(|w| WalkKey {
-                dataset,
-                project: w.project,
-                from: w.from,
-                to: w.to,
-            })
+            .map(|w| w.key(dataset))
             .collect())
     }
 
@@ -552,12 +559,7 @@ impl Store {
             let Some(dataset) = known(&w.dataset) else {
                 continue;
             };
-            let key = WalkKey {
-                dataset,
-                project: w.project,
-                from: w.from,
-                to: w.to,
-            };
+            let key = w.key(dataset);
             let (pages, _) = self.progress(&key)?;
             out.push((key, pages));
         }
