@@ -4,6 +4,12 @@
 //! S3-compatible server (moto's, from the test tools' virtual environment, when it is there) the
 //! way `--output s3://…` sends it, for the CPU per row of S3 output beside local output. Run with
 //! `cargo bench --bench export`; it prints its figures.
+//!
+//! Then each dataset's backfill alone, each in a process of its own (this bench run again as
+//! a child, `DOCPIPE_BENCH_ROLE`), printing its peak resident memory: every dataset over the
+//! same days, the assistant's turns over 8 and 90 days (its span's memory must not grow with
+//! the span), and a span of 1,000,000 turns over a year from a server of synthetic turns (the
+//! emulator makes every turn of a range for each page: too slow at that size).
 
 use docpipe::api::budget::Budget;
 use docpipe::api::{AdminKey, Client, ClientSettings, Limits, RetryPolicy};
@@ -18,6 +24,9 @@ use std::time::{Duration, Instant};
 const PAGES: u32 = 14_000;
 const DAYS: i64 = 80;
 const ROUNDS: usize = 3;
+/// The synthetic span: turns over `SPAN_DAYS` days.
+const SPAN_TURNS: u64 = 1_000_000;
+const SPAN_DAYS: i64 = 365;
 
 /// CPU seconds of this process, from /proc/self/stat: user and system (the kernel's work for
 /// the process: sockets, files, fsync).
@@ -121,9 +130,13 @@ fn peak_rss_mib() -> f64 {
 fn main() {
     // As `docpipe` does (src/main.rs).
     docpipe::alloc::tune();
+    if let Ok(role) = std::env::var("DOCPIPE_BENCH_ROLE") {
+        return child(&role);
+    }
     let dir = tempfile::tempdir().unwrap();
     let today = chrono::Utc::now().date_naive();
-    let start = today - chrono::Duration::days(DAYS + 5);
+    // Old enough for the 90-day assistant backfill.
+    let start = today - chrono::Duration::days(100);
     let data = format!(
         r#"
 brand = "mint"
@@ -216,7 +229,8 @@ analytics_per_hour = 100000000
     for round in 0..ROUNDS {
         for dataset in ["searches", "assistant"] {
             let out = dir.path().join(format!("cursor-{round}-{dataset}"));
-            let (summary, cpu, requests) = rt.block_on(export_dataset(&addr, &out, today, dataset));
+            let (summary, cpu, requests) =
+                rt.block_on(export_dataset(&addr, &out, today, dataset, DAYS));
             assert!(summary.failed.is_empty(), "{:?}", summary.failed);
             let rows = summary.other_rows() as f64;
             let bare = rt.block_on(transport_cursor(&addr, today, dataset));
@@ -237,9 +251,36 @@ analytics_per_hour = 100000000
             std::fs::remove_dir_all(&out).unwrap();
         }
     }
+    // Each dataset alone, in a process of its own.
+    let each: Vec<(String, Alone)> = docpipe::dataset::default_names()
+        .iter()
+        .map(|d| (d.to_string(), alone(&format!("export {d} {DAYS} {addr}"))))
+        .collect();
+    let assistant_8 = alone(&format!("export assistant 8 {addr}"));
+    let assistant_90 = alone(&format!("export assistant 90 {addr}"));
     let _ = emulator.kill();
     let _ = emulator.wait();
     drop(moto);
+    let span = {
+        let port = free_port();
+        let mut server = std::process::Command::new(std::env::current_exe().unwrap())
+            .env(
+                "DOCPIPE_BENCH_ROLE",
+                format!("turns 127.0.0.1:{port} {SPAN_TURNS}"),
+            )
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("start the turns server");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the turns server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let span = alone(&format!("export assistant {SPAN_DAYS} 127.0.0.1:{port}"));
+        let _ = server.kill();
+        let _ = server.wait();
+        span
+    };
     let first = &rounds[0];
     let mut o = std::io::stdout().lock();
     writeln!(o, "export benchmark: {DAYS} day windows of a {PAGES}-page project, emulator in its own process; {ROUNDS} rounds, median [range]").unwrap();
@@ -357,6 +398,170 @@ analytics_per_hour = 100000000
         .unwrap();
     }
     writeln!(o, "  peak resident memory {:.1} MiB", peak_rss_mib()).unwrap();
+    writeln!(
+        o,
+        "each dataset's backfill of {DAYS} days alone, in a process of its own (release build):"
+    )
+    .unwrap();
+    for (d, a) in &each {
+        writeln!(o, "  {d:<18} {}", a.show()).unwrap();
+    }
+    writeln!(o, "the assistant's span on the emulator:").unwrap();
+    writeln!(o, "  8 days             {}", assistant_8.show()).unwrap();
+    writeln!(o, "  90 days            {}", assistant_90.show()).unwrap();
+    writeln!(
+        o,
+        "  90 days against 8: peak {:+.1}% (goal: within 20%)",
+        (assistant_90.peak / assistant_8.peak - 1.0) * 100.0
+    )
+    .unwrap();
+    assert_eq!(span.rows, SPAN_TURNS as f64, "the synthetic span's turns");
+    writeln!(
+        o,
+        "a span of {SPAN_TURNS} turns over {SPAN_DAYS} days (synthetic server, 1000 a page): {} (goal: peak within 64 MiB)",
+        span.show()
+    )
+    .unwrap();
+}
+
+/// What a backfill alone in a process of its own came to.
+struct Alone {
+    rows: f64,
+    requests: u64,
+    wall: f64,
+    cpu: f64,
+    peak: f64,
+}
+
+impl Alone {
+    fn show(&self) -> String {
+        format!(
+            "{:>9} rows {:>6} requests {:>7.2} s wall {:>7.2} s CPU  peak {:>6.1} MiB",
+            self.rows, self.requests, self.wall, self.cpu, self.peak
+        )
+    }
+}
+
+/// Runs `role` in a child process (this bench again) and reads the figures it prints.
+fn alone(role: &str) -> Alone {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .env("DOCPIPE_BENCH_ROLE", role)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("run the bench's child");
+    assert!(out.status.success(), "{role}: {}", out.status);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let f: Vec<f64> = text
+        .split_whitespace()
+        .map(|x| {
+            x.parse::<f64>()
+                .unwrap_or_else(|_| panic!("{role}: {text}"))
+        })
+        .collect();
+    assert_eq!(f.len(), 5, "{role}: {text}");
+    Alone {
+        rows: f[0],
+        requests: f[1] as u64,
+        wall: f[2],
+        cpu: f[3],
+        peak: f[4],
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child's part: `export <dataset> <days> <addr>` backfills one dataset over the last days
+/// into a folder of its own and prints its rows, requests, wall and CPU seconds and peak
+/// resident memory (MiB); `turns <addr> <n>` serves a span of n synthetic turns.
+fn child(role: &str) {
+    let args: Vec<&str> = role.split_whitespace().collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    match args.as_slice() {
+        ["export", dataset, days, addr] => {
+            let dataset: &'static str = docpipe::dataset::by_name(dataset).unwrap().name();
+            let days: i64 = days.parse().unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let today = chrono::Utc::now().date_naive();
+            let (t0, c0) = (Instant::now(), Cpu::now());
+            let (mut rows, mut requests) = (0.0, 0);
+            // A walk longer than its share of a run goes on in the next (as the daemon does).
+            loop {
+                let (summary, _, r) =
+                    rt.block_on(export_dataset(addr, dir.path(), today, dataset, days));
+                assert!(summary.failed.is_empty(), "{:?}", summary.failed);
+                rows += (summary.rows() + summary.other_rows()) as f64;
+                requests += r;
+                if summary.paused == 0 {
+                    break;
+                }
+            }
+            println!(
+                "{rows} {requests} {:.3} {:.3} {:.1}",
+                t0.elapsed().as_secs_f64(),
+                Cpu::now().since(c0).total(),
+                peak_rss_mib()
+            );
+        }
+        ["turns", addr, n] => rt.block_on(serve_turns(addr, n.parse().unwrap())),
+        _ => panic!("unknown DOCPIPE_BENCH_ROLE {role:?}"),
+    }
+}
+
+/// Serves `n` synthetic assistant turns, spread evenly over the days asked for, newest first,
+/// 1000 a page at most; the cursor is the next turn's number.
+async fn serve_turns(addr: &str, n: u64) {
+    use axum::extract::Query;
+    use std::collections::HashMap;
+    async fn page(n: u64, q: HashMap<String, String>) -> axum::Json<serde_json::Value> {
+        let day = |k: &str| chrono::NaiveDate::parse_from_str(&q[k], "%Y-%m-%d").unwrap();
+        let (from, to) = (
+            day("dateFrom").and_hms_opt(0, 0, 0).unwrap().and_utc(),
+            day("dateTo").and_hms_opt(0, 0, 0).unwrap().and_utc(),
+        );
+        let limit: u64 = q.get("limit").map_or(100, |l| l.parse().unwrap());
+        let first: u64 = q.get("cursor").map_or(0, |c| c.parse().unwrap());
+        let step = (to - from).num_milliseconds() as f64 / n as f64;
+        let last = (first + limit).min(n);
+        let turns: Vec<serde_json::Value> = (first..last)
+            .map(|i| {
+                let at = to - chrono::Duration::milliseconds(((i as f64 + 1.0) * step) as i64);
+                serde_json::json!({
+                    "id": format!("thread-{:08}", i / 3),
+                    "timestamp": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    "query": format!("how do I configure the {} option of the API client?", i % 97),
+                    "response": "You set it in the client's settings file: add the option under [client], restart the client, and check the logs for the line that confirms it. The reference page lists every option with its default and an example; the guide on configuration walks through a full file.",
+                    "sources": [
+                        {"title": "Configuration", "url": "https://docs.example.com/configuration"},
+                        {"title": "API client", "url": "https://docs.example.com/api/client"}
+                    ],
+                    "resolutionStatus": if i % 10 == 0 { "unanswered" } else { "answered" },
+                    "queryCategory": "configuration",
+                    "pageUrl": "https://docs.example.com/quickstart",
+                })
+            })
+            .collect();
+        let next = (last < n).then(|| last.to_string());
+        axum::Json(serde_json::json!({
+            "conversations": turns,
+            "nextCursor": next,
+            "hasMore": last < n,
+        }))
+    }
+    let app = axum::Router::new().route(
+        "/v1/analytics/{project}/assistant",
+        axum::routing::get(move |Query(q): Query<HashMap<String, String>>| page(n, q)),
+    );
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    axum::serve(listener, app).await.unwrap();
 }
 
 /// The client of the bench's organization, limits off.
@@ -378,12 +583,13 @@ fn bench_client(addr: &str, out: &std::path::Path) -> Client {
     Client::new(settings, "bench", Some(key), None, clock, budget).unwrap()
 }
 
-/// A backfill of one generic dataset over the last `DAYS` days: its summary, CPU and requests.
+/// A backfill of one dataset over the last `days` days: its summary, CPU and requests.
 async fn export_dataset(
     addr: &str,
     out: &std::path::Path,
     today: chrono::NaiveDate,
     dataset: &'static str,
+    days: i64,
 ) -> (docpipe::export::Summary, Cpu, u64) {
     let exporter = Exporter::open(out, clock::system(), 3).await.unwrap();
     let client = bench_client(addr, out);
@@ -394,7 +600,7 @@ async fn export_dataset(
         datasets: vec![dataset],
     }];
     let plan = exporter
-        .plan(&targets, today - chrono::Duration::days(DAYS - 1), today)
+        .plan(&targets, today - chrono::Duration::days(days - 1), today)
         .unwrap();
     let c0 = Cpu::now();
     let summary = exporter.run(&targets, &plan).await;

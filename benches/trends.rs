@@ -5,10 +5,10 @@
 //! aggregations on the same files. Run with `cargo bench --bench trends`; it prints its figures.
 //! DuckDB is the Python package the tests use (`pip install -r tests/requirements.txt`).
 
+mod lake;
+
 use chrono::NaiveDate;
-use docpipe::api::views::{Counts, Rows, ViewRow};
 use docpipe::dataset::page_views::{write_page_views, write_site_totals};
-use docpipe::random::{mix, unit};
 use docpipe::trends::{Selection, compute, write_tables};
 use std::time::Instant;
 
@@ -137,27 +137,7 @@ fn generate(out: &std::path::Path, start: NaiveDate) {
     let mut rows_written = 0usize;
     for d in 0..DAYS {
         let day = start + chrono::Duration::days(d);
-        let rows: Rows = paths
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let h = mix((d as u64) << 20 ^ i as u64);
-                let total = 1 + (2000.0 / (i as f64 + 1.0) + 10.0 * unit(h)) as i64;
-                let ai = (total as f64 * (0.1 + 0.4 * d as f64 / DAYS as f64) * unit(mix(h)))
-                    .round() as i64;
-                ViewRow {
-                    path: p.clone(),
-                    human: total - ai,
-                    ai,
-                    total,
-                }
-            })
-            .collect();
-        let totals = rows.iter().fold(Counts::default(), |c, r| Counts {
-            human: c.human + r.human,
-            ai: c.ai + r.ai,
-            total: c.total + r.total,
-        });
+        let (rows, totals) = lake::page_views(&paths, d, DAYS, 0);
         write_page_views(out, "big", day, &[&rows], at)
             .unwrap()
             .commit()

@@ -34,6 +34,47 @@ pub fn escape_partition_value(v: &str) -> String {
     out
 }
 
+/// A partition value as [`escape_partition_value`] wrote it, unescaped (`None`: not one it
+/// writes).
+pub fn unescape_partition_value(v: &str) -> Option<String> {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The projects with a partition folder in any of `tables` of `root`, sorted.
+pub fn projects_of(root: &Path, tables: &[&str]) -> Vec<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for table in tables {
+        for e in std::fs::read_dir(root.join(table))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = e.file_name();
+            if let Some(p) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("project="))
+                .and_then(unescape_partition_value)
+            {
+                out.insert(p);
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
 /// `project=<id>`, escaped.
 fn project_segment(project: &str) -> String {
     format!("project={}", escape_partition_value(project))
@@ -227,6 +268,14 @@ mod tests {
     fn partition_values_are_escaped_like_hive() {
         assert_eq!(escape_partition_value("acme-docs"), "acme-docs");
         assert_eq!(escape_partition_value("a/b=c%"), "a%2Fb%3Dc%25");
+        for v in ["acme-docs", "a/b=c%", "p:1 é", ""] {
+            assert_eq!(
+                unescape_partition_value(&escape_partition_value(v)).as_deref(),
+                Some(v)
+            );
+        }
+        assert_eq!(unescape_partition_value("a%2"), None);
+        assert_eq!(unescape_partition_value("a%zz"), None);
         let d = NaiveDate::from_ymd_opt(2026, 3, 1).unwrap();
         assert_eq!(
             partition_dir(Path::new("/out"), "page_views", "p:1", d),

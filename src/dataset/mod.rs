@@ -14,7 +14,9 @@ pub mod parquet;
 pub mod probe;
 pub mod shape;
 pub mod shape_walk;
+mod span;
 pub mod walk;
+pub mod writes;
 
 pub use page_views::ViewWalk;
 pub use shape_walk::ShapeWalk;

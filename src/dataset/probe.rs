@@ -67,6 +67,8 @@ pub async fn first_page(
                 full: false,
                 stagger: chrono::Duration::zero(),
                 unanswered: None,
+                building: Default::default(),
+                index: None,
             };
             glance(&w, client).await
         }

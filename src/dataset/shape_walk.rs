@@ -5,21 +5,21 @@
 //! partitions (a day, or a span's days), written atomically.
 
 use super::analytics::ASSISTANT;
-use super::parquet::{self as pq, WriteError};
+use super::parquet::WriteError;
 use super::shape::{Cell, FlaggedRow, Page, Shape};
-use super::walk::{CrashPoints, ExportError, FirstPage, Sink, Walk, WindowOutcome};
+use super::span::{self, Building, SpanIndex};
+use super::walk::{ExportError, FirstPage, Sink, Walk, WindowOutcome};
+use super::writes::{Writes, encode_error, target};
 use super::{Paging, Windowing};
 use crate::api::Client;
 use crate::api::analytics::At;
 use crate::api::views::MAX_WALK_PAGES;
 use crate::calendar::Window;
-use crate::layout::{PART, Pending, partition_dir, project_dir};
+use crate::layout::partition_dir;
 use crate::store::{ShapedWritten, WalkKey};
-use arrow_array::{Array, RecordBatch, StringArray, TimestampMicrosecondArray};
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
 
 /// A day of a daily dataset to write.
 pub(crate) struct Day<'a> {
@@ -75,139 +75,6 @@ pub(crate) fn fractions_batch(
     arrow_array::RecordBatch::try_new(schema, cols).map_err(|e| e.to_string())
 }
 
-pub(crate) fn encode_error(dir: &Path, message: String) -> WriteError {
-    WriteError::Encode {
-        path: dir.display().to_string(),
-        message,
-    }
-}
-
-/// The batches of a written partition, if there is one.
-pub(crate) fn read_partition(dir: &Path) -> Result<Option<RecordBatch>, WriteError> {
-    let file = dir.join(PART);
-    let f = match std::fs::File::open(&file) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(WriteError::Io {
-                path: file.display().to_string(),
-                source: e,
-            });
-        }
-    };
-    let bad = |e: String| encode_error(dir, format!("cannot read the partition to merge: {e}"));
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
-        .and_then(|b| b.build())
-        .map_err(|e| bad(e.to_string()))?;
-    let schema = arrow_array::RecordBatchReader::schema(&reader);
-    let batches: Vec<RecordBatch> = reader
-        .collect::<Result<_, _>>()
-        .map_err(|e| bad(e.to_string()))?;
-    arrow_select::concat::concat_batches(&schema, &batches)
-        .map(Some)
-        .map_err(|e| bad(e.to_string()))
-}
-
-/// The keys of a written batch's rows, as [`Shape::key_of`] makes them (text and instant keys).
-pub(crate) fn batch_keys(shape: &Shape, batch: &RecordBatch) -> Vec<String> {
-    let mut keys = vec![String::new(); batch.num_rows()];
-    for (n, k) in shape.key.iter().enumerate() {
-        let Some(col) = batch.column_by_name(k) else {
-            continue;
-        };
-        for (i, key) in keys.iter_mut().enumerate() {
-            if n > 0 {
-                key.push('\u{1f}');
-            }
-            if col.is_null(i) {
-                key.push('\u{0}');
-            } else if let Some(s) = col.as_any().downcast_ref::<StringArray>() {
-                key.push_str(s.value(i));
-            } else if let Some(t) = col.as_any().downcast_ref::<TimestampMicrosecondArray>() {
-                key.push_str(&t.value(i).to_string());
-            }
-        }
-    }
-    keys
-}
-
-/// `existing` with the rows whose key is in `new` left out, then `new`: a merge on the key.
-pub(crate) fn merge(
-    shape: &Shape,
-    existing: RecordBatch,
-    new: RecordBatch,
-    dir: &Path,
-) -> Result<RecordBatch, WriteError> {
-    let replaced: HashSet<String> = batch_keys(shape, &new).into_iter().collect();
-    let keep: arrow_array::BooleanArray = batch_keys(shape, &existing)
-        .iter()
-        .map(|k| Some(!replaced.contains(k)))
-        .collect();
-    let bad = |e: arrow_schema::ArrowError| encode_error(dir, e.to_string());
-    let kept = arrow_select::filter::filter_record_batch(&existing, &keep).map_err(bad)?;
-    if kept.schema() != new.schema() {
-        return Err(encode_error(
-            dir,
-            "the partition to merge into has another schema; move it away and export again".into(),
-        ));
-    }
-    arrow_select::concat::concat_batches(&new.schema(), &[kept, new]).map_err(bad)
-}
-
-/// The partitions a window writes, not yet in place; committed together.
-#[derive(Default)]
-pub(crate) struct Writes {
-    pending: Vec<Pending>,
-    removals: Vec<PathBuf>,
-}
-
-impl Writes {
-    /// Writes the partitions `build` adds under temporary names, then renames them all into
-    /// place (and removes the ones it named); on an error none is put in place.
-    pub(crate) fn all(
-        crash: &CrashPoints,
-        build: impl FnOnce(&mut Writes) -> Result<(), WriteError>,
-    ) -> Result<(), WriteError> {
-        let mut writes = Writes::default();
-        if let Err(e) = build(&mut writes) {
-            for p in writes.pending {
-                p.abandon();
-            }
-            return Err(e);
-        }
-        crash.hit("before rename");
-        for p in writes.pending {
-            pq::commit(p)?;
-        }
-        for d in writes.removals {
-            pq::remove_partition(&d)?;
-        }
-        Ok(())
-    }
-
-    pub(crate) fn add(&mut self, dir: &Path, batch: &RecordBatch) -> Result<(), WriteError> {
-        self.pending.push(pq::write_batch(dir, batch)?);
-        Ok(())
-    }
-
-    /// Adds the partition at `dir` as it was (read back, if there is one) merged on the key
-    /// with `rows`.
-    pub(crate) fn merge_into(
-        &mut self,
-        shape: &Shape,
-        dir: &Path,
-        rows: &[FlaggedRow<'_>],
-        at: DateTime<Utc>,
-    ) -> Result<(), WriteError> {
-        let new = shape.batch(rows, at).map_err(|e| encode_error(dir, e))?;
-        let merged = match read_partition(dir)? {
-            Some(old) => merge(shape, old, new, dir)?,
-            None => new,
-        };
-        self.add(dir, &merged)
-    }
-}
-
 /// The walk of a window of a dataset described by a [`Shape`].
 pub struct ShapeWalk<'a> {
     /// Its dataset.
@@ -227,6 +94,22 @@ pub struct ShapeWalk<'a> {
     /// The unanswered turns of the assistant windows written, by project, for their threads
     /// (`None`: the project does not export them).
     pub unanswered: Option<&'a mut BTreeMap<String, Vec<String>>>,
+    /// A span's walk so far: what its check needs of the pages' rows (see `span.rs`).
+    pub(crate) building: std::sync::Mutex<Building>,
+    /// A span's walk checked: what its write reads back.
+    pub(crate) index: Option<SpanIndex>,
+}
+
+impl ShapeWalk<'_> {
+    /// Whether the walk is a span's (its rows read back from the page store, see `span.rs`).
+    fn is_span(&self) -> bool {
+        matches!(self.shape.windowing, Windowing::Span { .. })
+    }
+
+    /// Whether the threads of its unanswered turns are wanted.
+    fn threads(&self) -> bool {
+        self.unanswered.is_some() && self.shape.name == ASSISTANT.name
+    }
 }
 
 /// Where the next request starts, `None` when the walk is complete; an error when the
@@ -375,12 +258,44 @@ impl Walk for ShapeWalk<'_> {
         Ok(())
     }
 
-    fn check(&self, pages: &mut Vec<Page>) -> Result<(), String> {
-        let repeats = drop_exact_repeats(pages, self.shape);
-        if repeats > 0 {
-            tracing::debug!(dataset = self.shape.name, project = %self.walk.project, repeats, "rows sent twice, written once");
+    fn shed(&self, n: usize, page: &mut Page) {
+        if self.is_span() {
+            let threads = self.threads();
+            let mut b = self.building.lock().unwrap_or_else(|e| e.into_inner());
+            b.add(self.shape, (&self.walk, self.window.tz), n, page, threads);
+            page.rows = Vec::new();
         }
-        self.shape.check_walk(pages)
+    }
+
+    fn check(
+        &mut self,
+        sink: &Sink<'_>,
+        pages: &mut Vec<Page>,
+    ) -> Result<Result<(), String>, ExportError> {
+        let (shape, project) = (self.shape, &self.walk.project);
+        if !self.is_span() {
+            let repeats = drop_exact_repeats(pages, shape);
+            if repeats > 0 {
+                tracing::debug!(dataset = shape.name, %project, repeats, "rows sent twice, written once");
+            }
+            return Ok(shape.check_walk(pages));
+        }
+        // The pages' totals (their rows are in the page store), then the rows read back.
+        self.index = None;
+        if let Err(m) = shape.check_walk(pages) {
+            return Ok(Err(m));
+        }
+        let building = std::mem::take(self.building.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let threads = self.threads();
+        let index = match building.finish(shape, sink, &self.walk, pages.len(), threads)? {
+            Ok(index) => index,
+            Err(m) => return Ok(Err(m)),
+        };
+        if index.repeats > 0 {
+            tracing::debug!(dataset = shape.name, %project, repeats = index.repeats, "rows sent twice, written once");
+        }
+        self.index = Some(index);
+        Ok(Ok(()))
     }
 
     fn doubt(&self, mismatch: String) -> Result<String, ExportError> {
@@ -404,29 +319,44 @@ impl Walk for ShapeWalk<'_> {
         let is_final = self.becomes_final;
         // The first page's totals stand (a later page may leave them out).
         let mut totals = pages.first().map(|p| p.totals.clone()).unwrap_or_default();
-        let mut rows: Vec<Vec<Cell>> = pages.into_iter().flat_map(|p| p.rows).collect();
-        let fractions = shape.whole_counts(&mut rows, &mut totals);
-        let (days, outside) = match shape.windowing {
-            Windowing::Span { .. } => sink.write_span(shape, walk, &rows, at)?,
-            _ => {
-                let day = Day {
-                    rows: &rows,
-                    totals: &totals,
-                    fractions: &fractions,
-                    cut_off,
-                    is_final,
-                };
-                sink.write_day(shape, walk, &day, at)?;
-                (vec![(d.from, rows.len() as i64)], 0)
+        let (days, counted) = if self.is_span() {
+            let index = self.index.take().ok_or_else(|| {
+                self.astray("a span written before its pages were checked".into())
+            })?;
+            let span = span::write(sink, shape, walk, &index, at)?;
+            if let Some(unanswered) = self.unanswered.as_deref_mut() {
+                let list = unanswered.entry(d.project.clone()).or_default();
+                let listed: HashSet<String> = list.iter().cloned().collect();
+                list.extend(index.unanswered.into_iter().filter(|t| !listed.contains(t)));
             }
+            let rows = span.days.iter().map(|(_, n)| n).sum::<i64>() + span.undated as i64;
+            (
+                span.days,
+                (rows, span.outside, span.unknown, span.fractions),
+            )
+        } else {
+            let mut rows: Vec<Vec<Cell>> = pages.into_iter().flat_map(|p| p.rows).collect();
+            let fractions = shape.whole_counts(&mut rows, &mut totals);
+            let day = Day {
+                rows: &rows,
+                totals: &totals,
+                fractions: &fractions,
+                cut_off,
+                is_final,
+            };
+            sink.write_day(shape, walk, &day, at)?;
+            let unknown = shape.unknown_values(rows.iter().map(Vec::as_slice));
+            let n = rows.len() as i64;
+            (vec![(d.from, n)], (n, 0, unknown, fractions))
         };
+        let (rows, outside, unknown, fractions) = counted;
         sink.crash.hit("before state commit");
         sink.store.finish_shaped(&ShapedWritten {
             walk,
             days: &days,
             is_final,
             requests,
-            span: matches!(shape.windowing, Windowing::Span { .. }),
+            span: self.is_span(),
             at,
         })?;
         match shape.windowing {
@@ -449,30 +379,13 @@ impl Walk for ShapeWalk<'_> {
                 )?;
             }
         }
-        if let Some(unanswered) = self
-            .unanswered
-            .as_deref_mut()
-            .filter(|_| shape.name == ASSISTANT.name)
-        {
-            let status = ASSISTANT.index("resolution_status").unwrap_or(0);
-            let id = ASSISTANT.index("id").unwrap_or(0);
-            let list = unanswered.entry(d.project.clone()).or_default();
-            for r in &rows {
-                if r[status].text() == Some("unanswered")
-                    && let Some(t) = r[id].text()
-                    && !list.iter().any(|x| x == t)
-                {
-                    list.push(t.to_string());
-                }
-            }
-        }
         Ok(WindowOutcome {
-            rows: rows.len() as i64 - outside as i64,
+            rows,
             requests,
             is_final,
             cut_off,
             outside,
-            unknown: shape.unknown_values(rows.iter().map(Vec::as_slice)),
+            unknown,
             fractions,
             ..WindowOutcome::of(shape.name, &d.project, (d.from, d.to))
         })
@@ -513,99 +426,13 @@ impl Sink<'_> {
                 let f = fractions_batch(day.fractions, at).map_err(|e| encode_error(&fdir, e))?;
                 writes.add(&fdir, &f)?;
             }
-            Ok(())
+            Ok::<(), WriteError>(())
         })?;
         if day.fractions.is_empty() {
             // The day fetched again holds whole counts: its earlier fractions are gone.
             crate::dataset::parquet::remove_partition(&fdir)?;
         }
         Ok(())
-    }
-
-    /// Writes a span: every day of it replaced by its rows (a day without rows loses its
-    /// partition), rows without a day merged on the key into the undated table, rows dated
-    /// outside the span (the service filters on another instant) merged on the key into the
-    /// outside table; returns the rows of each day and how many were set aside outside.
-    pub(crate) fn write_span(
-        &self,
-        shape: &Shape,
-        w: &WalkKey,
-        rows: &[Vec<Cell>],
-        at: DateTime<Utc>,
-    ) -> Result<(Vec<(NaiveDate, i64)>, u64), ExportError> {
-        let mut by_day: BTreeMap<Option<NaiveDate>, Vec<FlaggedRow<'_>>> = BTreeMap::new();
-        let mut outside: Vec<FlaggedRow<'_>> = Vec::new();
-        for r in rows {
-            let day = shape.day_of(r, self.tz);
-            if let Some(d) = day
-                && !(w.from..w.to).contains(&d)
-            {
-                if shape.outside_table.is_some() {
-                    outside.push((r.as_slice(), &[]));
-                    continue;
-                }
-                return Err(Client::paging_error(
-                    shape.name,
-                    target(w),
-                    format!(
-                        "{} is dated {d}, outside the days asked for",
-                        shape.show_key(r)
-                    ),
-                )
-                .into());
-            }
-            if day.is_none() && shape.undated_table.is_none() {
-                return Err(Client::paging_error(
-                    shape.name,
-                    target(w),
-                    format!("{} has no date", shape.show_key(r)),
-                )
-                .into());
-            }
-            by_day.entry(day).or_default().push((r.as_slice(), &[]));
-        }
-        let out = self.out;
-        let mut days = Vec::new();
-        Writes::all(self.crash, |writes| {
-            let mut d = w.from;
-            while d < w.to {
-                let dir = partition_dir(out, shape.table, &w.project, d);
-                match by_day.get(&Some(d)) {
-                    Some(rows) => {
-                        let batch = shape.batch(rows, at).map_err(|e| encode_error(&dir, e))?;
-                        writes.add(&dir, &batch)?;
-                        days.push((d, rows.len() as i64));
-                    }
-                    None => {
-                        writes.removals.push(dir);
-                        days.push((d, 0));
-                    }
-                }
-                match d.succ_opt() {
-                    Some(n) => d = n,
-                    None => break,
-                }
-            }
-            if let (Some(rows), Some(table)) = (by_day.get(&None), shape.undated_table) {
-                writes.merge_into(shape, &project_dir(out, table, &w.project), rows, at)?;
-            }
-            if let (false, Some(table)) = (outside.is_empty(), shape.outside_table) {
-                writes.merge_into(shape, &project_dir(out, table, &w.project), &outside, at)?;
-            }
-            Ok(())
-        })?;
-        if !outside.is_empty() {
-            tracing::warn!(
-                dataset = shape.name,
-                project = %w.project,
-                from = %w.from,
-                to = %w.to,
-                rows = outside.len(),
-                "rows dated outside the days asked for, set aside in {}",
-                shape.outside_table.unwrap_or_default()
-            );
-        }
-        Ok((days, outside.len() as u64))
     }
 }
 
@@ -620,10 +447,6 @@ pub(crate) fn fingerprint(shape: &Shape, page: &Page) -> String {
     } else {
         format!("{:?}", page.totals)
     }
-}
-
-pub(crate) fn target(w: &WalkKey) -> String {
-    format!("project {} ({} to {})", w.project, w.from, w.to)
 }
 
 /// A page's identity for the guard against a service that ignores the paging: its rows' keys.

@@ -170,8 +170,18 @@ pub(crate) trait Walk {
     fn fingerprint(&self, first: &Self::Page) -> Option<String>;
     /// A probed day found as stored, now final: its partitions and state made final.
     fn settle(&self, sink: &Sink<'_>, first: &Self::Page) -> Result<(), ExportError>;
-    /// The checks of a complete walk (rows sent twice alike may be dropped first).
-    fn check(&self, pages: &mut Vec<Self::Page>) -> Result<(), String>;
+    /// Page `n` of the walk (from 0: a walk begun again starts again), stored and taken into
+    /// account by the guards, as the walk keeps it in memory until its end: a walk whose pages
+    /// together may be far larger than memory allows (a span's) notes what it needs of their
+    /// rows here, drops them, and reads them back from the page store to write them.
+    fn shed(&self, _n: usize, _page: &mut Self::Page) {}
+    /// The checks of a complete walk (rows sent twice alike may be dropped first): the
+    /// mismatch found, if any (the inner error), or why the walk could not be checked.
+    fn check(
+        &mut self,
+        sink: &Sink<'_>,
+        pages: &mut Vec<Self::Page>,
+    ) -> Result<Result<(), String>, ExportError>;
     /// A mismatch found again after walking again: written with this doubt, or refused.
     fn doubt(&self, mismatch: String) -> Result<String, ExportError>;
     /// Writes the window's partitions and records it in the state.

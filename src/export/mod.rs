@@ -1152,6 +1152,8 @@ impl Exporter {
                     full: due.full,
                     stagger: due.stagger,
                     unanswered: wants_threads.then_some(&mut r.unanswered),
+                    building: Default::default(),
+                    index: None,
                 };
                 self.window(due, w, client, spend, org, summary).await
             }

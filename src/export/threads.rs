@@ -6,7 +6,7 @@ use crate::api::Client;
 use crate::api::analytics::At;
 use crate::dataset::analytics::{THREAD_MESSAGES, THREADS};
 use crate::dataset::shape::{Cell, FlaggedRow, Page};
-use crate::dataset::shape_walk::Writes;
+use crate::dataset::writes::Writes;
 use crate::dataset::{Dataset, Windowing};
 use crate::layout::partition_dir;
 use std::collections::{BTreeMap, HashMap};

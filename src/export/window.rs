@@ -13,6 +13,9 @@ use crate::dataset::walk::{Sink, Walk};
 use crate::events::Event;
 use std::collections::HashMap;
 
+/// The pages an interrupted walk kept, with their hashes for the guards.
+type Kept<P> = (Vec<P>, Vec<Option<u64>>);
+
 /// The pages of a walk, or `None` when the window's part of this run was spent first.
 type Pages<P> = Option<Vec<P>>;
 
@@ -62,7 +65,8 @@ impl Exporter {
             }
         }
         let walker = self.client_for(client, label, summary);
-        let walked = self.refused(w, self.walk_checked(due, w, &walker, before).await);
+        let walked = self.walk_checked(due, w, &walker, before).await;
+        let walked = self.refused(w, walked);
         let Some((pages, mismatch)) = walked? else {
             tracing::debug!(dataset, project = %due.project, day = %due.day, "walked in parts: the walk goes on next run");
             summary.paused += 1;
@@ -104,20 +108,27 @@ impl Exporter {
         result
     }
 
-    /// The pages an interrupted walk kept, in order (none: the walk starts afresh; so do the
-    /// pages another version of docpipe kept).
-    fn stored<W: Walk>(&self, w: &W) -> Result<Vec<W::Page>, ExportError> {
-        let mut pages = Vec::new();
-        for kept in self.state().pages(w.key())? {
-            match w.unkeep(&kept) {
-                Some(p) => pages.push(p),
-                None => {
-                    self.forget(w)?;
-                    return Ok(Vec::new());
-                }
+    /// The pages an interrupted walk kept, in order, read one at a time (none: the walk starts
+    /// afresh; so do the pages another version of docpipe kept), with their hashes for the
+    /// guards (taken before the walk sheds what it does not keep in memory).
+    fn stored<W: Walk>(&self, w: &W) -> Result<Kept<W::Page>, ExportError> {
+        let (mut pages, mut hashes) = (Vec::new(), Vec::new());
+        let read = self.state().each_page(w.key(), |kept| {
+            let mut p = w.unkeep(kept).ok_or(Unkept::Foreign)?;
+            hashes.push(w.hash(&p));
+            w.shed(pages.len(), &mut p);
+            pages.push(p);
+            Ok(())
+        });
+        match read {
+            Ok(()) => {}
+            Err(Unkept::Foreign) => {
+                self.forget(w)?;
+                return Ok((Vec::new(), Vec::new()));
             }
+            Err(Unkept::Store(e)) => return Err(e.into()),
         }
-        Ok(pages)
+        Ok((pages, hashes))
     }
 
     /// Keeps page `n` of the walk (page 0 starts it afresh), with whether it ends the walk.
@@ -180,14 +191,14 @@ impl Exporter {
     async fn walk_checked<W: Walk>(
         &self,
         due: &Due,
-        w: &W,
+        w: &mut W,
         client: &Client,
         before: u64,
     ) -> Result<Option<(Vec<W::Page>, Option<String>)>, ExportError> {
         let Some(mut pages) = self.walk(due, w, client, before).await? else {
             return Ok(None);
         };
-        let Err(m) = w.check(&mut pages) else {
+        let Err(m) = w.check(&self.sink(), &mut pages)? else {
             return Ok(Some((pages, None)));
         };
         tracing::warn!(dataset = due.dataset(), project = %due.project, day = %due.day, "{m}; walking the window again");
@@ -195,7 +206,7 @@ impl Exporter {
         let Some(mut pages) = self.walk(due, w, client, before).await? else {
             return Ok(None);
         };
-        match w.check(&mut pages) {
+        match w.check(&self.sink(), &mut pages)? {
             Ok(()) => Ok(Some((pages, None))),
             Err(m) => Ok(Some((pages, Some(w.doubt(m)?)))),
         }
@@ -211,8 +222,7 @@ impl Exporter {
         client: &Client,
         before: u64,
     ) -> Result<Pages<W::Page>, ExportError> {
-        let mut pages = self.stored(w)?;
-        let hashes: Vec<Option<u64>> = pages.iter().map(|p| w.hash(p)).collect();
+        let (mut pages, hashes) = self.stored(w)?;
         let mut seen: HashMap<u64, usize> = hashes
             .iter()
             .enumerate()
@@ -261,8 +271,24 @@ impl Exporter {
             }
             self.store(w, n, &page, &body)?;
             self.crash.hit("page stored");
+            let mut page = page;
+            w.shed(n, &mut page);
             pages.push(page);
         }
+    }
+}
+
+/// Why the kept pages of a walk were not read back.
+enum Unkept {
+    /// A page kept by another version of docpipe.
+    Foreign,
+    /// The page store failed.
+    Store(crate::store::StoreError),
+}
+
+impl From<crate::store::StoreError> for Unkept {
+    fn from(e: crate::store::StoreError) -> Self {
+        Unkept::Store(e)
     }
 }
 

@@ -49,45 +49,98 @@ pub struct Frame<'a> {
     pub data: &'a [u8],
 }
 
-/// A journal read back: the walk it belongs to, its whole frames, and where they end.
-#[derive(Debug, Default)]
-pub struct Read<'a> {
-    /// The walk's id; `None` when the header is missing or damaged.
-    pub id: Option<u64>,
-    /// The whole frames, in order.
-    pub frames: Vec<Frame<'a>>,
-    /// Bytes up to the end of the last whole frame.
-    pub valid_len: u64,
+/// A journal read frame by frame from the start (nothing but the frame at hand kept in
+/// memory: a span's journal may hold a million rows).
+pub struct Reader<R> {
+    r: R,
+    /// Bytes up to the end of the last whole frame read.
+    at: u64,
+    /// The payload of the frame at hand.
+    buf: Vec<u8>,
+    /// A cut or damaged frame was met: the journal ends before it.
+    ended: bool,
 }
 
-/// Splits a journal into its whole frames; stops at the first cut or damaged one.
-pub fn read(bytes: &[u8]) -> Read<'_> {
-    if bytes.len() < HEADER || &bytes[..4] != MAGIC {
-        return Read::default();
+/// Fills `buf` from `r`: false when `r` ends first.
+fn fill(r: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<bool> {
+    match r.read_exact(buf) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
     }
-    let id = u64::from_le_bytes(bytes[4..HEADER].try_into().unwrap_or_default());
-    let mut frames = Vec::new();
-    let mut at = HEADER;
-    while let Some(head) = bytes.get(at..at + 8) {
+}
+
+impl<R: std::io::Read> Reader<R> {
+    /// Reads the header: the walk's id and the reader of its frames; `None` when the header is
+    /// missing or damaged (an older layout's journal belongs to no walk).
+    pub fn open(mut r: R) -> std::io::Result<Option<(u64, Self)>> {
+        let mut h = [0u8; HEADER];
+        if !fill(&mut r, &mut h)? || &h[..4] != MAGIC {
+            return Ok(None);
+        }
+        let id = u64::from_le_bytes(h[4..].try_into().unwrap_or_default());
+        let reader = Self {
+            r,
+            at: HEADER as u64,
+            buf: Vec::new(),
+            ended: false,
+        };
+        Ok(Some((id, reader)))
+    }
+
+    /// The next whole frame; `None` at the end, or at the first cut or damaged frame (the
+    /// journal ends before it).
+    pub fn next_frame(&mut self) -> std::io::Result<Option<Frame<'_>>> {
+        if self.ended {
+            return Ok(None);
+        }
+        let mut head = [0u8; 8];
+        if !fill(&mut self.r, &mut head)? {
+            self.ended = true;
+            return Ok(None);
+        }
         let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
         let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
-        let Some(payload) = bytes.get(at + 8..at + 8 + len) else {
-            break;
-        };
-        if len < FIXED || crc32fast::hash(payload) != crc {
-            break;
+        self.buf.clear();
+        // Read through `take`: a damaged length allocates no more than the file holds.
+        let mut payload = <&mut R as std::io::Read>::take(&mut self.r, len as u64);
+        std::io::Read::read_to_end(&mut payload, &mut self.buf)?;
+        if len < FIXED || self.buf.len() < len || crc32fast::hash(&self.buf) != crc {
+            self.ended = true;
+            return Ok(None);
         }
-        frames.push(Frame {
-            seq: u64::from_le_bytes(payload[..8].try_into().unwrap_or_default()),
-            last: payload[8] != 0,
-            data: &payload[FIXED..],
-        });
-        at += 8 + len;
+        self.at += 8 + len as u64;
+        let p = &self.buf;
+        Ok(Some(Frame {
+            seq: u64::from_le_bytes(p[..8].try_into().unwrap_or_default()),
+            last: p[8] != 0,
+            data: &p[FIXED..],
+        }))
     }
-    Read {
-        id: Some(id),
-        frames,
-        valid_len: at as u64,
+
+    /// Passes over the next frame unread (its page not wanted: a walk read back in parts);
+    /// `false` at the end. Its checksum is not checked: a frame read whole once is whole.
+    pub fn skip_frame(&mut self) -> std::io::Result<bool>
+    where
+        R: std::io::Seek,
+    {
+        if self.ended {
+            return Ok(false);
+        }
+        let mut head = [0u8; 8];
+        if !fill(&mut self.r, &mut head)? {
+            self.ended = true;
+            return Ok(false);
+        }
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        self.r.seek(std::io::SeekFrom::Current(i64::from(len)))?;
+        self.at += 8 + u64::from(len);
+        Ok(true)
+    }
+
+    /// Bytes up to the end of the last whole frame read.
+    pub fn valid_len(&self) -> u64 {
+        self.at
     }
 }
 
@@ -95,42 +148,57 @@ pub fn read(bytes: &[u8]) -> Read<'_> {
 mod tests {
     use super::*;
 
+    /// A journal's id, its whole frames (number, last, page) and where they end.
+    type Whole = (u64, Vec<(u64, bool, Vec<u8>)>, u64);
+
+    /// Every whole frame of `bytes`, owned, with where they end; `None`: no journal.
+    fn read(bytes: &[u8]) -> Option<Whole> {
+        let (id, mut r) = Reader::open(std::io::Cursor::new(bytes)).unwrap()?;
+        let mut frames = Vec::new();
+        while let Some(f) = r.next_frame().unwrap() {
+            frames.push((f.seq, f.last, f.data.to_vec()));
+        }
+        Some((id, frames, r.valid_len()))
+    }
+
     #[test]
     fn frames_round_trip_and_a_cut_or_damaged_frame_ends_the_journal() {
         let mut bytes = header(42).to_vec();
         bytes.extend(frame(0, false, b"first page"));
         let one = bytes.len() as u64;
         bytes.extend(frame(1, true, b"second"));
-        let whole = read(&bytes);
-        assert_eq!(whole.id, Some(42));
-        assert_eq!(whole.valid_len, bytes.len() as u64);
+        let (id, frames, len) = read(&bytes).unwrap();
+        assert_eq!((id, len), (42, bytes.len() as u64));
         assert_eq!(
-            whole.frames,
+            frames,
             [
-                Frame {
-                    seq: 0,
-                    last: false,
-                    data: b"first page"
-                },
-                Frame {
-                    seq: 1,
-                    last: true,
-                    data: b"second"
-                }
+                (0, false, b"first page".to_vec()),
+                (1, true, b"second".to_vec())
             ]
         );
         // Every cut inside the second frame leaves the first.
         for cut in one as usize..bytes.len() {
-            let r = read(&bytes[..cut]);
-            assert_eq!((r.frames.len(), r.valid_len), (1, one), "cut at {cut}");
+            let (_, frames, len) = read(&bytes[..cut]).unwrap();
+            assert_eq!((frames.len(), len), (1, one), "cut at {cut}");
         }
         // A flipped byte fails the CRC.
         let mut damaged = bytes.clone();
         *damaged.last_mut().unwrap() ^= 1;
-        assert_eq!(read(&damaged).frames.len(), 1);
+        assert_eq!(read(&damaged).unwrap().1.len(), 1);
+        // A damaged length larger than the file ends it, allocating nothing of that size.
+        let mut long = header(7).to_vec();
+        long.extend(frame(0, true, b"x"));
+        long[HEADER..HEADER + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(read(&long).unwrap().1.len(), 0);
+        // A frame passed over unread, then the next one read.
+        let (_, mut r) = Reader::open(std::io::Cursor::new(&bytes)).unwrap().unwrap();
+        assert!(r.skip_frame().unwrap());
+        let second = r.next_frame().unwrap().unwrap();
+        assert_eq!((second.seq, second.data), (1, &b"second"[..]));
+        assert!(!r.skip_frame().unwrap());
         // No header, or an older layout's: no journal.
-        assert_eq!(read(b"DPJ").id, None);
-        assert_eq!(read(b"DPJ2\0\0\0\0\0\0\0\0").id, None);
-        assert_eq!(read(b"XXXX00000000").id, None);
+        assert!(read(b"DPJ").is_none());
+        assert!(read(b"DPJ2\0\0\0\0\0\0\0\0").is_none());
+        assert!(read(b"XXXX00000000").is_none());
     }
 }

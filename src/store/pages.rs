@@ -17,6 +17,7 @@ use crate::layout;
 use chrono::NaiveDate;
 use std::collections::{HashMap, HashSet};
 use std::io::{Seek, Write};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -97,8 +98,15 @@ pub(super) trait PageStore: std::fmt::Debug + Send + Sync {
         last: bool,
         data: &[u8],
     ) -> Result<(), StoreError>;
-    /// The walk's pages, in order (none when it is not in progress).
-    fn pages(&self, sql: &Sql, w: &WalkKey) -> Result<Vec<Vec<u8>>, StoreError>;
+    /// Hands the walk's pages that `want` names (by their place, from 0) to `f` in order, one
+    /// at a time (none when it is not in progress), until `f` says to stop.
+    fn each(
+        &self,
+        sql: &Sql,
+        w: &WalkKey,
+        want: &dyn Fn(usize) -> bool,
+        f: &mut dyn FnMut(usize, &[u8]) -> ControlFlow<()>,
+    ) -> Result<(), StoreError>;
     /// How many pages the walk has, and whether the last one ended it.
     fn progress(&self, sql: &Sql, w: &WalkKey) -> Result<(u64, bool), StoreError>;
     /// Removes what an ended walk (its row deleted) left outside the database.
@@ -250,29 +258,55 @@ impl Journals {
         }
     }
 
-    /// `f` of the walk's journal, read once, when it belongs to the walk in progress (its end
-    /// noted for the next append); `None` when there is none.
-    fn read<T>(
+    /// Reads the walk's journal frame by frame when it belongs to the walk in progress, each
+    /// frame handed to `f` (which may stop the reading), and notes where its whole frames end
+    /// for the next append; `false` when there is no such journal.
+    fn scan(
         &self,
         sql: &Sql,
         w: &WalkKey,
-        f: impl FnOnce(&journal::Read<'_>) -> T,
-    ) -> Result<Option<T>, StoreError> {
+        want: &dyn Fn(usize) -> bool,
+        f: &mut dyn FnMut(journal::Frame<'_>) -> ControlFlow<()>,
+    ) -> Result<bool, StoreError> {
         let Some(id) = walk_id(sql, w)? else {
-            return Ok(None);
+            return Ok(false);
         };
         let path = self.path(w);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(self.error(&path, e)),
+        let io = |e| self.error(&path, e);
+        let file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io(e)),
         };
-        let read = journal::read(&bytes);
-        if read.id != Some(id) {
-            return Ok(None);
+        let Some((found, mut reader)) =
+            journal::Reader::open(std::io::BufReader::new(file)).map_err(io)?
+        else {
+            return Ok(false);
+        };
+        if found != id {
+            return Ok(false);
         }
-        self.remember(w, id, read.valid_len);
-        Ok(Some(f(&read)))
+        let mut whole = true;
+        for n in 0.. {
+            if !want(n) {
+                whole = false;
+                if !reader.skip_frame().map_err(io)? {
+                    break;
+                }
+                continue;
+            }
+            let Some(frame) = reader.next_frame().map_err(io)? else {
+                break;
+            };
+            if f(frame).is_break() {
+                whole = false;
+                break;
+            }
+        }
+        if whole {
+            self.remember(w, id, reader.valid_len());
+        }
+        Ok(true)
     }
 
     /// Notes where the walk's journal (of walk `id`) ends, for the next append.
@@ -362,21 +396,34 @@ impl PageStore for Journals {
         Ok(())
     }
 
-    fn pages(&self, sql: &Sql, w: &WalkKey) -> Result<Vec<Vec<u8>>, StoreError> {
-        let pages = self.read(sql, w, |r| {
-            r.frames.iter().map(|f| f.data.to_vec()).collect()
-        })?;
-        Ok(pages.unwrap_or_default())
+    fn each(
+        &self,
+        sql: &Sql,
+        w: &WalkKey,
+        want: &dyn Fn(usize) -> bool,
+        f: &mut dyn FnMut(usize, &[u8]) -> ControlFlow<()>,
+    ) -> Result<(), StoreError> {
+        let place = std::cell::Cell::new(0usize);
+        self.scan(
+            sql,
+            w,
+            &|i| {
+                place.set(i);
+                want(i)
+            },
+            &mut |frame| f(place.get(), frame.data),
+        )?;
+        Ok(())
     }
 
     fn progress(&self, sql: &Sql, w: &WalkKey) -> Result<(u64, bool), StoreError> {
-        let progress = self.read(sql, w, |r| {
-            (
-                r.frames.len() as u64,
-                r.frames.last().is_some_and(|f| f.last),
-            )
+        let (mut pages, mut last) = (0, false);
+        self.scan(sql, w, &|_| true, &mut |frame| {
+            pages += 1;
+            last = frame.last;
+            ControlFlow::Continue(())
         })?;
-        Ok(progress.unwrap_or((0, false)))
+        Ok((pages, last))
     }
 
     fn ended(&self, w: &WalkKey) -> Result<(), StoreError> {
@@ -462,19 +509,49 @@ impl PageStore for Rows {
         })
     }
 
-    fn pages(&self, sql: &Sql, w: &WalkKey) -> Result<Vec<Vec<u8>>, StoreError> {
+    fn each(
+        &self,
+        sql: &Sql,
+        w: &WalkKey,
+        want: &dyn Fn(usize) -> bool,
+        f: &mut dyn FnMut(usize, &[u8]) -> ControlFlow<()>,
+    ) -> Result<(), StoreError> {
+        // One page a query: a span's pages together may be far larger than memory allows.
         let p = w.params();
-        sql.read(move |tx| {
+        let seqs: Vec<i64> = sql.read(move |tx| {
             tx.rows(
-                "SELECT g.data FROM walk_pages g JOIN walks w ON w.id = g.walk_id
+                "SELECT g.seq FROM walk_pages g JOIN walks w ON w.id = g.walk_id
                  WHERE w.dataset = ?1 AND w.project = ?2 AND w.from_day = ?3 AND w.to_day = ?4
                  ORDER BY g.seq",
                 &p,
             )?
             .iter()
-            .map(|r| r.blob(0))
+            .map(|r| r.int(0))
             .collect()
-        })
+        })?;
+        for (n, seq) in seqs.into_iter().enumerate() {
+            if !want(n) {
+                continue;
+            }
+            let mut p = w.params();
+            p.push(Value::Int(seq));
+            let data = sql.read(move |tx| {
+                tx.row(
+                    "SELECT g.data FROM walk_pages g JOIN walks w ON w.id = g.walk_id
+                     WHERE w.dataset = ?1 AND w.project = ?2 AND w.from_day = ?3 AND w.to_day = ?4
+                       AND g.seq = ?5",
+                    &p,
+                )?
+                .map(|r| r.blob(0))
+                .transpose()
+            })?;
+            // A page gone meanwhile: the walk ended under this reader (another daemon wrote it).
+            let Some(data) = data else { break };
+            if f(n, &data).is_break() {
+                break;
+            }
+        }
+        Ok(())
     }
 
     fn progress(&self, sql: &Sql, w: &WalkKey) -> Result<(u64, bool), StoreError> {
@@ -517,9 +594,35 @@ impl Store {
         self.pages.put(&self.sql, w, seq, last, data)
     }
 
-    /// The kept pages of a walk, in order (none when it is not in progress).
-    pub fn pages(&self, w: &WalkKey) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.pages.pages(&self.sql, w)
+    /// Hands the kept pages of a walk to `f` in order, one at a time (none when it is not in
+    /// progress): a span's pages together may be far larger than memory allows. Stops at the
+    /// first error `f` returns, and returns it.
+    pub fn each_page<E: From<StoreError>>(
+        &self,
+        w: &WalkKey,
+        mut f: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.some_pages(w, |_| true, |_, data| f(data))
+    }
+
+    /// As [`Store::each_page`], the pages `want` names (by their place, from 0) alone, each
+    /// handed to `f` with its place; the others are passed over unread.
+    pub fn some_pages<E: From<StoreError>>(
+        &self,
+        w: &WalkKey,
+        want: impl Fn(usize) -> bool,
+        mut f: impl FnMut(usize, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut failed = None;
+        self.pages
+            .each(&self.sql, w, &want, &mut |n, data| match f(n, data) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => {
+                    failed = Some(e);
+                    ControlFlow::Break(())
+                }
+            })?;
+        failed.map_or(Ok(()), Err)
     }
 
     /// How many pages of a walk are kept, and whether the last one ended it.

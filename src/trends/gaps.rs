@@ -764,7 +764,7 @@ pub fn dataset_of_trend(trend: &str) -> &'static str {
 }
 
 /// The tables a gap table is computed from, by name in the output folder.
-const SOURCES: [&str; 7] = [
+pub(crate) const SOURCES: [&str; 7] = [
     "searches",
     "search_totals",
     "assistant_turns",

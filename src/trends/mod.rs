@@ -79,6 +79,14 @@ pub const NAMES: [&str; BASE_NAMES.len() + gaps::NAMES.len()] = {
 
 impl Tables {
     /// The tables in one set of types ([`arrow::typed`]).
+    /// `more`'s rows added below each table's (a later project's).
+    fn stack(&mut self, mut more: Tables) -> PolarsResult<()> {
+        for ((_, df), (_, extra)) in self.named().into_iter().zip(more.named()) {
+            df.vstack_mut(extra)?;
+        }
+        Ok(())
+    }
+
     fn typed(mut self) -> PolarsResult<Self> {
         for (_, df) in self.named() {
             *df = arrow::typed(std::mem::take(df))?;
@@ -146,6 +154,9 @@ pub fn scan(out: &Path, table: &str, sel: &Selection) -> Result<LazyFrame, Trend
     if !root.is_dir() {
         return Err(TrendsError::NoData(out.display().to_string()));
     }
+    if let Some(lf) = scan_project(out, table, sel)? {
+        return Ok(lf);
+    }
     let hive_schema = Schema::from_iter([
         Field::new("project".into(), DataType::String),
         Field::new("date".into(), DataType::Date),
@@ -163,17 +174,63 @@ pub fn scan(out: &Path, table: &str, sel: &Selection) -> Result<LazyFrame, Trend
     };
     // The table's folder itself, not a glob built from it: polars walks a folder it is given,
     // and a user's path with glob characters (`out[1]`) must not match other folders.
-    let mut lf = of_projects(
+    let lf = of_projects(
         LazyFrame::scan_parquet(PlRefPath::try_from_path(&root)?, args)?,
         sel,
     );
+    Ok(of_days(lf, sel))
+}
+
+/// A table's rows of the selection's one project, its folder scanned alone (`None`: the
+/// selection names another number of projects, or the project has no folder there): a scan of
+/// the table's root lists every project's files, which made the trends of many projects, a
+/// project at a time, grow with the square of the projects.
+fn scan_project(
+    out: &Path,
+    table: &str,
+    sel: &Selection,
+) -> Result<Option<LazyFrame>, TrendsError> {
+    let [project] = sel.projects.as_slice() else {
+        return Ok(None);
+    };
+    let dir = crate::layout::project_dir(out, table, project);
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    let args = ScanArgsParquet {
+        hive_options: HiveOptions {
+            schema: Some(Arc::new(Schema::from_iter([Field::new(
+                "date".into(),
+                DataType::Date,
+            )]))),
+            ..HiveOptions::new_enabled()
+        },
+        schema: file_schema(table),
+        allow_missing_columns: true,
+        ..Default::default()
+    };
+    let mut lf = LazyFrame::scan_parquet(PlRefPath::try_from_path(&dir)?, args)?;
+    // The columns in the order of a scan of the whole table: the file's, then `project` and
+    // `date` (its partitions').
+    let mut columns: Vec<Expr> = lf
+        .collect_schema()?
+        .iter_names()
+        .filter(|n| n.as_str() != "date" && n.as_str() != "project")
+        .map(|n| col(n.clone()))
+        .collect();
+    columns.extend([lit(project.as_str()).alias("project"), col("date")]);
+    Ok(Some(of_days(lf.select(columns), sel)))
+}
+
+/// The rows of the selection's days.
+fn of_days(mut lf: LazyFrame, sel: &Selection) -> LazyFrame {
     if let Some(from) = sel.from {
         lf = lf.filter(col("date").gt_eq(lit(from)));
     }
     if let Some(to) = sel.to {
         lf = lf.filter(col("date").lt_eq(lit(to)));
     }
-    Ok(lf)
+    lf
 }
 
 /// The rows of the selection's projects (all when it names none).
@@ -699,15 +756,51 @@ fn empty_here() -> Result<Tables, TrendsError> {
     .typed()?)
 }
 
+/// The tables the trends read, by name in the output folder.
+fn sources() -> Vec<&'static str> {
+    let mut tables = vec![SITE_TOTALS, PAGE_VIEWS];
+    tables.extend(gaps::SOURCES);
+    tables
+}
+
 fn compute_here(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
+    // A project at a time: every table is per project (sorted by project first), and the
+    // memory grows with the largest project, not with the lake (measured: `cargo bench
+    // --bench trends_scale`). The projects in order, so the tables stacked are in order too.
+    let mut projects = crate::layout::projects_of(out, &sources());
+    if !sel.projects.is_empty() {
+        projects.retain(|p| sel.projects.contains(p));
+    }
+    let mut stacked: Option<Tables> = None;
+    for project in projects {
+        let one = Selection {
+            projects: vec![project],
+            ..sel.clone()
+        };
+        let tables = compute_of(out, &one)?;
+        match &mut stacked {
+            None => stacked = Some(tables),
+            Some(all) => all.stack(tables)?,
+        }
+    }
+    match stacked {
+        Some(mut t) if t.daily.height() > 0 => {
+            for (_, df) in t.named() {
+                df.rechunk_mut();
+            }
+            Ok(t)
+        }
+        _ => Err(TrendsError::NoData(out.display().to_string())),
+    }
+}
+
+/// The tables of the selection's projects, computed at once.
+fn compute_of(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
     // The docs gaps (many small files) are read while the page-view tables are computed.
     let partial = partial_days(out, sel)?;
     std::thread::scope(|s| {
         let gaps = s.spawn(|| gaps::compute(out, sel, &partial));
         let daily = daily(out, sel, &partial)?.collect()?;
-        if daily.height() == 0 {
-            return Err(TrendsError::NoData(out.display().to_string()));
-        }
         let weekly = weekly(daily.clone().lazy()).collect()?;
         let pages = pages(out, sel, &partial)?.collect()?;
         let gaps = joined(gaps, "the docs gaps computation")?;

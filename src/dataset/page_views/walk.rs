@@ -127,8 +127,12 @@ impl Walk for ViewWalk {
         Ok(())
     }
 
-    fn check(&self, pages: &mut Vec<StoredPage>) -> Result<(), String> {
-        page_views::check(pages)
+    fn check(
+        &mut self,
+        _sink: &Sink<'_>,
+        pages: &mut Vec<StoredPage>,
+    ) -> Result<Result<(), String>, ExportError> {
+        Ok(page_views::check(pages))
     }
 
     fn doubt(&self, mismatch: String) -> Result<String, ExportError> {
