@@ -148,7 +148,14 @@ fn median(mut v: Vec<f64>) -> (f64, f64) {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    for size in SIZES {
+    // `DOCPIPE_BENCH_SIZE=50x365` measures that size alone (to profile it).
+    let one = std::env::var("DOCPIPE_BENCH_SIZE").ok().map(|s| {
+        let (p, d) = s
+            .split_once('x')
+            .expect("DOCPIPE_BENCH_SIZE: projects x days");
+        (p.parse().unwrap(), d.parse().unwrap())
+    });
+    for size in one.map_or(SIZES.to_vec(), |s| vec![s]) {
         measure(size).await;
     }
 }

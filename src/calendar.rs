@@ -104,12 +104,47 @@ pub fn local_midnight(day: NaiveDate, tz: Tz) -> chrono::DateTime<Tz> {
 
 /// Whether `day` exists in `tz` (a zone that moved across the date line skipped one).
 pub fn day_exists(day: NaiveDate, tz: Tz) -> bool {
+    if tz == Tz::UTC {
+        return true;
+    }
     day.succ_opt()
         .is_some_and(|next| local_midnight(day, tz) < local_midnight(next, tz))
 }
 
+/// A day written `YYYY-MM-DD`, read without chrono's general parser (a status reads hundreds of
+/// thousands of them from the state); any other form as chrono reads it.
+pub fn parse_day(s: &str) -> Option<NaiveDate> {
+    let b = s.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return s.parse().ok();
+    }
+    let num = |r: std::ops::Range<usize>| {
+        b[r].iter().try_fold(0u32, |n, c| {
+            c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0'))
+        })
+    };
+    NaiveDate::from_ymd_opt(i32::try_from(num(0..4)?).ok()?, num(5..7)?, num(8..10)?)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_day_reads_as_chrono_reads_it() {
+        for s in [
+            "2026-03-01",
+            "2024-02-29",
+            "2026-02-29",
+            "2026-13-01",
+            "2026-00-10",
+            "2026-1-01",
+            "20x6-03-01",
+            "+2026-03-01",
+            "",
+        ] {
+            assert_eq!(super::parse_day(s), s.parse().ok(), "{s:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -8,9 +8,10 @@ use crate::export::{ExportError, Plan};
 use crate::planner::Room;
 use crate::planner::forecast::{OrgForecast, Stream, Windows};
 use crate::store::activity::Trouble;
-use crate::store::{Queued, StoreError};
+use crate::store::{Known, Queued, StoreError};
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The plans of what is due.
 #[derive(Debug)]
@@ -46,6 +47,11 @@ pub fn plan_view(ctx: &Context) -> Result<PlanView, ExportError> {
 /// final with when each was last looked at, each span's last walks, and what a walk costs
 /// (measured: the latest windows). Reads the state only.
 pub fn streams(ctx: &Context) -> Result<Vec<Stream>, StoreError> {
+    streams_knowing(ctx, &Known::new())
+}
+
+/// [`streams`], the days a plan read taken from `known` rather than read again.
+pub fn streams_knowing(ctx: &Context, known: &Known) -> Result<Vec<Stream>, StoreError> {
     let s = &ctx.settings;
     let today = s.today(ctx.clock.now());
     let now = ctx.clock.now();
@@ -76,7 +82,12 @@ pub fn streams(ctx: &Context) -> Result<Vec<Stream>, StoreError> {
                 Windowing::Daily => (
                     crate::dataset::window_cost(ctx.store(), dataset, &p.id)?,
                     Windows::Days {
-                        days: days_not_final(ctx, dataset.name(), &p.id, p.first_day(today))?,
+                        days: days_not_final(
+                            ctx,
+                            (dataset.name(), &p.id),
+                            p.first_day(today),
+                            known,
+                        )?,
                         lookback_days: s.lookback_days,
                     },
                 ),
@@ -122,12 +133,15 @@ fn long_ago(ctx: &Context) -> DateTime<Utc> {
 /// was last looked at (`None`: never written).
 fn days_not_final(
     ctx: &Context,
-    dataset: &'static str,
-    project: &str,
+    (dataset, project): (&'static str, &str),
     first: NaiveDate,
+    known: &Known,
 ) -> Result<BTreeMap<NaiveDate, Option<DateTime<Utc>>>, StoreError> {
     let today = ctx.settings.today(ctx.clock.now());
-    let known = ctx.store().windows(dataset, project)?;
+    let known = match known.get(&(dataset, project.to_string())) {
+        Some(k) => k.clone(),
+        None => Arc::new(ctx.store().windows(dataset, project)?),
+    };
     let looks = ctx.store().looks(dataset, project)?;
     let long_ago = long_ago(ctx);
     let mut days = BTreeMap::new();
@@ -202,7 +216,15 @@ pub fn rooms(ctx: &Context) -> BTreeMap<String, Room> {
 /// The forecast of every organization (see [`crate::planner::forecast`]), with the streams it
 /// was made from.
 pub fn forecast(ctx: &Context) -> Result<(Vec<Stream>, Vec<OrgForecast>), StoreError> {
-    let streams = streams(ctx)?;
+    forecast_knowing(ctx, &Known::new())
+}
+
+/// [`forecast`], the days a plan read taken from `known` rather than read again.
+pub fn forecast_knowing(
+    ctx: &Context,
+    known: &Known,
+) -> Result<(Vec<Stream>, Vec<OrgForecast>), StoreError> {
+    let streams = streams_knowing(ctx, known)?;
     let f = crate::planner::forecast::forecast(
         &streams,
         &rooms(ctx),

@@ -149,6 +149,9 @@ impl Due {
 /// The work of a run, known before sending anything.
 #[derive(Debug, Clone, Default)]
 pub struct Plan {
+    /// What the state recorded of the days of each daily dataset and project planned, as the
+    /// plan read it (the status shows it beside the plan rather than read it again).
+    pub known: crate::store::Known,
     /// The windows due, every dataset's, in serving order (unfinished walks, today,
     /// re-checks, backfill; projects taking turns: see [`planner::order`]).
     pub due: Vec<Due>,

@@ -121,7 +121,9 @@ impl Exporter {
     ) -> Result<(), ExportError> {
         let rule = self.due_rule(dataset.name());
         let now = self.clock.now();
-        let known = self.state().windows(dataset.name(), &t.project)?;
+        let known = std::sync::Arc::new(self.state().windows(dataset.name(), &t.project)?);
+        plan.known
+            .insert((dataset.name(), t.project.clone()), known.clone());
         let looks = self.state().looks(dataset.name(), &t.project)?;
         let walking = self.state().walks_in_progress(dataset.name(), &t.project)?;
         let per_window = dataset::window_cost(self.state(), dataset, &t.project)?;

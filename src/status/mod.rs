@@ -622,7 +622,7 @@ pub fn collect(ctx: &Context, firings: usize) -> anyhow::Result<Status> {
             datasets,
         });
     }
-    status.organizations = organizations(ctx, now)?;
+    status.organizations = organizations(ctx, &view, now)?;
     status.export_now = ExportNow {
         windows: view.due.due.len(),
         requests: view.due.expected_requests,
@@ -716,6 +716,20 @@ fn holes(known: &[NaiveDate], first: NaiveDate) -> Vec<DayRange> {
 }
 
 /// A dataset's days, staleness and failures.
+/// The days of a dataset and project as the plan read them (a dataset it did not plan: read
+/// here).
+fn known_days(
+    ctx: &Context,
+    view: &PlanView,
+    name: &'static str,
+    project: &str,
+) -> anyhow::Result<std::sync::Arc<crate::store::KnownDays>> {
+    Ok(match view.due.known.get(&(name, project.to_string())) {
+        Some(k) => k.clone(),
+        None => std::sync::Arc::new(ctx.store().windows(name, project)?),
+    })
+}
+
 fn dataset(
     ctx: &Context,
     view: &PlanView,
@@ -727,7 +741,7 @@ fn dataset(
 ) -> anyhow::Result<DatasetStatus> {
     let state = ctx.store();
     let windowing = crate::dataset::windowing_of(name);
-    let written = state.windows(name, &p.id)?;
+    let written = known_days(ctx, view, name, &p.id)?;
     let mut known: Vec<NaiveDate> = written.keys().copied().collect();
     known.sort();
     let first_day = p.first_day(ctx.settings.today(now));
@@ -883,8 +897,12 @@ pub fn request_series(ctx: &Context) -> anyhow::Result<String> {
     Ok(used + &day)
 }
 
-fn organizations(ctx: &Context, now: DateTime<Utc>) -> anyhow::Result<Vec<OrgStatus>> {
-    let (streams, forecast) = crate::app::plan_view::forecast(ctx)?;
+fn organizations(
+    ctx: &Context,
+    view: &PlanView,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Vec<OrgStatus>> {
+    let (streams, forecast) = crate::app::plan_view::forecast_knowing(ctx, &view.due.known)?;
     let since = first_hour(now);
     let spent = ctx.store().history().spent_since(since)?;
     let findings = ctx.store().instants_findings()?;

@@ -33,7 +33,7 @@ pub use freshness::{Look, SpanLook};
 pub use pages::WalkKey;
 pub use queue::{Queue, Queued};
 pub use shaped::ShapedWritten;
-pub use windows::{DayRecord, WindowState, WrittenWindow};
+pub use windows::{DayRecord, Known, KnownDays, WindowState, WrittenWindow};
 
 use rusqlite::Connection;
 use std::collections::HashMap;
@@ -119,6 +119,10 @@ impl Db {
             .map_err(err)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(err)?;
+        // Up to 64 MiB of pages kept (SQLite's default is 2 MiB, and the state of 50 projects
+        // over a year is 30 MiB: each status read every page of it again from the file).
+        conn.pragma_update(None, "cache_size", -65536)
+            .map_err(err)?;
         conn.execute_batch(schema).map_err(err)?;
         let key = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
         let n = {
@@ -184,6 +188,7 @@ impl Store {
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let db = Arc::new(Db::open(path, SCHEMA)?);
         db.with_conn(windows::one_table)?;
+        db.ensure(windows::COVERING)?;
         db.with_conn(pages::one_store)?;
         db.ensure(shaped::SCHEMA)?;
         db.ensure(freshness::SCHEMA)?;

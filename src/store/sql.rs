@@ -151,7 +151,7 @@ impl Row {
     /// A day column.
     pub fn day(&self, i: usize) -> Result<NaiveDate, SqlError> {
         let v = self.text(i)?;
-        v.parse().map_err(|_| wrong(i, "a day", &Value::Text(v)))
+        crate::calendar::parse_day(&v).ok_or_else(|| wrong(i, "a day", &Value::Text(v)))
     }
 }
 

@@ -6,6 +6,7 @@ use super::sql::Value;
 use super::{Store, StoreError, WalkKey};
 use crate::api::views::Counts;
 use chrono::{DateTime, NaiveDate, Utc};
+use std::collections::HashMap;
 
 /// What the state knows of a window.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -17,6 +18,13 @@ pub struct WindowState {
     /// A persistent mismatch, if one was recorded.
     pub mismatch: Option<String>,
 }
+
+/// What the state records of the days of a dataset and project.
+pub type KnownDays = HashMap<NaiveDate, WindowState>;
+
+/// The days read of several datasets and projects, by dataset and project (what a plan read,
+/// shared with what shows it).
+pub type Known = HashMap<(&'static str, String), std::sync::Arc<KnownDays>>;
 
 /// A written window, as recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,19 +166,16 @@ impl Store {
     }
 
     /// The state of every day of a dataset and project that the database knows.
-    pub fn windows(
-        &self,
-        dataset: &str,
-        project: &str,
-    ) -> Result<std::collections::HashMap<NaiveDate, WindowState>, StoreError> {
+    pub fn windows(&self, dataset: &str, project: &str) -> Result<KnownDays, StoreError> {
         let p = vec![Value::from(dataset), Value::from(project)];
         self.sql.read(move |tx| {
-            let mut out = std::collections::HashMap::new();
-            for r in tx.rows(
+            let rows = tx.rows(
                 "SELECT day, final, rows, mismatch FROM windows WHERE dataset = ?1 AND project = ?2",
                 &p,
-            )? {
-                if let Ok(d) = r.text(0)?.parse::<NaiveDate>() {
+            )?;
+            let mut out = HashMap::with_capacity(rows.len());
+            for r in rows {
+                if let Some(d) = crate::calendar::parse_day(&r.text(0)?) {
                     out.insert(
                         d,
                         WindowState {
@@ -286,6 +291,14 @@ CREATE TABLE IF NOT EXISTS windows (
     done_at TEXT,
     PRIMARY KEY (dataset, project, day)
 );
+";
+
+/// An index that holds every column the planner and the status read of a dataset's and
+/// project's days, in day order: their reads never visit the table (measured: the status of
+/// 50 projects x 8 datasets x 365 days read 146,000 rows a render, each a seek into the table).
+pub(super) const COVERING: &str = "
+CREATE INDEX IF NOT EXISTS windows_covering
+    ON windows (dataset, project, day, final, rows, requests, done_at, mismatch);
 ";
 
 /// Makes one `windows` table of a state file written before schema 6 (page views' days in
