@@ -128,6 +128,8 @@ pub fn parse_day(s: &str) -> Option<NaiveDate> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_day_reads_as_chrono_reads_it() {
         for s in [
@@ -141,11 +143,9 @@ mod tests {
             "+2026-03-01",
             "",
         ] {
-            assert_eq!(super::parse_day(s), s.parse().ok(), "{s:?}");
+            assert_eq!(parse_day(s), s.parse().ok(), "{s:?}");
         }
     }
-
-    use super::*;
 
     #[test]
     fn a_day_a_zone_skipped_does_not_exist_and_the_day_before_lasts_24_hours() {

@@ -45,13 +45,9 @@ pub fn plan_view(ctx: &Context) -> Result<PlanView, ExportError> {
 
 /// The planner's view of every configured project and dataset, for the forecast: the days not
 /// final with when each was last looked at, each span's last walks, and what a walk costs
-/// (measured: the latest windows). Reads the state only.
-pub fn streams(ctx: &Context) -> Result<Vec<Stream>, StoreError> {
-    streams_knowing(ctx, &Known::new())
-}
-
-/// [`streams`], the days a plan read taken from `known` rather than read again.
-pub fn streams_knowing(ctx: &Context, known: &Known) -> Result<Vec<Stream>, StoreError> {
+/// (measured: the latest windows). Reads the state only; the days a plan read are taken from
+/// `known` rather than read again.
+pub fn streams(ctx: &Context, known: &Known) -> Result<Vec<Stream>, StoreError> {
     let s = &ctx.settings;
     let today = s.today(ctx.clock.now());
     let now = ctx.clock.now();
@@ -224,7 +220,7 @@ pub fn forecast_knowing(
     ctx: &Context,
     known: &Known,
 ) -> Result<(Vec<Stream>, Vec<OrgForecast>), StoreError> {
-    let streams = streams_knowing(ctx, known)?;
+    let streams = streams(ctx, known)?;
     let f = crate::planner::forecast::forecast(
         &streams,
         &rooms(ctx),

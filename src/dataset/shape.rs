@@ -923,6 +923,18 @@ impl Shape {
         &self,
         rows: impl IntoIterator<Item = &'r [Cell]>,
     ) -> Vec<(&'static str, Vec<(String, u64)>)> {
+        let mut out = Vec::new();
+        self.add_unknown_values(&mut out, rows);
+        out
+    }
+
+    /// Adds the values of its choice columns outside today's lists in `rows` to `out` (per
+    /// column, each value and its rows, in the order first seen).
+    pub fn add_unknown_values<'r>(
+        &self,
+        out: &mut Vec<(&'static str, Vec<(String, u64)>)>,
+        rows: impl IntoIterator<Item = &'r [Cell]>,
+    ) {
         let choices: Vec<(usize, &Column, &[&str])> = self
             .columns
             .iter()
@@ -932,7 +944,6 @@ impl Shape {
                 _ => None,
             })
             .collect();
-        let mut out: Vec<(&'static str, Vec<(String, u64)>)> = Vec::new();
         for row in rows {
             for (i, c, allowed) in &choices {
                 let Some(v) = row.get(*i).and_then(Cell::text) else {
@@ -955,7 +966,34 @@ impl Shape {
                 }
             }
         }
-        out
+    }
+
+    /// Drops the rows that repeat an earlier row exactly (same key, same values) across
+    /// `lists` (a walk's pages, in order): a page boundary that moved during the walk sends
+    /// some twice, and one copy is the truth. Returns how many. A key twice with other values
+    /// is left for [`Shape::check`] to refuse.
+    pub fn drop_exact_repeats(&self, lists: &mut [&mut Vec<Vec<Cell>>]) -> usize {
+        let mut seen: std::collections::HashMap<String, (usize, usize)> = Default::default();
+        let mut repeats: Vec<(usize, usize)> = Vec::new();
+        for (p, list) in lists.iter().enumerate() {
+            for (i, row) in list.iter().enumerate() {
+                match seen.entry(self.key_of(row)) {
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert((p, i));
+                    }
+                    std::collections::hash_map::Entry::Occupied(o) => {
+                        let (fp, fi) = *o.get();
+                        if lists[fp][fi] == *row {
+                            repeats.push((p, i));
+                        }
+                    }
+                }
+            }
+        }
+        for &(p, i) in repeats.iter().rev() {
+            lists[p].remove(i);
+        }
+        repeats.len()
     }
 
     /// The checks of a complete window's rows: each key once, each sum equal to its total.

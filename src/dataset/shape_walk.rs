@@ -19,7 +19,7 @@ use crate::layout::partition_dir;
 use crate::store::{ShapedWritten, WalkKey};
 use chrono::{DateTime, Utc};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 /// A day of a daily dataset to write.
 pub(crate) struct Day<'a> {
@@ -166,33 +166,6 @@ pub(crate) fn next_at(pages: &[Page], shape: &Shape) -> Result<Option<At>, Strin
     }
 }
 
-/// Drops rows that repeat an earlier row exactly (same key, same values): a page boundary
-/// that moved during the walk sends some twice, and one copy is the truth. Returns how many.
-/// A key twice with other values is left for [`Shape::check_walk`] to refuse.
-pub(crate) fn drop_exact_repeats(pages: &mut [Page], shape: &Shape) -> usize {
-    let mut seen: HashMap<String, (usize, usize)> = HashMap::new();
-    let mut repeats: Vec<(usize, usize)> = Vec::new();
-    for (p, page) in pages.iter().enumerate() {
-        for (i, row) in page.rows.iter().enumerate() {
-            match seen.entry(shape.key_of(row)) {
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert((p, i));
-                }
-                std::collections::hash_map::Entry::Occupied(o) => {
-                    let (fp, fi) = *o.get();
-                    if pages[fp].rows[fi] == *row {
-                        repeats.push((p, i));
-                    }
-                }
-            }
-        }
-    }
-    for &(p, i) in repeats.iter().rev() {
-        pages[p].rows.remove(i);
-    }
-    repeats.len()
-}
-
 impl Walk for ShapeWalk<'_> {
     type Page = Page;
 
@@ -274,7 +247,9 @@ impl Walk for ShapeWalk<'_> {
     ) -> Result<Result<(), String>, ExportError> {
         let (shape, project) = (self.shape, &self.walk.project);
         if !self.is_span() {
-            let repeats = drop_exact_repeats(pages, shape);
+            let mut rows: Vec<&mut Vec<Vec<Cell>>> =
+                pages.iter_mut().map(|p| &mut p.rows).collect();
+            let repeats = shape.drop_exact_repeats(&mut rows);
             if repeats > 0 {
                 tracing::debug!(dataset = shape.name, %project, repeats, "rows sent twice, written once");
             }

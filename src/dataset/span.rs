@@ -21,7 +21,7 @@ use crate::api::Client;
 use crate::layout::{partition_dir, project_dir};
 use crate::store::WalkKey;
 use chrono::{DateTime, NaiveDate, Utc};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
 
 /// Rows read back into memory at once when a span is written (a day's rows at least).
@@ -236,40 +236,23 @@ impl Building {
             return Ok(Ok(index));
         }
         let mut rows: Vec<Vec<Cell>> = Vec::new();
-        sink.store.each_page(w, |data| {
-            let page = decode(shape, w, 0, data)?;
-            rows.extend(
-                page.rows
-                    .into_iter()
-                    .filter(|r| twice.contains(&key_hash(shape, r))),
-            );
-            Ok::<(), ExportError>(())
-        })?;
-        drop_repeats(shape, &mut rows);
+        sink.store.some_pages(
+            w,
+            |_| true,
+            |n, data| {
+                let page = decode(shape, w, n, data)?;
+                rows.extend(
+                    page.rows
+                        .into_iter()
+                        .filter(|r| twice.contains(&key_hash(shape, r))),
+                );
+                Ok::<(), ExportError>(())
+            },
+        )?;
+        shape.drop_exact_repeats(&mut [&mut rows]);
         let refs: Vec<&[Cell]> = rows.iter().map(Vec::as_slice).collect();
         Ok(shape.check(&refs, &[]).map(|()| index))
     }
-}
-
-/// Drops the rows that repeat an earlier row exactly (same key, same values), as
-/// the daily walks do across pages (`shape_walk.rs`).
-fn drop_repeats(shape: &Shape, rows: &mut Vec<Vec<Cell>>) {
-    let mut first: HashMap<String, usize> = HashMap::new();
-    let mut keep = vec![true; rows.len()];
-    for (i, r) in rows.iter().enumerate() {
-        match first.entry(shape.key_of(r)) {
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(i);
-            }
-            std::collections::hash_map::Entry::Occupied(o) => {
-                if rows[*o.get()] == *r {
-                    keep[i] = false;
-                }
-            }
-        }
-    }
-    let mut keep = keep.into_iter();
-    rows.retain(|_| keep.next().unwrap_or(true));
 }
 
 /// The rows, without flags.
@@ -277,35 +260,12 @@ fn flagged(rows: &[Vec<Cell>]) -> Vec<FlaggedRow<'_>> {
     rows.iter().map(|r| (r.as_slice(), &[][..])).collect()
 }
 
-/// Adds `more` to `into`: per column, each value's rows, in the order first seen.
-fn add_unknown(
-    into: &mut Vec<(&'static str, Vec<(String, u64)>)>,
-    more: Vec<(&'static str, Vec<(String, u64)>)>,
-) {
-    for (column, values) in more {
-        let at = match into.iter().position(|(c, _)| *c == column) {
-            Some(at) => at,
-            None => {
-                into.push((column, Vec::new()));
-                into.len() - 1
-            }
-        };
-        for (value, n) in values {
-            match into[at].1.iter_mut().find(|(v, _)| *v == value) {
-                Some((_, m)) => *m += n,
-                None => into[at].1.push((value, n)),
-            }
-        }
-    }
-}
-
 /// The span's days in groups of at most [`SpanIndex::group_rows`] rows (a day at least), in
 /// order.
 fn groups(index: &SpanIndex, w: &WalkKey) -> Vec<(NaiveDate, NaiveDate)> {
     let mut out: Vec<(NaiveDate, NaiveDate)> = Vec::new();
     let mut rows = 0;
-    let mut d = w.from;
-    while d < w.to {
+    for d in w.from.iter_days().take_while(|d| *d < w.to) {
         let n = index.per_day.get(&d).copied().unwrap_or(0);
         match out.last_mut() {
             Some((_, last)) if rows + n <= index.group_rows => {
@@ -316,10 +276,6 @@ fn groups(index: &SpanIndex, w: &WalkKey) -> Vec<(NaiveDate, NaiveDate)> {
                 out.push((d, d));
                 rows = n;
             }
-        }
-        match d.succ_opt() {
-            Some(next) => d = next,
-            None => break,
         }
     }
     out
@@ -373,11 +329,23 @@ fn odd_rows(
     Ok((undated, outside))
 }
 
-/// The values docpipe did not expect and the fractions sent in a group of days.
-type Found = (
-    Vec<(&'static str, Vec<(String, u64)>)>,
-    Vec<super::shape::Fraction>,
-);
+/// What a span's rows held that its outcome reports: the values docpipe did not expect and
+/// the counts sent with a fraction.
+#[derive(Default)]
+struct Found {
+    unknown: Vec<(&'static str, Vec<(String, u64)>)>,
+    fractions: Vec<super::shape::Fraction>,
+}
+
+impl Found {
+    /// Rows read back, made ready to write: one copy of each row sent twice alike, whole
+    /// counts; what they hold noted.
+    fn settle(&mut self, shape: &Shape, rows: &mut Vec<Vec<Cell>>) {
+        shape.drop_exact_repeats(&mut [rows]);
+        self.fractions.extend(shape.whole_counts(rows, &mut []));
+        shape.add_unknown_values(&mut self.unknown, rows.iter().map(Vec::as_slice));
+    }
+}
 
 /// Writes the partitions of the days `first..=last` of a span from the stored pages that hold
 /// them (under temporary names, in `writes`), their rows per day added to `days`.
@@ -389,9 +357,9 @@ fn write_group(
     index: &SpanIndex,
     (first, last): (NaiveDate, NaiveDate),
     writes: &mut Writes,
-    days: &mut Vec<(NaiveDate, i64)>,
+    (days, found): (&mut Vec<(NaiveDate, i64)>, &mut Found),
     at: DateTime<Utc>,
-) -> Result<Found, ExportError> {
+) -> Result<(), ExportError> {
     let out = sink.out;
     let mut rows: Vec<Vec<Cell>> = Vec::new();
     let holds = |p: &PageDays| p.dated.is_some_and(|(a, b)| a <= last && b >= first);
@@ -407,17 +375,14 @@ fn write_group(
             Ok::<(), ExportError>(())
         },
     )?;
-    drop_repeats(shape, &mut rows);
-    let fractions = shape.whole_counts(&mut rows, &mut []);
-    let unknown = shape.unknown_values(rows.iter().map(Vec::as_slice));
+    found.settle(shape, &mut rows);
     let mut by_day: BTreeMap<NaiveDate, Vec<FlaggedRow<'_>>> = BTreeMap::new();
     for r in &rows {
         if let Some(d) = shape.day_of(r, sink.tz) {
             by_day.entry(d).or_default().push((r.as_slice(), &[]));
         }
     }
-    let mut d = first;
-    while d <= last {
+    for d in first.iter_days().take_while(|d| *d <= last) {
         let dir = partition_dir(out, shape.table, &w.project, d);
         match by_day.get(&d) {
             Some(rows) => {
@@ -430,12 +395,8 @@ fn write_group(
                 days.push((d, 0));
             }
         }
-        match d.succ_opt() {
-            Some(n) => d = n,
-            None => break,
-        }
     }
-    Ok((unknown, fractions))
+    Ok(())
 }
 
 /// Writes a span from its stored pages: every day of it replaced by its rows (a day without
@@ -449,25 +410,26 @@ pub(crate) fn write(
     index: &SpanIndex,
     at: DateTime<Utc>,
 ) -> Result<SpanWritten, ExportError> {
-    let mut unknown = Vec::new();
-    let mut fractions = Vec::new();
+    let mut found = Found::default();
     // Rows without a day, or outside the span, first: a refusal writes nothing.
     let (mut undated, mut outside) = odd_rows(sink, shape, w, index)?;
     for rows in [&mut undated, &mut outside] {
-        drop_repeats(shape, rows);
-        fractions.extend(shape.whole_counts(rows, &mut []));
-        add_unknown(
-            &mut unknown,
-            shape.unknown_values(rows.iter().map(Vec::as_slice)),
-        );
+        found.settle(shape, rows);
     }
     let out = sink.out;
     let mut days = Vec::new();
     Writes::all(sink.crash, |writes| {
         for group in groups(index, w) {
-            let (u, f) = write_group(sink, shape, w, index, group, writes, &mut days, at)?;
-            add_unknown(&mut unknown, u);
-            fractions.extend(f);
+            write_group(
+                sink,
+                shape,
+                w,
+                index,
+                group,
+                writes,
+                (&mut days, &mut found),
+                at,
+            )?;
         }
         if let (false, Some(table)) = (undated.is_empty(), shape.undated_table) {
             let dir = project_dir(out, table, &w.project);
@@ -494,8 +456,8 @@ pub(crate) fn write(
         days,
         undated: undated.len() as u64,
         outside: outside.len() as u64,
-        unknown,
-        fractions,
+        unknown: found.unknown,
+        fractions: found.fractions,
     })
 }
 

@@ -715,7 +715,6 @@ fn holes(known: &[NaiveDate], first: NaiveDate) -> Vec<DayRange> {
         .collect()
 }
 
-/// A dataset's days, staleness and failures.
 /// The days of a dataset and project as the plan read them (a dataset it did not plan: read
 /// here).
 fn known_days(
@@ -730,6 +729,7 @@ fn known_days(
     })
 }
 
+/// A dataset's days, staleness and failures.
 fn dataset(
     ctx: &Context,
     view: &PlanView,

@@ -88,19 +88,26 @@ impl<R: std::io::Read> Reader<R> {
         Ok(Some((id, reader)))
     }
 
-    /// The next whole frame; `None` at the end, or at the first cut or damaged frame (the
-    /// journal ends before it).
-    pub fn next_frame(&mut self) -> std::io::Result<Option<Frame<'_>>> {
-        if self.ended {
-            return Ok(None);
-        }
+    /// The next frame's payload length and CRC; `None` at the end (or once the journal ended).
+    fn head(&mut self) -> std::io::Result<Option<(u32, u32)>> {
         let mut head = [0u8; 8];
-        if !fill(&mut self.r, &mut head)? {
+        if self.ended || !fill(&mut self.r, &mut head)? {
             self.ended = true;
             return Ok(None);
         }
-        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
-        let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+        Ok(Some((
+            u32::from_le_bytes([head[0], head[1], head[2], head[3]]),
+            u32::from_le_bytes([head[4], head[5], head[6], head[7]]),
+        )))
+    }
+
+    /// The next whole frame; `None` at the end, or at the first cut or damaged frame (the
+    /// journal ends before it).
+    pub fn next_frame(&mut self) -> std::io::Result<Option<Frame<'_>>> {
+        let Some((len, crc)) = self.head()? else {
+            return Ok(None);
+        };
+        let len = len as usize;
         self.buf.clear();
         // Read through `take`: a damaged length allocates no more than the file holds.
         let mut payload = <&mut R as std::io::Read>::take(&mut self.r, len as u64);
@@ -124,15 +131,9 @@ impl<R: std::io::Read> Reader<R> {
     where
         R: std::io::Seek,
     {
-        if self.ended {
+        let Some((len, _)) = self.head()? else {
             return Ok(false);
-        }
-        let mut head = [0u8; 8];
-        if !fill(&mut self.r, &mut head)? {
-            self.ended = true;
-            return Ok(false);
-        }
-        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        };
         self.r.seek(std::io::SeekFrom::Current(i64::from(len)))?;
         self.at += 8 + u64::from(len);
         Ok(true)

@@ -259,14 +259,14 @@ impl Journals {
     }
 
     /// Reads the walk's journal frame by frame when it belongs to the walk in progress, each
-    /// frame handed to `f` (which may stop the reading), and notes where its whole frames end
+    /// frame `want` names handed to `f` with its place (`f` may stop the reading), and notes where its whole frames end
     /// for the next append; `false` when there is no such journal.
     fn scan(
         &self,
         sql: &Sql,
         w: &WalkKey,
         want: &dyn Fn(usize) -> bool,
-        f: &mut dyn FnMut(journal::Frame<'_>) -> ControlFlow<()>,
+        f: &mut dyn FnMut(usize, journal::Frame<'_>) -> ControlFlow<()>,
     ) -> Result<bool, StoreError> {
         let Some(id) = walk_id(sql, w)? else {
             return Ok(false);
@@ -298,7 +298,7 @@ impl Journals {
             let Some(frame) = reader.next_frame().map_err(io)? else {
                 break;
             };
-            if f(frame).is_break() {
+            if f(n, frame).is_break() {
                 whole = false;
                 break;
             }
@@ -403,22 +403,13 @@ impl PageStore for Journals {
         want: &dyn Fn(usize) -> bool,
         f: &mut dyn FnMut(usize, &[u8]) -> ControlFlow<()>,
     ) -> Result<(), StoreError> {
-        let place = std::cell::Cell::new(0usize);
-        self.scan(
-            sql,
-            w,
-            &|i| {
-                place.set(i);
-                want(i)
-            },
-            &mut |frame| f(place.get(), frame.data),
-        )?;
+        self.scan(sql, w, want, &mut |n, frame| f(n, frame.data))?;
         Ok(())
     }
 
     fn progress(&self, sql: &Sql, w: &WalkKey) -> Result<(u64, bool), StoreError> {
         let (mut pages, mut last) = (0, false);
-        self.scan(sql, w, &|_| true, &mut |frame| {
+        self.scan(sql, w, &|_| true, &mut |_, frame| {
             pages += 1;
             last = frame.last;
             ControlFlow::Continue(())

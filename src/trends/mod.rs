@@ -157,21 +157,13 @@ pub fn scan(out: &Path, table: &str, sel: &Selection) -> Result<LazyFrame, Trend
     if let Some(lf) = scan_project(out, table, sel)? {
         return Ok(lf);
     }
-    let hive_schema = Schema::from_iter([
-        Field::new("project".into(), DataType::String),
-        Field::new("date".into(), DataType::Date),
-    ]);
-    let args = ScanArgsParquet {
-        hive_options: HiveOptions {
-            schema: Some(Arc::new(hive_schema)),
-            ..HiveOptions::new_enabled()
-        },
-        // A column added later (site_totals' `unlisted`): the files written before it read
-        // as null there, whichever file comes first.
-        schema: file_schema(table),
-        allow_missing_columns: true,
-        ..Default::default()
-    };
+    let args = table_args(
+        table,
+        [
+            Field::new("project".into(), DataType::String),
+            Field::new("date".into(), DataType::Date),
+        ],
+    );
     // The table's folder itself, not a glob built from it: polars walks a folder it is given,
     // and a user's path with glob characters (`out[1]`) must not match other folders.
     let lf = of_projects(
@@ -179,6 +171,22 @@ pub fn scan(out: &Path, table: &str, sel: &Selection) -> Result<LazyFrame, Trend
         sel,
     );
     Ok(of_days(lf, sel))
+}
+
+/// How a table's files are scanned: its partitions' `hive` columns typed as given, its columns
+/// as docpipe writes them now.
+fn table_args<const N: usize>(table: &str, hive: [Field; N]) -> ScanArgsParquet {
+    ScanArgsParquet {
+        hive_options: HiveOptions {
+            schema: Some(Arc::new(Schema::from_iter(hive))),
+            ..HiveOptions::new_enabled()
+        },
+        // A column added later (site_totals' `unlisted`): the files written before it read
+        // as null there, whichever file comes first.
+        schema: file_schema(table),
+        allow_missing_columns: true,
+        ..Default::default()
+    }
 }
 
 /// A table's rows of the selection's one project, its folder scanned alone (`None`: the
@@ -197,18 +205,7 @@ fn scan_project(
     if !dir.is_dir() {
         return Ok(None);
     }
-    let args = ScanArgsParquet {
-        hive_options: HiveOptions {
-            schema: Some(Arc::new(Schema::from_iter([Field::new(
-                "date".into(),
-                DataType::Date,
-            )]))),
-            ..HiveOptions::new_enabled()
-        },
-        schema: file_schema(table),
-        allow_missing_columns: true,
-        ..Default::default()
-    };
+    let args = table_args(table, [Field::new("date".into(), DataType::Date)]);
     let mut lf = LazyFrame::scan_parquet(PlRefPath::try_from_path(&dir)?, args)?;
     // The columns in the order of a scan of the whole table: the file's, then `project` and
     // `date` (its partitions').
