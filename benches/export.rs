@@ -580,7 +580,7 @@ fn bench_client(addr: &str, out: &std::path::Path) -> Client {
         record: None,
     };
     let key = AdminKey::parse("mint_bench_admin", "mint", "bench").unwrap();
-    Client::new(settings, "bench", Some(key), None, clock, budget).unwrap()
+    Client::new(settings, "bench", Some(key), None, clock, budget)
 }
 
 /// A backfill of one dataset over the last `days` days: its summary, CPU and requests.

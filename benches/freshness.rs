@@ -175,8 +175,7 @@ async fn scenario(datasets: &[&'static str], old: bool, freshness: Freshness) ->
         None,
         clock.clone(),
         budget,
-    )
-    .unwrap();
+    );
     let first = sim_start().date_naive() - Duration::days(BACKFILL_DAYS);
     let targets: Vec<Target> = (0..PROJECTS)
         .map(|p| Target {

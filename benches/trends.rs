@@ -68,8 +68,7 @@ fn export_others(out: &std::path::Path, start: NaiveDate) -> Vec<(&'static str, 
             None,
             clock.clone(),
             std::sync::Arc::new(MemoryBudget::default()),
-        )
-        .unwrap();
+        );
         let exporter = docpipe::export::Exporter::open(out, clock.clone(), 3)
             .await
             .unwrap()

@@ -110,7 +110,9 @@ pub struct ClientSettings {
 /// A client for one organization: its keys and its budgets.
 #[derive(Debug, Clone)]
 pub struct Client {
-    http: reqwest::Client,
+    /// The HTTP client, built when the first request is sent and shared by the clones (one
+    /// that sends nothing, as `status` does, never loads the system's certificates).
+    http: Arc<std::sync::OnceLock<Result<reqwest::Client, String>>>,
     settings: ClientSettings,
     organization: String,
     /// The keys, shared by the clones: read again from their files or variables at every run
@@ -162,23 +164,9 @@ impl Client {
         assistant: Option<AssistantKey>,
         clock: SharedClock,
         budget: Arc<dyn Budget>,
-    ) -> Result<Self, ApiError> {
-        // `timeout` bounds a request that is not a stream as a whole, and a stream's headers and
-        // each wait for more of it (see `attempt` and the assistant's stream).
-        let http = reqwest::Client::builder()
-            .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
-            .user_agent(concat!("docpipe/", env!("CARGO_PKG_VERSION")))
-            // An API answers where it is asked: a redirect is reported with where it points,
-            // never followed (with the key) to another address.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ApiError {
-                operation: Operation::PageViews,
-                target: format!("organization {organization}"),
-                kind: ErrorKind::Connect(format!("cannot build the HTTP client: {e}")),
-            })?;
-        Ok(Self {
-            http,
+    ) -> Self {
+        Self {
+            http: Arc::default(),
             settings,
             organization: organization.to_string(),
             admin: Arc::new(RwLock::new(admin)),
@@ -191,7 +179,7 @@ impl Client {
             recorder: None,
             purpose: "walk",
             sent: Arc::default(),
-        })
+        }
     }
 
     /// The same client (sharing its count), its analytics requests counted under `purpose`.
@@ -419,8 +407,23 @@ impl Client {
             url.push('=');
             url.push_str(&escape(v));
         }
-        let mut req = self
+        let http = self
             .http
+            .get_or_init(|| {
+                // `timeout` bounds a request that is not a stream as a whole, and a stream's
+                // headers and each wait for more of it (see the assistant's stream).
+                reqwest::Client::builder()
+                    .connect_timeout(self.settings.timeout.min(Duration::from_secs(10)))
+                    .user_agent(concat!("docpipe/", env!("CARGO_PKG_VERSION")))
+                    // An API answers where it is asked: a redirect is reported with where it
+                    // points, never followed (with the key) to another address.
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|e| format!("cannot build the HTTP client: {e}"))
+            })
+            .as_ref()
+            .map_err(|e| self.fail(call, ErrorKind::Connect(e.clone())))?;
+        let mut req = http
             .request(call.method.clone(), url)
             .header("authorization", auth);
         if let Some(body) = &call.body {

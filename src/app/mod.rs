@@ -220,7 +220,7 @@ impl Context {
                 None,
                 clock.clone(),
                 budget.clone(),
-            )?
+            )
             .recording_into(recorder.clone());
             clients.insert(org.id.clone(), client);
         }
@@ -466,5 +466,5 @@ pub fn assistant_client(
         key,
         clock,
         Arc::new(crate::api::budget::MemoryBudget::default()),
-    )?)
+    ))
 }

@@ -114,6 +114,14 @@ impl Row {
         }
     }
 
+    /// A text column, borrowed.
+    pub fn str(&self, i: usize) -> Result<&str, SqlError> {
+        match self.at(i) {
+            Value::Text(v) => Ok(v),
+            v => Err(wrong(i, "text", v)),
+        }
+    }
+
     /// A text column that may be NULL.
     pub fn opt_text(&self, i: usize) -> Result<Option<String>, SqlError> {
         match self.at(i) {
@@ -150,8 +158,8 @@ impl Row {
 
     /// A day column.
     pub fn day(&self, i: usize) -> Result<NaiveDate, SqlError> {
-        let v = self.text(i)?;
-        crate::calendar::parse_day(&v).ok_or_else(|| wrong(i, "a day", &Value::Text(v)))
+        let v = self.str(i)?;
+        crate::calendar::parse_day(v).ok_or_else(|| wrong(i, "a day", self.at(i)))
     }
 }
 
@@ -186,6 +194,21 @@ pub trait Tx {
     fn row(&mut self, sql: &str, params: &[Value]) -> Result<Option<Row>, SqlError> {
         Ok(self.rows(sql, params)?.into_iter().next())
     }
+
+    /// Runs a query, handing `f` its rows one at a time, in one [`Row`] filled again for each
+    /// (on SQLite nothing is allocated a row once the first is read: the reads of every day
+    /// of every dataset and project go this way).
+    fn each(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        f: &mut dyn FnMut(&Row) -> Result<(), SqlError>,
+    ) -> Result<(), SqlError> {
+        for r in self.rows(sql, params)? {
+            f(&r)?;
+        }
+        Ok(())
+    }
 }
 
 struct Lite<'a>(rusqlite::Transaction<'a>);
@@ -203,17 +226,7 @@ impl Tx for Lite<'_> {
             rusqlite::params_from_iter(params.iter().map(lite_value)),
             |r| {
                 (0..n)
-                    .map(|i| {
-                        Ok(match r.get_ref(i)? {
-                            rusqlite::types::ValueRef::Null => Value::Null,
-                            rusqlite::types::ValueRef::Integer(v) => Value::Int(v),
-                            rusqlite::types::ValueRef::Real(v) => Value::Real(v),
-                            rusqlite::types::ValueRef::Text(v) => {
-                                Value::Text(String::from_utf8_lossy(v).into_owned())
-                            }
-                            rusqlite::types::ValueRef::Blob(v) => Value::Blob(v.to_vec()),
-                        })
-                    })
+                    .map(|i| Ok(lite_read(r.get_ref(i)?)))
                     .collect::<rusqlite::Result<Vec<Value>>>()
                     .map(Row)
             },
@@ -221,8 +234,54 @@ impl Tx for Lite<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<Row>>>()?)
     }
 
+    fn each(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        f: &mut dyn FnMut(&Row) -> Result<(), SqlError>,
+    ) -> Result<(), SqlError> {
+        let mut st = self.0.prepare_cached(sql)?;
+        let n = st.column_count();
+        let mut rows = st.query(rusqlite::params_from_iter(params.iter().map(lite_value)))?;
+        let mut row = Row(vec![Value::Null; n]);
+        while let Some(r) = rows.next()? {
+            for (i, v) in row.0.iter_mut().enumerate() {
+                refill(v, r.get_ref(i)?);
+            }
+            f(&row)?;
+        }
+        Ok(())
+    }
+
     fn postgres(&self) -> bool {
         false
+    }
+}
+
+/// Puts a column read into `v`, in place: text and bytes in the space `v` already holds.
+fn refill(v: &mut Value, from: rusqlite::types::ValueRef<'_>) {
+    use rusqlite::types::ValueRef as R;
+    match (v, from) {
+        (Value::Text(s), R::Text(t)) => {
+            s.clear();
+            s.push_str(&String::from_utf8_lossy(t));
+        }
+        (Value::Blob(b), R::Blob(t)) => {
+            b.clear();
+            b.extend_from_slice(t);
+        }
+        (v, from) => *v = lite_read(from),
+    }
+}
+
+/// A column read, as a [`Value`].
+fn lite_read(v: rusqlite::types::ValueRef<'_>) -> Value {
+    match v {
+        rusqlite::types::ValueRef::Null => Value::Null,
+        rusqlite::types::ValueRef::Integer(v) => Value::Int(v),
+        rusqlite::types::ValueRef::Real(v) => Value::Real(v),
+        rusqlite::types::ValueRef::Text(v) => Value::Text(String::from_utf8_lossy(v).into_owned()),
+        rusqlite::types::ValueRef::Blob(v) => Value::Blob(v.to_vec()),
     }
 }
 
@@ -424,5 +483,83 @@ impl Sql {
             Sql::Lite(db) => db.path(),
             Sql::Pg(pg) => pg.name(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_hands_the_rows_that_rows_returns_one_buffer_refilled() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(
+            Db::open(
+                &dir.path().join("s.sqlite"),
+                "CREATE TABLE t (n INTEGER, s TEXT, b BLOB, r REAL);
+                 INSERT INTO t VALUES (1, 'a much longer text first', x'0102', 1.5);
+                 INSERT INTO t VALUES (NULL, 'short', NULL, NULL);
+                 INSERT INTO t VALUES (3, NULL, x'03', 2.0);
+                 INSERT INTO t VALUES (4, 'after a null', x'', 4);",
+            )
+            .unwrap(),
+        );
+        let sql = Sql::Lite(db);
+        let (all, seen) = sql
+            .read(|tx| {
+                let q = "SELECT n, s, b, r FROM t ORDER BY rowid";
+                let all = tx.rows(q, &[])?;
+                let mut seen = Vec::new();
+                tx.each(q, &[], &mut |r| {
+                    seen.push(r.clone());
+                    Ok(())
+                })?;
+                Ok((all, seen))
+            })
+            .unwrap();
+        assert_eq!(seen, all);
+        assert_eq!(
+            seen,
+            vec![
+                Row(vec![
+                    Value::Int(1),
+                    "a much longer text first".into(),
+                    Value::Blob(vec![1, 2]),
+                    Value::Real(1.5)
+                ]),
+                Row(vec![Value::Null, "short".into(), Value::Null, Value::Null]),
+                Row(vec![
+                    Value::Int(3),
+                    Value::Null,
+                    Value::Blob(vec![3]),
+                    Value::Real(2.0)
+                ]),
+                Row(vec![
+                    Value::Int(4),
+                    "after a null".into(),
+                    Value::Blob(vec![]),
+                    // A REAL column keeps an integer as a float.
+                    Value::Real(4.0)
+                ]),
+            ]
+        );
+        // An error of the callback stops the query and is the query's.
+        let err = sql
+            .read(|tx| {
+                let mut n = 0;
+                tx.each("SELECT n FROM t", &[], &mut |_| {
+                    n += 1;
+                    if n == 2 {
+                        return Err(SqlError {
+                            message: "stop at the second".into(),
+                            connection: false,
+                        });
+                    }
+                    Ok(())
+                })?;
+                Ok(n)
+            })
+            .unwrap_err();
+        assert!(err.to_string().ends_with("stop at the second"), "{err}");
     }
 }

@@ -256,8 +256,7 @@ async fn each_error_class_names_the_operation_and_target() {
         None,
         live.clock.clone(),
         std::sync::Arc::new(docpipe::api::budget::MemoryBudget::default()),
-    )
-    .unwrap();
+    );
     let before = live.slept();
     let e = c.follow_up("alpha", "job_ok", "x").await.unwrap_err();
     assert!(matches!(e.kind, ErrorKind::Connect(_)), "{e}");
@@ -578,8 +577,7 @@ async fn a_redirect_is_reported_with_where_it_points_and_not_followed() {
         None,
         live.clock.clone(),
         base.budget().clone(),
-    )
-    .unwrap();
+    );
     let err = client
         .page_views("alpha", Window::day(day(WINDOW)), 250, 0)
         .await

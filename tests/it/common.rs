@@ -182,7 +182,6 @@ impl Live {
             self.clock.clone(),
             budget,
         )
-        .unwrap()
     }
 
     /// Seconds the shared clock has moved since the start.
@@ -255,7 +254,6 @@ pub fn targets(live: &Live, limits: docpipe::api::Limits) -> Vec<docpipe::export
             live.clock.clone(),
             a.budget().clone(),
         )
-        .unwrap()
     };
     vec![
         docpipe::export::Target {

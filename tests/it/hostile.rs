@@ -137,7 +137,6 @@ fn client_with(
         docpipe::clock::ManualClock::new(noon()),
         std::sync::Arc::new(docpipe::api::budget::MemoryBudget::default()),
     )
-    .unwrap()
 }
 
 /// Exports `dataset` of `project` for 2026-03-10 from the hostile server at `base` into a new

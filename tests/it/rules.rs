@@ -101,8 +101,7 @@ fn engine_with(s: &Setup, agent_per_hour: u32, settings: Option<ClientSettings>)
             None,
             s.live.clock.clone(),
             budget.clone(),
-        )
-        .unwrap();
+        );
     }
     let clients: HashMap<String, Client> = ["alpha", "beta"]
         .iter()

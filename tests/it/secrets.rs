@@ -99,8 +99,7 @@ async fn an_assistant_error_part_that_echoes_the_key_is_shown_redacted_and_escap
         Some(docpipe::api::AssistantKey::parse(ASSIST_A, "mint", "t").unwrap()),
         live.clock.clone(),
         client.budget().clone(),
-    )
-    .unwrap();
+    );
     let request = docpipe::api::assistant::AskRequest {
         fp: "anonymous".into(),
         messages: vec![docpipe::api::assistant::Message::user_at(

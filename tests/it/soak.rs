@@ -64,8 +64,7 @@ fn demo_targets(live: &Live) -> Vec<docpipe::export::Target> {
             None,
             live.clock.clone(),
             budget.clone(),
-        )
-        .unwrap();
+        );
         for p in projects {
             out.push(docpipe::export::Target {
                 project: p.to_string(),
