@@ -97,18 +97,14 @@ pub fn partition_days(root: &Path, table: &str, project: &str) -> HashSet<NaiveD
     let Ok(entries) = std::fs::read_dir(project_dir(root, table, project)) else {
         return HashSet::new();
     };
-    // A year of days: the set sized once (a status lists every dataset's and project's).
-    let mut days = HashSet::with_capacity(400);
-    days.extend(
-        entries
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|k| k.is_dir()))
-            .filter_map(|e| {
-                let name = e.file_name();
-                crate::calendar::parse_day(name.to_str()?.strip_prefix("date=")?)
-            }),
-    );
-    days
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|k| k.is_dir()))
+        .filter_map(|e| {
+            let name = e.file_name();
+            crate::calendar::parse_day(name.to_str()?.strip_prefix("date=")?)
+        })
+        .collect()
 }
 
 /// The journal of a walk in progress: `<root>/.walks/project=<id>/<dataset>.<from>.<to>.pages`.

@@ -11,7 +11,6 @@ use crate::store::activity::Trouble;
 use crate::store::{Known, Queued, StoreError};
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// The plans of what is due.
 #[derive(Debug)]
@@ -134,10 +133,7 @@ fn days_not_final(
     known: &Known,
 ) -> Result<BTreeMap<NaiveDate, Option<DateTime<Utc>>>, StoreError> {
     let today = ctx.settings.today(ctx.clock.now());
-    let known = match known.get(&(dataset, project.to_string())) {
-        Some(k) => k.clone(),
-        None => Arc::new(ctx.store().windows(dataset, project)?),
-    };
+    let known = ctx.store().windows_known(known, dataset, project)?;
     let looks = ctx.store().looks(dataset, project)?;
     let long_ago = long_ago(ctx);
     let mut days = BTreeMap::new();

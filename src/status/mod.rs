@@ -715,20 +715,6 @@ fn holes(known: &[NaiveDate], first: NaiveDate) -> Vec<DayRange> {
         .collect()
 }
 
-/// The days of a dataset and project as the plan read them (a dataset it did not plan: read
-/// here).
-fn known_days(
-    ctx: &Context,
-    view: &PlanView,
-    name: &'static str,
-    project: &str,
-) -> anyhow::Result<std::sync::Arc<crate::store::KnownDays>> {
-    Ok(match view.due.known.get(&(name, project.to_string())) {
-        Some(k) => k.clone(),
-        None => std::sync::Arc::new(ctx.store().windows(name, project)?),
-    })
-}
-
 /// A dataset's days, staleness and failures.
 fn dataset(
     ctx: &Context,
@@ -741,7 +727,7 @@ fn dataset(
 ) -> anyhow::Result<DatasetStatus> {
     let state = ctx.store();
     let windowing = crate::dataset::windowing_of(name);
-    let written = known_days(ctx, view, name, &p.id)?;
+    let written = state.windows_known(&view.due.known, name, &p.id)?;
     let mut known: Vec<NaiveDate> = written.keys().copied().collect();
     known.sort();
     let first_day = p.first_day(ctx.settings.today(now));

@@ -220,18 +220,12 @@ impl Tx for Lite<'_> {
     }
 
     fn rows(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, SqlError> {
-        let mut st = self.0.prepare_cached(sql)?;
-        let n = st.column_count();
-        let rows = st.query_map(
-            rusqlite::params_from_iter(params.iter().map(lite_value)),
-            |r| {
-                (0..n)
-                    .map(|i| Ok(lite_read(r.get_ref(i)?)))
-                    .collect::<rusqlite::Result<Vec<Value>>>()
-                    .map(Row)
-            },
-        )?;
-        Ok(rows.collect::<rusqlite::Result<Vec<Row>>>()?)
+        let mut out = Vec::new();
+        self.each(sql, params, &mut |r| {
+            out.push(r.clone());
+            Ok(())
+        })?;
+        Ok(out)
     }
 
     fn each(

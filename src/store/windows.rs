@@ -191,6 +191,20 @@ impl Store {
         })
     }
 
+    /// The days of a dataset and project as `known` holds them (what a plan read), else read
+    /// here.
+    pub fn windows_known(
+        &self,
+        known: &Known,
+        dataset: &'static str,
+        project: &str,
+    ) -> Result<std::sync::Arc<KnownDays>, StoreError> {
+        Ok(match known.get(&(dataset, project.to_string())) {
+            Some(k) => k.clone(),
+            None => std::sync::Arc::new(self.windows(dataset, project)?),
+        })
+    }
+
     /// The time zone of the folder's days: the one recorded, or `tz` when none is (folders
     /// written before the setting existed are UTC).
     pub fn claim_timezone(&self, tz: &str) -> Result<String, StoreError> {

@@ -78,7 +78,6 @@ pub const NAMES: [&str; BASE_NAMES.len() + gaps::NAMES.len()] = {
 };
 
 impl Tables {
-    /// The tables in one set of types ([`arrow::typed`]).
     /// `more`'s rows added below each table's (a later project's).
     fn stack(&mut self, mut more: Tables) -> PolarsResult<()> {
         for ((_, df), (_, extra)) in self.named().into_iter().zip(more.named()) {
@@ -87,6 +86,7 @@ impl Tables {
         Ok(())
     }
 
+    /// The tables in one set of types ([`arrow::typed`]).
     fn typed(mut self) -> PolarsResult<Self> {
         for (_, df) in self.named() {
             *df = arrow::typed(std::mem::take(df))?;
