@@ -142,6 +142,7 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
     print_latest(&out, &targets, &report.summary)?;
     crate::outln!();
     let mut fired = after_run(&ctx, &out, report.trends, report.rules, true)?;
+    approve_as_demo(&engine, &loaded, &mut fired).await?;
     let mut summary = report.summary;
     if let Some(m) = &manual {
         for n in 1..=args.weeks {
@@ -154,6 +155,7 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
             let report = demo_run(&ctx, &targets, opts).await?;
             summary.failed.extend(report.summary.failed);
             fired = after_run(&ctx, &out, report.trends, report.rules, false)?;
+            approve_as_demo(&engine, &loaded, &mut fired).await?;
         }
         crate::outln!();
         crate::out!("{}", crate::cli::impact::text(&loaded.rules, &engine)?);
@@ -260,6 +262,64 @@ async fn demo_run(
     let report = crate::app::cycle::run(ctx, &exporter, targets, &plan, opts).await;
     crate::out!("{}", crate::export::describe_summary(&report.summary));
     Ok(report)
+}
+
+/// The firings a run held for review (their prompts hold readers' words), approved by the demo
+/// as a person would with `docpipe rules approve ID --as NAME`, saying so, so that its loop
+/// ends: each approval's report replaces the held one, their jobs polled at once.
+async fn approve_as_demo(
+    engine: &crate::rules::engine::Engine,
+    loaded: &Loaded,
+    fired: &mut crate::app::rules::Fired,
+) -> anyhow::Result<()> {
+    use crate::rules::engine::Report;
+    let held: Vec<usize> = (0..fired.reports.len())
+        .filter(|i| matches!(fired.reports[*i], Report::Held(_)))
+        .collect();
+    if held.is_empty() {
+        return Ok(());
+    }
+    crate::outln!(
+        "the demo approves the {} firings held for review as `demo`: their prompts hold readers' words, which a person sees first (yours wait in `docpipe rules pending` for `docpipe rules approve ID --as NAME`, or `reject ID`)",
+        held.len()
+    );
+    let mut approved = Vec::new();
+    for i in held {
+        let Report::Held(f) = &fired.reports[i] else {
+            continue;
+        };
+        let (id, name) = (f.id, f.rule.clone());
+        let Some(rule) = loaded.rules.iter().find(|r| r.name == name) else {
+            continue;
+        };
+        match engine
+            .approve_with(id, "demo", Some(rule), &[], false)
+            .await?
+        {
+            Ok(r) => {
+                fired.reports[i] = r;
+                approved.push((rule, i));
+            }
+            Err(decided) => crate::outln!("firing {id}: {decided}"),
+        }
+    }
+    let mut reports: Vec<Report> = approved
+        .iter()
+        .map(|(_, i)| fired.reports[*i].clone())
+        .collect();
+    let mut pairs: Vec<(&crate::rules::Rule, &mut Report)> = approved
+        .iter()
+        .map(|(r, _)| *r)
+        .zip(reports.iter_mut())
+        .collect();
+    engine.wait_for(&mut pairs).await?;
+    for ((_, i), r) in approved.iter().zip(reports) {
+        crate::outln!("approved by demo: {}", r.line());
+        fired.reports[*i] = r;
+    }
+    fired.pending = engine.ledger().pending()?.len();
+    engine.write_log()?;
+    Ok(())
 }
 
 /// The trends of a demo run (printed when `print_trends`), and its rules' firings, their jobs

@@ -205,7 +205,7 @@ pub fn run(args: Args, path: &Path) -> anyhow::Result<()> {
     crate::outln!("wrote {}", path.display());
     if wrote_rule {
         crate::outln!(
-            "wrote {} (an example rule: the week's top search gaps of {} go to a new agent job; previewed: it sends nothing until you uncomment `enabled = true` in it, after `docpipe rules check` shows what it would send)",
+            "wrote {} (an example rule: the week's top search gaps of {} go to a new agent job; previewed: it sends nothing until you uncomment `enabled = true` in it, after `docpipe rules check` shows what it would send; once enabled, each firing that holds readers' words waits for your review: `docpipe rules pending`)",
             rule.display(),
             projects[0]
         );
@@ -220,7 +220,8 @@ pub fn run(args: Args, path: &Path) -> anyhow::Result<()> {
          docpipe{config} check                # one request per dataset: proves the keys and ids\n  \
          docpipe{config} backfill --from <first day> --queue   # the first load, for the daemon\n  \
          docpipe{config} run                  # the daemon: exports every hour, drains the queue, fires the rules\n  \
-         docpipe{config} rules check          # what each rule would send; enabled = true in its file sends it"
+         docpipe{config} rules check          # what each rule would send; enabled = true in its file sends it\n  \
+         docpipe{config} rules pending        # firings that hold readers' words wait here for you: approve or reject"
     );
     Ok(())
 }

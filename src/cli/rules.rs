@@ -34,9 +34,11 @@ pub enum RulesCommand {
     /// List the firings held for review: rule, project, when, rows, each flagged reader's value
     /// with its row and pattern, and the full prompt. Sends nothing.
     Pending(PendingArgs),
-    /// Send a held firing's prompt, exactly as held, once.
-    Approve(Decide),
-    /// Drop a held firing: nothing is sent; its rule and keys cool down as if it had been.
+    /// Send a held firing's prompt once: exactly as held, or rendered again without the rows
+    /// `--drop` names (the new prompt is shown and its hash recorded).
+    Approve(ApproveArgs),
+    /// Drop a held firing: nothing is sent; the keys of the rows it rejects (`--rows`, default
+    /// all) cool down, its other rows may be sent by the rule's next firing.
     Reject(RejectArgs),
 }
 
@@ -62,6 +64,18 @@ pub struct Decide {
     pub dir: Option<PathBuf>,
 }
 
+/// `rules approve`.
+#[derive(Debug, clap::Args)]
+pub struct ApproveArgs {
+    /// The held firing and who decides.
+    #[command(flatten)]
+    pub decide: Decide,
+    /// Send it without these rows (numbered from 1 as `rules pending` shows them, e.g.
+    /// `--drop 2,5`); their keys cool down as rejected.
+    #[arg(long, value_name = "N[,M]", value_delimiter = ',')]
+    pub drop: Vec<usize>,
+}
+
 /// `rules reject`.
 #[derive(Debug, clap::Args)]
 pub struct RejectArgs {
@@ -71,6 +85,10 @@ pub struct RejectArgs {
     /// Why, for the trail.
     #[arg(long, value_name = "TEXT")]
     pub why: Option<String>,
+    /// Reject only these rows (numbered from 1, e.g. `--rows 2,5`; default: all): only their
+    /// keys cool down.
+    #[arg(long, value_name = "N[,M]", value_delimiter = ',')]
+    pub rows: Vec<usize>,
 }
 
 /// Which rules.
@@ -167,9 +185,12 @@ pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<us
                 "  renders a reader's value unescaped (the `unescaped` filter) at {place}"
             );
         }
-        if r.review == crate::rules::Review::Never {
+        if let Some(w) = r.review_warning() {
+            crate::outln!("  warning: {w}");
+        }
+        for place in crate::rules::verbatim_places(&r.prompt, &e.reader_columns) {
             crate::outln!(
-                "  warning: review = \"never\": a firing is sent even when a reader's value reads as an instruction to the agent"
+                "  warning: the template asks to reuse a reader's wording as it is at {place}: ask for the need behind it instead (docs/rules.md)"
             );
         }
         let Some(prompt) = &e.prompt else {
@@ -346,7 +367,7 @@ pub async fn validate(args: ValidateArgs, settings: &Settings) -> anyhow::Result
     let dir = args.dir.unwrap_or(settings.rules_dir.clone());
     let loaded = load(&dir, settings, &[])?;
     let (tables, _) = tables(&settings.output_dir)?;
-    evaluate_all(&loaded, &tables, None)?;
+    let evals = evaluate_all(&loaded, &tables, None)?;
     crate::outln!(
         "rules {}: {} rules, all valid",
         dir.display(),
@@ -367,9 +388,14 @@ pub async fn validate(args: ValidateArgs, settings: &Settings) -> anyhow::Result
                 r.file
             );
         }
-        if r.review == crate::rules::Review::Never {
+        if let Some(w) = r.review_warning() {
+            crate::outln!("rule {} ({}): warning: {w}", r.name, r.file);
+        }
+    }
+    for (r, e) in loaded.rules.iter().zip(&evals) {
+        for place in crate::rules::verbatim_places(&r.prompt, &e.reader_columns) {
             crate::outln!(
-                "rule {} ({}): warning: review = \"never\" sends firings whose readers' values read as instructions",
+                "rule {} ({}): warning: the template asks to reuse a reader's wording as it is at {place}",
                 r.name,
                 r.file
             );
@@ -417,8 +443,24 @@ fn pending_text(f: &crate::store::ledger::Firing) -> String {
         f.rows_matched,
         f.trail.hold.as_deref().unwrap_or("review")
     );
-    for flag in crate::rules::parse_flags(f.trail.flags.as_deref()) {
-        out.push_str(&format!("  flagged: {}\n", flag.line()));
+    let flags = crate::rules::parse_flags(f.trail.flags.as_deref());
+    let rows = f
+        .trail
+        .rows
+        .as_deref()
+        .and_then(|j| serde_json::from_str::<crate::rules::HeldRows>(j).ok());
+    match rows {
+        Some(rows) => {
+            out.push_str("  rows (readers' words quoted; a row without a flag may still be an instruction):\n");
+            for line in rows.lines(&flags) {
+                out.push_str(&format!("  {line}\n"));
+            }
+        }
+        None => {
+            for flag in &flags {
+                out.push_str(&format!("  flagged: {}\n", flag.line()));
+            }
+        }
     }
     for flag in crate::rules::parse_flags(f.trail.dropped.as_deref()) {
         out.push_str(&format!("  dropped: {}\n", flag.line()));
@@ -432,7 +474,7 @@ fn pending_text(f: &crate::store::ledger::Firing) -> String {
         out.push_str(&format!("    | {}\n", crate::text::one_line(line)));
     }
     out.push_str(&format!(
-        "  docpipe rules approve {} sends it; docpipe rules reject {} [--why TEXT] drops it\n",
+        "  docpipe rules approve {} sends it ([--drop N,M] without those rows); docpipe rules reject {} [--rows N,M] [--why TEXT] drops it\n",
         f.id, f.id
     ));
     out
@@ -476,8 +518,9 @@ async fn pending(args: &PendingArgs, settings: &Settings) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// Runs `rules approve`: sends the held prompt once.
-async fn approve(args: &Decide, settings: &Settings) -> anyhow::Result<()> {
+/// Runs `rules approve`: sends the held prompt once (without the rows `--drop` names).
+async fn approve(approve: &ApproveArgs, settings: &Settings) -> anyhow::Result<()> {
+    let args = &approve.decide;
     let by = reviewer(&args.by)?;
     // The ledger only (no bucket to pull): which project's key the sending needs.
     let probe = Context::open(
@@ -505,10 +548,28 @@ async fn approve(args: &Decide, settings: &Settings) -> anyhow::Result<()> {
     let ctx = open(settings, Keys::Of(vec![held.project.clone()])).await?;
     let engine = ctx.engine()?;
     engine.expire_reviews()?;
-    let report = match engine.approve(args.id, &by, rule.as_ref()).await? {
+    let report = match engine
+        .approve(args.id, &by, rule.as_ref(), &approve.drop)
+        .await?
+    {
         Ok(r) => r,
         Err(decided) => return Err(UserError::new(decided.to_string()).into()),
     };
+    if !approve.drop.is_empty()
+        && let Some(f) = engine.ledger().firing(args.id)?
+    {
+        let rows: Vec<String> = approve.drop.iter().map(ToString::to_string).collect();
+        crate::outln!(
+            "firing {} without rows {} (their keys cool down as rejected): prompt (sha256 {}, {} bytes):",
+            f.id,
+            rows.join(", "),
+            crate::rules::short_hash(&f.prompt_hash),
+            f.prompt.len()
+        );
+        for line in f.prompt.lines() {
+            crate::outln!("    | {}", crate::text::one_line(line));
+        }
+    }
     crate::outln!("approved by {by}: {}", report.line());
     engine.write_log()?;
     ctx.push().await?;
@@ -521,12 +582,23 @@ async fn reject(args: &RejectArgs, settings: &Settings) -> anyhow::Result<()> {
     let ctx = open(settings, Keys::None).await?;
     let engine = ctx.engine()?;
     engine.expire_reviews()?;
-    match engine.reject(args.decide.id, &by, args.why.as_deref())? {
-        Ok(f) => crate::outln!(
-            "firing {} of rule {} ({}) rejected by {by}: nothing was sent; the rule and its keys cool down as if it had been",
+    match engine.reject(args.decide.id, &by, args.why.as_deref(), &args.rows)? {
+        Ok(f) if args.rows.is_empty() => crate::outln!(
+            "firing {} of rule {} ({}) rejected by {by}: nothing was sent; its rows' keys cool down",
             f.id,
             f.rule,
             f.project
+        ),
+        Ok(f) => crate::outln!(
+            "firing {} of rule {} ({}) rejected by {by}: nothing was sent; the keys of rows {} cool down, its other rows may be sent by the rule's next firing",
+            f.id,
+            f.rule,
+            f.project,
+            args.rows
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         Err(decided) => return Err(UserError::new(decided.to_string()).into()),
     }

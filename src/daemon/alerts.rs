@@ -35,6 +35,8 @@ pub enum What {
     WindowFailing,
     /// A rule failed.
     RuleFailing,
+    /// A firing waits for a person's review (one problem per firing, while it waits).
+    ReviewPending,
 }
 
 /// A problem a person has to act on.
@@ -268,6 +270,22 @@ impl Alerts {
         self.observe(&[What::KeyRefused], None, found, now);
     }
 
+    /// After any work: each firing the ledger holds for review is a problem until a person
+    /// approves or rejects it, or it expires. Its line names the rule, the rows and the
+    /// command, never a reader's words.
+    pub fn reviews(&mut self, ctx: &Context) {
+        let now = ctx.clock.now();
+        let held = match ctx.store().ledger().pending() {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!("alerts: cannot read the firings held for review: {e}");
+                return;
+            }
+        };
+        let found = held.iter().map(review_pending).collect();
+        self.observe(&[What::ReviewPending], None, found, now);
+    }
+
     /// After a set of firings: each rule that ran failed or not.
     pub fn rules_ran(&mut self, rules: &[Rule], fired: &Fired, now: DateTime<Utc>) {
         for (rule, r) in rules.iter().zip(&fired.reports) {
@@ -499,6 +517,26 @@ fn unknown_projects(ctx: &Context, report: &Report) -> Vec<Problem> {
         });
     }
     found
+}
+
+/// A firing held for review.
+fn review_pending(f: &crate::store::ledger::Firing) -> Problem {
+    Problem {
+        what: What::ReviewPending,
+        organization: None,
+        project: Some(f.project.clone()),
+        dataset: None,
+        line: format!(
+            "firing {} of rule {} ({}) waits for review with {} rows: docpipe rules pending shows it, docpipe rules approve {} sends it",
+            f.id, f.rule, f.project, f.rows_matched, f.id
+        ),
+        recovered: format!(
+            "firing {} of rule {} ({}) no longer waits for review",
+            f.id, f.rule, f.project
+        ),
+        since: Some(f.trail.held_at.unwrap_or(f.fired_at)),
+        subject: f.id.to_string(),
+    }
 }
 
 /// A rule whose firing failed.

@@ -133,6 +133,7 @@ impl Daemon {
         // Whatever sent requests may have found a key refused, or working again.
         if step != Step::Idle {
             self.alerts.keys(&self.ctx);
+            self.alerts.reviews(&self.ctx);
             gauges::problems(&self.ctx, &self.rules, &self.alerts);
         }
         step

@@ -3,6 +3,7 @@
 
 use super::evaluation::*;
 use super::impact;
+use super::lineage;
 use super::query;
 use super::readers;
 use super::rule::*;
@@ -127,7 +128,23 @@ pub(crate) fn evaluate_here(
         })?;
     }
     impact::check_on(rule, tables)?;
-    let mut flags = flag_rows(&rows, &rule.domains);
+    let readers = lineage::reader_columns(&rule.when, &lineage_base(tables), rows.width());
+    // Only a column that can hold text carries readers' words as such: a number or a date
+    // derived from them is rendered as a number or a date.
+    let readers: Vec<bool> = rows
+        .columns()
+        .iter()
+        .zip(readers)
+        .map(|(c, r)| r && matches!(c.dtype(), DataType::String | DataType::List(_)))
+        .collect();
+    let reader_columns: Vec<String> = rows
+        .get_column_names()
+        .iter()
+        .zip(&readers)
+        .filter(|(_, r)| **r)
+        .map(|(n, _)| n.to_string())
+        .collect();
+    let mut flags = flag_rows(&rows, &readers, &rule.domains);
     let mut dropped = Vec::new();
     if rule.on_flagged == OnFlagged::Drop && rule.review != Review::Never && !flags.is_empty() {
         let out: std::collections::HashSet<usize> = flags.iter().map(|f| f.row - 1).collect();
@@ -145,14 +162,15 @@ pub(crate) fn evaluate_here(
     }
     let fires = rows.height() >= rule.min_rows;
     let records = if fires {
-        records(&rows).map_err(|e| fail(format!("when: {e}")))?
+        records(&rows, &readers).map_err(|e| fail(format!("when: {e}")))?
     } else {
         // Nothing to send: render with zero values of the query's columns, so that a template
         // that names a missing column or filter is found now, not on the day the rule fires
         // (a few rows: a loop over a million would only spend the template's fuel).
         vec![sample(&rows); rule.min_rows.min(SAMPLE_ROWS)]
     };
-    let prompt = render(rule, &records, rows.height()).map_err(fail)?;
+    let (prompt, renders_readers) =
+        render(&rule.prompt, rule, &records, rows.height()).map_err(fail)?;
     if fires && prompt.trim().is_empty() {
         return Err(fail("prompt: renders as empty text".into()));
     }
@@ -171,7 +189,28 @@ pub(crate) fn evaluate_here(
         prompt: fires.then_some(prompt),
         flags,
         dropped,
+        reader_columns,
+        renders_readers: fires && renders_readers,
+        records: if fires { records } else { Vec::new() },
     })
+}
+
+/// The trend tables' columns as the lineage's roots: every column but the service's own is a
+/// reader's (numbers and dates among them: a value rendered as a number or a date is never
+/// a reader's text, whatever its lineage).
+pub(crate) fn lineage_base(tables: &Tables) -> lineage::Base {
+    tables
+        .frames()
+        .into_iter()
+        .map(|(name, df)| {
+            let columns = df
+                .get_column_names()
+                .iter()
+                .map(|c| (c.to_string(), !readers::is_service_column(c)))
+                .collect();
+            (name.to_string(), columns)
+        })
+        .collect()
 }
 
 /// The trend tables' sizes for one project, for the join bound.
@@ -233,9 +272,15 @@ impl query::Sizes for ProjectSizes<'_> {
     }
 }
 
-/// Renders the prompt with `rows`, `row_count`, `columns`, `project` and `rule`; a prompt that
-/// renders a reader's value starts with docpipe's [`readers::PREAMBLE`], outside the template.
-pub(crate) fn render(rule: &Rule, rows: &[Value], row_count: usize) -> Result<String, String> {
+/// Renders `template` with `rows`, `row_count`, `columns`, `project` and `rule`; a prompt that
+/// renders a reader's value starts with docpipe's [`readers::PREAMBLE`], outside the template
+/// (and the second value says it does).
+pub fn render(
+    template: &str,
+    rule: &Rule,
+    rows: &[Value],
+    row_count: usize,
+) -> Result<(String, bool), String> {
     let columns: Vec<Value> = rows
         .first()
         .and_then(|r| r.try_iter().ok())
@@ -254,12 +299,12 @@ pub(crate) fn render(rule: &Rule, rows: &[Value], row_count: usize) -> Result<St
     ]));
     let readers = Arc::new(AtomicBool::new(false));
     let text = environment(readers.clone())
-        .render_str(&rule.prompt, ctx)
+        .render_str(template, ctx)
         .map_err(|e| format!("prompt: {e}"))?;
     Ok(if readers.load(Ordering::Relaxed) {
-        format!("{}{text}", readers::PREAMBLE)
+        (format!("{}{text}", readers::PREAMBLE), true)
     } else {
-        text
+        (text, false)
     })
 }
 

@@ -7,6 +7,7 @@ pub mod engine;
 mod evaluate;
 mod evaluation;
 pub mod impact;
+pub mod lineage;
 mod load;
 pub mod query;
 pub mod readers;

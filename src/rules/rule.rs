@@ -45,6 +45,7 @@ impl Rule {
             project: &self.project,
             cooldown: self.cooldown,
             kind: self.action.kind(),
+            keyed: self.key.is_some(),
         }
     }
 }
@@ -113,7 +114,11 @@ pub struct Rule {
 /// When a firing waits for a person's review (`review` in a rule file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Review {
-    /// A firing with a flagged reader's value waits (the default).
+    /// A firing whose prompt renders any value derived from readers' words waits (the default):
+    /// readers are anonymous, and a person sees their words before an agent acts on them.
+    Readers,
+    /// Only a firing with a flagged reader's value waits: the flags are a heuristic, so a
+    /// reader's instruction they miss reaches the agent (`rules check` and `status` warn).
     Flagged,
     /// Every firing waits.
     Always,
@@ -134,6 +139,7 @@ impl Review {
     /// The word of the rule file.
     pub fn as_str(self) -> &'static str {
         match self {
+            Review::Readers => "readers",
             Review::Flagged => "flagged",
             Review::Always => "always",
             Review::Never => "never",
@@ -291,12 +297,13 @@ impl Rule {
             .template_from_str(&raw.prompt)
             .map_err(|e| fail(format!("prompt: {e}")))?;
         let review = match raw.review.as_deref() {
-            None | Some("flagged") => Review::Flagged,
+            None | Some("readers") => Review::Readers,
+            Some("flagged") => Review::Flagged,
             Some("always") => Review::Always,
             Some("never") => Review::Never,
             Some(other) => {
                 return Err(fail(format!(
-                    "review {other:?} must be \"flagged\", \"always\" or \"never\""
+                    "review {other:?} must be \"readers\", \"flagged\", \"always\" or \"never\""
                 )));
             }
         };
@@ -363,6 +370,19 @@ impl Rule {
             domains: Vec::new(),
             unescaped,
         })
+    }
+
+    /// What `rules check`, `validate`, `status` and the page warn about the rule's review.
+    pub fn review_warning(&self) -> Option<&'static str> {
+        match self.review {
+            Review::Flagged => Some(
+                "review = \"flagged\" sends readers' words without a person unless a flag fires; flags are a heuristic",
+            ),
+            Review::Never => {
+                Some("review = \"never\" sends readers' words without a person, flagged or not")
+            }
+            Review::Readers | Review::Always => None,
+        }
     }
 
     /// `follow-up to job X` or `a new job`.

@@ -2,6 +2,7 @@
 //! the rows as the template sees them, and the prompt's hash.
 
 use super::readers;
+use minijinja::value::ValueKind;
 use minijinja::{Environment, UndefinedBehavior, Value};
 use polars::prelude::*;
 use std::collections::BTreeMap;
@@ -32,15 +33,58 @@ pub fn environment(readers: Arc<AtomicBool>) -> Environment<'static> {
             None => value,
         }
     });
-    env.set_formatter(move |out, state, value| match value.as_str() {
-        Some(s) if !value.is_safe() => {
-            readers.store(true, Ordering::Relaxed);
-            out.write_str(&readers::quote(s))
-                .map_err(minijinja::Error::from)
+    env.set_formatter(move |out, state, value| {
+        if value.as_str().is_some() && value.is_safe() || !holds_text(value) {
+            return minijinja::escape_formatter(out, state, value);
         }
-        _ => minijinja::escape_formatter(out, state, value),
+        let mut text = String::new();
+        if write_value(&mut text, value) {
+            readers.store(true, Ordering::Relaxed);
+        }
+        out.write_str(&text).map_err(minijinja::Error::from)
     });
     env
+}
+
+/// Whether a value is a string, or a list or map that may hold one.
+fn holds_text(value: &Value) -> bool {
+    matches!(
+        value.kind(),
+        ValueKind::String | ValueKind::Seq | ValueKind::Map | ValueKind::Iterable
+    )
+}
+
+/// Writes a value whose strings are readers' words (any string not docpipe's own) quoted by
+/// [`readers::quote`], element by element through lists and maps (`[a, b]`, `{k: v}`);
+/// whether it wrote a reader's string.
+fn write_value(out: &mut String, value: &Value) -> bool {
+    if let Some(s) = value.as_str() {
+        if value.is_safe() {
+            out.push_str(s);
+            return false;
+        }
+        out.push_str(&readers::quote(s));
+        return true;
+    }
+    let map = value.kind() == ValueKind::Map;
+    let Some(items) = value.try_iter().ok().filter(|_| holds_text(value)) else {
+        out.push_str(&value.to_string());
+        return false;
+    };
+    let mut any = false;
+    out.push(if map { '{' } else { '[' });
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        any |= write_value(out, &item);
+        if map {
+            out.push_str(": ");
+            any |= write_value(out, &value.get_item(&item).unwrap_or_default());
+        }
+    }
+    out.push(if map { '}' } else { ']' });
+    any
 }
 
 /// `{{ share | pct }}` renders 0.4523 as `45.2%` (`pct(0)` for no decimals); none gives `n/a`.
@@ -70,20 +114,64 @@ pub(crate) fn unescaped_places(template: &str) -> Vec<String> {
         .collect()
 }
 
-/// A cell of a column as a template value: a reader's text (any string column but those of
-/// [`readers::SERVICE_COLUMNS`]) is a plain string, which the renderer escapes; the others are
-/// docpipe's or the service's own words and render as they are.
-pub(crate) fn cell_of(column: &str, v: AnyValue) -> Value {
-    // Times and other scalars shown as text are docpipe's; lists may hold readers' texts.
-    let own = readers::is_service_column(column)
-        || !matches!(
-            v,
-            AnyValue::String(_) | AnyValue::StringOwned(_) | AnyValue::List(_)
-        );
-    let value = cell(v);
-    match value.as_str() {
-        Some(s) if own => Value::from_safe_string(s.to_string()),
-        _ => value,
+/// Words that ask an agent to reuse a value's wording as it is.
+const VERBATIM: [&str; 10] = [
+    "title",
+    "copy",
+    "verbatim",
+    "word for word",
+    "as is",
+    "exact",
+    "paste",
+    "quote",
+    "wording",
+    "heading",
+];
+
+/// Words that say a line asks for the opposite of reuse.
+const NEGATIONS: [&str; 5] = ["not ", "never ", "don't ", "no ", "without "];
+
+/// The places where a template asks to reuse a reader's value verbatim: in a template that
+/// names one of `readers` (the query's columns that carry readers' words, as `.column` or
+/// `['column']`), each line with a word of [`VERBATIM`] and no negation ("not", "never",
+/// ...): `line N: <the line>`.
+pub fn verbatim_places(template: &str, readers: &[String]) -> Vec<String> {
+    let names = readers
+        .iter()
+        .any(|c| template.contains(&format!(".{c}")) || template.contains(&format!("['{c}']")));
+    if !names {
+        return Vec::new();
+    }
+    template
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let l = format!("{} ", l.to_lowercase());
+            VERBATIM.iter().any(|w| l.contains(w)) && !NEGATIONS.iter().any(|n| l.contains(n))
+        })
+        .map(|(i, l)| format!("line {}: {}", i + 1, l.trim()))
+        .collect()
+}
+
+/// A cell as a template value: in a column that carries readers' words (`reader`, from the
+/// query's lineage) a string is a plain string, which the renderer escapes, and a list is a
+/// list of such values (a `for` loop yields its elements); any other string is docpipe's or
+/// the service's own and renders as it is. Numbers, dates and times are never a reader's.
+pub(crate) fn cell_of(reader: bool, v: AnyValue) -> Value {
+    match v {
+        AnyValue::List(s) => Value::from(
+            (0..s.len())
+                .map(|i| s.get(i).map_or(Value::from(()), |e| cell_of(reader, e)))
+                .collect::<Vec<_>>(),
+        ),
+        v => {
+            let text = matches!(v, AnyValue::String(_) | AnyValue::StringOwned(_));
+            let value = cell(v);
+            match value.as_str() {
+                Some(s) if !(reader && text) => Value::from_safe_string(s.to_string()),
+                _ => value,
+            }
+        }
     }
 }
 
@@ -112,14 +200,16 @@ pub(crate) fn cell(v: AnyValue) -> Value {
     }
 }
 
-/// The rows of a frame as maps from column name to value.
-pub(crate) fn records(df: &DataFrame) -> PolarsResult<Vec<Value>> {
+/// The rows of a frame as maps from column name to value; `readers` says, column by column,
+/// which carry readers' words (see [`cell_of`]).
+pub(crate) fn records(df: &DataFrame, readers: &[bool]) -> PolarsResult<Vec<Value>> {
     let columns = df.columns();
     let mut out = Vec::with_capacity(df.height());
     for i in 0..df.height() {
         let mut row = BTreeMap::new();
-        for c in columns {
-            row.insert(c.name().to_string(), cell_of(c.name(), c.get(i)?));
+        for (n, c) in columns.iter().enumerate() {
+            let reader = readers.get(n).copied().unwrap_or(true);
+            row.insert(c.name().to_string(), cell_of(reader, c.get(i)?));
         }
         out.push(Value::from(row));
     }

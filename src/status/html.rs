@@ -425,8 +425,15 @@ fn rules_section(out: &mut String, s: &Status) {
             esc(&run.line)
         );
     }
+    for w in &r.warnings {
+        let _ = write!(
+            out,
+            "<p class=\"problem rule-warning\">Warning: {}</p>",
+            esc(w)
+        );
+    }
     if !r.pending.is_empty() {
-        out.push_str("<h3>Waiting for review</h3><p>Approve or reject on the command line: <code>docpipe rules pending</code>, <code>docpipe rules approve ID</code>, <code>docpipe rules reject ID</code>.</p>");
+        out.push_str("<h3>Waiting for review</h3><p>Approve or reject on the command line: <code>docpipe rules pending</code>, <code>docpipe rules approve ID [--drop N,M]</code>, <code>docpipe rules reject ID [--rows N,M]</code>.</p>");
         for p in &r.pending {
             let _ = write!(
                 out,

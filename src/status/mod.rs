@@ -429,6 +429,8 @@ pub struct Rules {
     pub previews: Vec<PreviewStatus>,
     /// The firings waiting for a person's review (`docpipe rules pending`), oldest first.
     pub pending: Vec<PendingStatus>,
+    /// A line per rule whose review lets readers' words reach the agent without a person.
+    pub warnings: Vec<String>,
 }
 
 /// What a rule that is not enabled would send.
@@ -695,6 +697,7 @@ impl Status {
                 impact: Vec::new(),
                 previews: Vec::new(),
                 pending: Vec::new(),
+                warnings: Vec::new(),
             },
             trends: Vec::new(),
         }
@@ -1071,6 +1074,14 @@ fn rules(ctx: &Context, firings: usize, now: DateTime<Utc>) -> anyhow::Result<Ru
         impact: crate::rules::impact::latest(&crate::rules::impact::rows(&ctx.store().ledger())?),
         previews,
         pending,
+        warnings: loaded
+            .0
+            .iter()
+            .filter_map(|r| {
+                r.review_warning()
+                    .map(|w| format!("rule {} ({}): {w}", r.name, r.file))
+            })
+            .collect(),
     })
 }
 

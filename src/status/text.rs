@@ -418,4 +418,7 @@ fn rule_lines(out: &mut String, s: &Status) {
     for p in &r.problems {
         let _ = writeln!(out, "rule file problem: {p}");
     }
+    for w in &r.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
 }

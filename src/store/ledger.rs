@@ -72,8 +72,9 @@ CREATE TABLE IF NOT EXISTS rule_previews (
 
 /// The columns `rule_firings` gained with the review (nullable: firings recorded before have
 /// none): the flagged and dropped rows (JSON), why the firing waited, who decided and when,
-/// the reviewer's note, and when it was held.
-pub const TRAIL_COLUMNS: [(&str, &str); 7] = [
+/// the reviewer's note, when it was held, and the rows it was rendered from (JSON: the template
+/// and the values, so that `rules approve --drop` renders it again without some rows).
+pub const TRAIL_COLUMNS: [(&str, &str); 8] = [
     ("flags", "TEXT"),
     ("dropped", "TEXT"),
     ("hold", "TEXT"),
@@ -81,15 +82,18 @@ pub const TRAIL_COLUMNS: [(&str, &str); 7] = [
     ("decided_at_ms", "INTEGER"),
     ("note", "TEXT"),
     ("held_at_ms", "INTEGER"),
+    ("review_rows", "TEXT"),
 ];
 
 /// The columns `rule_firing_keys` gained with the impact (nullable: the keys of firings
-/// recorded before hold none).
-const KEY_COLUMNS: [(&str, &str); 4] = [
+/// recorded before hold none), and with the review row by row: `rejected` is 1 for a key whose
+/// row a person rejected (it cools down; the others of a rejected firing do not).
+const KEY_COLUMNS: [(&str, &str); 5] = [
     ("before_value", "REAL"),
     ("before_rows", "INTEGER"),
     ("after_value", "REAL"),
     ("after_rows", "INTEGER"),
+    ("rejected", "INTEGER"),
 ];
 
 /// Adds `columns` to a SQLite table written before them.
@@ -185,10 +189,23 @@ impl Sent {
     }
 }
 
-/// The firings that start their rule's cooldown, count for the same-prompt check and keep
-/// their keys out of the next prompts: those that may have reached the service, and those a
-/// person rejected (so that the rule moves on instead of holding the same rows again).
-const DELIVERED: &str = "('sending', 'sent', 'unknown', 'rejected')";
+/// The firings that count for the same-prompt check: those that may have reached the service,
+/// those waiting for review and those a person rejected (the same rows are not held again).
+const DELIVERED: &str = "('sending', 'sent', 'unknown', 'held', 'rejected')";
+
+/// The firings that start the cooldown of a rule with a `key`: those that may have reached the
+/// service and those waiting for review (a held firing does not block its rule: the next
+/// firing leaves the held keys out). A rejection cools down the rejected rows' keys alone.
+const COOLING_KEYED: &str = "('sending', 'sent', 'unknown', 'held')";
+
+/// The firings that start the cooldown of a rule without a `key` (its rows cannot be told
+/// apart, so a rejection cools the rule down); a held one makes it wait for the review.
+const COOLING_KEYLESS: &str = "('sending', 'sent', 'unknown', 'rejected')";
+
+/// The keys left out of a rule's next prompts (within its `key_cooldown`): those of firings
+/// that may have reached the service or wait for review, and the keys of rows a person
+/// rejected.
+const KEY_LEFT_OUT: &str = "(f.sent IN ('sending', 'sent', 'unknown', 'held') OR k.rejected = 1)";
 
 /// One firing.
 #[derive(Debug, Clone, PartialEq)]
@@ -243,6 +260,8 @@ pub struct Trail {
     pub note: Option<String>,
     /// When it was held (its `fired_at` is when it was sent, once approved).
     pub held_at: Option<DateTime<Utc>>,
+    /// The rows it was rendered from, as JSON (a held firing's; see `rules::HeldRows`).
+    pub rows: Option<String>,
 }
 
 /// A rule's latest preview: what it would have sent, had it been enabled.
@@ -270,6 +289,14 @@ pub enum Decided {
     /// No such firing.
     #[error("no firing {0} in the ledger (docpipe rules pending lists those waiting)")]
     Unknown(i64),
+    /// Rows named that it cannot drop or reject.
+    #[error("firing {id}: {why}")]
+    Rows {
+        /// The firing.
+        id: i64,
+        /// Why.
+        why: String,
+    },
     /// It does not wait for review: what happened to it.
     #[error("firing {id} is not waiting for review: it was {state}")]
     Already {
@@ -355,6 +382,19 @@ pub struct NewFiring<'a> {
     pub trail: Trail,
 }
 
+/// A held firing as a person approved it without some of its rows.
+#[derive(Debug, Clone)]
+pub struct Edit {
+    /// The prompt rendered again without the dropped rows.
+    pub prompt: String,
+    /// Its hash.
+    pub hash: String,
+    /// The rows it sends.
+    pub rows: i64,
+    /// The dropped rows' keys (they cool down as rejected).
+    pub dropped_keys: Vec<String>,
+}
+
 /// What became of a firing that is not waiting for review, in words.
 fn decided(f: &Firing) -> String {
     let t = |t: &DateTime<Utc>| t.format("%Y-%m-%d %H:%M:%SZ").to_string();
@@ -384,6 +424,8 @@ pub struct RuleKey<'a> {
     pub cooldown: Duration,
     /// What it sends.
     pub kind: Kind,
+    /// Whether the rule has a `key` (its rows are told apart: a held firing does not block it).
+    pub keyed: bool,
 }
 
 /// The ledger.
@@ -400,27 +442,34 @@ fn from_ms(v: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(v).unwrap_or_default()
 }
 
+/// Why a rule (`name`, its `cooldown`, whether it has a key) should not fire now.
 fn skip_for(
     tx: &mut dyn Tx,
-    name: &str,
-    cooldown: Duration,
+    (name, cooldown, keyed): (&str, Duration, bool),
     hash: &str,
     now: DateTime<Utc>,
 ) -> Result<Option<Skip>, SqlError> {
-    let held = tx.row(
-        "SELECT id, fired_at_ms FROM rule_firings WHERE rule = ?1 AND sent = 'held' ORDER BY id LIMIT 1",
-        &[name.into()],
-    )?;
-    if let Some(r) = held {
-        return Ok(Some(Skip::AwaitingReview {
-            id: r.int(0)?,
-            since: from_ms(r.int(1)?),
-        }));
+    if !keyed {
+        let held = tx.row(
+            "SELECT id, fired_at_ms FROM rule_firings WHERE rule = ?1 AND sent = 'held' ORDER BY id LIMIT 1",
+            &[name.into()],
+        )?;
+        if let Some(r) = held {
+            return Ok(Some(Skip::AwaitingReview {
+                id: r.int(0)?,
+                since: from_ms(r.int(1)?),
+            }));
+        }
     }
+    let cooling = if keyed {
+        COOLING_KEYED
+    } else {
+        COOLING_KEYLESS
+    };
     let last = tx
         .row(
             &format!(
-                "SELECT max(fired_at_ms) FROM rule_firings WHERE rule = ?1 AND sent IN {DELIVERED}"
+                "SELECT max(fired_at_ms) FROM rule_firings WHERE rule = ?1 AND sent IN {cooling}"
             ),
             &[name.into()],
         )?
@@ -500,9 +549,10 @@ impl Ledger {
         hash: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<Skip>, StoreError> {
-        let (name, cooldown, hash) = (rule.name.to_string(), rule.cooldown, hash.to_string());
+        let (name, hash) = (rule.name.to_string(), hash.to_string());
+        let (cooldown, keyed) = (rule.cooldown, rule.keyed);
         self.sql
-            .read(move |tx| skip_for(tx, &name, cooldown, &hash, now))
+            .read(move |tx| skip_for(tx, (&name, cooldown, keyed), &hash, now))
     }
 
     /// Records a firing as `sending` unless it should be skipped, in one transaction (the
@@ -536,7 +586,8 @@ impl Ledger {
     /// its id.
     pub fn record(&self, new: NewFiring<'_>) -> Result<Result<i64, Skip>, StoreError> {
         let rule = new.rule;
-        let (name, cooldown, hash) = (rule.name.to_string(), rule.cooldown, new.hash.to_string());
+        let (name, hash) = (rule.name.to_string(), new.hash.to_string());
+        let (cooldown, keyed) = (rule.cooldown, rule.keyed);
         let now = new.now;
         let t = &new.trail;
         let p = vec![
@@ -553,6 +604,7 @@ impl Ledger {
             t.dropped.clone().into(),
             t.hold.clone().into(),
             t.held_at.map(ms).into(),
+            t.rows.clone().into(),
         ];
         let keys = new.keys.to_vec();
         self.sql.tx(move |tx| {
@@ -562,13 +614,13 @@ impl Ledger {
                     &[Value::Int(rule_lock(&name))],
                 )?;
             }
-            if let Some(skip) = skip_for(tx, &name, cooldown, &hash, now)? {
+            if let Some(skip) = skip_for(tx, (&name, cooldown, keyed), &hash, now)? {
                 return Ok(Err(skip));
             }
             let id = tx
                 .row(
-                    "INSERT INTO rule_firings (rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched, sent, updated_at_ms, action, flags, dropped, hold, held_at_ms)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?9, ?4, ?8, ?10, ?11, ?12, ?13) RETURNING id",
+                    "INSERT INTO rule_firings (rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched, sent, updated_at_ms, action, flags, dropped, hold, held_at_ms, review_rows)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?9, ?4, ?8, ?10, ?11, ?12, ?13, ?14) RETURNING id",
                     &p,
                 )?
                 .map_or(Ok(0), |r| r.int(0))?;
@@ -591,12 +643,44 @@ impl Ledger {
         by: &str,
         now: DateTime<Utc>,
     ) -> Result<Result<Firing, Decided>, StoreError> {
-        let p = vec![Value::Int(id), by.into(), Value::Int(ms(now))];
+        self.approve_edited(id, by, now, None)
+    }
+
+    /// [`Ledger::approve`], sending `edit`'s prompt instead of the held one (the held firing's
+    /// rows less those a person dropped; the dropped rows' keys cool down as rejected), in the
+    /// same transaction.
+    pub fn approve_edited(
+        &self,
+        id: i64,
+        by: &str,
+        now: DateTime<Utc>,
+        edit: Option<Edit>,
+    ) -> Result<Result<Firing, Decided>, StoreError> {
+        let Some(edit) = edit else {
+            let p = vec![Value::Int(id), by.into(), Value::Int(ms(now))];
+            return self.decide(
+                id,
+                "UPDATE rule_firings SET sent = 'sending', decided_by = ?2, decided_at_ms = ?3,
+                 fired_at_ms = ?3, updated_at_ms = ?3 WHERE id = ?1 AND sent = 'held'",
+                p,
+                Vec::new(),
+            );
+        };
+        let p = vec![
+            Value::Int(id),
+            by.into(),
+            Value::Int(ms(now)),
+            edit.prompt.into(),
+            edit.hash.into(),
+            Value::Int(edit.rows),
+        ];
         self.decide(
             id,
             "UPDATE rule_firings SET sent = 'sending', decided_by = ?2, decided_at_ms = ?3,
-             fired_at_ms = ?3, updated_at_ms = ?3 WHERE id = ?1 AND sent = 'held'",
+             fired_at_ms = ?3, updated_at_ms = ?3, prompt = ?4, prompt_hash = ?5,
+             rows_matched = ?6 WHERE id = ?1 AND sent = 'held'",
             p,
+            edit.dropped_keys,
         )
     }
 
@@ -607,8 +691,20 @@ impl Ledger {
         id: i64,
         update: &'static str,
         params: Vec<Value>,
+        rejected_keys: Vec<String>,
     ) -> Result<Result<Firing, Decided>, StoreError> {
-        let taken = self.sql.tx(move |tx| tx.exec(update, &params))?;
+        let taken = self.sql.tx(move |tx| {
+            let taken = tx.exec(update, &params)?;
+            if taken == 1 {
+                for k in &rejected_keys {
+                    tx.exec(
+                        "UPDATE rule_firing_keys SET rejected = 1 WHERE firing_id = ?1 AND key = ?2",
+                        &[Value::Int(id), k.as_str().into()],
+                    )?;
+                }
+            }
+            Ok(taken)
+        })?;
         Ok(match self.firing(id)? {
             None => Err(Decided::Unknown(id)),
             Some(f) if taken == 1 => Ok(f),
@@ -619,20 +715,28 @@ impl Ledger {
         })
     }
 
-    /// Rejects a held firing: nothing is sent; its rule and keys cool down as if it had been.
+    /// Rejects a held firing: nothing is sent. The keys of `rows` (its rejected rows' keys; none:
+    /// every key it holds) cool down for the rule's `key_cooldown`; its other keys may be sent
+    /// by the rule's next firing. A rule without a key cools down as if it had fired.
     pub fn reject(
         &self,
         id: i64,
         by: &str,
         why: Option<&str>,
+        rows: Option<Vec<String>>,
         now: DateTime<Utc>,
     ) -> Result<Result<Firing, Decided>, StoreError> {
+        let keys = match rows {
+            Some(k) => k,
+            None => self.firing_keys(id)?,
+        };
         let p = vec![Value::Int(id), by.into(), Value::Int(ms(now)), why.into()];
         self.decide(
             id,
             "UPDATE rule_firings SET sent = 'rejected', decided_by = ?2, decided_at_ms = ?3,
              note = ?4, updated_at_ms = ?3 WHERE id = ?1 AND sent = 'held'",
             p,
+            keys,
         )
     }
 
@@ -800,7 +904,8 @@ impl Ledger {
         })
     }
 
-    /// The keys (gaps) a rule's firings for a project sent (or may have sent) since `since`.
+    /// The keys (gaps) a rule's firings for a project sent (or may have sent), hold for review,
+    /// or had rejected by a person, since `since`.
     pub fn sent_keys(
         &self,
         rule: &str,
@@ -812,7 +917,7 @@ impl Ledger {
             tx.rows(
                 &format!(
                     "SELECT k.key FROM rule_firing_keys k JOIN rule_firings f ON f.id = k.firing_id
-                     WHERE f.rule = ?1 AND f.project = ?2 AND f.sent IN {DELIVERED} AND f.fired_at_ms >= ?3"
+                     WHERE f.rule = ?1 AND f.project = ?2 AND {KEY_LEFT_OUT} AND f.fired_at_ms >= ?3"
                 ),
                 &p,
             )?
@@ -902,7 +1007,7 @@ impl Ledger {
                 &format!(
                     "SELECT id, rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched,
                      sent, status, pr_link, seconds_to_done, error, action, poll_until_ms,
-                     flags, dropped, hold, decided_by, decided_at_ms, note, held_at_ms
+                     flags, dropped, hold, decided_by, decided_at_ms, note, held_at_ms, review_rows
                      FROM rule_firings {filter} ORDER BY id"
                 ),
                 &params,
@@ -936,6 +1041,7 @@ impl Ledger {
                         decided_at: r.opt_int(19)?.map(from_ms),
                         note: r.opt_text(20)?,
                         held_at: r.opt_int(21)?.map(from_ms),
+                        rows: r.opt_text(22)?,
                     },
                 };
                 Ok((f, extra(r)?))

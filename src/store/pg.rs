@@ -377,6 +377,12 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "when each dataset's and project's days were last written, found in one seek",
         "CREATE INDEX windows_done ON windows (dataset, project, done_at, requests);",
     ),
+    (
+        13,
+        "the review row by row: a held firing's rows, the keys a person rejected",
+        "ALTER TABLE rule_firings ADD COLUMN review_rows TEXT;
+        ALTER TABLE rule_firing_keys ADD COLUMN rejected BIGINT;",
+    ),
 ];
 
 /// The advisory lock key that serializes migrations ("docpipe" in ASCII).

@@ -580,6 +580,7 @@ fn site_days(out: &Path, project: &str) -> usize {
 #[tokio::test(flavor = "current_thread")]
 async fn a_firing_held_for_review_waits_for_a_person_and_the_daemon_goes_on() {
     let seen = Seen::capture();
+    let hook = Hook::start().await;
     let live = Live::start(small()).await;
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("jobs");
@@ -593,11 +594,22 @@ async fn a_firing_held_for_review_waits_for_a_person_and_the_daemon_goes_on() {
     let mut config = daemon_config(&live.server.base_url(), dir.path(), day("2026-03-14"), 100);
     config.extra = format!("[rules]\ndir = \"{}\"", rules.display());
     let settings = settings(&config, dir.path());
-    let mut d = daemon(settings, live.clock.clone(), keys(), Some(&rules)).await;
+    let mut d = daemon(settings, live.clock.clone(), keys(), Some(&rules))
+        .await
+        .alerting(alerts_to(&hook));
     for _ in 0..3 {
         assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
         live.clock.advance(Duration::from_secs(3600));
     }
+    // A person is told once, while it waits: the rule, the rows, the command.
+    let told = hook.wait_for("review_pending", 1).await;
+    assert_eq!(told.len(), 1, "{told:#?}");
+    assert_eq!(told[0]["state"], "problem");
+    assert_eq!(told[0]["project"], "alpha");
+    assert_eq!(
+        told[0]["text"],
+        "docpipe alert: firing 1 of rule watch (alpha) waits for review with 1 rows: docpipe rules pending shows it, docpipe rules approve 1 sends it (since 2026-03-15 12:00 UTC); status: http://status.example/"
+    );
     assert_eq!(
         seen.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}"),
         3.0
@@ -617,6 +629,18 @@ async fn a_firing_held_for_review_waits_for_a_person_and_the_daemon_goes_on() {
     assert_eq!(
         pending[0].trail.hold.as_deref(),
         Some("the rule's review is \"always\"")
+    );
+    // Rejected by a person: the problem ends with its message at the next run.
+    ledger
+        .reject(pending[0].id, "bob", None, None, live.clock.now())
+        .unwrap()
+        .unwrap();
+    d.work(Some(&Tick::Export)).await;
+    let all = hook.wait_for("review_pending", 2).await;
+    assert_eq!(all[1]["state"], "recovered");
+    assert_eq!(
+        all[1]["text"],
+        "docpipe recovered: firing 1 of rule watch (alpha) no longer waits for review (a problem since 2026-03-15 12:00 UTC); status: http://status.example/"
     );
 }
 

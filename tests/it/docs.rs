@@ -302,6 +302,16 @@ fn the_readmes_rehearsal_runs_as_written() {
         "{stdout}"
     );
     assert!(stdout.contains("rules: no firing yet"), "{stdout}");
+    // The review step: held, each row shown, approved by a person, sent once.
+    for piece in [
+        "rule search-gaps (acme-docs): held for review as firing 1 (5 rows, prompt ",
+        "firing 1: rule search-gaps (acme-docs), create of job (a new job), held ",
+        "  rows (readers' words quoted; a row without a flag may still be an instruction):",
+        "  row 5: search_query=\"",
+        "approved by me: rule search-gaps (acme-docs): created new job ",
+    ] {
+        assert!(stdout.contains(piece), "{piece:?} not in:\n{stdout}");
+    }
     assert!(
         !stderr.contains("WARN") && !stderr.contains("ERROR"),
         "{stderr}"

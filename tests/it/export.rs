@@ -1026,12 +1026,12 @@ async fn a_storage_failure_stops_the_sending_at_once_with_one_line_and_exit_code
         ),
     )
     .unwrap();
-    // Files may not grow past 200 KiB (400 blocks of 512 bytes; the empty state is 160 KiB, more while it is made): a
+    // Files may not grow past 220 KiB (440 blocks of 512 bytes; the empty state is 168 KiB, more while it is made): a
     // full disk, as the process sees it (EFBIG instead of ENOSPC); the signal that would kill
     // the process is ignored, so writes fail.
     let run = std::process::Command::new("bash")
         .arg("-c")
-        .arg("trap '' XFSZ; ulimit -f 400; exec \"$0\" \"$@\"")
+        .arg("trap '' XFSZ; ulimit -f 440; exec \"$0\" \"$@\"")
         .arg(env!("CARGO_BIN_EXE_docpipe"))
         .arg("--config")
         .arg(&cfg)
@@ -1048,7 +1048,7 @@ async fn a_storage_failure_stops_the_sending_at_once_with_one_line_and_exit_code
     // One line for all the windows the failure stopped, and the requests the summary counts
     // are all the service saw: a few, not one per window of the plan.
     let failed: Vec<&str> = stdout.lines().filter(|l| l.contains("failed")).collect();
-    assert_eq!(failed.len(), 1, "{stdout}");
+    assert_eq!(failed.len(), 1, "{stdout}\n{stderr}");
     let (n, cause) = failed[0]
         .trim()
         .split_once(" windows failed (")

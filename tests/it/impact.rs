@@ -20,6 +20,8 @@ const RULE: &str = r#"
 name = "views"
 project = "alpha"
 enabled = true
+# The sending and the measure are tested here; the review in review.rs.
+review = "never"
 job = "job_ok"
 when = "SELECT path, total_7d FROM pages ORDER BY rank_7d LIMIT 4"
 prompt = """

@@ -20,9 +20,16 @@ use std::time::Duration;
 
 const PROJECTS: [&str; 3] = ["alpha", "beta", "gamma"];
 
+/// An enabled rule; `review = "never"` unless `extra` says: these tests are of the sending (a
+/// prompt of paths holds readers' words, which the default review holds; review.rs tests it).
 fn rule(name: &str, project: &str, target: &str, when: &str, prompt: &str, extra: &str) -> Rule {
+    let review = if extra.contains("review") {
+        ""
+    } else {
+        "review = \"never\"\n"
+    };
     let text = format!(
-        "enabled = true\nname = {name:?}\nproject = {project:?}\n{target}\nwhen = {when:?}\nprompt = {prompt:?}\n{extra}\n"
+        "enabled = true\nname = {name:?}\nproject = {project:?}\n{target}\nwhen = {when:?}\nprompt = {prompt:?}\n{review}{extra}\n"
     );
     let projects: Vec<String> = PROJECTS.iter().map(|p| p.to_string()).collect();
     Rule::parse(&text, &format!("jobs/{name}.toml"), &projects).unwrap()
@@ -707,7 +714,7 @@ async fn two_processes_and_a_restart_keep_the_cooldown_and_the_hourly_limit() {
             &rules,
             &format!("r{i}"),
             &format!(
-                "enabled = true\nname = \"r{i}\"\nproject = \"alpha\"\ncreate = true\nwait = false\nwhen = {TOP3:?}\nprompt = \"rule {i}: {{{{ rows[0].path }}}}\"\n"
+                "enabled = true\nname = \"r{i}\"\nproject = \"alpha\"\ncreate = true\nwait = false\nreview = \"never\"\nwhen = {TOP3:?}\nprompt = \"rule {i}: {{{{ rows[0].path }}}}\"\n"
             ),
         );
     }
@@ -781,9 +788,13 @@ async fn rules_check_shows_the_prompt_and_sends_nothing() {
         stdout.contains(&format!("    | {block}\n    | \n    | {line}\n")),
         "{stdout}"
     );
-    assert!(stdout.contains("  would send now\n"), "{stdout}");
+    // Its prompt holds readers' words (paths): under the default review a person sees it first.
     assert!(
-        stdout.ends_with("1 rules; 1 would send now; nothing sent\n"),
+        stdout.contains("  would be held for review (its prompt holds readers' words, 0 of them flagged: a person sees them before the agent acts): `docpipe rules pending` would list it\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("1 rules; 0 would send now; nothing sent\n"),
         "{stdout}"
     );
     let stats = live.emu().stats();

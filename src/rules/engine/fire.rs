@@ -59,7 +59,7 @@ impl Engine {
         };
         let Some(client) = client.filter(|_| hold.is_none()) else {
             firing.sent = Sent::Held;
-            tracing::warn!(rule = %rule.name, firing = firing.id, "a firing waits for review");
+            tracing::info!(rule = %rule.name, firing = firing.id, "a firing waits for review");
             return Ok(Report::Held(firing));
         };
         self.deliver(client, rule, &mut firing, &eval.keys, inline)
@@ -86,6 +86,10 @@ impl Engine {
             dropped: json_of(&eval.dropped),
             hold: hold.clone(),
             held_at: hold.as_ref().map(|_| now),
+            rows: hold
+                .as_ref()
+                .and_then(|_| crate::rules::HeldRows::of(rule, eval))
+                .and_then(|h| serde_json::to_string(&h).ok()),
             ..Trail::default()
         };
         let id = match self.ledger.record(NewFiring {

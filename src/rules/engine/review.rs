@@ -1,22 +1,64 @@
 //! The firings held for review: approved (sent exactly as held) or rejected.
 
 use super::*;
-use crate::rules::{Action, Rule};
+use crate::rules::{Action, HeldRows, Rule};
 use crate::store::StoreError;
-use crate::store::ledger::{Decided, Firing, Kind, Sent};
+use crate::store::ledger::{Decided, Edit, Firing, Kind, Sent};
+
+/// A held firing's rows as kept, or why `--drop`/`--rows` cannot name them.
+fn held_rows(held: &Firing) -> Result<HeldRows, Decided> {
+    held.trail
+        .rows
+        .as_deref()
+        .and_then(|j| serde_json::from_str::<HeldRows>(j).ok())
+        .ok_or_else(|| Decided::Rows {
+            id: held.id,
+            why: "it was held without its rows (by an earlier docpipe): approve or reject it whole"
+                .into(),
+        })
+}
+
+/// Rows named from 1 checked against a held firing's rows: their indexes from 0.
+fn row_indexes(held: &Firing, rows: &HeldRows, named: &[usize]) -> Result<Vec<usize>, Decided> {
+    let n = rows.rows.len();
+    match named.iter().find(|r| **r == 0 || **r > n) {
+        Some(bad) => Err(Decided::Rows {
+            id: held.id,
+            why: format!("it has no row {bad} (its rows are 1 to {n})"),
+        }),
+        None => Ok(named.iter().map(|r| r - 1).collect()),
+    }
+}
 
 impl Engine {
-    /// Sends a held firing's prompt, exactly as held, once: `by` approved it. `rule` is its
-    /// rule as loaded now (its `wait`, `timeout` and `[impact]`), if it still exists.
+    /// Sends a held firing's prompt once: `by` approved it. Without `drop`, exactly as held;
+    /// with it, rendered again without those rows (numbered from 1, as `rules pending` shows
+    /// them), whose keys then cool down as rejected. `rule` is its rule as loaded now (its
+    /// `wait`, `timeout` and `[impact]`), if it still exists.
     pub async fn approve(
         &self,
         id: i64,
         by: &str,
         rule: Option<&Rule>,
+        drop: &[usize],
+    ) -> Result<Result<Report, Decided>, StoreError> {
+        self.approve_with(id, by, rule, drop, true).await
+    }
+
+    /// [`Engine::approve`]; a job its rule waits for is polled now when `inline`, else left to
+    /// [`Engine::poll_step`] or [`Engine::wait_for`] (so that several approvals wait at once).
+    pub async fn approve_with(
+        &self,
+        id: i64,
+        by: &str,
+        rule: Option<&Rule>,
+        drop: &[usize],
+        inline: bool,
     ) -> Result<Result<Report, Decided>, StoreError> {
         let Some(held) = self.ledger.firing(id)? else {
             return Ok(Err(Decided::Unknown(id)));
         };
+
         let action = match (held.kind, &held.job) {
             (Kind::Create, _) => Action::Create,
             (_, job) => Action::FollowUp(job.clone().unwrap_or_default()),
@@ -41,7 +83,7 @@ impl Engine {
             impact: None,
             enabled: true,
             enabled_given: true,
-            review: crate::rules::Review::Flagged,
+            review: crate::rules::Review::Readers,
             on_flagged: crate::rules::OnFlagged::Hold,
             domains: Vec::new(),
             unescaped: Vec::new(),
@@ -64,23 +106,82 @@ impl Engine {
                 skip,
             }));
         }
-        let mut firing = match self.ledger.approve(id, by, self.clock.now())? {
+        let edit = if drop.is_empty() {
+            None
+        } else {
+            match self.edit(&held, rule, drop) {
+                Ok(e) => Some(e),
+                Err(d) => return Ok(Err(d)),
+            }
+        };
+        let dropped = edit
+            .as_ref()
+            .map(|e| e.dropped_keys.clone())
+            .unwrap_or_default();
+        let mut firing = match self.ledger.approve_edited(id, by, self.clock.now(), edit)? {
             Ok(f) => f,
             Err(d) => return Ok(Err(d)),
         };
-        let keys = self.ledger.firing_keys(id)?;
+        let mut keys = self.ledger.firing_keys(id)?;
+        keys.retain(|k| !dropped.contains(k));
         Ok(Ok(self
-            .deliver(client, rule, &mut firing, &keys, true)
+            .deliver(client, rule, &mut firing, &keys, inline)
             .await?))
     }
 
-    /// Drops a held firing: nothing is sent; `by` rejected it, `why` says why.
+    /// The held firing's prompt rendered again without the rows `drop` names.
+    fn edit(&self, held: &Firing, rule: &Rule, drop: &[usize]) -> Result<Edit, Decided> {
+        let rows = held_rows(held)?;
+        let out = row_indexes(held, &rows, drop)?;
+        if (0..rows.rows.len()).all(|i| out.contains(&i)) {
+            return Err(Decided::Rows {
+                id: held.id,
+                why: "dropping every row leaves nothing to send: reject it instead".into(),
+            });
+        }
+        let values = rows.values(|i| !out.contains(&i));
+        let (prompt, _) = crate::rules::render(&rows.template, rule, &values, values.len())
+            .map_err(|why| Decided::Rows { id: held.id, why })?;
+        let dropped_keys = out
+            .iter()
+            .filter_map(|i| rows.keys.get(*i).cloned())
+            .collect();
+        Ok(Edit {
+            hash: crate::rules::prompt_hash(&prompt),
+            rows: values.len() as i64,
+            prompt,
+            dropped_keys,
+        })
+    }
+
+    /// Drops a held firing: nothing is sent; `by` rejected it, `why` says why. `rows` names the
+    /// rows rejected (from 1; none: all): only their keys cool down.
     pub fn reject(
         &self,
         id: i64,
         by: &str,
         why: Option<&str>,
+        rows: &[usize],
     ) -> Result<Result<Firing, Decided>, StoreError> {
-        self.ledger.reject(id, by, why, self.clock.now())
+        let keys = if rows.is_empty() {
+            None
+        } else {
+            let Some(held) = self.ledger.firing(id)? else {
+                return Ok(Err(Decided::Unknown(id)));
+            };
+            let kept = match held_rows(&held) {
+                Ok(k) => k,
+                Err(d) => return Ok(Err(d)),
+            };
+            match row_indexes(&held, &kept, rows) {
+                Ok(ix) => Some(
+                    ix.iter()
+                        .filter_map(|i| kept.keys.get(*i).cloned())
+                        .collect(),
+                ),
+                Err(d) => return Ok(Err(d)),
+            }
+        };
+        self.ledger.reject(id, by, why, keys, self.clock.now())
     }
 }
