@@ -115,7 +115,14 @@ fn insert_all(client: &mut postgres::Client, files: &[PathBuf], schema: &str) ->
         for batch in reader {
             let batch = batch.unwrap();
             let cells: Vec<Vec<copy::Cell>> = (0..batch.num_rows())
-                .map(|i| batch.columns().iter().map(|a| copy::cell(a, i)).collect())
+                .map(|i| {
+                    let mut nuls = 0;
+                    batch
+                        .columns()
+                        .iter()
+                        .map(|a| copy::cell(a, i, &mut nuls))
+                        .collect()
+                })
                 .collect();
             for chunk in cells.chunks(INSERT_ROWS) {
                 let mut sql = format!(

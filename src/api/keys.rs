@@ -273,6 +273,12 @@ fn read_file(path: &Path, what: &'static str) -> Result<String, KeyError> {
         what,
     };
     let meta = std::fs::metadata(path).map_err(|e| unreadable(format!("cannot be read: {e}")))?;
+    // A FIFO would block for ever, a device never end: only a regular file holds a key.
+    if !meta.is_file() {
+        return Err(unreadable(
+            "is not a regular file (a FIFO, a device or a folder)".to_string(),
+        ));
+    }
     let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o077 != 0 {
         return Err(KeyError::Exposed {
@@ -321,6 +327,24 @@ mod tests {
             "AssistantKey(mint_dsc_***) mint_dsc_***"
         );
         assert!(AssistantKey::parse("mint_xyz", "mint", "K").is_err());
+    }
+
+    #[test]
+    fn a_fifo_or_a_device_is_refused_by_name_without_reading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("key.fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a path this test made, as a C string that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for path in [fifo.as_path(), Path::new("/dev/zero")] {
+            assert_eq!(
+                read_file(path, "admin key").unwrap_err().to_string(),
+                format!(
+                    "the key file {} is not a regular file (a FIFO, a device or a folder): it must hold the admin key",
+                    path.display()
+                )
+            );
+        }
     }
 
     #[test]

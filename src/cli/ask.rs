@@ -128,11 +128,34 @@ fn conversation_file(settings: &Settings, thread: &str) -> Option<std::path::Pat
     })
 }
 
+/// The largest kept conversation read back, in bytes.
+const MAX_CONVERSATION_BYTES: u64 = 16 * 1024 * 1024;
+
 /// The messages kept of a thread (none when there are none).
 fn conversation(settings: &Settings, thread: &str) -> anyhow::Result<Vec<Message>> {
     let Some(file) = conversation_file(settings, thread) else {
         return Ok(Vec::new());
     };
+    // A FIFO would block for ever and /dev/zero never end: only a regular file, of a size a
+    // conversation can have, is read.
+    match std::fs::metadata(&file) {
+        Ok(m) if !m.is_file() => {
+            return Err(UserError::new(format!(
+                "{} is not a regular file (a FIFO, a device or a folder): remove it, and the thread goes on without its earlier messages",
+                file.display()
+            ))
+            .into());
+        }
+        Ok(m) if m.len() > MAX_CONVERSATION_BYTES => {
+            return Err(UserError::new(format!(
+                "{} holds {} bytes, more than a conversation docpipe keeps ({MAX_CONVERSATION_BYTES})",
+                file.display(),
+                m.len()
+            ))
+            .into());
+        }
+        _ => {}
+    }
     match std::fs::read(&file) {
         Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
             anyhow::Error::new(UserError::new(format!(

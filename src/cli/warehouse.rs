@@ -42,8 +42,18 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         .expect("the config has a warehouse")
     {
         Ok(l) => {
+            let first = l.failed.first().cloned();
+            let failed = l.failed.len();
             crate::outln!("{}", crate::app::warehouse::line(&w.schema, &Ok(l)));
-            Ok(())
+            match first {
+                // A file that failed is a runtime failure (exit 1); the others are loaded.
+                Some(f) => Err(anyhow::anyhow!(
+                    "warehouse: {failed} files not loaded, the first {}: {}; the next load retries them",
+                    f.file,
+                    f.error
+                )),
+                None => Ok(()),
+            }
         }
         Err(e) => Err(UserError::new(e).into()),
     }

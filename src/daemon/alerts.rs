@@ -8,7 +8,6 @@
 use crate::app::Context;
 use crate::app::cycle::{Report, RulesRun};
 use crate::app::rules::Fired;
-use crate::export::ExportError;
 use crate::rules::Rule;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
@@ -37,6 +36,10 @@ pub enum What {
     RuleFailing,
     /// A firing waits for a person's review (one problem per firing, while it waits).
     ReviewPending,
+    /// The warehouse's load failed, or left a file unloaded, [`FAILING_LOADS`] loads in a row.
+    ///
+    /// [`FAILING_LOADS`]: crate::app::warehouse::FAILING_LOADS
+    WarehouseFailing,
 }
 
 /// A problem a person has to act on.
@@ -286,6 +289,59 @@ impl Alerts {
         self.observe(&[What::ReviewPending], None, found, now);
     }
 
+    /// After any work: the warehouse's last load, as the state records it (the fact `status`
+    /// reads), failing [`crate::app::warehouse::FAILING_LOADS`] loads in a row or not.
+    pub fn warehouse(&mut self, ctx: &Context) {
+        let Some(w) = &ctx.settings.warehouse else {
+            return;
+        };
+        let found = crate::app::warehouse::last_load(ctx)
+            .filter(|l| l.failing_runs >= crate::app::warehouse::FAILING_LOADS)
+            .and_then(|l| {
+                Some(Problem {
+                    what: What::WarehouseFailing,
+                    organization: None,
+                    project: None,
+                    dataset: None,
+                    line: format!(
+                        "warehouse (schema {}): {} loads in a row failed: {}",
+                        w.schema,
+                        l.failing_runs,
+                        crate::text::one_line(&l.why()?)
+                    ),
+                    recovered: format!("warehouse (schema {}): a load loaded every file", w.schema),
+                    since: None,
+                    subject: w.schema.clone(),
+                })
+            });
+        self.observe(
+            &[What::WarehouseFailing],
+            None,
+            found.into_iter().collect(),
+            ctx.clock.now(),
+        );
+    }
+
+    /// The rules loaded now (after a reload): a rule's problem whose rule is gone (its file
+    /// deleted, or renamed) ends, with its message.
+    pub fn rules_loaded(&mut self, rules: &[Rule], now: DateTime<Utc>) {
+        let mut gone = Vec::new();
+        for o in self.open.values_mut().filter(|o| {
+            o.problem.what == What::RuleFailing
+                && !o.problem.subject.is_empty()
+                && !rules.iter().any(|r| r.name == o.problem.subject)
+        }) {
+            o.problem.recovered = format!(
+                "rule {} is no longer in the rules folder: its problem ends with it",
+                o.problem.subject
+            );
+            gone.push(o.problem.subject.clone());
+        }
+        for name in gone {
+            self.observe(&[What::RuleFailing], Some(&name), Vec::new(), now);
+        }
+    }
+
     /// After a set of firings: each rule that ran failed or not.
     pub fn rules_ran(&mut self, rules: &[Rule], fired: &Fired, now: DateTime<Utc>) {
         for (rule, r) in rules.iter().zip(&fired.reports) {
@@ -370,12 +426,13 @@ impl Alerts {
             .as_ref()
             .map(|p| format!("; status: {p}"))
             .unwrap_or_default();
+        let at = since.format("%Y-%m-%d %H:%M UTC").to_string();
         let text = match state {
-            "problem" => format!(
-                "docpipe alert: {} (since {}){page}",
-                p.line,
-                since.format("%Y-%m-%d %H:%M UTC")
-            ),
+            // A line that says since when already (a key refused since ...) says it once.
+            "problem" if p.line.contains(&format!("since {at}")) => {
+                format!("docpipe alert: {}{page}", p.line)
+            }
+            "problem" => format!("docpipe alert: {} (since {at}){page}", p.line),
             _ => format!(
                 "docpipe recovered: {} (a problem since {}){page}",
                 p.recovered,
@@ -397,7 +454,7 @@ impl Alerts {
     /// The problems an export's report shows.
     fn export_problems(&mut self, ctx: &Context, report: &Report) -> Vec<Problem> {
         let now = ctx.clock.now();
-        let mut found = unknown_projects(ctx, report);
+        let mut found = unknown_projects(ctx);
         for (project, dataset, stale) in &report.staleness {
             let target = ctx.settings.freshness.policy(dataset).today;
             if crate::status::Freshness::of(Some(*stale), target) == crate::status::Freshness::Stale
@@ -489,34 +546,35 @@ fn organization_of(ctx: &Context, project: &str) -> Option<String> {
         .map(|p| p.organization.clone())
 }
 
-/// The projects the service does not know, in a report's failures.
-fn unknown_projects(ctx: &Context, report: &Report) -> Vec<Problem> {
-    let mut found: Vec<Problem> = Vec::new();
-    for f in &report.summary.failed {
-        let ExportError::Api(a) = &*f.cause else {
-            continue;
-        };
-        let crate::api::ErrorKind::UnknownProject { project, .. } = &a.kind else {
-            continue;
-        };
-        if found.iter().any(|p| p.subject == *project) {
-            continue;
+/// The configured projects the state remembers the service does not know (its 404, the fact
+/// `status` reads): a problem until the project answers, is asked for again, or leaves the
+/// config; not only in the run that met the 404 (later runs leave the project out).
+fn unknown_projects(ctx: &Context) -> Vec<Problem> {
+    let known = match ctx.store().unknown_projects() {
+        Ok(k) => k,
+        Err(e) => {
+            tracing::warn!("alerts: cannot read the projects the service does not know: {e}");
+            return Vec::new();
         }
-        found.push(Problem {
+    };
+    known
+        .into_iter()
+        .filter(|u| ctx.settings.projects.iter().any(|p| p.id == u.project))
+        .map(|u| Problem {
             what: What::ProjectUnknown,
-            organization: organization_of(ctx, project),
-            project: Some(project.clone()),
-            dataset: None,
+            organization: organization_of(ctx, &u.project),
             line: format!(
-                "{}: check the project's id in the config (its analytics URL shows it)",
-                crate::text::one_line(&a.kind.to_string())
+                "project '{}' is unknown to the service ({}): check the project's id in the config (its analytics URL shows it)",
+                u.project,
+                crate::text::one_line(&u.message)
             ),
-            recovered: format!("the service knows project {project} again"),
-            since: None,
-            subject: project.clone(),
-        });
-    }
-    found
+            recovered: format!("the service knows project {} again", u.project),
+            since: Some(u.at),
+            subject: u.project.clone(),
+            project: Some(u.project),
+            dataset: None,
+        })
+        .collect()
 }
 
 /// A firing held for review.

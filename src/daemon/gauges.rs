@@ -119,7 +119,7 @@ pub fn queued(n: usize) {
 /// The problems the alerts track, as series a Prometheus alert can watch (1 while a problem
 /// is open, 0 once it ended): `docpipe_key_refused{organization}`,
 /// `docpipe_project_unknown{project}`, `docpipe_windows_failing{project, dataset}` (windows
-/// failed 3 runs in a row or more), `docpipe_rule_failing{rule}`; and each dataset's
+/// failed 3 runs in a row or more), `docpipe_rule_failing{rule}`, `docpipe_warehouse_failing{schema}`; and each dataset's
 /// `docpipe_freshness_target_seconds{project, dataset}` beside its staleness.
 pub fn problems(ctx: &crate::app::Context, rules: &[Rule], alerts: &super::alerts::Alerts) {
     use super::alerts::What;
@@ -152,5 +152,9 @@ pub fn problems(ctx: &crate::app::Context, rules: &[Rule], alerts: &super::alert
     for r in rules {
         let v = is_open(What::RuleFailing, &|p| p.subject == r.name);
         metrics::gauge!("docpipe_rule_failing", "rule" => r.name.clone()).set(v);
+    }
+    if let Some(w) = &ctx.settings.warehouse {
+        let v = is_open(What::WarehouseFailing, &|p| p.subject == w.schema);
+        metrics::gauge!("docpipe_warehouse_failing", "schema" => w.schema.clone()).set(v);
     }
 }

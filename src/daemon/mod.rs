@@ -100,10 +100,17 @@ async fn start(
     let (tx, ticks) = mpsc::unbounded_channel::<Tick>();
     let scheduler = schedules(&ctx.settings.daemon.export_schedule, &rules, &tx).await?;
     scheduler.start().await?;
+    let next = crate::schedule::parse_schedule(&ctx.settings.daemon.export_schedule)
+        .ok()
+        .and_then(|c| c.find_next_occurrence(&ctx.clock.now(), false).ok())
+        .map_or_else(
+            || "none".to_string(),
+            |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+        );
     tracing::info!(
         export_schedule = %ctx.settings.daemon.export_schedule,
         rules = rules.len(),
-        "docpipe daemon started"
+        "docpipe daemon started: an export now, then on the schedule (the next at {next})"
     );
     // The first export at once: what is due now should not wait for the schedule; and the jobs
     // a stopped daemon was polling are looked at again.

@@ -134,6 +134,7 @@ impl Daemon {
         if step != Step::Idle {
             self.alerts.keys(&self.ctx);
             self.alerts.reviews(&self.ctx);
+            self.alerts.warehouse(&self.ctx);
             gauges::problems(&self.ctx, &self.rules, &self.alerts);
         }
         step
@@ -528,7 +529,7 @@ impl Daemon {
     /// Reads the rule files again when they changed since the last look (`asked`: a SIGHUP,
     /// which is answered even when nothing changed): true when the rules' schedules changed,
     /// so that the scheduler is made again.
-    pub(super) fn reload_rules(&mut self, asked: bool) -> bool {
+    pub fn reload_rules(&mut self, asked: bool) -> bool {
         let dir = self.ctx.settings.rules_dir.clone();
         let now = super::reload::rule_files(&dir);
         if now == self.rule_files {
@@ -590,6 +591,15 @@ impl Daemon {
             }
         );
         let changed = super::reload::schedules(&self.rules) != super::reload::schedules(&rules);
+        // A rule gone from the folder ends its problem (and its gauge, set to 0 once).
+        self.alerts.rules_loaded(&rules, self.ctx.clock.now());
+        for gone in self
+            .rules
+            .iter()
+            .filter(|o| !rules.iter().any(|r| r.name == o.name))
+        {
+            metrics::gauge!("docpipe_rule_failing", "rule" => gone.name.clone()).set(0.0);
+        }
         self.rules = rules;
         changed
     }

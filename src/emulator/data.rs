@@ -72,6 +72,17 @@ pub struct DataFile {
     pub readers: Vec<ReaderText>,
 }
 
+/// The most views a day of one project may have in a data file.
+pub const MAX_DAILY_VIEWS: f64 = 10_000_000.0;
+
+/// How many years before 2026 a data file's days may start.
+pub const MAX_YEARS_SERVED: i32 = 30;
+
+/// The earliest `start_date` a data file may give.
+fn earliest_start() -> NaiveDate {
+    NaiveDate::from_ymd_opt(2026 - MAX_YEARS_SERVED, 1, 1).unwrap_or_default()
+}
+
 impl DataFile {
     /// What it serves, as `docpipe emulate` says at start: each organization with its keys,
     /// projects and assistant domains, the limits and the faults that are on. The keys are the
@@ -589,6 +600,13 @@ impl DataFile {
                 }
             }
         }
+        if self.start_date < earliest_start() {
+            out.push(format!(
+                "start_date {} is before {}: the emulator serves at most {MAX_YEARS_SERVED} years of days",
+                self.start_date,
+                earliest_start()
+            ));
+        }
         let mut projects = HashSet::new();
         for p in &self.projects {
             if !projects.insert(p.id.as_str()) {
@@ -614,9 +632,10 @@ impl DataFile {
                     p.id, p.pages
                 ));
             }
-            if !(p.daily_views.is_finite() && p.daily_views >= 0.0) {
+            // Bounded so that a day's sums fit in 64 bits (and a day is generated in seconds).
+            if !(p.daily_views.is_finite() && (0.0..=MAX_DAILY_VIEWS).contains(&p.daily_views)) {
                 out.push(format!(
-                    "project {} has invalid daily_views {}",
+                    "project {} has daily_views = {}: must be between 0 and {MAX_DAILY_VIEWS}",
                     p.id, p.daily_views
                 ));
             }
@@ -729,5 +748,50 @@ pub fn expected_kind(brand: &str, key: &str) -> Option<KeyKind> {
         None
     } else {
         Some(KeyKind::Admin)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_day_too_large_and_a_start_too_early_are_refused_by_name() {
+        let demo = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_data/demo.toml"),
+        )
+        .unwrap();
+        let huge = regex_free_replace(
+            &demo,
+            "daily_views = ",
+            "daily_views = 9223372036854775807 #",
+        );
+        let e = DataFile::parse(&huge, "d.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("has daily_views = 9223372036854776000: must be between 0 and 10000000"),
+            "{e}"
+        );
+        let old = regex_free_replace(&demo, "start_date = ", "start_date = \"1900-01-01\" #");
+        let e = DataFile::parse(&old, "d.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("start_date 1900-01-01 is before 1996-01-01: the emulator serves at most 30 years of days"),
+            "{e}"
+        );
+    }
+
+    /// `text` with the first line starting with `prefix` written as `with` then its old value.
+    fn regex_free_replace(text: &str, prefix: &str, with: &str) -> String {
+        let mut done = false;
+        text.lines()
+            .map(|l| {
+                if !done && l.starts_with(prefix) {
+                    done = true;
+                    format!("{with}{}", &l[prefix.len()..])
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }

@@ -4,8 +4,8 @@
 //! one `SELECT` statement. Checked on the parsed query before polars sees it.
 
 use sqlparser::ast::{
-    BinaryOperator, Expr, JoinConstraint, JoinOperator, Query, SetExpr, Statement, TableFactor,
-    TableWithJoins, Visit, Visitor,
+    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, JoinConstraint,
+    JoinOperator, Query, SetExpr, Statement, TableFactor, TableWithJoins, Value, Visit, Visitor,
 };
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
@@ -15,6 +15,41 @@ use std::ops::ControlFlow;
 /// The tables a rule's query can name.
 pub const TABLES: [&str; 11] = crate::trends::NAMES;
 
+/// The longest text `LPAD` and `RPAD` may make, in characters: the only functions of polars'
+/// SQL that make text from a number, so that a rule's evaluation stays within its memory
+/// (`LPAD(path, 100000000)` over a table of pages asks for gigabytes).
+pub const MAX_PAD: u64 = 1_000;
+
+/// Why a call's size argument is refused, if it is: `LPAD` and `RPAD` take a length written as
+/// a whole number in the query, at most [`MAX_PAD`].
+fn pad_size(f: &sqlparser::ast::Function) -> Option<String> {
+    let name = f.name.to_string().to_lowercase();
+    if !matches!(name.as_str(), "lpad" | "rpad") {
+        return None;
+    }
+    let upper = name.to_uppercase();
+    let FunctionArguments::List(list) = &f.args else {
+        return Some(format!("{upper} takes a text and a length"));
+    };
+    let length = list.args.get(1).and_then(|a| match a {
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v))) => match &v.value {
+            Value::Number(n, _) => Some(n.clone()),
+            _ => None,
+        },
+        _ => None,
+    });
+    match length.as_deref().map(str::parse::<u64>) {
+        Some(Ok(n)) if n <= MAX_PAD => None,
+        Some(_) => Some(format!(
+            "{upper}'s length {} is more than {MAX_PAD}: a rule's evaluation stays within its memory",
+            length.unwrap_or_default()
+        )),
+        None => Some(format!(
+            "{upper}'s length must be a whole number written in the query, at most {MAX_PAD} (not an expression): a rule's evaluation stays within its memory"
+        )),
+    }
+}
+
 struct Reads {
     ctes: Vec<String>,
     /// The trend tables named, lower case, in the order first named.
@@ -23,6 +58,15 @@ struct Reads {
 
 impl Visitor for Reads {
     type Break = String;
+
+    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<String> {
+        if let Expr::Function(f) = expr
+            && let Some(why) = pad_size(f)
+        {
+            return ControlFlow::Break(why);
+        }
+        ControlFlow::Continue(())
+    }
 
     fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<String> {
         if let Some(with) = &query.with {
@@ -296,6 +340,7 @@ mod tests {
             "WITH t AS (SELECT * FROM pages) SELECT * FROM t WHERE rank_7d <= 5",
             "SELECT * FROM (SELECT * FROM daily) AS x",
             "SELECT 1",
+            "SELECT LPAD(path, 40, ' ') FROM pages",
         ] {
             assert_eq!(check(ok), Ok(()), "{ok}");
         }
@@ -332,6 +377,14 @@ mod tests {
             (
                 "SELECT 1; SELECT 2",
                 "give one SELECT query, not 2 statements".to_string(),
+            ),
+            (
+                "SELECT LPAD(path, 100000000, 'x') AS p FROM pages",
+                "LPAD's length 100000000 is more than 1000: a rule's evaluation stays within its memory".to_string(),
+            ),
+            (
+                "SELECT p FROM (SELECT rpad(path, total_7d, 'x') AS p FROM pages) AS t",
+                "RPAD's length must be a whole number written in the query, at most 1000 (not an expression): a rule's evaluation stays within its memory".to_string(),
             ),
         ] {
             assert_eq!(check(bad), Err(why), "{bad}");

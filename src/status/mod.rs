@@ -1044,8 +1044,43 @@ fn rules(ctx: &Context, firings: usize, now: DateTime<Utc>) -> anyhow::Result<Ru
             line: crate::rules::engine::firing_line(f),
         })
         .collect();
-    let enabled = |rule: &str| loaded.0.iter().any(|r| r.name == rule && r.enabled);
-    let previews = ctx
+    let previews = previews(ctx, &loaded.0)?;
+    let pending = all
+        .iter()
+        .filter(|f| f.sent == crate::store::ledger::Sent::Held)
+        .map(|f| PendingStatus::of(f, settings.review_expires))
+        .collect();
+    Ok(Rules {
+        firings_total: all.len(),
+        firings: shown,
+        // The runs of the rules the folder holds now: a rule whose file is gone is no longer
+        // failing (nor anything else).
+        runs: ctx
+            .store()
+            .history()
+            .rule_runs()?
+            .into_iter()
+            .filter(|run| loaded.0.iter().any(|r| r.name == run.rule))
+            .collect(),
+        problems: loaded.1,
+        impact: crate::rules::impact::latest(&crate::rules::impact::rows(&ctx.store().ledger())?),
+        previews,
+        pending,
+        warnings: loaded
+            .0
+            .iter()
+            .filter_map(|r| {
+                r.review_warning()
+                    .map(|w| format!("rule {} ({}): {w}", r.name, r.file))
+            })
+            .collect(),
+    })
+}
+
+/// The latest preview of each rule that is not enabled (of `rules`, loaded now).
+fn previews(ctx: &Context, rules: &[crate::rules::Rule]) -> anyhow::Result<Vec<PreviewStatus>> {
+    let enabled = |rule: &str| rules.iter().any(|r| r.name == rule && r.enabled);
+    Ok(ctx
         .store()
         .ledger()
         .previews()?
@@ -1060,29 +1095,7 @@ fn rules(ctx: &Context, firings: usize, now: DateTime<Utc>) -> anyhow::Result<Ru
             reason: p.reason,
             prompt: p.prompt,
         })
-        .collect();
-    let pending = all
-        .iter()
-        .filter(|f| f.sent == crate::store::ledger::Sent::Held)
-        .map(|f| PendingStatus::of(f, settings.review_expires))
-        .collect();
-    Ok(Rules {
-        firings_total: all.len(),
-        firings: shown,
-        runs: ctx.store().history().rule_runs()?,
-        problems: loaded.1,
-        impact: crate::rules::impact::latest(&crate::rules::impact::rows(&ctx.store().ledger())?),
-        previews,
-        pending,
-        warnings: loaded
-            .0
-            .iter()
-            .filter_map(|r| {
-                r.review_warning()
-                    .map(|w| format!("rule {} ({}): {w}", r.name, r.file))
-            })
-            .collect(),
-    })
+        .collect())
 }
 
 /// Each project's charts (the SVGs `docpipe trends` drew) and the gap tables' top rows.

@@ -349,9 +349,13 @@ pub(super) fn warehouse_summary(w: &super::WarehouseStatus) -> String {
         None => "no load yet (after the next run, or `docpipe warehouse sync`)".to_string(),
         Some(l) => {
             let at = l.at.format("%Y-%m-%d %H:%M UTC");
+            let failing = match l.why() {
+                Some(why) => format!("; failing {} loads in a row: {why}", l.failing_runs.max(1)),
+                None => String::new(),
+            };
             match (&l.loaded, &l.error) {
                 (Some(d), _) => format!(
-                    "last load {at}: {} files ({} rows), {} unchanged",
+                    "last load {at}: {} files ({} rows), {} unchanged{failing}",
                     d.files, d.rows, d.unchanged
                 ),
                 (None, Some(e)) => format!("last load {at} failed: {e}"),

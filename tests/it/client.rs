@@ -674,4 +674,31 @@ async fn ask_in_a_continued_thread_sends_the_conversation_as_the_client_library_
             &serde_json::json!({"acknowledged": true})
         )
     );
+    // A kept conversation that is a FIFO (it would block for ever) or /dev/zero (it would never
+    // end) is refused by name, exit 2, before anything is sent.
+    let kept = out.join(format!(".threads/{id}.json"));
+    let asked = live.emu().thread_conversations(&id).unwrap().len();
+    for make in ["fifo", "zero"] {
+        std::fs::remove_file(&kept).unwrap();
+        if make == "fifo" {
+            let c = std::ffi::CString::new(kept.to_str().unwrap()).unwrap();
+            // SAFETY: a path this test made, as a C string that outlives the call.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &kept).unwrap();
+        }
+        let run = docpipe_command(&cfg, &["ask", "--thread", &id, "--thread-key", &key, "x?"])
+            .env("DOCPIPE_IT_ASSIST_A", ASSIST_A)
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(2), "{run:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&run.stderr),
+            format!(
+                "error: {} is not a regular file (a FIFO, a device or a folder): remove it, and the thread goes on without its earlier messages\n",
+                kept.display()
+            )
+        );
+    }
+    assert_eq!(live.emu().thread_conversations(&id).unwrap().len(), asked);
 }

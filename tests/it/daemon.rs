@@ -776,6 +776,7 @@ async fn a_key_file_rotated_while_the_daemon_runs_ends_the_refused_state_and_its
             && text.contains("a.key (read again at every run: no restart)"),
         "{text}"
     );
+    assert_eq!(text.matches("since").count(), 1, "since once: {text}");
     let status = String::from_utf8_lossy(&docpipe(&cfg, &["status"], None).stdout).to_string();
     assert!(
         status.contains(&format!(

@@ -647,6 +647,7 @@ async fn a_firing_held_for_review_waits_for_a_person_and_the_daemon_goes_on() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_rule_query_that_would_join_without_bound_fails_its_rule_and_the_daemon_goes_on() {
     let seen = Seen::capture();
+    let hook = Hook::start().await;
     let live = Live::start(small()).await;
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("jobs");
@@ -663,7 +664,9 @@ async fn a_rule_query_that_would_join_without_bound_fails_its_rule_and_the_daemo
     let mut config = daemon_config(&live.server.base_url(), dir.path(), day("2026-03-14"), 100);
     config.extra = format!("[rules]\ndir = \"{}\"", rules.display());
     let settings = settings(&config, dir.path());
-    let mut d = daemon(settings, live.clock.clone(), keys(), Some(&rules)).await;
+    let mut d = daemon(settings, live.clock.clone(), keys(), Some(&rules))
+        .await
+        .alerting(alerts_to(&hook));
     for _ in 0..2 {
         assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
         live.clock.advance(Duration::from_secs(3600));
@@ -672,6 +675,15 @@ async fn a_rule_query_that_would_join_without_bound_fails_its_rule_and_the_daemo
         seen.metric("docpipe_runs_total{kind=\"export\",result=\"ok\"}"),
         2.0
     );
+    assert_eq!(
+        hook.wait_for("rule_failing", 1).await[0]["state"],
+        "problem"
+    );
+    assert_eq!(
+        seen.metric("docpipe_rule_failing{rule=\"pages-cross\"}"),
+        1.0
+    );
+
     assert_eq!(
         seen.metric("docpipe_runs_total{kind=\"rules\",result=\"failed\"}"),
         2.0
@@ -696,6 +708,32 @@ async fn a_rule_query_that_would_join_without_bound_fails_its_rule_and_the_daemo
         "{}",
         err.message
     );
+    let cfg = dir.path().join("docpipe.toml");
+    let status = |cfg: &Path| {
+        let o = docpipe(cfg, &["status"], None);
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    assert!(
+        status(&cfg).contains("rule pages-cross failed "),
+        "{}",
+        status(&cfg)
+    );
+    // Its file deleted: the rule is gone at the next reload, and so is its problem, told; the
+    // status no longer says it fails.
+    std::fs::remove_file(rules.join("cross.toml")).unwrap();
+    d.reload_rules(false);
+    assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+    let told = hook.wait_for("rule_failing", 2).await;
+    assert_eq!(told[1]["state"], "recovered");
+    assert_eq!(
+        told[1]["text"],
+        "docpipe recovered: rule pages-cross is no longer in the rules folder: its problem ends with it (a problem since 2026-03-15 12:00 UTC); status: http://status.example/"
+    );
+    assert_eq!(
+        seen.metric("docpipe_rule_failing{rule=\"pages-cross\"}"),
+        0.0
+    );
+    assert!(!status(&cfg).contains("pages-cross"), "{}", status(&cfg));
 }
 
 /// A service whose page views of alpha's 2026-03-10 never end (one new row a page, `hasMore`
@@ -1057,4 +1095,54 @@ async fn a_webhook_that_fails_is_tried_three_times_and_logged_and_nothing_else_s
         "the URL is a secret"
     );
     assert!(hook.got.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_unknown_project_stays_a_problem_while_the_state_remembers_its_404() {
+    let hook = Hook::start().await;
+    let mut data = small();
+    data.projects.retain(|p| p.id != "gamma");
+    let live = Live::start(data).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(&live.server.base_url(), dir.path(), day("2026-03-14"), 100);
+    let mut d = daemon(
+        settings(&config, dir.path()),
+        live.clock.clone(),
+        keys(),
+        None,
+    )
+    .await
+    .alerting(alerts_to(&hook));
+    let unknown = |d: &Daemon| {
+        d.problems()
+            .iter()
+            .filter(|p| p.what == docpipe::daemon::alerts::What::ProjectUnknown)
+            .map(|p| p.subject.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+    let told = hook.wait_for("project_unknown", 1).await;
+    assert_eq!(told[0]["state"], "problem");
+    assert_eq!(
+        told[0]["text"],
+        "docpipe alert: project 'gamma' is unknown to the service (404: Project not found): check the project's id in the config (its analytics URL shows it) (since 2026-03-15 12:00 UTC); status: http://status.example/"
+    );
+    // The later runs leave gamma out (no 404 to meet): the problem stays open, nothing more
+    // is told, as long as the state remembers the 404 (`status` says the same).
+    for _ in 0..2 {
+        live.clock.advance(Duration::from_secs(3600));
+        assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+        assert_eq!(unknown(&d), ["gamma"]);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(hook.of("project_unknown").len(), 1, "no recovery told");
+    assert_eq!(
+        docpipe::store::Store::open(&dir.path().join("out/state.sqlite"))
+            .unwrap()
+            .unknown_projects()
+            .unwrap()
+            .len(),
+        1
+    );
+    d.leave();
 }

@@ -887,11 +887,12 @@ async fn every_table_is_loaded_into_the_warehouse_a_day_at_a_time_without_duplic
         ),
         "project text, date date, path text, human bigint, ai bigint, total bigint, fetched_at timestamp with time zone"
     );
+    // The lake's key as a unique index, its text columns hashed (a key of any length).
     assert_eq!(
         server.psql(
-            "SELECT string_agg(a.attname, ', ' ORDER BY array_position(i.indkey, a.attnum)) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = 'docs.page_views'::regclass AND i.indisprimary"
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = 'docs' AND tablename = 'page_views'"
         ),
-        "project, date, path"
+        "CREATE UNIQUE INDEX page_views_docpipe_key ON docs.page_views USING btree (md5(project), date, md5(path))"
     );
     // The provisional days fetched again: their partitions replace theirs, no row twice.
     let (code, stdout, stderr) = run(&cfg, &["export", "--refresh"], &url);
@@ -993,7 +994,8 @@ async fn every_table_is_loaded_into_the_warehouse_a_day_at_a_time_without_duplic
     }
     server.stop();
     let cut_off = sync.wait_with_output().unwrap();
-    assert_eq!(cut_off.status.code(), Some(2), "{cut_off:?}");
+    // A runtime failure (exit 1): each file the cut connection could not load is named.
+    assert_eq!(cut_off.status.code(), Some(1), "{cut_off:?}");
     assert!(
         String::from_utf8_lossy(&cut_off.stderr).starts_with("error: warehouse: "),
         "{cut_off:?}"
@@ -1121,4 +1123,138 @@ async fn the_daemon_loads_the_warehouse_after_each_run_with_its_state_on_postgre
         other.psql("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"),
         "0"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readers_nul_or_long_term_loads_and_a_file_that_fails_costs_its_partition_alone() {
+    use docpipe::emulator::data::{ReaderKind, ReaderText};
+    let server = Postgres::start();
+    let mut data = small();
+    data.limits.analytics_per_hour = 10_000;
+    for text in ["webhooks\u{0}then more".to_string(), "x".repeat(8000)] {
+        data.readers.push(ReaderText {
+            project: "alpha".into(),
+            kind: ReaderKind::Search,
+            text,
+            per_day: 50,
+        });
+    }
+    let live = Live::start_at(data, chrono::Utc::now()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let var = "DOCPIPE_IT_WAREHOUSE_NUL";
+    let url = format!(
+        "postgres://docpipe:{PASSWORD}@127.0.0.1:{}/postgres",
+        server.port
+    );
+    let cfg = TestConfig {
+        datasets: String::new(),
+        start: Some(chrono::Utc::now().date_naive() - chrono::Duration::days(2)),
+        extra: format!("[warehouse]\npostgres_url_env = \"{var}\"\nschema = \"docs\"\n"),
+        ..TestConfig::new(&live.server.base_url(), &out)
+    }
+    .write(&dir.path().join("docpipe.toml"));
+    let run = |args: &[&str]| {
+        let out = docpipe_command(&cfg, args).env(var, &url).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, stdout, stderr) = run(&["export"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    // Every partition loaded, the counts equal the lake's; the NULs said and replaced.
+    let lake = lake_rows(&out);
+    assert_eq!(warehouse_rows(&server, "docs", &lake), lake);
+    let nuls: usize = server
+        .psql("SELECT count(*) FROM docs.searches WHERE search_query = E'webhooks\\uFFFDthen more'")
+        .parse()
+        .unwrap();
+    assert!(nuls > 0, "the term with U+0000 is loaded, replaced");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("warehouse (schema docs): "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let replaced: usize = line
+        .split(" U+0000 in text written as U+FFFD (PostgreSQL's text cannot hold it)")
+        .next()
+        .and_then(|l| l.rsplit(", ").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(replaced >= nuls, "{line}: {nuls} rows of searches hold one");
+    assert_eq!(
+        server.psql("SELECT max(length(search_query)) FROM docs.searches"),
+        "8000"
+    );
+
+    // Someone changed a column's type: that table's files fail, named, the others load; three
+    // loads in a row make the warehouse a problem of the daemon's alerts.
+    server.psql("ALTER TABLE docs.page_views ALTER COLUMN human TYPE integer");
+    server.psql("DELETE FROM docs._docpipe_files WHERE tbl = 'searches'");
+    let pages = lake["page_views"];
+    let page_files: usize = server
+        .psql("SELECT count(*) FROM docs._docpipe_files WHERE tbl = 'page_views'")
+        .parse()
+        .unwrap();
+    for n in 1..=3 {
+        let (code, stdout, stderr) = run(&["warehouse", "sync"]);
+        assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{page_files} files not loaded, the first page_views/"
+            )),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(": table page_views: column human is integer in the warehouse, bigint in the lake: change it back, or drop the table and docpipe loads it again"),
+            "{stderr}"
+        );
+        let (_, status, _) = run(&["status"]);
+        assert!(
+            status.contains(&format!("; failing {n} loads in a row: {page_files} files not loaded (each retried by the next load), the first page_views/")),
+            "{status}"
+        );
+    }
+    // The searches were loaded again all the same, and the page views kept theirs.
+    assert_eq!(warehouse_rows(&server, "docs", &lake), lake);
+    assert_eq!(
+        server.psql("SELECT count(*) FROM docs.page_views"),
+        pages.to_string()
+    );
+    let (_, json, _) = run(&["status", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["warehouse"]["last_load"]["failing_runs"], 3);
+    crate::status::assert_valid_status(&json, dir.path());
+    // The alert reads the same fact.
+    // SAFETY: this test alone reads its variable; every test sets the same password.
+    unsafe {
+        std::env::set_var(var, &url);
+        std::env::set_var(PASSWORD_ENV, PASSWORD);
+    }
+    let settings = docpipe::config::Settings::load(&cfg).unwrap();
+    let ctx = docpipe::app::Context::open(
+        settings,
+        live.clock.clone(),
+        docpipe::app::Access::Shared,
+        docpipe::app::Keys::None,
+    )
+    .await
+    .unwrap();
+    let mut alerts = docpipe::daemon::alerts::Alerts::default();
+    alerts.warehouse(&ctx);
+    let problems: Vec<String> = alerts.problems().map(|p| p.line.clone()).collect();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with(&format!(
+            "warehouse (schema docs): 3 loads in a row failed: {page_files} files not loaded"
+        )),
+        "{problems:?}"
+    );
+    // Mended: the next load loads every file, and the problem ends.
+    server.psql("ALTER TABLE docs.page_views ALTER COLUMN human TYPE bigint");
+    let (code, stdout, stderr) = run(&["warehouse", "sync"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    alerts.warehouse(&ctx);
+    assert_eq!(alerts.problems().count(), 0);
 }

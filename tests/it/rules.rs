@@ -812,7 +812,7 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("jobs");
     let ok = "project = \"alpha\"\njob = \"job_ok\"\n";
-    let cases: [(&str, String, &str); 19] = [
+    let cases: [(&str, String, &str); 21] = [
         ("a-unknown-field", format!("name = \"a\"\n{ok}when = \"SELECT path FROM pages\"\nprompt = \"x\"\ncooldwn = \"1h\"\n"),
          "line 6: unknown field `cooldwn`, expected one of `name`, `description`, `project`, `job`, `create`, `when`, `min_rows`, `prompt`, `cooldown`, `wait`, `timeout`, `schedule`"),
         ("b-toml", "name = \"b\"\nproject".to_string(), "line 2: key with no value, expected `=`"),
@@ -852,6 +852,11 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
          "min_rows 1000000000000 must be between 1 and 1000000"),
         ("s-fuel", format!("name = \"s\"\n{ok}when = \"SELECT 1\"\nprompt = \"{{% for a in range(100000) %}}{{% for b in range(100000) %}}x{{% endfor %}}{{% endfor %}}\"\n"),
          "prompt: engine ran out of fuel (in <string>:1)"),
+        // Text of 100 MB a page (SIGABRT of the whole process at 7b53d4b): refused as it loads.
+        ("t-lpad", format!("name = \"t\"\n{ok}when = \"SELECT LPAD(path, 100000000, 'x') AS p FROM pages\"\nprompt = \"x\"\n"),
+         "when: LPAD's length 100000000 is more than 1000: a rule's evaluation stays within its memory"),
+        ("u-rpad", format!("name = \"u\"\n{ok}when = \"SELECT RPAD(path, total_7d * 100000, 'x') AS p FROM pages\"\nprompt = \"x\"\n"),
+         "when: RPAD's length must be a whole number written in the query, at most 1000 (not an expression): a rule's evaluation stays within its memory"),
     ];
     for (file, body, _) in &cases {
         write_rule(&rules, file, body);

@@ -22,6 +22,14 @@ async fn status_reports_days_budgets_and_firings() {
     std::fs::create_dir_all(&jobs).unwrap();
     let rule_text = "enabled = true\nname = \"r\"\nproject = \"alpha\"\njob = \"job_ok\"\ncooldown = \"6h\"\nwhen = \"SELECT 1\"\nprompt = \"x\"\n";
     std::fs::write(jobs.join("r.toml"), rule_text).unwrap();
+    // `q`, of beta, whose last run failed (a rule gone from the folder would not be listed).
+    std::fs::write(
+        jobs.join("q.toml"),
+        rule_text
+            .replace("\"alpha\"", "\"beta\"")
+            .replace("\"r\"", "\"q\""),
+    )
+    .unwrap();
     std::fs::write(
         jobs.join("broken.toml"),
         rule_text

@@ -463,7 +463,8 @@ fn the_prometheus_alerts_watch_the_daemons_alert_conditions_over_declared_series
             "DocpipeProjectUnknown",
             "DocpipeStale",
             "DocpipeWindowFailing",
-            "DocpipeRuleFailing"
+            "DocpipeRuleFailing",
+            "DocpipeWarehouseFailing"
         ]
     );
     let mut queried = std::collections::BTreeSet::new();
@@ -485,6 +486,7 @@ fn the_prometheus_alerts_watch_the_daemons_alert_conditions_over_declared_series
         "docpipe_freshness_target_seconds",
         "docpipe_windows_failing",
         "docpipe_rule_failing",
+        "docpipe_warehouse_failing",
     ] {
         assert!(queried.contains(needed), "no alert watches {needed}");
     }

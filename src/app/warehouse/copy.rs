@@ -1,6 +1,8 @@
 //! Arrow columns as PostgreSQL's binary COPY wants them: each lake type's PostgreSQL type, and
 //! each value written in its binary form (dates and instants from the Unix epoch to
-//! PostgreSQL's 2000-01-01, lists and structs as JSONB).
+//! PostgreSQL's 2000-01-01, lists and structs as JSONB). PostgreSQL's `text` and `jsonb` cannot
+//! hold U+0000, which JSON (and so a reader's search term) may: it is written as U+FFFD, and
+//! counted.
 
 use arrow_array::{Array, ArrayRef, cast::AsArray, types};
 use arrow_schema::{DataType, Field, TimeUnit};
@@ -83,15 +85,29 @@ impl ToSql for Cell {
     to_sql_checked!();
 }
 
-/// The value of row `i` of `a`, as a cell of its column's type.
-pub fn cell(a: &ArrayRef, i: usize) -> Cell {
+/// What U+0000 becomes in the warehouse.
+pub const NUL_REPLACEMENT: char = '\u{FFFD}';
+
+/// A text as PostgreSQL can hold it: U+0000 replaced by [`NUL_REPLACEMENT`], each counted in
+/// `nuls`.
+fn text(s: &str, nuls: &mut u64) -> String {
+    if !s.contains('\0') {
+        return s.to_string();
+    }
+    *nuls += s.matches('\0').count() as u64;
+    s.replace('\0', &NUL_REPLACEMENT.to_string())
+}
+
+/// The value of row `i` of `a`, as a cell of its column's type; the U+0000 it held (replaced)
+/// are added to `nuls`.
+pub fn cell(a: &ArrayRef, i: usize, nuls: &mut u64) -> Cell {
     if a.is_null(i) {
         return Cell::Null;
     }
     match a.data_type() {
-        DataType::Utf8 => Cell::Text(a.as_string::<i32>().value(i).to_string()),
-        DataType::LargeUtf8 => Cell::Text(a.as_string::<i64>().value(i).to_string()),
-        DataType::Utf8View => Cell::Text(a.as_string_view().value(i).to_string()),
+        DataType::Utf8 => Cell::Text(text(a.as_string::<i32>().value(i), nuls)),
+        DataType::LargeUtf8 => Cell::Text(text(a.as_string::<i64>().value(i), nuls)),
+        DataType::Utf8View => Cell::Text(text(a.as_string_view().value(i), nuls)),
         DataType::Int8 => Cell::Int(a.as_primitive::<types::Int8Type>().value(i).into()),
         DataType::Int16 => Cell::Int(a.as_primitive::<types::Int16Type>().value(i).into()),
         DataType::Int32 => Cell::Int(a.as_primitive::<types::Int32Type>().value(i).into()),
@@ -109,12 +125,12 @@ pub fn cell(a: &ArrayRef, i: usize) -> Cell {
         DataType::Timestamp(TimeUnit::Microsecond, _) => {
             Cell::Instant(a.as_primitive::<types::TimestampMicrosecondType>().value(i))
         }
-        _ => Cell::Json(json(a, i).to_string()),
+        _ => Cell::Json(json(a, i, nuls).to_string()),
     }
 }
 
 /// A value of a list or struct column (or anything else) as JSON.
-fn json(a: &ArrayRef, i: usize) -> serde_json::Value {
+fn json(a: &ArrayRef, i: usize, nuls: &mut u64) -> serde_json::Value {
     use serde_json::Value;
     if a.is_null(i) {
         return Value::Null;
@@ -122,11 +138,11 @@ fn json(a: &ArrayRef, i: usize) -> serde_json::Value {
     match a.data_type() {
         DataType::List(_) => {
             let list = a.as_list::<i32>().value(i);
-            Value::Array((0..list.len()).map(|j| json(&list, j)).collect())
+            Value::Array((0..list.len()).map(|j| json(&list, j, nuls)).collect())
         }
         DataType::LargeList(_) => {
             let list = a.as_list::<i64>().value(i);
-            Value::Array((0..list.len()).map(|j| json(&list, j)).collect())
+            Value::Array((0..list.len()).map(|j| json(&list, j, nuls)).collect())
         }
         DataType::Struct(fields) => {
             let s = a.as_struct();
@@ -135,12 +151,12 @@ fn json(a: &ArrayRef, i: usize) -> serde_json::Value {
                     .iter()
                     .zip(s.columns())
                     .map(|(f, c): (&std::sync::Arc<Field>, &ArrayRef)| {
-                        (f.name().clone(), json(c, i))
+                        (text(f.name(), nuls), json(c, i, nuls))
                     })
                     .collect(),
             )
         }
-        _ => match cell(a, i) {
+        _ => match cell(a, i, nuls) {
             Cell::Null => Value::Null,
             Cell::Text(s) | Cell::Json(s) => Value::String(s),
             Cell::Int(v) | Cell::Instant(v) => v.into(),

@@ -6,7 +6,7 @@ pub mod copy;
 pub mod pg;
 
 use super::Context;
-pub use pg::{LastLoad, Loaded, Warehouse, WarehouseError};
+pub use pg::{FAILING_LOADS, FailedFile, LastLoad, Loaded, Warehouse, WarehouseError};
 
 const SETTING: &str = "warehouse_last_load";
 
@@ -16,12 +16,21 @@ const SETTING: &str = "warehouse_last_load";
 pub async fn load(ctx: &Context) -> Option<Result<Loaded, String>> {
     let done = sync(ctx).await?;
     match &done {
-        Ok(l) => tracing::info!(
+        Ok(l) if l.failed.is_empty() => tracing::info!(
             files = l.files,
             rows = l.rows,
             unchanged = l.unchanged,
             removed = l.removed,
+            nuls_replaced = l.nuls_replaced,
             "warehouse loaded"
+        ),
+        Ok(l) => tracing::error!(
+            files = l.files,
+            failed = l.failed.len(),
+            "warehouse: {} files not loaded, the first {}: {}; the next run retries them",
+            l.failed.len(),
+            l.failed[0].file,
+            l.failed[0].error
         ),
         Err(e) => tracing::error!("{e}; the next run retries what was not loaded"),
     }
@@ -39,11 +48,15 @@ pub async fn sync(ctx: &Context) -> Option<Result<Loaded, String>> {
             .await
             .unwrap_or_else(|e| Err(WarehouseError(format!("the load stopped: {e}"))))
             .map_err(|e| e.to_string());
-    let last = LastLoad {
+    let mut last = LastLoad {
         at: ctx.clock.now(),
         loaded: done.as_ref().ok().cloned(),
         error: done.as_ref().err().cloned(),
+        failing_runs: 0,
     };
+    if last.failed() {
+        last.failing_runs = last_load(ctx).map_or(0, |l| l.failing_runs) + 1;
+    }
     if let Err(e) = ctx
         .store()
         .set_setting(SETTING, &serde_json::to_string(&last).unwrap_or_default())
@@ -63,7 +76,7 @@ pub fn last_load(ctx: &Context) -> Option<LastLoad> {
 pub fn line(schema: &str, done: &Result<Loaded, String>) -> String {
     match done {
         Ok(l) => format!(
-            "warehouse (schema {schema}): {} files loaded ({} rows), {} unchanged{}",
+            "warehouse (schema {schema}): {} files loaded ({} rows), {} unchanged{}{}{}",
             l.files,
             l.rows,
             l.unchanged,
@@ -71,6 +84,23 @@ pub fn line(schema: &str, done: &Result<Loaded, String>) -> String {
                 format!(", {} partitions removed", l.removed)
             } else {
                 String::new()
+            },
+            if l.nuls_replaced > 0 {
+                format!(
+                    ", {} U+0000 in text written as U+FFFD (PostgreSQL's text cannot hold it)",
+                    l.nuls_replaced
+                )
+            } else {
+                String::new()
+            },
+            match l.failed.first() {
+                Some(f) => format!(
+                    "; {} files not loaded, the first {}: {}; the next run retries them",
+                    l.failed.len(),
+                    f.file,
+                    f.error
+                ),
+                None => String::new(),
             }
         ),
         Err(e) => format!("{e}; the next run retries what was not loaded"),

@@ -36,6 +36,21 @@ pub struct Loaded {
     pub removed: u64,
     /// Files found unchanged since their load.
     pub unchanged: u64,
+    /// Text cells' U+0000 written as U+FFFD (PostgreSQL's text cannot hold it).
+    #[serde(default)]
+    pub nuls_replaced: u64,
+    /// Files that failed, each costing its partition alone (retried by the next load).
+    #[serde(default)]
+    pub failed: Vec<FailedFile>,
+}
+
+/// A file the load could not load, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FailedFile {
+    /// Its path in the lake.
+    pub file: String,
+    /// Why, in one line.
+    pub error: String,
 }
 
 /// A connection to the warehouse's schema.
@@ -162,19 +177,33 @@ impl Warehouse {
         Ok(())
     }
 
-    /// Creates the table of `t` when missing, and adds the columns it lacks.
+    /// Creates the table of `t` when missing, and adds the columns it lacks; a column whose
+    /// type someone changed is named (its table is not loaded until it is mended).
     fn own_table(&mut self, t: &Table) -> Result<(), WarehouseError> {
         let name = self.table(&t.name);
-        let existing: Vec<String> = self
+        let found: Vec<(String, String)> = self
             .client
             .query(
-                "SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2",
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2",
                 &[&self.schema, &t.name],
             )
             .map_err(|e| pg(&format!("cannot read table {}", t.name), &e))?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| (r.get(0), r.get(1)))
             .collect();
+        for (column, has) in &found {
+            let Some(c) = t.columns.iter().find(|c| &c.name == column) else {
+                continue;
+            };
+            let want = column_type(c);
+            if information_type(want) != has {
+                return Err(WarehouseError(format!(
+                    "table {}: column {column} is {has} in the warehouse, {want} in the lake: change it back, or drop the table and docpipe loads it again",
+                    t.name
+                )));
+            }
+        }
+        let existing: Vec<String> = found.into_iter().map(|(c, _)| c).collect();
         if existing.is_empty() {
             let columns: Vec<String> = t
                 .columns
@@ -188,14 +217,10 @@ impl Warehouse {
                     )
                 })
                 .collect();
-            let key = key_clause(t);
             self.client
-                .batch_execute(&format!(
-                    "CREATE TABLE {name} ({}{key})",
-                    columns.join(", ")
-                ))
+                .batch_execute(&format!("CREATE TABLE {name} ({})", columns.join(", ")))
                 .map_err(|e| pg(&format!("cannot create table {}", t.name), &e))?;
-            return Ok(());
+            return self.own_key(t);
         }
         for c in t.columns.iter().filter(|c| !existing.contains(&c.name)) {
             self.client
@@ -206,7 +231,56 @@ impl Warehouse {
                 ))
                 .map_err(|e| pg(&format!("cannot add column {} to {}", c.name, t.name), &e))?;
         }
-        Ok(())
+        self.own_key(t)
+    }
+
+    /// The table's key as a unique index whose text columns are hashed (`md5(...)`), so that a
+    /// key holds a text of any length (a btree entry holds at most 2704 bytes); a key
+    /// constraint of an earlier docpipe on the raw text is replaced by it.
+    fn own_key(&mut self, t: &Table) -> Result<(), WarehouseError> {
+        let Some(columns) = key_columns(t) else {
+            return Ok(());
+        };
+        let index = format!("{}_docpipe_key", t.name);
+        let has: bool = self
+            .client
+            .query_one(
+                "SELECT count(*) > 0 FROM pg_indexes WHERE schemaname = $1 AND indexname = $2",
+                &[&self.schema, &index],
+            )
+            .map_err(|e| pg(&format!("cannot read the indexes of {}", t.name), &e))?
+            .get(0);
+        if has {
+            return Ok(());
+        }
+        let name = self.table(&t.name);
+        let keys: Vec<String> = self
+            .client
+            .query(
+                "SELECT c.conname FROM pg_constraint c JOIN pg_class r ON r.oid = c.conrelid
+                 JOIN pg_namespace n ON n.oid = r.relnamespace
+                 WHERE n.nspname = $1 AND r.relname = $2 AND c.contype IN ('p', 'u')",
+                &[&self.schema, &t.name],
+            )
+            .map_err(|e| pg(&format!("cannot read the keys of {}", t.name), &e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let mut sql = String::new();
+        for k in keys {
+            sql.push_str(&format!(
+                "ALTER TABLE {name} DROP CONSTRAINT {};",
+                ident(&k)
+            ));
+        }
+        sql.push_str(&format!(
+            "CREATE UNIQUE INDEX {} ON {name} ({});",
+            ident(&index),
+            columns.join(", ")
+        ));
+        self.client
+            .batch_execute(&sql)
+            .map_err(|e| pg(&format!("cannot make the key of {}", t.name), &e))
     }
 
     /// Loads what the lake at `out` has that the warehouse lacks, for `projects`: each table's
@@ -219,7 +293,8 @@ impl Warehouse {
         let mut seen = std::collections::HashSet::new();
         let mut todo = Vec::new();
         for t in &tables {
-            self.own_table(t)?;
+            // A table that cannot be made ready costs its files, not the load.
+            let ready = self.own_table(t);
             for part in partitions(out, t, projects) {
                 let rel = part
                     .file
@@ -228,6 +303,13 @@ impl Warehouse {
                     .display()
                     .to_string();
                 seen.insert(rel.clone());
+                if let Err(e) = &ready {
+                    done.failed.push(FailedFile {
+                        file: rel,
+                        error: e.0.clone(),
+                    });
+                    continue;
+                }
                 let (bytes, modified) = stamp(&part.file)?;
                 if loaded
                     .iter()
@@ -245,9 +327,11 @@ impl Warehouse {
                 });
             }
         }
-        let (files, rows) = self.load_all(&todo)?;
-        done.files += files;
-        done.rows += rows;
+        let all = self.load_all(&todo);
+        done.files += all.files;
+        done.rows += all.rows;
+        done.nuls_replaced += all.nuls_replaced;
+        done.failed.extend(all.failed);
         for (rel, _, _, table) in loaded.iter().filter(|l| !seen.contains(&l.0)) {
             if let Some(t) = tables.iter().find(|t| &t.name == table)
                 && let Some(part) = partition_of(t, rel)
@@ -285,57 +369,60 @@ impl Warehouse {
     }
 
     /// Loads `todo`, each file in its own transaction, over up to `connections` connections
-    /// side by side (this one and more opened for the load). The first failure (a file's, or
-    /// a connection that cannot be opened) stops every connection after its file under way;
-    /// what was committed stays, the rest is retried by the next load. Files and rows loaded.
-    fn load_all(&mut self, todo: &[File<'_>]) -> Result<(u64, u64), WarehouseError> {
+    /// side by side (this one and more opened for the load). A file that fails costs its
+    /// partition alone (its transaction rolled back; the next load retries it) and the others
+    /// load; an extra connection that cannot be opened leaves its share to the others.
+    fn load_all(&mut self, todo: &[File<'_>]) -> Loaded {
         let next = std::sync::atomic::AtomicUsize::new(0);
-        let stop = std::sync::atomic::AtomicBool::new(false);
         let schema = self.schema.as_str();
-        let work = |client: &mut postgres::Client| -> Result<(u64, u64), WarehouseError> {
-            let mut done = (0, 0);
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(file) = todo.get(i) else { break };
+        let work = |client: &mut postgres::Client| -> Loaded {
+            let mut done = Loaded::default();
+            while let Some(file) = todo.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+            {
                 match load(client, schema, file) {
-                    Ok(rows) => done = (done.0 + 1, done.1 + rows),
-                    Err(e) => {
-                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                        return Err(e);
+                    Ok((rows, nuls)) => {
+                        done.files += 1;
+                        done.rows += rows;
+                        done.nuls_replaced += nuls;
                     }
+                    Err(e) => done.failed.push(FailedFile {
+                        file: file.rel.clone(),
+                        error: e.0,
+                    }),
                 }
             }
-            Ok(done)
+            done
         };
         let extra = self.connections.min(todo.len()).saturating_sub(1);
         let config = &self.config;
         let source = &self.source;
         let client = &mut self.client;
-        let results: Vec<Result<(u64, u64), WarehouseError>> = std::thread::scope(|scope| {
+        let results: Vec<Loaded> = std::thread::scope(|scope| {
             let others: Vec<_> = (0..extra)
                 .map(|_| {
-                    scope.spawn(|| {
-                        let mut client = config.connect(postgres::NoTls).map_err(|e| {
-                            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                            pg(&format!("cannot connect to the database of {source}"), &e)
-                        })?;
-                        work(&mut client)
+                    scope.spawn(|| match config.connect(postgres::NoTls) {
+                        Ok(mut client) => work(&mut client),
+                        Err(e) => {
+                            let e = pg(&format!("cannot connect to the database of {source}"), &e);
+                            tracing::warn!("{e}: the other connections load its files");
+                            Loaded::default()
+                        }
                     })
                 })
                 .collect();
             let mut all = vec![work(client)];
-            all.extend(others.into_iter().map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(WarehouseError("a loading thread stopped".into())))
-            }));
+            all.extend(others.into_iter().map(|h| h.join().unwrap_or_default()));
             all
         });
-        let mut done = (0, 0);
+        let mut done = Loaded::default();
         for r in results {
-            let (files, rows) = r?;
-            done = (done.0 + files, done.1 + rows);
+            done.files += r.files;
+            done.rows += r.rows;
+            done.nuls_replaced += r.nuls_replaced;
+            done.failed.extend(r.failed);
         }
-        Ok(done)
+        done.failed.sort_by(|a, b| a.file.cmp(&b.file));
+        done
     }
 }
 
@@ -350,12 +437,12 @@ struct File<'a> {
 }
 
 /// Loads one file in one transaction: its partition's rows deleted, its rows copied, the
-/// file recorded. The rows sent.
+/// file recorded. The rows sent, and the U+0000 replaced in their text.
 fn load(
     client: &mut postgres::Client,
     schema: &str,
     file: &File<'_>,
-) -> Result<u64, WarehouseError> {
+) -> Result<(u64, u64), WarehouseError> {
     let File {
         table: t,
         part,
@@ -369,17 +456,9 @@ fn load(
     let mut tx = client.transaction().map_err(|e| pg("cannot begin", &e))?;
     delete_partition(&mut tx, &name, part)?;
     let mut rows = 0u64;
+    let mut nuls = 0u64;
     if let Some(first) = batches.first() {
-        // The partition's values (Hive keeps them in the path), ahead of the file's columns.
-        let mut fixed: Vec<(&str, Type, copy::Cell)> = Vec::new();
-        if let Some(p) = &part.project {
-            fixed.push(("project", Type::TEXT, copy::Cell::Text(p.clone())));
-        }
-        if let Some(d) = part.date {
-            let days = (d - NaiveDate::from_ymd_opt(1970, 1, 1).expect("a date")).num_days();
-            let days = copy::Cell::Date(i32::try_from(days).unwrap_or(0));
-            fixed.push(("date", Type::DATE, days));
-        }
+        let fixed = partition_values(part);
         let mut names: Vec<String> = fixed.iter().map(|f| f.0.to_string()).collect();
         let mut types: Vec<Type> = fixed.iter().map(|f| f.1.clone()).collect();
         for f in first.schema().fields() {
@@ -404,8 +483,11 @@ fn load(
         let mut writer = postgres::binary_copy::BinaryCopyInWriter::new(sink, &types);
         for batch in &batches {
             for i in 0..batch.num_rows() {
-                let cells: Vec<copy::Cell> =
-                    batch.columns().iter().map(|a| copy::cell(a, i)).collect();
+                let cells: Vec<copy::Cell> = batch
+                    .columns()
+                    .iter()
+                    .map(|a| copy::cell(a, i, &mut nuls))
+                    .collect();
                 let refs: Vec<&(dyn ToSql + Sync)> = fixed
                     .iter()
                     .map(|f| &f.2)
@@ -433,7 +515,21 @@ fn load(
         .map_err(|e| pg("cannot record the file loaded", &e))?;
     tx.commit()
         .map_err(|e| pg(&format!("cannot commit {rel}"), &e))?;
-    Ok(rows)
+    Ok((rows, nuls))
+}
+
+/// The partition's values (Hive keeps them in the path), which go ahead of the file's columns.
+fn partition_values(part: &Partition) -> Vec<(&'static str, Type, copy::Cell)> {
+    let mut fixed = Vec::new();
+    if let Some(p) = &part.project {
+        fixed.push(("project", Type::TEXT, copy::Cell::Text(p.clone())));
+    }
+    if let Some(d) = part.date {
+        let days = (d - NaiveDate::from_ymd_opt(1970, 1, 1).expect("a date")).num_days();
+        let days = copy::Cell::Date(i32::try_from(days).unwrap_or(0));
+        fixed.push(("date", Type::DATE, days));
+    }
+    fixed
 }
 
 /// A column's PostgreSQL type, from the manifest's name of its type.
@@ -449,21 +545,35 @@ fn column_type(c: &Column) -> &'static str {
     }
 }
 
-/// `, PRIMARY KEY (...)` when the lake's key columns are never null, a unique key otherwise;
-/// nothing for the tables without one (rows set aside, fractions).
-fn key_clause(t: &Table) -> String {
+/// The expressions of a table's unique key: its key columns, a text one as `md5(column)`;
+/// none for the tables without a key (rows set aside, fractions).
+fn key_columns(t: &Table) -> Option<Vec<String>> {
     if t.key.is_empty() || t.name == "rejects" || t.name.ends_with("_fractions") {
-        return String::new();
+        return None;
     }
-    let cols: Vec<String> = t.key.iter().map(|k| ident(k)).collect();
-    let nullable = t
-        .columns
-        .iter()
-        .any(|c| t.key.contains(&c.name.as_str()) && c.nullable);
-    if nullable {
-        format!(", UNIQUE ({})", cols.join(", "))
-    } else {
-        format!(", PRIMARY KEY ({})", cols.join(", "))
+    Some(
+        t.key
+            .iter()
+            .map(|k| {
+                let text = t
+                    .columns
+                    .iter()
+                    .any(|c| c.name == *k && column_type(c) == "text");
+                if text {
+                    format!("md5({})", ident(k))
+                } else {
+                    ident(k)
+                }
+            })
+            .collect(),
+    )
+}
+
+/// How `information_schema.columns` names a type docpipe creates.
+fn information_type(created: &str) -> &str {
+    match created {
+        "timestamptz" => "timestamp with time zone",
+        other => other,
     }
 }
 
@@ -600,4 +710,34 @@ pub struct LastLoad {
     pub loaded: Option<Loaded>,
     /// Why it failed, when it did.
     pub error: Option<String>,
+    /// Loads in a row, this one included, that failed or left a file unloaded (0: it loaded
+    /// everything); at [`FAILING_LOADS`] the daemon alerts (`warehouse_failing`).
+    #[serde(default)]
+    pub failing_runs: u32,
+}
+
+/// Loads in a row that fail before the warehouse is a problem a person is told of.
+pub const FAILING_LOADS: u32 = 3;
+
+impl LastLoad {
+    /// Whether it failed or left a file unloaded.
+    pub fn failed(&self) -> bool {
+        self.error.is_some() || self.loaded.as_ref().is_some_and(|l| !l.failed.is_empty())
+    }
+
+    /// Why it failed, in one line: the error, or the files it could not load and the first's
+    /// reason.
+    pub fn why(&self) -> Option<String> {
+        if let Some(e) = &self.error {
+            return Some(e.clone());
+        }
+        let failed = &self.loaded.as_ref()?.failed;
+        let first = failed.first()?;
+        Some(format!(
+            "{} files not loaded (each retried by the next load), the first {}: {}",
+            failed.len(),
+            first.file,
+            first.error
+        ))
+    }
 }
