@@ -293,7 +293,7 @@ async fn approve_as_demo(
             continue;
         };
         match engine
-            .approve_with(id, "demo", Some(rule), &[], false)
+            .approve_with(id, "demo", Some(rule), &[], false, false)
             .await?
         {
             Ok(r) => {

@@ -74,6 +74,10 @@ pub struct ApproveArgs {
     /// `--drop 2,5`); their keys cool down as rejected.
     #[arg(long, value_name = "N[,M]", value_delimiter = ',')]
     pub drop: Vec<usize>,
+    /// Send again an approved firing whose send was cut off (its process stopped between the
+    /// ledger and the request): only after checking that it did not reach the service.
+    #[arg(long, conflicts_with = "drop")]
+    pub retry: bool,
 }
 
 /// `rules reject`.
@@ -360,6 +364,24 @@ pub async fn validate(args: ValidateArgs, settings: &Settings) -> anyhow::Result
         settings.organizations.len(),
         settings.projects.len()
     );
+    // The variables the daemon reads later: said now when unset (their values never shown).
+    let unset = |var: &str| std::env::var(var).map_or(true, |v| v.trim().is_empty());
+    if let Some(a) = &settings.alerts
+        && unset(&a.webhook_url_env)
+    {
+        crate::outln!(
+            "warning: [alerts] webhook_url_env names {}, which is not set here: the daemon would send no alert",
+            a.webhook_url_env
+        );
+    }
+    if let Some(w) = &settings.warehouse
+        && unset(&w.url_env)
+    {
+        crate::outln!(
+            "warning: [warehouse] postgres_url_env names {}, which is not set here: the runs would load no warehouse",
+            w.url_env
+        );
+    }
     if args.dir.is_none() && !settings.rules_dir.is_dir() {
         crate::outln!("no rules folder {}: no rules", settings.rules_dir.display());
         return Ok(());
@@ -549,7 +571,14 @@ async fn approve(approve: &ApproveArgs, settings: &Settings) -> anyhow::Result<(
     let engine = ctx.engine()?;
     engine.expire_reviews()?;
     let report = match engine
-        .approve(args.id, &by, rule.as_ref(), &approve.drop)
+        .approve_with(
+            args.id,
+            &by,
+            rule.as_ref(),
+            &approve.drop,
+            true,
+            approve.retry,
+        )
         .await?
     {
         Ok(r) => r,

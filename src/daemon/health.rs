@@ -117,7 +117,17 @@ struct Port {
     /// The daemon's context, once open: every page reads the state through it.
     ctx: Shared,
     token: Option<Token>,
+    /// The last status collected and when it was done: a request that came while it was being
+    /// collected is served from it (the collection, 130 ms at 50 projects, runs once, off the
+    /// async workers).
+    last: Arc<tokio::sync::Mutex<Option<Collected>>>,
 }
+
+/// A status collected, and when the collection ended.
+type Collected = (
+    std::time::Instant,
+    Result<Arc<crate::status::Status>, String>,
+);
 
 /// The daemon's context, set once it is open (the server listens before: the daemon may wait
 /// for another's lock on the folder, and its page says what the state holds meanwhile).
@@ -138,6 +148,7 @@ pub fn router(
         page: Arc::new((settings, clock)),
         ctx,
         token,
+        last: Arc::default(),
     };
     let guarded = axum::Router::new()
         .route("/metrics", get(render_metrics))
@@ -212,18 +223,40 @@ async fn render_metrics(State(p): State<Port>) -> impl IntoResponse {
 /// The page's policy: nothing but this daemon, no script.
 const POLICY: &str = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-async fn collect(p: &Port) -> Result<crate::status::Status, Response> {
+async fn collect(p: &Port) -> Result<Arc<crate::status::Status>, Response> {
+    let asked = std::time::Instant::now();
     let read = match p.ctx.get() {
-        Some(ctx) => crate::status::collect(ctx, PAGE_FIRINGS),
-        None => crate::status::read(&p.page.0, p.page.1.clone(), PAGE_FIRINGS).await,
+        Some(ctx) => {
+            // One collection at a time; a request that came while one ran takes its result.
+            let mut last = p.last.lock().await;
+            match &*last {
+                Some((done, read)) if *done >= asked => read.clone(),
+                _ => {
+                    let ctx = ctx.clone();
+                    let read = tokio::task::spawn_blocking(move || {
+                        crate::status::collect(&ctx, PAGE_FIRINGS)
+                            .map(Arc::new)
+                            .map_err(|e| format!("{e:#}"))
+                    })
+                    .await
+                    .unwrap_or_else(|e| Err(format!("the status stopped: {e}")));
+                    *last = Some((std::time::Instant::now(), read.clone()));
+                    read
+                }
+            }
+        }
+        None => crate::status::read(&p.page.0, p.page.1.clone(), PAGE_FIRINGS)
+            .await
+            .map(Arc::new)
+            .map_err(|e| format!("{e:#}")),
     };
     read.map_err(|e| {
-        tracing::warn!("status page: {e:#}");
+        tracing::warn!("status page: {e}");
         (
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "503: the status cannot be read now: {}\n",
-                crate::text::one_line(&format!("{e:#}"))
+                crate::text::one_line(&e)
             ),
         )
             .into_response()

@@ -406,6 +406,18 @@ fn decided(f: &Firing) -> String {
         Sent::Rejected => format!("rejected{by}"),
         Sent::Expired => "expired: nobody reviewed it in time, and nothing was sent".to_string(),
         Sent::Held => "held".to_string(),
+        // Approved, then the process stopped between the ledger and the request: say what is
+        // known, and how a person sends it again.
+        s @ (Sent::Sending | Sent::Unknown) if f.trail.decided_by.is_some() => format!(
+            "approved{by}, but its send was cut off: it may not have reached the service (look at the agent jobs of project {}); docpipe rules approve {} --retry sends it again{}",
+            f.project,
+            f.id,
+            if s == Sent::Sending {
+                ", once an hour has passed without a docpipe sending it"
+            } else {
+                ""
+            }
+        ),
         s if f.trail.decided_by.is_some() => {
             format!("approved{by} and {} (sent once, never again)", s.as_str())
         }
@@ -737,6 +749,26 @@ impl Ledger {
              note = ?4, updated_at_ms = ?3 WHERE id = ?1 AND sent = 'held'",
             p,
             keys,
+        )
+    }
+
+    /// Takes an approved firing whose send was cut off (`unknown`: its process stopped between
+    /// the ledger and the request) for sending again, as `by` asked: the one caller that takes
+    /// it gets it.
+    pub fn retry(
+        &self,
+        id: i64,
+        by: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Result<Firing, Decided>, StoreError> {
+        let p = vec![Value::Int(id), by.into(), Value::Int(ms(now))];
+        self.decide(
+            id,
+            "UPDATE rule_firings SET sent = 'sending', decided_by = ?2, decided_at_ms = ?3,
+             fired_at_ms = ?3, updated_at_ms = ?3, error = NULL
+             WHERE id = ?1 AND sent = 'unknown' AND decided_by IS NOT NULL",
+            p,
+            Vec::new(),
         )
     }
 

@@ -192,9 +192,36 @@ pub struct Store {
     pages: Box<dyn pages::PageStore>,
 }
 
+/// An exclusive `flock` on the state's file while its schema is brought up to date, released
+/// when the returned file closes (SQLite's own locks are `fcntl` locks, which `flock` leaves
+/// alone).
+fn migration_lock(path: &Path) -> Result<std::fs::File, StoreError> {
+    use std::os::fd::AsRawFd;
+    let err = |e: std::io::Error| StoreError::Folder {
+        path: path.display().to_string(),
+        message: format!("cannot lock the state while its schema is brought up to date: {e}"),
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(err)?;
+    // SAFETY: a descriptor of a file this function holds open.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(err(std::io::Error::last_os_error()));
+    }
+    Ok(file)
+}
+
 impl Store {
     /// Opens (and creates) the state database at `path`; the journals go in `.walks/` beside it.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        // One process makes or migrates the state at a time: two opening a new folder at once
+        // would race to set its journal mode (`database is locked`) and both find a column
+        // missing and add it (`duplicate column name`).
+        let _migrating = migration_lock(path)?;
         let db = Arc::new(Db::open(path, SCHEMA)?);
         db.with_conn(windows::one_table)?;
         db.ensure(windows::COVERING)?;

@@ -339,3 +339,47 @@ fn a_missing_config_names_the_absolute_path_and_the_way_out() {
         )
     );
 }
+
+#[test]
+fn two_processes_opening_a_new_output_folder_at_once_bring_its_state_up_to_date_once() {
+    for attempt in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = TestConfig::new("http://127.0.0.1:9", &dir.path().join("out"))
+            .write(&dir.path().join("docpipe.toml"));
+        let start = || {
+            docpipe_command(&cfg, &["rules", "pending"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (start(), start());
+        for out in [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()] {
+            assert!(
+                out.status.success(),
+                "attempt {attempt}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                "no firing waits for review\n"
+            );
+        }
+    }
+}
+
+#[test]
+fn validate_says_when_a_variable_the_daemon_reads_later_is_unset() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TestConfig::new("http://127.0.0.1:9", &dir.path().join("out"));
+    config.extra = "[alerts]\nwebhook_url_env = \"DOCPIPE_IT_UNSET_HOOK\"\n[warehouse]\npostgres_url_env = \"DOCPIPE_IT_UNSET_WAREHOUSE\"\n".into();
+    let cfg = config.write(&dir.path().join("docpipe.toml"));
+    let out = docpipe(&cfg, &["validate"], None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("warning: [alerts] webhook_url_env names DOCPIPE_IT_UNSET_HOOK, which is not set here: the daemon would send no alert\n")
+            && stdout.contains("warning: [warehouse] postgres_url_env names DOCPIPE_IT_UNSET_WAREHOUSE, which is not set here: the runs would load no warehouse\n"),
+        "{stdout}"
+    );
+}

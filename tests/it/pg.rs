@@ -1257,4 +1257,27 @@ async fn a_readers_nul_or_long_term_loads_and_a_file_that_fails_costs_its_partit
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     alerts.warehouse(&ctx);
     assert_eq!(alerts.problems().count(), 0);
+    // Two syncs of one new schema at once, four times: the second waits for the first (the
+    // schema's lock), neither fails, and the warehouse holds the lake once.
+    for pair in 0..4 {
+        let schema = format!("twice{pair}");
+        let text = std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replace("schema = \"docs\"", &format!("schema = \"{schema}\""));
+        let twin = dir.path().join(format!("{schema}.toml"));
+        std::fs::write(&twin, text).unwrap();
+        let start = || {
+            docpipe_command(&twin, &["warehouse", "sync"])
+                .env(var, &url)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (start(), start());
+        for out in [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()] {
+            assert_eq!(out.status.code(), Some(0), "{pair}: {out:?}");
+        }
+        assert_eq!(warehouse_rows(&server, &schema, &lake), lake, "{pair}");
+    }
 }

@@ -1337,3 +1337,54 @@ async fn a_flagged_review_and_a_template_that_copies_a_readers_wording_are_warne
     );
     crate::status::assert_valid_status(&json, dir.path());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_cut_off_before_its_request_says_so_and_a_person_may_send_it_again() {
+    let (live, dir, tables) = planted_searches(&["webhooks setup"]).await;
+    let out = dir.path().join("out");
+    let e = engine(&live, &out);
+    let r = rule("cut", TOP_SEARCHES, SEARCH_PROMPT, "");
+    let id = held_id(&e, &r, &tables).await;
+    // The approval taken in the ledger, then the process stopped before its request.
+    e.ledger().approve(id, "alice", e.now()).unwrap().unwrap();
+    match e.approve(id, "bob", Some(&r), &[]).await.unwrap() {
+        Err(Decided::Already { state, .. }) => assert!(
+            state.ends_with(&format!(
+                ", but its send was cut off: it may not have reached the service (look at the agent jobs of project alpha); docpipe rules approve {id} --retry sends it again, once an hour has passed without a docpipe sending it"
+            )),
+            "{state}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // An hour on, the next docpipe settles it as unknown; a person who checked retries it.
+    live.clock.advance(std::time::Duration::from_secs(3601));
+    let e = engine(&live, &out);
+    match e.approve(id, "bob", Some(&r), &[]).await.unwrap() {
+        Err(Decided::Already { state, .. }) => assert!(
+            state.starts_with("approved by alice at ")
+                && state.ends_with(&format!(
+                    ", but its send was cut off: it may not have reached the service (look at the agent jobs of project alpha); docpipe rules approve {id} --retry sends it again"
+                )),
+            "{state}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(live.emu().requests(Op::JobCreate, "alpha"), 0);
+    match e
+        .approve_with(id, "bob", Some(&r), &[], true, true)
+        .await
+        .unwrap()
+    {
+        Ok(Report::Fired(f)) => assert_eq!(f.trail.decided_by.as_deref(), Some("bob")),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(live.emu().requests(Op::JobCreate, "alpha"), 1);
+    // Sent: a second retry takes nothing.
+    assert!(matches!(
+        e.approve_with(id, "bob", Some(&r), &[], true, true)
+            .await
+            .unwrap(),
+        Err(Decided::Already { .. })
+    ));
+    assert_eq!(live.emu().requests(Op::JobCreate, "alpha"), 1);
+}

@@ -123,6 +123,28 @@ impl Warehouse {
 
     /// Creates the schema (and its version table) when it does not exist; refuses one docpipe
     /// did not create, or of a later version.
+    /// Takes the schema's advisory lock for this connection's life (its end releases it): two
+    /// loads of one schema at once would both create its tables and record its files; the
+    /// second waits for the first, and says so.
+    fn lock_schema(&mut self) -> Result<(), WarehouseError> {
+        let key = 0x0064_7700_0000_0000 | i64::from(crc32fast::hash(self.schema.as_bytes()));
+        let free: bool = self
+            .client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
+            .map_err(|e| pg("cannot take the schema's lock", &e))?
+            .get(0);
+        if !free {
+            tracing::warn!(
+                schema = %self.schema,
+                "another load of this schema is under way: this one waits for it"
+            );
+            self.client
+                .execute("SELECT pg_advisory_lock($1)", &[&key])
+                .map_err(|e| pg("cannot take the schema's lock", &e))?;
+        }
+        Ok(())
+    }
+
     fn own_schema(&mut self) -> Result<(), WarehouseError> {
         let schema = self.schema.clone();
         let exists = self
@@ -286,6 +308,7 @@ impl Warehouse {
     /// Loads what the lake at `out` has that the warehouse lacks, for `projects`: each table's
     /// files loaded since they last changed, the partitions of files gone removed.
     pub fn sync(&mut self, out: &Path, projects: &[String]) -> Result<Loaded, WarehouseError> {
+        self.lock_schema()?;
         self.own_schema()?;
         let tables = crate::app::lake::tables(out).map_err(WarehouseError)?;
         let loaded = self.loaded_files()?;

@@ -42,11 +42,13 @@ impl Engine {
         rule: Option<&Rule>,
         drop: &[usize],
     ) -> Result<Result<Report, Decided>, StoreError> {
-        self.approve_with(id, by, rule, drop, true).await
+        self.approve_with(id, by, rule, drop, true, false).await
     }
 
     /// [`Engine::approve`]; a job its rule waits for is polled now when `inline`, else left to
     /// [`Engine::poll_step`] or [`Engine::wait_for`] (so that several approvals wait at once).
+    /// With `retry`, an approved firing whose send was cut off is sent again instead (a person
+    /// checked that it did not reach the service).
     pub async fn approve_with(
         &self,
         id: i64,
@@ -54,6 +56,7 @@ impl Engine {
         rule: Option<&Rule>,
         drop: &[usize],
         inline: bool,
+        retry: bool,
     ) -> Result<Result<Report, Decided>, StoreError> {
         let Some(held) = self.ledger.firing(id)? else {
             return Ok(Err(Decided::Unknown(id)));
@@ -118,7 +121,12 @@ impl Engine {
             .as_ref()
             .map(|e| e.dropped_keys.clone())
             .unwrap_or_default();
-        let mut firing = match self.ledger.approve_edited(id, by, self.clock.now(), edit)? {
+        let taken = if retry {
+            self.ledger.retry(id, by, self.clock.now())?
+        } else {
+            self.ledger.approve_edited(id, by, self.clock.now(), edit)?
+        };
+        let mut firing = match taken {
             Ok(f) => f,
             Err(d) => return Ok(Err(d)),
         };
