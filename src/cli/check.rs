@@ -583,6 +583,8 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         sent,
         compared,
     } = send_all(&ctx.settings, &ctx, &probes, window).await;
+    // The budget's leased slots not used are handed back: the hour counts what check sent.
+    ctx.budget().release();
     crate::out!("{}", table(&rows));
     for line in halves::record(&ctx, &compared, day)? {
         crate::outln!("{line}");

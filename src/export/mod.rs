@@ -1282,12 +1282,16 @@ impl Exporter {
                         if let Err(e) = self.state().mark_unknown(&unknown) {
                             tracing::warn!(project, "cannot record the unknown project: {e}");
                         }
+                        // One line says it all (the rest of the run is skipped for it).
                         tracing::error!(
                             project,
-                            "project '{project}' is unknown to the service: fix its id in {}; later runs leave it out until then (or --retry-unknown)",
+                            "project '{project}' is unknown to the service: fix its id in {}; this run and the later ones leave it out until then (or --retry-unknown)",
                             self.origin(project)
                         );
-                        Some(Scope::Project(project.to_string()))
+                        stops
+                            .by_scope
+                            .insert(Scope::Project(project.to_string()), e.clone());
+                        None
                     }
                     crate::api::ErrorKind::Forbidden { .. } => {
                         Some(Scope::Project(project.to_string()))

@@ -612,3 +612,31 @@ async fn check_deep_finds_a_service_that_filters_by_utc_days_and_passes_one_that
         "{out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_on_a_large_hourly_budget_counts_what_it_sent_not_what_it_leased() {
+    let now = chrono::Utc::now();
+    let mut data = small();
+    data.limits.analytics_per_hour = 100_000;
+    let live = Live::start_at(data, now).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = setup(dir.path(), &live.server.base_url(), "DOCPIPE_IT_ADMIN_A");
+    let text_cfg = std::fs::read_to_string(&cfg).unwrap().replace(
+        "admin_key_env = \"DOCPIPE_IT_ADMIN_A\"\n",
+        "admin_key_env = \"DOCPIPE_IT_ADMIN_A\"\nanalytics_per_hour = 100000\n",
+    );
+    std::fs::write(&cfg, text_cfg).unwrap();
+    let run = docpipe(&cfg, &["check"], None);
+    assert!(run.status.success(), "{}", text(&run));
+    let served = served_by(&live);
+    let org_a: u64 = served
+        .iter()
+        .filter(|((org, _), _)| org == "org-a")
+        .map(|(_, n)| n)
+        .sum();
+    assert!(org_a > 0);
+    let status = docpipe(&cfg, &["status", "--json"], None);
+    let json: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let (used, _) = counted(&json);
+    assert_eq!(used["org-a"], org_a, "the leased slots are handed back");
+}

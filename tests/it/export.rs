@@ -1454,9 +1454,14 @@ async fn a_project_the_service_does_not_know_costs_one_request_then_waits_for_a_
     let stderr = String::from_utf8_lossy(&first.stderr);
     assert_eq!(
         stderr
-            .matches(&format!("project 'nw-apii' is unknown to the service: fix its id in {place}; later runs leave it out"))
+            .matches(&format!("project 'nw-apii' is unknown to the service: fix its id in {place}; this run and the later ones leave it out"))
             .count(),
         1,
+        "{stderr}"
+    );
+    // No second line for the rest of the run's skip: the same fact.
+    assert!(
+        !stderr.contains("the rest of this run for project nw-apii"),
         "{stderr}"
     );
     // The next run does not plan it, and says why.
