@@ -1244,7 +1244,16 @@ impl Exporter {
         let (dataset, project, day, _) = window;
         let failure = Failure::of(window, false, Arc::new(e));
         let e = &failure.cause;
-        let reason = crate::text::one_line(&e.to_string()).into_owned();
+        let mut reason = crate::text::one_line(&e.to_string()).into_owned();
+        // An unknown project's one line: the fact, where to fix it, and what the runs do.
+        if let ExportError::Api(a) = &**e
+            && matches!(a.kind, crate::api::ErrorKind::UnknownProject { .. })
+        {
+            reason.push_str(&format!(
+                ": fix its id in {}; this run and the later ones leave it out until then (or --retry-unknown)",
+                self.origin(project)
+            ));
+        }
         let trouble = match **e {
             ExportError::Bound(_) => Trouble::Stuck,
             _ => Trouble::Failed,
@@ -1282,12 +1291,7 @@ impl Exporter {
                         if let Err(e) = self.state().mark_unknown(&unknown) {
                             tracing::warn!(project, "cannot record the unknown project: {e}");
                         }
-                        // One line says it all (the rest of the run is skipped for it).
-                        tracing::error!(
-                            project,
-                            "project '{project}' is unknown to the service: fix its id in {}; this run and the later ones leave it out until then (or --retry-unknown)",
-                            self.origin(project)
-                        );
+                        // The window's line said it all (the rest of the run is skipped for it).
                         stops
                             .by_scope
                             .insert(Scope::Project(project.to_string()), e.clone());

@@ -1454,8 +1454,14 @@ async fn a_project_the_service_does_not_know_costs_one_request_then_waits_for_a_
     let stderr = String::from_utf8_lossy(&first.stderr);
     assert_eq!(
         stderr
-            .matches(&format!("project 'nw-apii' is unknown to the service: fix its id in {place}; this run and the later ones leave it out"))
+            .matches(&format!("project 'nw-apii' is unknown to the service (404: Project not found): fix its id in {place}; this run and the later ones leave it out"))
             .count(),
+        1,
+        "{stderr}"
+    );
+    // One fact, one line: nothing else about it at ERROR.
+    assert_eq!(
+        stderr.lines().filter(|l| l.contains("ERROR")).count(),
         1,
         "{stderr}"
     );
