@@ -123,9 +123,40 @@ pub fn did_you_mean(message: &str) -> String {
     }
 }
 
+/// A duration in words a person reads: `1 day`, `28 days`, `1 hour 30 minutes`, `45 seconds`
+/// (whole days, hours, minutes and seconds, the parts that are not zero).
+pub fn duration(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    let parts: Vec<String> = [
+        (s / 86_400, "day"),
+        (s % 86_400 / 3_600, "hour"),
+        (s % 3_600 / 60, "minute"),
+        (s % 60, "second"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, unit)| format!("{n} {unit}{}", if n == 1 { "" } else { "s" }))
+    .collect();
+    if parts.is_empty() {
+        "0 seconds".to_string()
+    } else {
+        parts.join(" ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_as_words() {
+        let d = |s| duration(std::time::Duration::from_secs(s));
+        assert_eq!(d(86_400), "1 day");
+        assert_eq!(d(28 * 86_400), "28 days");
+        assert_eq!(d(5_400), "1 hour 30 minutes");
+        assert_eq!(d(1), "1 second");
+        assert_eq!(d(0), "0 seconds");
+    }
 
     #[test]
     fn an_eta_says_how_long_and_until_when() {

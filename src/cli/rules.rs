@@ -139,13 +139,13 @@ fn describe_rule(r: &Rule) -> String {
         r.project,
         r.target(),
         r.review.as_str(),
-        humantime::format_duration(r.cooldown),
+        crate::text::duration(r.cooldown),
         match &r.schedule {
             Some(s) => format!("schedule {s:?}"),
             None => "after each export".to_string(),
         },
         if r.wait {
-            format!(", polls up to {}", humantime::format_duration(r.timeout))
+            format!(", polls up to {}", crate::text::duration(r.timeout))
         } else {
             ", does not poll".to_string()
         }
@@ -162,7 +162,7 @@ pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<us
                 "  query: {} rows matched, {} left out by the key ({key} sent within {}), {} rows to send (fires at {} or more)",
                 e.matched,
                 e.left_out,
-                humantime::format_duration(r.key_cooldown),
+                crate::text::duration(r.key_cooldown),
                 e.rows.height(),
                 r.min_rows
             ),
@@ -535,7 +535,7 @@ async fn pending(args: &PendingArgs, settings: &Settings) -> anyhow::Result<()> 
     crate::outln!(
         "{} firings wait for review; each expires unsent after {}",
         held.len(),
-        humantime::format_duration(settings.review_expires)
+        crate::text::duration(settings.review_expires)
     );
     Ok(())
 }

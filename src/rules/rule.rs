@@ -97,7 +97,8 @@ pub struct Rule {
     /// Whether it sends: without `enabled = true` it is previewed (what it would send is
     /// recorded, nothing is sent).
     pub enabled: bool,
-    /// Whether the file says `enabled` at all (a file written for an earlier docpipe does not).
+    /// Whether the file says `enabled` at all, or in a comment (a file written for an earlier
+    /// docpipe does not).
     pub enabled_given: bool,
     /// When a firing waits for a person's review.
     pub review: Review,
@@ -364,7 +365,13 @@ impl Rule {
             key_cooldown,
             impact,
             enabled: raw.enabled.unwrap_or(false),
-            enabled_given: raw.enabled.is_some(),
+            // A file that mentions `enabled` in a comment (as `init` writes it) knows of it.
+            enabled_given: raw.enabled.is_some()
+                || text.lines().any(|l| {
+                    l.trim_start()
+                        .strip_prefix('#')
+                        .is_some_and(|c| c.trim_start().starts_with("enabled ="))
+                }),
             review,
             on_flagged,
             domains: Vec::new(),

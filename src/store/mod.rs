@@ -443,7 +443,7 @@ impl Folder {
                         let waited = limit
                             .filter(|d| !d.is_zero())
                             .map_or("not waited".to_string(), |d| {
-                                format!("waited {}", humantime::format_duration(d))
+                                format!("waited {}", crate::text::duration(d))
                             });
                         return Err(StoreError::Busy {
                             path: out.display().to_string(),

@@ -1541,7 +1541,7 @@ async fn a_command_beside_a_daemon_names_the_holder_at_once_and_a_dry_run_needs_
     waiting.extend(["--wait-lock", "1s"]);
     let busy = docpipe(&cfg, &waiting, None);
     assert!(
-        String::from_utf8_lossy(&busy.stderr).contains("(docpipe run)); waited 1s: "),
+        String::from_utf8_lossy(&busy.stderr).contains("(docpipe run)); waited 1 second: "),
         "{}",
         String::from_utf8_lossy(&busy.stderr)
     );

@@ -317,7 +317,7 @@ impl Impact {
             match self.wait_secs {
                 s if s % 86_400 == 0 => format!("{} days", s / 86_400),
                 s if s % 3_600 == 0 => format!("{} hours", s / 3_600),
-                s => humantime::format_duration(Duration::from_secs(s)).to_string(),
+                s => crate::text::duration(Duration::from_secs(s)),
             }
         )
     }
