@@ -144,9 +144,52 @@ pub fn duration(d: std::time::Duration) -> String {
     }
 }
 
+/// A polars error about a column it cannot find, made short: its list of every valid column
+/// (32 names in a failing rule's alert) becomes the one it likely meant.
+pub fn column_hint(message: &str) -> Cow<'_, str> {
+    let Some((head, list)) = message.split_once("; valid columns: [") else {
+        return Cow::Borrowed(message);
+    };
+    let Some(wanted) = head
+        .rsplit_once("unable to find column \"")
+        .map(|(_, w)| w.trim_end_matches('"'))
+    else {
+        return Cow::Borrowed(message);
+    };
+    let best = list
+        .trim_end_matches(']')
+        .split(", ")
+        .map(|c| c.trim_matches('"'))
+        .map(|c| (strsim::damerau_levenshtein(wanted, c), c))
+        .min();
+    Cow::Owned(match best {
+        Some((d, c)) if d <= (wanted.chars().count() / 3).max(2) => {
+            format!("{head} (did you mean \"{c}\"?)")
+        }
+        _ => format!(
+            "{head} (no column of the query's tables is named so; docs/output.md lists them)"
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_column_gets_the_one_it_likely_meant_not_the_whole_list() {
+        assert_eq!(
+            column_hint(
+                "when: not found: unable to find column \"totl_7d\"; valid columns: [\"project\", \"total_7d\", \"ai_7d\"]"
+            ),
+            "when: not found: unable to find column \"totl_7d\" (did you mean \"total_7d\"?)"
+        );
+        assert_eq!(
+            column_hint("unable to find column \"nope\"; valid columns: [\"project\", \"date\"]"),
+            "unable to find column \"nope\" (no column of the query's tables is named so; docs/output.md lists them)"
+        );
+        assert_eq!(column_hint("other"), "other");
+    }
 
     #[test]
     fn durations_read_as_words() {

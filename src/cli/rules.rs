@@ -158,11 +158,15 @@ pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<us
     for (r, e) in rules.iter().zip(evals) {
         crate::outln!("{}", describe_rule(r));
         match &r.key {
-            Some(key) => crate::outln!(
-                "  query: {} rows matched, {} left out by the key ({key} sent within {}), {} rows to send (fires at {} or more)",
-                e.matched,
+            Some(key) if e.left_out > 0 => crate::outln!(
+                "  query: {} rows to send (fires at {} or more); {} rows whose {key} was sent or held within {} were left out, and the query ran again without them",
+                e.rows.height(),
+                r.min_rows,
                 e.left_out,
                 crate::text::duration(r.key_cooldown),
+            ),
+            Some(_) => crate::outln!(
+                "  query: {} rows to send (fires at {} or more)",
                 e.rows.height(),
                 r.min_rows
             ),

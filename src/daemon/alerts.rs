@@ -608,11 +608,20 @@ fn rule_failing(rule: &Rule, line: &str) -> Problem {
             "rule {} ({}) failed: {}",
             rule.name,
             rule.project,
-            crate::text::one_line(line)
+            cut(&crate::text::one_line(line), 200)
         ),
         recovered: format!("rule {} ({}) ran without failing", rule.name, rule.project),
         since: None,
         subject: rule.name.clone(),
+    }
+}
+
+/// `text` cut at `max` characters, with an ellipsis: an alert is read in a chat, whole there
+/// (`docpipe status` and the log keep the full line).
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
     }
 }
 

@@ -53,7 +53,7 @@ pub(crate) fn evaluate_here(
 ) -> Result<Evaluation, RuleError> {
     let fail = |message: String| RuleError {
         file: rule.file.clone(),
-        message: one_line(&message),
+        message: crate::text::column_hint(&one_line(&message)).into_owned(),
     };
     // The keys sent within the key cooldown: rows holding one are taken out of the tables
     // before the query runs, so that its ORDER BY and LIMIT make room for the next rows.

@@ -189,7 +189,7 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
     assert_eq!(
         given.get(&nopr).map(String::as_str),
         Some(
-            "the job ended without a pull request: not measured (without_pull_request = true measures it)"
+            "the job ended without a pull request (without_pull_request = true in its [impact] measures it)"
         )
     );
     assert_eq!(given.len(), 1, "{given:?}");
@@ -267,7 +267,7 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
     assert_eq!(rows.iter().filter(|r| r.firing_id == nopr).count(), 0);
     let report = docpipe::cli::impact::text(&loaded.rules, &e).unwrap();
     assert!(
-        report.contains(&format!("rule nopr (alpha): total_7d per path in pages, higher is better, 7 days each side, from 2 days after the job ended\n  jobs measured: 0; keys: 0 improved, 0 stayed, 0 worse; median change n/a\n  not measured: firing {nopr} (the job ended without a pull request: not measured (without_pull_request = true measures it))\n")),
+        report.contains(&format!("rule nopr (alpha): total_7d per path in pages, higher is better, 7 days each side, from 2 days after the job ended\n  jobs measured: 0; keys: 0 improved, 0 stayed, 0 worse; median change n/a\n  not measured: firing {nopr} (the job ended without a pull request (without_pull_request = true in its [impact] measures it))\n")),
         "{report}"
     );
     assert!(

@@ -819,7 +819,7 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
         ("c-sql", format!("name = \"c\"\n{ok}when = \"SELEC path FROM pages\"\nprompt = \"x\"\n"),
          "when: the query does not parse: sql parser error: Expected: an SQL statement, found: SELEC at Line: 1, Column: 1"),
         ("d-column", format!("name = \"d\"\n{ok}when = \"SELECT nope FROM daily\"\nprompt = \"x\"\n"),
-         "when: not found: unable to find column \"nope\"; valid columns: [\"project\", \"date\", \"human\", \"ai\", \"total\", \"ai_share\", \"human_7d\", \"ai_7d\", \"total_7d\", \"ai_share_7d\", \"human_28d\", \"ai_28d\", \"total_28d\", \"ai_share_28d\", \"total_week_before\", \"change_vs_week_before\", \"complete\", \"provisional\"]"),
+         "when: not found: unable to find column \"nope\" (no column of the query's tables is named so; docs/output.md lists them)"),
         ("e-table", format!("name = \"e\"\n{ok}when = \"SELECT path FROM pagez\"\nprompt = \"x\"\n"),
          "when: table pagez is not a trend table (daily, weekly, pages, search_terms, search_daily, assistant_daily, assistant_categories, unanswered_questions, feedback_pages, visitors_daily, callers_weekly)"),
         ("f-template", format!("name = \"f\"\n{ok}when = \"SELECT path FROM pages\"\nprompt = \"{{% for r in rows %}}\"\n"),

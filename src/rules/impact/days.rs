@@ -90,7 +90,7 @@ pub(super) fn due(
             &format!("the job {status}")
         };
         return Due::Never(format!(
-            "{how}: not measured (without_pull_request = true measures it)"
+            "{how} (without_pull_request = true in its [impact] measures it)"
         ));
     }
     let end = f.fired_at
