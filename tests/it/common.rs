@@ -658,3 +658,17 @@ impl Hook {
         );
     }
 }
+
+/// Two processes of `command` started at once (each its output captured), waited for: their
+/// outputs, in order.
+pub fn two_at_once(command: impl Fn() -> std::process::Command) -> [std::process::Output; 2] {
+    let start = || {
+        command()
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (start(), start());
+    [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()]
+}

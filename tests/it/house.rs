@@ -346,15 +346,7 @@ fn two_processes_opening_a_new_output_folder_at_once_bring_its_state_up_to_date_
         let dir = tempfile::tempdir().unwrap();
         let cfg = TestConfig::new("http://127.0.0.1:9", &dir.path().join("out"))
             .write(&dir.path().join("docpipe.toml"));
-        let start = || {
-            docpipe_command(&cfg, &["rules", "pending"])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        };
-        let (a, b) = (start(), start());
-        for out in [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()] {
+        for out in two_at_once(|| docpipe_command(&cfg, &["rules", "pending"])) {
             assert!(
                 out.status.success(),
                 "attempt {attempt}: {}",

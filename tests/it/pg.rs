@@ -1266,16 +1266,12 @@ async fn a_readers_nul_or_long_term_loads_and_a_file_that_fails_costs_its_partit
             .replace("schema = \"docs\"", &format!("schema = \"{schema}\""));
         let twin = dir.path().join(format!("{schema}.toml"));
         std::fs::write(&twin, text).unwrap();
-        let start = || {
-            docpipe_command(&twin, &["warehouse", "sync"])
-                .env(var, &url)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+        let sync = || {
+            let mut c = docpipe_command(&twin, &["warehouse", "sync"]);
+            c.env(var, &url);
+            c
         };
-        let (a, b) = (start(), start());
-        for out in [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()] {
+        for out in two_at_once(sync) {
             assert_eq!(out.status.code(), Some(0), "{pair}: {out:?}");
         }
         assert_eq!(warehouse_rows(&server, &schema, &lake), lake, "{pair}");
