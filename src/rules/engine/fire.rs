@@ -59,7 +59,7 @@ impl Engine {
         };
         let Some(client) = client.filter(|_| hold.is_none()) else {
             firing.sent = Sent::Held;
-            tracing::info!(rule = %rule.name, firing = firing.id, "a firing waits for review");
+            tracing::debug!(rule = %rule.name, firing = firing.id, "a firing waits for review");
             return Ok(Report::Held(firing));
         };
         self.deliver(client, rule, &mut firing, &eval.keys, inline)
