@@ -45,14 +45,12 @@ pub struct Evaluation {
 }
 
 /// A held firing's rows as the ledger keeps them (JSON): the template, the values, which
-/// columns carry readers' words and which is the key, so that the prompt can be rendered again
+/// columns carry readers' words and each row's key, so that the prompt can be rendered again
 /// without some rows exactly as it was rendered with them.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct HeldRows {
     /// The rule's template as it was rendered.
     pub template: String,
-    /// The key column (a rule with a `key`), or the impact's key.
-    pub key: Option<String>,
     /// The columns that carry readers' words.
     pub readers: Vec<String>,
     /// The keys of the rows, in order (empty without a key).
@@ -84,7 +82,6 @@ impl HeldRows {
             .collect::<Option<Vec<_>>>()?;
         Some(Self {
             template: rule.prompt.clone(),
-            key: rule.key.clone(),
             readers: eval.reader_columns.clone(),
             keys: eval.keys.clone(),
             columns,
@@ -110,9 +107,15 @@ impl HeldRows {
             })
             .collect()
     }
-}
 
-impl HeldRows {
+    /// The keys of the rows at `indexes` (from 0; none for a rule without a key).
+    pub fn keys_at(&self, indexes: &[usize]) -> Vec<String> {
+        indexes
+            .iter()
+            .filter_map(|i| self.keys.get(*i).cloned())
+            .collect()
+    }
+
     /// Each row on a line, numbered from 1, its values `column=value` (a reader's quoted),
     /// then its flags: `row 2: search_query="..." hits_7d=5200 | flagged: link (search_query)`.
     pub fn lines(&self, flags: &[RowFlag]) -> Vec<String> {

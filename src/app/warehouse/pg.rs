@@ -44,6 +44,18 @@ pub struct Loaded {
     pub failed: Vec<FailedFile>,
 }
 
+impl Loaded {
+    /// Adds what another part of the load did.
+    fn absorb(&mut self, other: Loaded) {
+        self.files += other.files;
+        self.rows += other.rows;
+        self.removed += other.removed;
+        self.unchanged += other.unchanged;
+        self.nuls_replaced += other.nuls_replaced;
+        self.failed.extend(other.failed);
+    }
+}
+
 /// A file the load could not load, and why.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FailedFile {
@@ -350,11 +362,7 @@ impl Warehouse {
                 });
             }
         }
-        let all = self.load_all(&todo);
-        done.files += all.files;
-        done.rows += all.rows;
-        done.nuls_replaced += all.nuls_replaced;
-        done.failed.extend(all.failed);
+        done.absorb(self.load_all(&todo));
         for (rel, _, _, table) in loaded.iter().filter(|l| !seen.contains(&l.0)) {
             if let Some(t) = tables.iter().find(|t| &t.name == table)
                 && let Some(part) = partition_of(t, rel)
@@ -439,10 +447,7 @@ impl Warehouse {
         });
         let mut done = Loaded::default();
         for r in results {
-            done.files += r.files;
-            done.rows += r.rows;
-            done.nuls_replaced += r.nuls_replaced;
-            done.failed.extend(r.failed);
+            done.absorb(r);
         }
         done.failed.sort_by(|a, b| a.file.cmp(&b.file));
         done

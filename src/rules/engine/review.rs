@@ -150,10 +150,7 @@ impl Engine {
         let values = rows.values(|i| !out.contains(&i));
         let (prompt, _) = crate::rules::render(&rows.template, rule, &values, values.len())
             .map_err(|why| Decided::Rows { id: held.id, why })?;
-        let dropped_keys = out
-            .iter()
-            .filter_map(|i| rows.keys.get(*i).cloned())
-            .collect();
+        let dropped_keys = rows.keys_at(&out);
         Ok(Edit {
             hash: crate::rules::prompt_hash(&prompt),
             rows: values.len() as i64,
@@ -182,11 +179,7 @@ impl Engine {
                 Err(d) => return Ok(Err(d)),
             };
             match row_indexes(&held, &kept, rows) {
-                Ok(ix) => Some(
-                    ix.iter()
-                        .filter_map(|i| kept.keys.get(*i).cloned())
-                        .collect(),
-                ),
+                Ok(ix) => Some(kept.keys_at(&ix)),
                 Err(d) => return Ok(Err(d)),
             }
         };
