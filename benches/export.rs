@@ -21,6 +21,8 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod emulator;
+
 const PAGES: u32 = 14_000;
 const DAYS: i64 = 80;
 const ROUNDS: usize = 3;
@@ -157,23 +159,7 @@ analytics_per_hour = 100000000
     );
     let data_file = dir.path().join("bench.toml");
     std::fs::write(&data_file, data).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut emulator = std::process::Command::new(env!("CARGO_BIN_EXE_docpipe"))
-        .args(["-q", "emulate", "--addr", &addr, "--data"])
-        .arg(&data_file)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("start the emulator");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "emulator did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut emulator, addr) = emulator::start(&data_file);
     // The same runtime as `docpipe backfill` and `docpipe export` (see src/main.rs).
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

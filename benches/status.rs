@@ -8,12 +8,20 @@
 //! `docpipe status --json` (the release binary) 10 times, a process each, on the same state as a
 //! user would. Run with `cargo bench --bench status`; the targets: the page within 100 ms at the
 //! first size, the page and the JSON within 200 ms at the second.
+//!
+//! Then the page under load: a daemon in this process (the same single-threaded runtime as
+//! `docpipe run`) exports 12 projects' default datasets of 30 days from the emulator (a process
+//! of its own) into a fresh folder, alone and while ten requests to `/` at once come every
+//! second (and, for the record, back to back), from another thread as browsers would. The
+//! target: the export's median time under the bursts within 10% of its median alone.
 
 use chrono::{DateTime, Duration, DurationRound, NaiveDate, Utc};
 use docpipe::clock::ManualClock;
 use docpipe::config::RawConfig;
 use docpipe::events::{Event, Trouble, Troubled};
 use std::time::Instant;
+
+mod emulator;
 
 /// The sizes measured: (projects, days), each with every dataset.
 const SIZES: [(usize, i64); 2] = [(20, 90), (50, 365)];
@@ -156,9 +164,189 @@ async fn main() {
             .expect("DOCPIPE_BENCH_SIZE: projects x days");
         (p.parse().unwrap(), d.parse().unwrap())
     });
-    for size in one.map_or(SIZES.to_vec(), |s| vec![s]) {
+    // `DOCPIPE_BENCH_LOADED=only` measures the export under the page's load alone.
+    let loaded_only = std::env::var("DOCPIPE_BENCH_LOADED").is_ok_and(|v| v == "only");
+    let sizes = if loaded_only {
+        Vec::new()
+    } else {
+        one.map_or(SIZES.to_vec(), |s| vec![s])
+    };
+    for size in sizes {
         measure(size).await;
     }
+    if one.is_none() {
+        under_export().await;
+    }
+}
+
+/// Projects and days of the export measured under the page's load.
+const LOADED: (usize, i64) = (12, 30);
+const LOADED_ROUNDS: usize = 3;
+
+/// How the page is asked while the export runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Load {
+    Alone,
+    /// Ten requests at once, every second.
+    Bursts,
+    /// Ten at once, again as soon as the ten are answered.
+    BackToBack,
+}
+
+/// The export's time alone and under the page's load (module docs).
+async fn under_export() {
+    // `DOCPIPE_BENCH_LOG=info` shows the daemon's lines (to see where the time goes).
+    if let Ok(level) = std::env::var("DOCPIPE_BENCH_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_env_filter(tracing_subscriber::EnvFilter::new(level))
+            .try_init();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (projects, days) = LOADED;
+    let today = Utc::now().date_naive();
+    let start = today - Duration::days(days - 1);
+    let mut data = format!(
+        "brand = \"mint\"\nstart_date = \"{start}\"\nseed = 7\n[[organizations]]\nid = \"bench\"\nadmin_keys = [\"mint_bench_admin\"]\n[limits]\nanalytics_per_hour = 100000000\n"
+    );
+    for p in 0..projects {
+        data += &format!(
+            "[[projects]]\nid = \"site-{p:02}\"\norganization = \"bench\"\npages = 600\ndaily_views = 20000\n"
+        );
+    }
+    let data_file = dir.path().join("emulator.toml");
+    std::fs::write(&data_file, data).unwrap();
+    let (mut emulator, addr) = emulator::start(&data_file);
+    let mut times: Vec<(Load, f64, usize)> = Vec::new();
+    for round in 0..LOADED_ROUNDS {
+        for load in [Load::Alone, Load::Bursts, Load::BackToBack] {
+            let out = dir.path().join(format!("out-{round}-{}", load as u8));
+            let (secs, pages) = export_loaded(&addr, &out, start, load).await;
+            times.push((load, secs, pages));
+        }
+    }
+    let _ = emulator.kill();
+    let _ = emulator.wait();
+    let of = |load: Load| {
+        let t: Vec<f64> = times.iter().filter(|t| t.0 == load).map(|t| t.1).collect();
+        let pages: usize = times.iter().filter(|t| t.0 == load).map(|t| t.2).sum();
+        (median(t.clone()).0, t, pages / LOADED_ROUNDS)
+    };
+    let (alone, alone_all, _) = of(Load::Alone);
+    println!(
+        "\nexport of {projects} projects x {days} days, every default dataset ({LOADED_ROUNDS} rounds each):"
+    );
+    println!("  alone:                          median {alone:.2} s (each: {alone_all:.2?})");
+    for (load, name) in [
+        (Load::Bursts, "10 requests at once, every 1 s"),
+        (Load::BackToBack, "10 at once, back to back"),
+    ] {
+        let (m, all, pages) = of(load);
+        println!(
+            "  {name:<31} median {m:.2} s ({:+.1}% of alone; each: {all:.2?}), {pages} pages served a round",
+            (m / alone - 1.0) * 100.0
+        );
+    }
+}
+
+/// One export into `out` by a daemon in this process, its page asked as `load` says; its time
+/// in seconds and the pages served meanwhile.
+async fn export_loaded(
+    addr: &str,
+    out: &std::path::Path,
+    start: NaiveDate,
+    load: Load,
+) -> (f64, usize) {
+    use docpipe::daemon::{Daemon, Tick, health};
+    std::fs::create_dir_all(out).unwrap();
+    let (projects, _) = LOADED;
+    let mut text = format!(
+        "[service]\nbase_url = \"http://{addr}\"\n[[organizations]]\nid = \"bench\"\nadmin_key_env = \"DOCPIPE_BENCH_KEY\"\nanalytics_per_hour = 100000000\n"
+    );
+    for p in 0..projects {
+        text += &format!(
+            "[[projects]]\nid = \"site-{p:02}\"\norganization = \"bench\"\nstart_date = \"{start}\"\n"
+        );
+    }
+    text += &format!("[export]\noutput_dir = \"{}\"\n", out.display());
+    let cfg = out.join("docpipe.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let settings = docpipe::config::Settings::load(&cfg).unwrap();
+    let key = docpipe::api::AdminKey::parse("mint_bench_admin", "mint", "bench").unwrap();
+    let keys = docpipe::app::Keys::Given([("bench".to_string(), key)].into());
+    let clock = docpipe::clock::system();
+    let ctx = std::sync::Arc::new(
+        docpipe::app::Context::open(
+            settings.clone(),
+            clock.clone(),
+            docpipe::app::Access::Export,
+            keys,
+        )
+        .await
+        .unwrap(),
+    );
+    let shared: health::Shared = Default::default();
+    let _ = shared.set(ctx.clone());
+    let app = health::router(None, settings, clock, shared, None);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (bound, server) = health::serve("127.0.0.1:0".parse().unwrap(), app, async {
+        let _ = stop_rx.await;
+    })
+    .await
+    .unwrap();
+    let mut daemon = Daemon::open(ctx, Vec::new()).unwrap();
+    let running = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let asking = (load != Load::Alone).then(|| {
+        let running = running.clone();
+        std::thread::spawn(move || ask(bound, load, &running))
+    });
+    let t = Instant::now();
+    daemon.work(Some(&Tick::Export)).await;
+    let secs = t.elapsed().as_secs_f64();
+    running.store(false, std::sync::atomic::Ordering::Relaxed);
+    // Joined off this thread: the asks in flight are answered by the server on it.
+    let pages = match asking {
+        Some(h) => tokio::task::spawn_blocking(move || h.join().unwrap())
+            .await
+            .unwrap(),
+        None => 0,
+    };
+    daemon.leave();
+    let _ = stop_tx.send(());
+    let _ = server.await;
+    (secs, pages)
+}
+
+/// Asks `/` ten at a time, as `load` says, until `running` ends; the pages served.
+fn ask(addr: std::net::SocketAddr, load: Load, running: &std::sync::atomic::AtomicBool) -> usize {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let http = reqwest::Client::new();
+        let url = format!("http://{addr}/");
+        let mut served = 0;
+        while running.load(std::sync::atomic::Ordering::Relaxed) {
+            let burst = Instant::now();
+            let asks = (0..10).map(|_| {
+                let http = http.clone();
+                let url = url.clone();
+                async move {
+                    let r = http.get(url).send().await.unwrap();
+                    assert!(r.status().is_success(), "{}", r.status());
+                    !r.bytes().await.unwrap().is_empty()
+                }
+            });
+            let pages = futures::future::join_all(asks).await;
+            served += pages.into_iter().filter(|p| *p).count();
+            if load == Load::Bursts {
+                let wait = std::time::Duration::from_secs(1).saturating_sub(burst.elapsed());
+                tokio::time::sleep(wait).await;
+            }
+        }
+        served
+    })
 }
 
 async fn measure((projects, days): (usize, i64)) {

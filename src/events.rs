@@ -314,7 +314,8 @@ impl Event<'_> {
                 trouble,
                 guessed: true,
             } => {
-                tracing::info!(
+                // A first walk's estimate is a guess: nothing a user needs to act on.
+                tracing::debug!(
                     dataset,
                     project,
                     window = trouble.window,

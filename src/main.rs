@@ -56,6 +56,7 @@ fn main() -> ExitCode {
     // The daemon and the emulator stop on a signal by themselves (gracefully); any other
     // command stops where it is (what it wrote stays whole: a rerun resumes) and says so.
     let handles_signals = matches!(cli.command, cli::Command::Run(_) | cli::Command::Emulate(_));
+    let backfill = matches!(cli.command, cli::Command::Backfill(_));
     let result = runtime.block_on(async {
         if handles_signals {
             return Some(cli::run(cli).await);
@@ -67,9 +68,7 @@ fn main() -> ExitCode {
         }
     });
     let Some(result) = result else {
-        eprintln!(
-            "error: stopped by a signal; what was written stays whole, and a rerun goes on from there"
-        );
+        eprintln!("error: {}", stopped_line(backfill));
         return ExitCode::from(130);
     };
     match result {
@@ -87,4 +86,18 @@ fn main() -> ExitCode {
             ExitCode::from(docpipe::error::exit_code(&e))
         }
     }
+}
+
+/// What a command stopped by a signal says: what is left of its run and how to go on.
+fn stopped_line(backfill: bool) -> String {
+    let left = match cli::progress::left() {
+        Some((left, planned)) => format!(" with {left} of {planned} windows left"),
+        None => String::new(),
+    };
+    let on = if backfill {
+        "run the same command again to go on from there, or add --queue to leave the rest to the daemon"
+    } else {
+        "run the same command again to go on from there"
+    };
+    format!("stopped by a signal{left}; what was written stays whole: {on}")
 }

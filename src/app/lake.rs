@@ -474,11 +474,30 @@ fn yaml_text(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
-/// `dbt_sources.yml`: the lake as one dbt source, each table with its columns; the tables with
-/// `fetched_at` with a freshness from `[freshness]`.
+/// The variable that points `dbt_sources.yml`'s locations at another copy of the lake.
+pub const LAKE_VAR: &str = "DOCPIPE_LAKE";
+
+/// `dbt_sources.yml`: the lake as one dbt source, each table with its columns (their types in
+/// `data_type`) at an absolute location; the tables with `fetched_at` with a freshness from
+/// `[freshness]`.
 pub fn dbt_sources(ctx: &Context, m: &Manifest, base: Option<&str>) -> String {
+    // Absolute, so that a dbt project anywhere reads it; `DOCPIPE_LAKE` points it elsewhere.
+    let root = base.map_or_else(
+        || {
+            let out = ctx.output();
+            std::path::absolute(out)
+                .unwrap_or_else(|_| out.to_path_buf())
+                .display()
+                .to_string()
+        },
+        str::to_string,
+    );
+    let jinja = root.replace('\\', "\\\\").replace('"', "\\\"");
+    let lake = format!("{{{{ env_var(\"{LAKE_VAR}\", \"{jinja}\") }}}}");
     let mut out = format!(
         "# docpipe {}: the lake as a dbt source (dbt-duckdb reads each table at its external_location).\n\
+         # The locations are absolute: the lake at {root}, or at ${LAKE_VAR} when it is set (a copy,\n\
+         # another mount). Copy this file into a dbt project's models/ folder.\n\
          version: 2\nsources:\n  - name: docpipe\n    description: {}\n    tables:\n",
         m.docpipe,
         yaml_text("Documentation analytics exported by docpipe")
@@ -489,7 +508,7 @@ pub fn dbt_sources(ctx: &Context, m: &Manifest, base: Option<&str>) -> String {
             t.name,
             yaml_text(t.row)
         );
-        let location = read_parquet(base, t, false);
+        let location = read_parquet(Some(&lake), t, false);
         let key: Vec<String> = t.key.iter().map(|k| yaml_text(k)).collect();
         out += &format!(
             "        meta:\n          external_location: {}\n          key: [{}]\n",

@@ -406,7 +406,13 @@ impl Context {
             self.settings.agent_limits(),
             self.clock.clone(),
         )?
-        .with_days(self.settings.timezone, self.settings.lookback_days)
+        .with_days(
+            self.settings.timezone,
+            crate::rules::engine::Settle {
+                lookback_days: self.settings.lookback_days,
+                shaped: self.shaped_settings(),
+            },
+        )
         .with_review_expires(self.settings.review_expires)
         .with_clients(clients))
     }

@@ -6,10 +6,22 @@ use crate::events::{Event, Events};
 use chrono::{DateTime, Utc};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 static ACTIVE: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// The run's windows planned and done so far (drawn or not), for the line a signal's stop
+/// prints.
+static PLANNED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static DONE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The windows of the run in progress not done yet, of those planned (none before a plan).
+pub fn left() -> Option<(u64, u64)> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let planned = PLANNED.load(Relaxed);
+    (planned > 0).then(|| (planned.saturating_sub(DONE.load(Relaxed)), planned))
+}
 
 fn active() -> Option<ProgressBar> {
     ACTIVE
@@ -55,22 +67,58 @@ pub fn wait_message(scope: &str, wait: Duration, until: DateTime<Utc>) -> String
     crate::text::budget_wait(scope, wait, until)
 }
 
+/// A budget wait being drawn: its message counts down at each draw of the bar.
+#[derive(Debug, Clone)]
+struct Countdown {
+    scope: String,
+    until: DateTime<Utc>,
+    wait: Duration,
+    began: Instant,
+}
+
+impl Countdown {
+    /// The wait's message now: the time left as the wait's own sleep counts it.
+    fn message(&self) -> String {
+        let left = self.wait.saturating_sub(self.began.elapsed());
+        // Whole seconds, rounded up: "in 1s" until the wait ends, never "in 0s" before.
+        let left = Duration::from_secs(left.as_millis().div_ceil(1000) as u64);
+        wait_message(&self.scope, left, self.until)
+    }
+}
+
 /// A progress bar on standard error when it is a terminal (else nothing is drawn).
 #[derive(Debug)]
 pub struct Bar {
     bar: ProgressBar,
     /// The message to show again when a budget wait ends.
     before_wait: Mutex<Option<String>>,
+    /// The budget wait being drawn (the template's `{countdown}`).
+    countdown: Arc<Mutex<Option<Countdown>>>,
 }
 
 impl Bar {
     /// A bar if standard error is a terminal; a hidden one otherwise.
     pub fn on_terminal() -> Self {
         use std::io::IsTerminal;
+        let countdown: Arc<Mutex<Option<Countdown>>> = Arc::default();
         let bar = if std::io::stderr().is_terminal() {
+            let drawn = countdown.clone();
             ProgressBar::new(0).with_style(
-                ProgressStyle::with_template("{spinner} {bar:30} {pos}/{len} windows  {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ProgressStyle::with_template(
+                    "{spinner} {bar:30} {pos}/{len} windows  {msg}{countdown}",
+                )
+                .map(|s| {
+                    s.with_key(
+                        "countdown",
+                        move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                            let c = drawn.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                            if let Some(c) = c {
+                                let _ = w.write_str(&c.message());
+                            }
+                        },
+                    )
+                })
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
             )
         } else {
             ProgressBar::hidden()
@@ -78,6 +126,7 @@ impl Bar {
         Self {
             bar,
             before_wait: Mutex::new(None),
+            countdown,
         }
     }
 }
@@ -90,6 +139,8 @@ impl Events for Bar {
     fn event(&self, event: &Event<'_>) {
         match *event {
             Event::Planned { windows } => {
+                PLANNED.store(windows, std::sync::atomic::Ordering::Relaxed);
+                DONE.store(0, std::sync::atomic::Ordering::Relaxed);
                 self.bar.set_length(windows);
                 if !self.bar.is_hidden() {
                     show(&self.bar);
@@ -104,12 +155,16 @@ impl Events for Bar {
                 run_requests,
                 ..
             } => {
+                DONE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 self.bar.inc(1);
                 self.bar.set_message(format!(
                     "{run_rows} rows, {run_requests} requests; last {project} {window}"
                 ));
             }
-            Event::Failed { .. } => self.bar.inc(1),
+            Event::Failed { .. } => {
+                DONE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.bar.inc(1);
+            }
             Event::Finished => {
                 self.bar.finish_and_clear();
                 hide();
@@ -128,10 +183,18 @@ impl Events for Bar {
         }
         let mut before = self.before_wait.lock().unwrap_or_else(|e| e.into_inner());
         before.get_or_insert_with(|| self.bar.message());
-        self.bar.set_message(wait_message(scope, wait, until));
+        // The message is the countdown's, drawn afresh at each tick of the bar.
+        *self.countdown.lock().unwrap_or_else(|e| e.into_inner()) = Some(Countdown {
+            scope: scope.to_string(),
+            until,
+            wait,
+            began: Instant::now(),
+        });
+        self.bar.set_message("");
     }
 
     fn waited(&self, _scope: &str) {
+        *self.countdown.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let before = self
             .before_wait
             .lock()
@@ -147,6 +210,21 @@ impl Events for Bar {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn a_waits_message_counts_down_as_the_wait_passes() {
+        let until = Utc.with_ymd_and_hms(2026, 11, 22, 14, 5, 9).unwrap();
+        let c = Countdown {
+            scope: "analytics:acme".into(),
+            until,
+            wait: Duration::from_secs(3595),
+            began: Instant::now() - Duration::from_secs(45),
+        };
+        assert_eq!(
+            c.message(),
+            "the hour's budget of analytics:acme is used; next request at 14:05:09 UTC, in 59m 10s"
+        );
+    }
 
     #[test]
     fn a_wait_reads_as_minutes_and_the_time_it_ends() {

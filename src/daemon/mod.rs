@@ -9,8 +9,8 @@
 //! job: a fired rule's job is looked at once per polling step, between the other work.
 
 pub mod alerts;
-mod gauges;
-mod health;
+pub mod gauges;
+pub mod health;
 mod reload;
 mod work;
 

@@ -63,6 +63,7 @@ pub async fn first_page(
                 walk,
                 window,
                 becomes_final: false,
+                settled: None,
                 recent: false,
                 full: false,
                 stagger: chrono::Duration::zero(),

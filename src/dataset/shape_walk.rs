@@ -85,6 +85,8 @@ pub struct ShapeWalk<'a> {
     pub window: Window,
     /// Whether its days are final once written (past the lateness allowance).
     pub becomes_final: bool,
+    /// A span's last final day today (the exporter's `ShapedSettings::settled_through`).
+    pub settled: Option<chrono::NaiveDate>,
     /// A span's walk that reaches the recent days (a look at them when it ends).
     pub recent: bool,
     /// A span's full re-check (every re-checked day), not only the recent days.
@@ -330,6 +332,7 @@ impl Walk for ShapeWalk<'_> {
             walk,
             days: &days,
             is_final,
+            settled: self.settled,
             requests,
             span: self.is_span(),
             at,

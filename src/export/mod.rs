@@ -164,6 +164,8 @@ pub struct Plan {
     /// Per organization: its budget an hour and the requests that will still count in
     /// [`ROOM_LOOKAHEAD`] (what a run starting now can spend without waiting long).
     pub rooms: BTreeMap<String, Room>,
+    /// Per organization: when its budget has room for a request again (now when it has).
+    pub frees_at: BTreeMap<String, DateTime<Utc>>,
     /// A queued backfill waits (the daemon's queue): the fit keeps its share of the budget.
     pub backfill_queued: bool,
     /// Organization of each project.
@@ -175,6 +177,8 @@ pub struct Plan {
     /// The requests the deferred windows are expected to take, per organization: the ETA
     /// counts them with the run's.
     pub deferred_requests: HashMap<String, u64>,
+    /// The windows deferred, per organization.
+    pub deferred_by_org: HashMap<String, u64>,
     /// Per organization, the requests the run may spend (none: no limit but the budget's
     /// waits): set by [`Plan::fit`].
     pub allowance: HashMap<String, u64>,
@@ -262,6 +266,7 @@ impl Plan {
         for (i, d) in self.due.iter().enumerate() {
             if !kept.contains(&i) {
                 let c = self.candidate(d);
+                *self.deferred_by_org.entry(c.org.clone()).or_default() += 1;
                 *self.deferred_requests.entry(c.org).or_default() += c.cost;
             }
         }
@@ -269,6 +274,28 @@ impl Plan {
         self.due = due;
         self.allowance = allowance.into_iter().collect();
         self.expected_requests = self.due.iter().map(|d| self.candidate(d).cost).sum();
+    }
+
+    /// The organizations whose windows [`Plan::fit`] left for later with no room left this
+    /// hour, each with when its budget has room again.
+    pub fn budget_used(&self) -> Vec<BudgetUsed> {
+        let mut out = Vec::new();
+        for (org, room) in &self.rooms {
+            let Some(&next) = self.frees_at.get(org) else {
+                continue;
+            };
+            let windows = self.deferred_by_org.get(org).copied().unwrap_or_default();
+            if windows == 0 || room.left() > 0 {
+                continue;
+            }
+            out.push(BudgetUsed {
+                org: org.clone(),
+                room: self.budgets.get(org).copied().unwrap_or(*room),
+                windows,
+                next,
+            });
+        }
+        out
     }
 
     /// The requests each organization's windows are expected to take.
@@ -373,6 +400,19 @@ impl Spend {
     }
 }
 
+/// An organization whose hour's budget left windows for later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetUsed {
+    /// The organization.
+    pub org: String,
+    /// Its budget an hour, and the requests of the last hour.
+    pub room: Room,
+    /// The windows left for later.
+    pub windows: u64,
+    /// When it has room for a request again.
+    pub next: DateTime<Utc>,
+}
+
 /// What a failure stops for the rest of a run.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Scope {
@@ -439,6 +479,9 @@ pub struct Summary {
     pub expected: u64,
     /// Analytics requests sent (counted as the clients sent them: see `tally`).
     pub requests: u64,
+    /// The organizations whose windows the plan left for later because their hour's budget
+    /// was used: each with its budget and when it has room again.
+    pub budget_used: Vec<BudgetUsed>,
     /// Windows that failed, or were skipped after a failure that stopped their organization.
     pub failed: Vec<Failure>,
     /// Days a probe found unchanged (nothing written; the day is final when `is_final`).
@@ -892,8 +935,13 @@ impl Exporter {
     /// Counts an event on `/metrics`, logs it and hands it to the receivers: the state's
     /// activity tables, this exporter's events.
     fn emit(&self, event: Event<'_>) {
-        event.count();
         event.log(self.events.draws());
+        self.emit_unlogged(event);
+    }
+
+    /// [`Exporter::emit`] without the event's line (one said before it says it).
+    fn emit_unlogged(&self, event: Event<'_>) {
+        event.count();
         self.state().receive(&event);
         self.events.event(&event);
     }
@@ -969,6 +1017,7 @@ impl Exporter {
             summary: Summary {
                 skipped_final: plan.skipped_final,
                 expected: plan.expected_requests,
+                budget_used: plan.budget_used(),
                 ..Summary::default()
             },
             stops: Stops::default(),
@@ -1151,6 +1200,11 @@ impl Exporter {
                     walk: due.walk(),
                     window: days,
                     becomes_final: due.becomes_final,
+                    settled: self.shaped.settled_through(
+                        due.dataset.name(),
+                        self.today(),
+                        self.lookback_days,
+                    ),
                     recent: due.recent,
                     full: due.full,
                     stagger: due.stagger,
@@ -1232,7 +1286,9 @@ impl Exporter {
 
     /// Records a failed window of any dataset. A rejected key or an unreachable service stops
     /// the rest of the run for the organization (a 403, for the project), a failed storage the
-    /// whole run: reported once, and the windows after it recorded as skipped.
+    /// whole run: reported once, in the window's own line, and the windows after it recorded as
+    /// skipped. A window already in flight when its scope stopped fails for the same cause: it is
+    /// recorded, and its line is at debug (the first one said it).
     fn failed(
         &self,
         window: WindowId<'_>,
@@ -1245,6 +1301,12 @@ impl Exporter {
         let failure = Failure::of(window, false, Arc::new(e));
         let e = &failure.cause;
         let mut reason = crate::text::one_line(&e.to_string()).into_owned();
+        let scope = self.stop_scope(project, client, e);
+        let said = match &scope {
+            _ if e.is_storage() => stops.all.is_some(),
+            Some(scope) => stops.by_scope.contains_key(scope),
+            None => false,
+        };
         // An unknown project's one line: the fact, where to fix it, and what the runs do.
         if let ExportError::Api(a) = &**e
             && matches!(a.kind, crate::api::ErrorKind::UnknownProject { .. })
@@ -1253,62 +1315,65 @@ impl Exporter {
                 ": fix its id in {}; this run and the later ones leave it out until then (or --retry-unknown)",
                 self.origin(project)
             ));
+        } else if e.is_storage() {
+            reason.push_str("; the run stops sending: it cannot keep what it fetches");
+        } else if let Some(scope) = &scope {
+            reason.push_str(&format!("; the rest of this run for {scope} is skipped"));
         }
         let trouble = match **e {
             ExportError::Bound(_) => Trouble::Stuck,
             _ => Trouble::Failed,
         };
         let days = failure.days();
-        let trouble = Troubled {
-            day,
-            window: &days,
-            reason: &reason,
-            at: self.clock.now(),
-            kind: trouble,
-        };
-        self.emit(Event::Failed {
+        let event = Event::Failed {
             dataset,
             project,
-            trouble: Some(trouble),
-        });
-        if e.is_storage() {
-            tracing::error!(project, day = %day, "the run stops sending: it cannot keep what it fetches");
-            stops.all = Some(e.clone());
+            trouble: Some(Troubled {
+                day,
+                window: &days,
+                reason: &reason,
+                at: self.clock.now(),
+                kind: trouble,
+            }),
+        };
+        if said {
+            tracing::debug!(dataset, project, window = days, "window failed: {reason}");
+            self.emit_unlogged(event);
         } else {
-            let scope = match &**e {
-                ExportError::Api(a) => match a.kind {
-                    crate::api::ErrorKind::BadKey { .. } | crate::api::ErrorKind::Connect(_) => {
-                        Some(Scope::Organization(client.organization().to_string()))
-                    }
-                    crate::api::ErrorKind::UnknownProject { ref message, .. } => {
-                        // Remembered, so that later runs do not spend the budget on it again.
-                        let unknown = crate::store::unknown::UnknownProject {
-                            project: project.to_string(),
-                            base_url: client.settings().base_url.clone(),
-                            message: format!("404: {message}"),
-                            at: self.clock.now(),
-                        };
-                        if let Err(e) = self.state().mark_unknown(&unknown) {
-                            tracing::warn!(project, "cannot record the unknown project: {e}");
-                        }
-                        // The window's line said it all (the rest of the run is skipped for it).
-                        stops
-                            .by_scope
-                            .insert(Scope::Project(project.to_string()), e.clone());
-                        None
-                    }
-                    crate::api::ErrorKind::Forbidden { .. } => {
-                        Some(Scope::Project(project.to_string()))
-                    }
-                    _ => None,
-                },
-                _ => None,
-            };
-            if let Some(scope) = scope {
-                tracing::error!(project, day = %day, "the rest of this run for {scope} is skipped");
-                stops.by_scope.insert(scope, e.clone());
-            }
+            self.emit(event);
+        }
+        if e.is_storage() {
+            stops.all = Some(e.clone());
+        } else if let Some(scope) = scope {
+            stops.by_scope.insert(scope, e.clone());
         }
         summary.failed.push(failure);
+    }
+
+    /// What a failure stops for the rest of the run, beside the whole run a failed storage
+    /// stops. An unknown project is remembered, so that later runs do not spend the budget on it.
+    fn stop_scope(&self, project: &str, client: &Client, e: &ExportError) -> Option<Scope> {
+        let ExportError::Api(a) = e else {
+            return None;
+        };
+        match &a.kind {
+            crate::api::ErrorKind::BadKey { .. } | crate::api::ErrorKind::Connect(_) => {
+                Some(Scope::Organization(client.organization().to_string()))
+            }
+            crate::api::ErrorKind::UnknownProject { message, .. } => {
+                let unknown = crate::store::unknown::UnknownProject {
+                    project: project.to_string(),
+                    base_url: client.settings().base_url.clone(),
+                    message: format!("404: {message}"),
+                    at: self.clock.now(),
+                };
+                if let Err(e) = self.state().mark_unknown(&unknown) {
+                    tracing::warn!(project, "cannot record the unknown project: {e}");
+                }
+                Some(Scope::Project(project.to_string()))
+            }
+            crate::api::ErrorKind::Forbidden { .. } => Some(Scope::Project(project.to_string())),
+            _ => None,
+        }
     }
 }

@@ -102,8 +102,15 @@ impl Exporter {
             let org = t.client.organization().to_string();
             let (limits, budget) = (&t.client.settings().limits, t.client.budget());
             let room = |at| Room::analytics(limits, budget.as_ref(), &org, at);
-            plan.budgets.insert(org.clone(), room(now));
+            let current = room(now);
+            plan.budgets.insert(org.clone(), current);
             plan.rooms.insert(org.clone(), room(now + ROOM_LOOKAHEAD));
+            let limit = u32::try_from(current.limit).unwrap_or(u32::MAX);
+            let scope = crate::api::analytics_scope(&org);
+            plan.frees_at.insert(
+                org.clone(),
+                crate::api::budget::next_free(budget.as_ref(), &scope, limit, now),
+            );
             plan.org_of.insert(t.project.clone(), org);
         }
     }

@@ -138,6 +138,31 @@ pub fn describe_summary(s: &Summary) -> String {
         s.expected,
         s.skipped_final
     );
+    // Why windows wait: in the run's one line when it sent nothing, else a line of its own.
+    let waits: Vec<String> = s
+        .budget_used
+        .iter()
+        .map(|b| {
+            format!(
+                "{} for the budget of {} (its {} requests of the hour are used); next request at {}",
+                match b.windows {
+                    1 => "1 window waits".to_string(),
+                    n => format!("{n} windows wait"),
+                },
+                b.org,
+                b.room.limit,
+                b.next.format("%H:%M UTC")
+            )
+        })
+        .collect();
+    if s.requests == 0 && !waits.is_empty() {
+        out.pop();
+        out += &format!("; nothing sent: {}\n", waits.join("; "));
+    } else {
+        for w in &waits {
+            out += &format!("  {w}\n");
+        }
+    }
     out += &other_lines(&s.others);
     if !s.checked.is_empty() || s.deferred > 0 {
         let finals = s.checked.iter().filter(|c| c.is_final).count();

@@ -33,6 +33,23 @@ impl Default for ShapedSettings {
 }
 
 impl ShapedSettings {
+    /// A span dataset's last final day `today`: a day older than the lateness allowance
+    /// (`lookback_days`) and than the days its walks re-check is never walked again, so it is
+    /// final. `None` for a dataset of daily windows (each window says).
+    pub fn settled_through(
+        &self,
+        dataset: &str,
+        today: chrono::NaiveDate,
+        lookback_days: u32,
+    ) -> Option<chrono::NaiveDate> {
+        let d = crate::dataset::by_name(dataset)?;
+        if !matches!(d.windowing(), Windowing::Span { .. }) {
+            return None;
+        }
+        let settle = self.recheck(d).max(lookback_days);
+        today.checked_sub_days(chrono::Days::new(u64::from(settle) + 1))
+    }
+
     /// The days a span walks again: its full re-check (feedback's 14 days, the assistant's
     /// overlap).
     pub fn recheck(&self, dataset: &dyn Dataset) -> u32 {

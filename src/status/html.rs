@@ -58,6 +58,12 @@ svg.bars{width:100%;height:auto;max-height:180px}
 img.chart{width:100%;height:auto;border:1px solid var(--line);border-radius:6px;background:#fff}
 .legend span{display:inline-block;margin-right:.8em;font-size:.85em}
 .legend i{display:inline-block;width:.8em;height:.8em;margin-right:.25em;vertical-align:-.05em}
+.health p{font-size:1.15em;margin:.4em 0;padding:.5em .8em;border-radius:8px;border-left:6px solid var(--fresh)}
+.health.warn p{border-left-color:var(--late)}.health.bad p{border-left-color:var(--stale)}
+a.ok{color:var(--fresh)}a.warn{color:var(--late);font-weight:600}a.bad{color:var(--stale);font-weight:600}
+ul.needs{margin:.2em 0;padding-left:1.2em}li.bad{color:var(--stale)}li.warn{color:var(--late)}
+pre{white-space:pre-wrap;overflow-wrap:anywhere}
+.charts{display:grid;grid-template-columns:1fr;gap:12px}
 ";
 
 const COLOURS: [&str; 8] = [
@@ -90,6 +96,7 @@ pub fn render(s: &Status) -> String {
         );
         return out;
     }
+    health_section(&mut out, s);
     budget_section(&mut out, s);
     projects_section(&mut out, s);
     backfill_section(&mut out, s);
@@ -104,6 +111,40 @@ pub fn render(s: &Status) -> String {
     trends_section(&mut out, s);
     out.push_str("</body></html>\n");
     out
+}
+
+/// The health line and what needs a person, first on the page.
+fn health_section(out: &mut String, s: &Status) {
+    use super::health::{Tone, needs, parts};
+    let parts = parts(s);
+    let worst = parts.iter().map(|p| p.tone).max().unwrap_or(Tone::Ok);
+    let _ = write!(
+        out,
+        "<section id=\"health\" class=\"health {}\"><p>",
+        worst.class()
+    );
+    for (i, p) in parts.iter().enumerate() {
+        let _ = write!(
+            out,
+            "{}<a class=\"{}\" href=\"{}\">{}</a>",
+            if i == 0 { "" } else { ", " },
+            p.tone.class(),
+            p.href,
+            esc(&p.text)
+        );
+    }
+    out.push_str("</p></section><section id=\"needs\"><h2>Needs a person</h2>");
+    let needs = needs(s);
+    if needs.is_empty() {
+        out.push_str("<p class=\"mute\">Nothing: every dataset exports and nothing waits.</p>");
+    } else {
+        out.push_str("<ul class=\"needs\">");
+        for (tone, line) in &needs {
+            let _ = write!(out, "<li class=\"{}\">{}</li>", tone.class(), esc(line));
+        }
+        out.push_str("</ul>");
+    }
+    out.push_str("</section>");
 }
 
 fn budget_section(out: &mut String, s: &Status) {
@@ -217,12 +258,17 @@ fn bars(
                 esc(key)
             );
         }
-        if i % 6 == 0 {
+        // Every sixth hour, and the current one (the last bar), labelled under its bar.
+        let last = i + 1 == o.hours.len();
+        if (i % 6 == 0 && i + 3 < o.hours.len()) || last {
             let _ = write!(
                 out,
-                "<text x=\"{x}\" y=\"{}\" font-size=\"10\" fill=\"currentColor\">{}</text>",
+                "<text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"currentColor\"{}>{}{}</text>",
+                if last { x + bar } else { x },
                 h + 13.0,
-                hour.start.format("%H:00")
+                if last { " text-anchor=\"end\"" } else { "" },
+                hour.start.format("%H:00"),
+                if last { " now" } else { "" }
             );
         }
     }
@@ -230,7 +276,10 @@ fn bars(
         out,
         "<text x=\"2\" y=\"10\" font-size=\"10\" fill=\"currentColor\">max {top} an hour</text></svg>"
     );
-    let _ = write!(out, "<figcaption class=\"legend\">by {by}: ");
+    let _ = write!(
+        out,
+        "<figcaption class=\"legend\">hours in UTC, the last 24 to now; by {by}: "
+    );
     if keys.is_empty() {
         let _ = write!(out, "<span class=\"mute\">no requests by {by}</span>");
     }
@@ -545,7 +594,7 @@ fn trends_section(out: &mut String, s: &Status) {
     for t in &s.trends {
         let _ = write!(
             out,
-            "<div class=\"project-trends\" data-project=\"{p}\"><h3>{p}</h3><div class=\"cards\">",
+            "<div class=\"project-trends\" data-project=\"{p}\"><h3>{p}</h3><div class=\"charts\">",
             p = esc(&t.project)
         );
         for c in &t.charts {

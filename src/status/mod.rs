@@ -3,6 +3,7 @@
 //! page on `[daemon] listen`. [`collect`] reads the state database, the rule files and the
 //! trends' tables (sends nothing); the renderers only format.
 
+mod health;
 pub mod html;
 pub mod text;
 

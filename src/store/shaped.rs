@@ -32,12 +32,21 @@ pub struct ShapedWritten<'a> {
     pub days: &'a [(NaiveDate, i64)],
     /// Whether the days are final.
     pub is_final: bool,
+    /// A span's last final day (the exporter's `ShapedSettings::settled_through`): its days
+    /// written on or before it are final, and so are those an earlier walk wrote (no walk
+    /// reads them again).
+    pub settled: Option<NaiveDate>,
     /// Requests the window took.
     pub requests: u64,
     /// For a span walk: the day it reached (its `to`), recorded as the dataset's mark.
     pub span: bool,
     /// When.
     pub at: DateTime<Utc>,
+}
+
+/// Whether a day a walk wrote is final: the walk's days are, or the span's day is settled.
+fn done_final(is_final: bool, settled: Option<NaiveDate>, day: NaiveDate) -> bool {
+    is_final || settled.is_some_and(|s| day <= s)
 }
 
 fn two(a: &str, b: &str) -> Vec<Value> {
@@ -56,6 +65,8 @@ impl Store {
             done.is_final.into(),
             (done.requests as i64).into(),
         ];
+        let settled = done.settled;
+        let done_is_final = done.is_final;
         let days: Vec<(NaiveDate, i64)> = done.days.to_vec();
         let span = done.span;
         let walk = w.clone();
@@ -70,11 +81,17 @@ impl Store {
                         base[0].clone(),
                         base[1].clone(),
                         (*d).into(),
-                        base[4].clone(),
+                        (done_final(done_is_final, settled, *d)).into(),
                         Value::Int(*rows),
                         base[5].clone(),
                         base[3].clone(),
                     ],
+                )?;
+            }
+            if let Some(s) = settled {
+                tx.exec(
+                    "UPDATE windows SET final = 1 WHERE dataset = ?1 AND project = ?2 AND day <= ?3 AND final = 0",
+                    &[base[0].clone(), base[1].clone(), s.into()],
                 )?;
             }
             if span {

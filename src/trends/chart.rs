@@ -1,5 +1,6 @@
 //! A chart per project: daily human and AI views, their 7-day averages, and the 7-day AI share
-//! on a second axis; provisional days are shaded. PNG and SVG, drawn with plotters and an
+//! on a second axis; provisional days are shaded. Complete days only, as every table and
+//! summary counts them: today (not over) is never drawn, so no line plunges at its end. PNG and SVG, drawn with plotters and an
 //! embedded font (DejaVu Sans), so nothing depends on the machine's fonts.
 
 use super::TrendsError;
@@ -59,12 +60,16 @@ pub fn series(daily: &DataFrame) -> Result<Vec<(String, Series)>, TrendsError> {
         num("ai_share_7d")?,
     );
     let provisional = daily.column("provisional")?.bool()?.clone();
+    let complete = daily.column("complete")?.bool()?.clone();
     let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
     let mut out: Vec<(String, Series)> = Vec::new();
     for i in 0..daily.height() {
         let (Some(p), Some(d)) = (project.get(i), date.get(i)) else {
             continue;
         };
+        if complete.get(i) != Some(true) {
+            continue;
+        }
         if out.last().is_none_or(|(name, _)| name != p) {
             out.push((p.to_string(), Series::default()));
         }
@@ -105,7 +110,7 @@ fn x_range(days: impl Iterator<Item = NaiveDate> + Clone) -> Option<(NaiveDate, 
     Some((first, last))
 }
 
-/// Draws the series labels in the upper left corner.
+/// Draws the series labels in the upper left corner, over the lines but letting them show.
 fn legend<'a, DB, X, Y>(chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>) -> Result<(), String>
 where
     DB: DrawingBackend + 'a,
@@ -116,7 +121,7 @@ where
     chart
         .configure_series_labels()
         .label_font(("sans-serif", 15))
-        .background_style(WHITE.mix(0.85))
+        .background_style(WHITE.mix(0.7))
         .border_style(BLACK.mix(0.4))
         .position(SeriesLabelPosition::UpperLeft)
         .draw()
@@ -307,15 +312,18 @@ pub struct GapSeries {
     pub clarifying: Vec<(NaiveDate, f64)>,
 }
 
-/// `(project, day, share)` of a table's share column (days without the share left out).
+/// `(project, day, share)` of a table's share column, complete days only (days without the
+/// share left out).
 fn shares(df: &DataFrame, column: &str) -> Result<Vec<(String, NaiveDate, f64)>, TrendsError> {
     let project = df.column("project")?.str()?.clone();
+    let complete = df.column("complete")?.bool()?.clone();
     let date = df.column("date")?.cast(&DataType::Int32)?;
     let date = date.i32()?.clone();
     let value = df.column(column)?.cast(&DataType::Float64)?;
     let value = value.f64()?.clone();
     let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
     Ok((0..df.height())
+        .filter(|i| complete.get(*i) == Some(true))
         .filter_map(|i| {
             Some((
                 project.get(i)?.to_string(),
@@ -368,9 +376,11 @@ where
             ("sans-serif", 26),
         )
         .margin(16)
+        // Room for the last day's label, centred on the axis's end.
+        .margin_right(48)
         .x_label_area_size(44)
         .y_label_area_size(80)
-        .build_cartesian_2d(first..last, 0f64..130f64)
+        .build_cartesian_2d(first..last, 0f64..100f64)
         .map_err(err)?;
     chart
         .configure_mesh()

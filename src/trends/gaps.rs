@@ -251,7 +251,8 @@ fn estimate(clicks: Expr) -> Expr {
 }
 
 /// Search terms per project over the last 7 and 28 complete days: hits, estimated clicks
-/// ([`estimate`]; the click-through rate is re-weighted by hits, never averaged), the page
+/// ([`estimate`]; the click-through rate is re-weighted by hits, never averaged, and is the
+/// share of those whole clicks, so that a rate of 0 and 0 clicks are one fact), the page
 /// clicked most (on the day the term had most hits), the last search; `est_unclicked_7d`
 /// (searches without a click) and `gap_rank_7d` (1: the term searched most without a click); `new_this_week`
 /// (searched in the last 7 days and not in the 21 before; null unless those were exported).
@@ -289,8 +290,6 @@ pub fn search_terms(searches: LazyFrame, totals: LazyFrame) -> PolarsResult<Lazy
             JoinArgs::new(JoinType::Left),
         )
         .with_columns([
-            share("clicks_7d", "hits_7d").alias("ctr_7d"),
-            share("clicks_28d", "hits_28d").alias("ctr_28d"),
             estimate(col("clicks_7d")).alias("est_clicks_7d"),
             estimate(col("clicks_28d")).alias("est_clicks_28d"),
             (col("hits_7d") - estimate(col("clicks_7d"))).alias("est_unclicked_7d"),
@@ -302,6 +301,12 @@ pub fn search_terms(searches: LazyFrame, totals: LazyFrame) -> PolarsResult<Lazy
                 )
                 .otherwise(lit(Null {}))
                 .alias("new_this_week"),
+        ])
+        // The rate of the whole clicks: `ctr_7d = 0` exactly when `est_clicks_7d = 0` (one
+        // definition of "no clicks", docs/commands.md).
+        .with_columns([
+            share("est_clicks_7d", "hits_7d").alias("ctr_7d"),
+            share("est_clicks_28d", "hits_28d").alias("ctr_28d"),
         ]);
     Ok(ranked(
         terms,
@@ -355,7 +360,8 @@ fn coverage_7_21(totals: LazyFrame, last: LazyFrame) -> LazyFrame {
 }
 
 /// Searches per project and day: the day's searches (`totalSearches`), clicks (hits x ctr
-/// summed over its terms), click-through rate, the share without a click, and terms.
+/// summed over its terms, whole), click-through rate (of those whole clicks), the share
+/// without a click, and terms.
 pub fn search_daily(searches: LazyFrame, totals: LazyFrame) -> LazyFrame {
     let clicks = searches
         .with_column(clicks())
@@ -380,10 +386,8 @@ pub fn search_daily(searches: LazyFrame, totals: LazyFrame) -> LazyFrame {
             col("clicks").fill_null(lit(0.0)),
             col("terms").fill_null(lit(0i64)),
         ])
-        .with_columns([
-            share("clicks", "searches").alias("ctr"),
-            estimate(col("clicks")).alias("est_clicks"),
-        ])
+        .with_column(estimate(col("clicks")).alias("est_clicks"))
+        .with_column(share("est_clicks", "searches").alias("ctr"))
         .with_column((lit(1.0) - col("ctr")).alias("unclicked_share"))
         .select([
             col("project"),

@@ -53,6 +53,13 @@ async fn daemon(
     Daemon::open(ctx, rules).unwrap()
 }
 
+/// A daemon in process on `live`'s emulator with no rules: page views of the test projects
+/// from `start`, `per_hour` requests an hour, its folder in `dir`.
+async fn plain_daemon(live: &Live, dir: &Path, start: &str, per_hour: u64) -> Daemon {
+    let config = daemon_config(&live.server.base_url(), dir, day(start), per_hour);
+    daemon(settings(&config, dir), live.clock.clone(), keys(), None).await
+}
+
 /// What a daemon in process logged and counted, as `docpipe run` prints and serves them: its
 /// log lines (INFO and up) and its `/metrics` text. Both are captured on the test's thread, so
 /// the tests that use it run on a current-thread runtime (every piece of the daemon's work runs
@@ -407,6 +414,69 @@ async fn a_rejected_key_is_reported_once_per_run_and_the_daemon_goes_on() {
     assert_eq!(
         live.emu().requests(Op::Views, "alpha") + live.emu().requests(Op::Views, "beta"),
         2
+    );
+    d.leave();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_key_refused_in_the_middle_of_a_run_is_one_line_for_its_organization() {
+    let seen = Seen::capture();
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    // Every default dataset: many windows of org-a in flight at once.
+    let config = TestConfig {
+        datasets: String::new(),
+        ..daemon_config(&live.server.base_url(), dir.path(), day("2026-03-12"), 1000)
+    };
+    let mut d = daemon(
+        settings(&config, dir.path()),
+        live.clock.clone(),
+        keys(),
+        None,
+    )
+    .await;
+    assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+    assert_eq!(seen.count(&[" ERROR "]), 0, "{:#?}", seen.lines());
+    // The key worked; the service expires it; the next run's windows of org-a all meet a 401.
+    assert!(live.emu().expire_key(ADMIN_A));
+    live.clock.advance(Duration::from_secs(3600));
+    assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+    let errors: Vec<String> = seen
+        .lines()
+        .into_iter()
+        .filter(|l| l.contains(" ERROR "))
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0].contains(
+            "the service refused the admin key of organization org-a (401: API key has expired); check the key in test; the rest of this run for organization org-a is skipped"
+        ),
+        "{errors:#?}"
+    );
+    d.leave();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_run_that_sends_nothing_says_whose_budget_is_used_and_when_it_frees_in_its_line() {
+    let seen = Seen::capture();
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    // 5 requests an hour per organization: the first run uses them, the next sends nothing.
+    let mut d = plain_daemon(&live, dir.path(), "2026-03-10", 5).await;
+    assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+    live.clock.advance(Duration::from_secs(60));
+    let before = seen.lines().len();
+    assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+    let lines: Vec<String> = seen.lines()[before..]
+        .iter()
+        .filter(|l| l.contains(" export: "))
+        .cloned()
+        .collect();
+    assert!(
+        lines[0].ends_with(
+            "export: exported 0 page-view windows (0 final, 0 provisional), 0 rows, 0 analytics requests in all (the plan expected about 0); 1 windows already final were skipped; nothing sent: 9 windows wait for the budget of org-a (its 5 requests of the hour are used); next request at 13:00 UTC; 1 window waits for the budget of org-b (its 5 requests of the hour are used); next request at 13:00 UTC"
+        ),
+        "{lines:#?}"
     );
     d.leave();
 }
@@ -918,14 +988,7 @@ async fn an_export_that_writes_no_window_recomputes_no_trend_and_writes_no_file(
     let seen = Seen::capture();
     let live = Live::start(small()).await;
     let dir = tempfile::tempdir().unwrap();
-    let config = daemon_config(&live.server.base_url(), dir.path(), day("2026-03-13"), 1000);
-    let mut d = daemon(
-        settings(&config, dir.path()),
-        live.clock.clone(),
-        keys(),
-        None,
-    )
-    .await;
+    let mut d = plain_daemon(&live, dir.path(), "2026-03-13", 1000).await;
     let out = dir.path().join("out");
     assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
     assert!(out.join("trends").exists());

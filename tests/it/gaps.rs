@@ -27,18 +27,18 @@ g AS (SELECT project, search_query, any_value(last_day) AS last_day,
         max(last_searched_at) AS last_searched_at
       FROM s GROUP BY ALL)
 SELECT g.project, search_query, last_day, hits_7d, CAST(round(round(clicks_7d, 6)) AS BIGINT) AS est_clicks_7d,
-  CASE WHEN hits_7d > 0 THEN clicks_7d / hits_7d END AS ctr_7d,
+  CASE WHEN hits_7d > 0 THEN round(round(clicks_7d, 6)) / hits_7d END AS ctr_7d,
   hits_7d - CAST(round(round(clicks_7d, 6)) AS BIGINT) AS est_unclicked_7d,
   CASE WHEN hits_7d > 0 THEN row_number() OVER (PARTITION BY g.project, hits_7d > 0 ORDER BY hits_7d - round(round(clicks_7d, 6)) DESC, hits_7d DESC, search_query) END AS gap_rank_7d,
-  hits_28d, CAST(round(round(clicks_28d, 6)) AS BIGINT) AS est_clicks_28d, CASE WHEN hits_28d > 0 THEN clicks_28d / hits_28d END AS ctr_28d,
+  hits_28d, CAST(round(round(clicks_28d, 6)) AS BIGINT) AS est_clicks_28d, CASE WHEN hits_28d > 0 THEN round(round(clicks_28d, 6)) / hits_28d END AS ctr_28d,
   top_clicked_page, last_searched_at,
   CASE WHEN prev = 21 THEN hits_7d > 0 AND prev_hits = 0 END AS new_this_week
 FROM g JOIN cov USING (project)""")
 Q["search_daily"] = (["project", "date"], f"""
 WITH c AS (SELECT project, date, sum(hits * ctr) AS clicks, count(*) AS terms FROM {src('searches')} GROUP BY ALL)
 SELECT t.project, t.date, total_searches AS searches, CAST(round(round(coalesce(clicks, 0), 6)) AS BIGINT) AS est_clicks,
-  CASE WHEN total_searches > 0 THEN coalesce(clicks, 0) / total_searches END AS ctr,
-  CASE WHEN total_searches > 0 THEN 1 - coalesce(clicks, 0) / total_searches END AS unclicked_share,
+  CASE WHEN total_searches > 0 THEN round(round(coalesce(clicks, 0), 6)) / total_searches END AS ctr,
+  CASE WHEN total_searches > 0 THEN 1 - round(round(coalesce(clicks, 0), 6)) / total_searches END AS unclicked_share,
   coalesce(terms, 0) AS terms
 FROM {src('search_totals')} t LEFT JOIN c USING (project, date)""")
 turns = lambda by: f"""
@@ -202,4 +202,70 @@ async fn every_gap_table_equals_duckdb_over_the_same_parquet() {
     );
     assert!(summary.contains("      search gap: \""), "{summary}");
     assert!(summary.contains("      unanswered: \""), "{summary}");
+    gap_chart_agrees_with_its_tables(out.path(), g);
+}
+
+/// The gaps chart draws what `search_daily` and `assistant_daily` hold: their complete days
+/// (today, not over, left out as every table leaves it), each share in percent, on an axis of
+/// 0 to 100%; its SVG has a point per day of each line.
+fn gap_chart_agrees_with_its_tables(out: &std::path::Path, g: &docpipe::trends::gaps::Gaps) {
+    let rows = |df: &polars::prelude::DataFrame, column: &str| {
+        let project = df.column("project").unwrap().str().unwrap().clone();
+        let date = df
+            .column("date")
+            .unwrap()
+            .date()
+            .unwrap()
+            .physical()
+            .clone();
+        let complete = df.column("complete").unwrap().bool().unwrap().clone();
+        let share = df.column(column).unwrap().f64().unwrap().clone();
+        let epoch = day("1970-01-01");
+        (0..df.height())
+            .filter(|i| project.get(*i) == Some("alpha") && complete.get(*i) == Some(true))
+            .filter_map(|i| {
+                let d = epoch + chrono::Duration::days(i64::from(date.get(i)?));
+                Some((d, share.get(i)? * 100.0))
+            })
+            .collect::<Vec<_>>()
+    };
+    let series = docpipe::trends::chart::gap_series(g).unwrap();
+    let alpha = &series["alpha"];
+    let unclicked = rows(&g.search_daily, "unclicked_share");
+    assert_eq!(alpha.unclicked, unclicked);
+    assert_eq!(
+        alpha.unanswered,
+        rows(&g.assistant_daily, "unanswered_share")
+    );
+    assert_eq!(
+        alpha.clarifying,
+        rows(&g.assistant_daily, "clarifying_share")
+    );
+    assert!(
+        alpha
+            .unclicked
+            .iter()
+            .chain(&alpha.unanswered)
+            .all(|(_, v)| (0.0..=100.0).contains(v))
+    );
+    let svg = std::fs::read_to_string(out.join("trends/gaps-alpha.svg")).unwrap();
+    let points_of = |stroke: &str| {
+        svg.split("<polyline")
+            .skip(1)
+            .find(|p| p.split("/>").next().unwrap().contains(stroke))
+            .and_then(|p| p.split("points=\"").nth(1))
+            .map(|p| p.split('"').next().unwrap().split_whitespace().count())
+    };
+    assert_eq!(points_of("#1F77B4"), Some(unclicked.len()), "{svg}");
+    // The y axis ends at 100%.
+    let labels: Vec<&str> = svg
+        .split("<text")
+        .skip(1)
+        .filter_map(|t| Some(t.split('>').nth(1)?.split('<').next()?.trim()))
+        .collect();
+    assert!(labels.contains(&"100"), "{labels:?}");
+    assert!(
+        !labels.iter().any(|l| ["110", "120", "130"].contains(l)),
+        "{labels:?}"
+    );
 }

@@ -92,6 +92,51 @@ fn engine(ctx: &Context) -> Engine {
     })
 }
 
+/// The context of `config` (written into `dir`) with the rule files `rules` in `dir/jobs`,
+/// exported and fired once as the daemon fires (its jobs left running): the context, the
+/// rules, the engine and the firings' ids in report order.
+async fn fired_once(
+    live: &Live,
+    dir: &Path,
+    rules: &[(&str, String)],
+    config: TestConfig,
+) -> (Context, docpipe::app::rules::Loaded, Engine, Vec<i64>) {
+    let rules_dir = dir.join("jobs");
+    std::fs::create_dir_all(&rules_dir).unwrap();
+    for (name, text) in rules {
+        std::fs::write(rules_dir.join(name), text).unwrap();
+    }
+    let cfg = config.write(&dir.join("docpipe.toml"));
+    let settings = docpipe::config::Settings::load(&cfg).unwrap();
+    let given = settings.clone();
+    let ctx = Context::open(settings, live.clock.clone(), Access::Export, keys())
+        .await
+        .unwrap();
+    let loaded = load(&rules_dir, &given, &[]).unwrap();
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    let tables = export(&ctx).await;
+    let e = engine(&ctx);
+    let evals = evaluate_all(&loaded, &tables, Some(e.memory())).unwrap();
+    let fired = fire_all(
+        &e,
+        &loaded.rules,
+        evals.into_iter().map(Ok).collect(),
+        Wait::Never,
+    )
+    .await
+    .unwrap();
+    let ids: Vec<i64> = fired
+        .reports
+        .iter()
+        .map(|r| match r {
+            Report::Fired(f) => f.id,
+            other => panic!("{}", other.line()),
+        })
+        .collect();
+    assert_eq!(fired.impact.measured, 0);
+    (ctx, loaded, e, ids)
+}
+
 /// A page's views over `from..=to` as the emulator counts them now.
 fn truth(live: &Live, path: &str, from: NaiveDate, to: NaiveDate) -> i64 {
     let mut total = 0;
@@ -112,51 +157,19 @@ fn truth(live: &Live, path: &str, from: NaiveDate, to: NaiveDate) -> i64 {
 async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_are_final() {
     let live = Live::start(small()).await;
     let dir = tempfile::tempdir().unwrap();
-    let rules_dir = dir.path().join("jobs");
-    std::fs::create_dir_all(&rules_dir).unwrap();
-    std::fs::write(rules_dir.join("views.toml"), RULE).unwrap();
-    std::fs::write(rules_dir.join("nopr.toml"), no_pr_rule("nopr", false)).unwrap();
-    std::fs::write(
-        rules_dir.join("nopr-asks.toml"),
-        no_pr_rule("nopr-asks", true),
-    )
-    .unwrap();
-    let cfg = TestConfig {
+    let rules = [
+        ("views.toml", RULE.to_string()),
+        ("nopr.toml", no_pr_rule("nopr", false)),
+        ("nopr-asks.toml", no_pr_rule("nopr-asks", true)),
+    ];
+    let config = TestConfig {
         start: Some(day("2026-03-01")),
         ..TestConfig::new(&live.server.base_url(), &dir.path().join("out"))
-    }
-    .write(&dir.path().join("docpipe.toml"));
-    let settings = docpipe::config::Settings::load(&cfg).unwrap();
-    let given = settings.clone();
-    let ctx = Context::open(settings, live.clock.clone(), Access::Export, keys())
-        .await
-        .unwrap();
-    let loaded = load(&rules_dir, &given, &[]).unwrap();
-    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
-    let out = ctx.output().to_path_buf();
-
+    };
     // 2026-03-15 12:00: the rules fire; the jobs are left running (the daemon's way).
-    let tables = export(&ctx).await;
-    let e = engine(&ctx);
-    let evals = evaluate_all(&loaded, &tables, Some(e.memory())).unwrap();
-    let fired = fire_all(
-        &e,
-        &loaded.rules,
-        evals.into_iter().map(Ok).collect(),
-        Wait::Never,
-    )
-    .await
-    .unwrap();
-    let ids: Vec<i64> = fired
-        .reports
-        .iter()
-        .map(|r| match r {
-            Report::Fired(f) => f.id,
-            other => panic!("{}", other.line()),
-        })
-        .collect();
+    let (ctx, loaded, e, ids) = fired_once(&live, dir.path(), &rules, config).await;
+    let out = ctx.output().to_path_buf();
     let (nopr_asks, nopr, views) = (ids[0], ids[1], ids[2]);
-    assert_eq!(fired.impact.measured, 0);
     // The figures before: the 7 final days up to the last (the lookback is 3 days).
     let plans = e.ledger().plans().unwrap();
     let plan = &plans[&views];
@@ -297,4 +310,93 @@ impl Live {
     fn clock_now(&self) -> chrono::DateTime<chrono::Utc> {
         docpipe::clock::Clock::now(self.clock.as_ref())
     }
+}
+
+/// A rule on feedback, measured by pages' thumbs down.
+const FEEDBACK_RULE: &str = r#"
+name = "thumbs"
+project = "alpha"
+enabled = true
+review = "never"
+job = "job_ok"
+when = "SELECT path, down_28d FROM feedback_pages ORDER BY down_rank_28d LIMIT 3"
+prompt = """
+{% for row in rows %}- {{ row.path }}: {{ row.down_28d }} thumbs down
+{% endfor %}"""
+cooldown = "30d"
+timeout = "10m"
+
+[impact]
+key = "path"
+metric = "down_28d"
+count = "votes_28d"
+better = "lower"
+days = 7
+wait = "1d"
+min_count = 1
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feedback_rule_is_measured_once_its_days_after_are_final_as_status_counts_them() {
+    let now: chrono::DateTime<chrono::Utc> = "2026-04-05T12:00:00Z".parse().unwrap();
+    let live = Live::start_at(small(), now).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = TestConfig {
+        start: Some(day("2026-03-01")),
+        datasets: "datasets = [\"page_views\", \"feedback\"]".into(),
+        ..TestConfig::new(&live.server.base_url(), &dir.path().join("out"))
+    };
+    let rules = [("thumbs.toml", FEEDBACK_RULE.to_string())];
+    let (ctx, loaded, e, ids) = fired_once(&live, dir.path(), &rules, config).await;
+    let id = ids[0];
+    // Before: the 7 days up to the last final one, older than feedback's 14 days re-checked.
+    let plan = &e.ledger().plans().unwrap()[&id];
+    assert_eq!(
+        (plan.before.from, plan.before.to, plan.before.days),
+        (day("2026-03-15"), day("2026-03-21"), 7)
+    );
+    live.clock.advance(std::time::Duration::from_secs(10));
+    assert_eq!(e.poll_step().await.unwrap().len(), 1);
+    // After: 2026-04-07..2026-04-13, final once older than 14 days: on 2026-04-28.
+    for step in [6, 6, 6, 4] {
+        live.clock.advance(Duration::days(step).to_std().unwrap());
+        export(&ctx).await;
+        assert_eq!(
+            e.measure_impact().unwrap().measured,
+            0,
+            "{}",
+            live.clock_now()
+        );
+    }
+    let report = docpipe::cli::impact::text(&loaded.rules, &e).unwrap();
+    assert!(
+        report.contains(&format!(
+            "waiting: firing {id} (the days 2026-04-07..2026-04-13 are not all final yet)"
+        )),
+        "{report}"
+    );
+    live.clock.advance(Duration::days(1).to_std().unwrap());
+    export(&ctx).await;
+    let m = e.measure_impact().unwrap();
+    assert_eq!(m.measured, 1);
+    let rows = impact::read(ctx.output()).unwrap();
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        assert_eq!(
+            (r.days_before.days, r.days_after.from, r.days_after.to),
+            (7, day("2026-04-07"), day("2026-04-13"))
+        );
+    }
+    // The days status counts final are the days the impact waited for.
+    let model = docpipe::status::read(&ctx.settings, live.clock.clone(), 5)
+        .await
+        .unwrap();
+    let json = serde_json::to_value(&model).unwrap();
+    let feedback = json["projects"][0]["datasets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "feedback")
+        .unwrap();
+    assert_eq!(feedback["last_final"], "2026-04-13");
 }

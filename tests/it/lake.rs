@@ -64,6 +64,20 @@ async fn in_los_angeles(datasets: String, start: &str) -> (Live, tempfile::TempD
     (live, dir, ctx)
 }
 
+/// Exports what is due for `targets` (the day status and the lake's description after it, no
+/// trends), as `export` does; every window written.
+async fn export_due(ctx: &Context, targets: &[docpipe::export::Target]) -> cycle::Report {
+    let exporter = ctx.exporter();
+    let plan = docpipe::app::export::plan_due(ctx, &exporter, targets).unwrap();
+    let report = cycle::run(ctx, &exporter, targets, &plan, Options::export_only(false)).await;
+    assert!(
+        report.summary.failed.is_empty(),
+        "{:?}",
+        report.summary.failed
+    );
+    report
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn day_status_says_which_days_are_partial_provisional_and_final_across_the_clock_change() {
     let (live, dir, ctx) = in_los_angeles(String::new(), "2026-03-04").await;
@@ -275,6 +289,18 @@ async fn trends_compare_complete_days_and_today_is_only_so_far() {
     assert_eq!(lines[2], "[(datetime.date(2026, 3, 10), False)]");
     // The search terms' windows end at the last complete day.
     assert_eq!(lines[3], "[(datetime.date(2026, 3, 9),)]");
+    // The charts draw the complete days the tables compare: today is left out of every line.
+    let series = docpipe::trends::chart::series(&trends.tables.daily).unwrap();
+    let (_, a) = series.iter().find(|(p, _)| p == "alpha").unwrap();
+    assert_eq!(
+        (a.days.first().copied(), a.days.last().copied()),
+        (Some(day("2026-02-24")), Some(day("2026-03-09")))
+    );
+    let gaps = docpipe::trends::chart::gap_series(&trends.tables.gaps).unwrap();
+    let g = &gaps["alpha"];
+    for line in [&g.unclicked, &g.unanswered] {
+        assert_eq!(line.last().map(|p| p.0), Some(day("2026-03-09")));
+    }
     the_lake_describes_itself(&out);
 }
 
@@ -367,4 +393,166 @@ print(dbt['version'], src['name'], [t['name'] for t in src['tables']] == [t['nam
         }
     }
     assert_eq!(missing, "", "docs/output.md lacks these rows");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feedback_and_assistant_days_become_final_once_no_walk_reads_them_again() {
+    // 2026-02-09..2026-03-10 in Los Angeles: 30 days; a lookback of 3, feedback re-checked 14
+    // days back, the assistant 1.
+    let datasets = "datasets = [\"feedback\", \"assistant\"]\n";
+    let (live, dir, ctx) = in_los_angeles(datasets.into(), "2026-02-09").await;
+    let out = dir.path().join("out");
+    let targets = ctx.targets(&["alpha".to_string()]).unwrap();
+    let run = || export_due(&ctx, &targets);
+    let finals = |rows: &[(String, String, String)], dataset: &str| {
+        let days = of(rows, dataset);
+        let last = days.iter().rfind(|d| d.1 == "final").map(|d| d.0.clone());
+        (days.iter().filter(|d| d.1 == "final").count(), last)
+    };
+    // What `status --json` says of alpha's datasets: (days final, the last final day).
+    let status = || async {
+        let model = docpipe::status::read(&ctx.settings, live.clock.clone(), 5)
+            .await
+            .unwrap();
+        let json = serde_json::to_value(&model).unwrap();
+        let alpha = json["projects"][0]["datasets"].as_array().unwrap().clone();
+        alpha
+            .iter()
+            .map(|d| {
+                (
+                    d["name"].as_str().unwrap().to_string(),
+                    d["days_final"].as_u64().unwrap(),
+                    d["last_final"].as_str().map(str::to_string),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    // day_status and `status --json` agree on each dataset's final days and the last of them.
+    let (out, status, finals) = (&out, &status, &finals);
+    let agree = |want: [(&'static str, u64, &'static str); 2]| async move {
+        let rows = statuses(out, "alpha");
+        let want: Vec<(String, u64, Option<String>)> = want
+            .iter()
+            .map(|(d, n, last)| (d.to_string(), *n, Some(last.to_string())))
+            .collect();
+        let lake: Vec<_> = want
+            .iter()
+            .map(|(d, ..)| {
+                let (n, last) = finals(&rows, d);
+                (d.clone(), n as u64, last)
+            })
+            .collect();
+        assert_eq!(lake, want);
+        assert_eq!(status().await, want);
+    };
+    run().await;
+    // Feedback: final when older than its 14 days re-checked (2026-02-09..2026-02-23);
+    // the assistant: older than the lookback of 3 (2026-02-09..2026-03-06).
+    agree([
+        ("feedback", 15, "2026-02-23"),
+        ("assistant", 26, "2026-03-06"),
+    ])
+    .await;
+    // A day later, the next run's walks read the recent days only: one more day final each.
+    live.clock.advance(Duration::from_secs(86_400));
+    run().await;
+    agree([
+        ("feedback", 16, "2026-02-24"),
+        ("assistant", 27, "2026-03-07"),
+    ])
+    .await;
+}
+
+/// `dbt` of the test tools' virtual environment, beside its Python.
+fn dbt() -> std::path::PathBuf {
+    python().with_file_name("dbt")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dbt_reads_the_lake_from_a_project_in_another_folder_and_from_a_copy_by_its_variable() {
+    let now = chrono::Utc::now();
+    let live = Live::start_at(small(), now).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let cfg = TestConfig {
+        start: Some(now.date_naive() - chrono::Duration::days(3)),
+        ..TestConfig::new(&live.server.base_url(), &out)
+    }
+    .write(&dir.path().join("docpipe.toml"));
+    let settings = docpipe::config::Settings::load(&cfg).unwrap();
+    let ctx = Context::open(settings, live.clock.clone(), Access::Export, keys())
+        .await
+        .unwrap();
+    export_due(&ctx, &ctx.targets(&[]).unwrap()).await;
+    drop(ctx);
+    // A dbt project of its own, in another folder: the lake's sources copied into its models.
+    let project = dir.path().join("analytics");
+    std::fs::create_dir_all(project.join("models")).unwrap();
+    std::fs::write(
+        project.join("dbt_project.yml"),
+        "name: analytics\nversion: '1.0'\nprofile: analytics\nconfig-version: 2\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("profiles.yml"),
+        "analytics:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: analytics.duckdb\n",
+    )
+    .unwrap();
+    std::fs::copy(
+        out.join("_docpipe/dbt_sources.yml"),
+        project.join("models/docpipe.yml"),
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("models/views_by_project.sql"),
+        "{{ config(materialized='table') }}\nSELECT project, count(*) AS days, sum(total) AS views FROM {{ source('docpipe', 'site_totals') }} GROUP BY project",
+    )
+    .unwrap();
+    let dbt = |args: &[&str], lake: Option<&std::path::Path>| {
+        let mut cmd = std::process::Command::new(dbt());
+        cmd.args(args)
+            .args(["--profiles-dir", "."])
+            .current_dir(&project)
+            .env("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
+            .env_remove("DOCPIPE_LAKE");
+        if let Some(lake) = lake {
+            cmd.env("DOCPIPE_LAKE", lake);
+        }
+        let run = cmd.output().expect("dbt runs (bash .ci/run installs it)");
+        let stdout = String::from_utf8_lossy(&run.stdout).to_string();
+        assert!(run.status.success(), "dbt {args:?}: {stdout}");
+        stdout
+    };
+    // The views per project the model counted, and the lake's own, by DuckDB.
+    let counted = || {
+        run_python(
+            "import duckdb, sys\n\
+             a = duckdb.connect(sys.argv[1], read_only=True).sql('SELECT project, days, views FROM views_by_project ORDER BY project').fetchall()\n\
+             b = duckdb.sql(f\"SELECT project, count(*), sum(total) FROM read_parquet('{sys.argv[2]}/site_totals/**/*.parquet', hive_partitioning = true) GROUP BY project ORDER BY project\").fetchall()\n\
+             print(a == b, len(a), sum(r[2] for r in a) > 0)",
+            &[
+                project.join("analytics.duckdb").as_os_str(),
+                out.as_os_str(),
+            ],
+        )
+    };
+    let ran = dbt(&["run"], None);
+    assert!(ran.contains("Completed successfully"), "{ran}");
+    assert_eq!(counted().trim(), "True 3 True");
+    let fresh = dbt(&["source", "freshness"], None);
+    assert!(
+        fresh.contains("PASS freshness of docpipe.site_totals"),
+        "{fresh}"
+    );
+    assert!(
+        !fresh.contains("WARN") && !fresh.contains("ERROR"),
+        "{fresh}"
+    );
+    // The lake moved (a copy, another mount): DOCPIPE_LAKE says where, the sources follow.
+    let moved = dir.path().join("moved");
+    std::fs::rename(&out, &moved).unwrap();
+    let ran = dbt(&["run"], Some(&moved));
+    assert!(ran.contains("Completed successfully"), "{ran}");
+    std::fs::rename(&moved, &out).unwrap();
+    assert_eq!(counted().trim(), "True 3 True");
 }

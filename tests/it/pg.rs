@@ -996,8 +996,12 @@ async fn every_table_is_loaded_into_the_warehouse_a_day_at_a_time_without_duplic
     let cut_off = sync.wait_with_output().unwrap();
     // A runtime failure (exit 1): each file the cut connection could not load is named.
     assert_eq!(cut_off.status.code(), Some(1), "{cut_off:?}");
+    // (A connection opened after the stop says so first, at WARN.)
     assert!(
-        String::from_utf8_lossy(&cut_off.stderr).starts_with("error: warehouse: "),
+        String::from_utf8_lossy(&cut_off.stderr)
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("error: warehouse: ")),
         "{cut_off:?}"
     );
     server.resume();
@@ -1251,12 +1255,32 @@ async fn a_readers_nul_or_long_term_loads_and_a_file_that_fails_costs_its_partit
         )),
         "{problems:?}"
     );
+    // And the series a Prometheus rule watches, as the daemon's /metrics renders it.
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let metrics = recorder.handle();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let series = |alerts: &docpipe::daemon::alerts::Alerts| {
+        docpipe::daemon::gauges::problems(&ctx, &[], alerts);
+        metrics
+            .render()
+            .lines()
+            .find(|l| l.starts_with("docpipe_warehouse_failing{"))
+            .map(str::to_string)
+    };
+    assert_eq!(
+        series(&alerts).as_deref(),
+        Some("docpipe_warehouse_failing{schema=\"docs\"} 1")
+    );
     // Mended: the next load loads every file, and the problem ends.
     server.psql("ALTER TABLE docs.page_views ALTER COLUMN human TYPE bigint");
     let (code, stdout, stderr) = run(&["warehouse", "sync"]);
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     alerts.warehouse(&ctx);
     assert_eq!(alerts.problems().count(), 0);
+    assert_eq!(
+        series(&alerts).as_deref(),
+        Some("docpipe_warehouse_failing{schema=\"docs\"} 0")
+    );
     // Two syncs of one new schema at once, four times: the second waits for the first (the
     // schema's lock), neither fails, and the warehouse holds the lake once.
     for pair in 0..4 {

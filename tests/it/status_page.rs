@@ -491,3 +491,113 @@ fn the_prometheus_alerts_watch_the_daemons_alert_conditions_over_declared_series
         assert!(queried.contains(needed), "no alert watches {needed}");
     }
 }
+
+/// Whether the picture at `path` has a pixel of colour `rgb` (within 12 of each channel).
+fn has_colour(path: &Path, rgb: (u8, u8, u8)) -> bool {
+    let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples();
+    let near = |a: u8, b: u8| a.abs_diff(b) <= 12;
+    buf[..info.buffer_size()]
+        .chunks(px)
+        .any(|p| near(p[0], rgb.0) && near(p[1], rgb.1) && near(p[2], rgb.2))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_opens_with_its_health_line_and_every_open_problem_in_the_first_screen() {
+    let live = Live::start_at(small(), chrono::Utc::now()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(&live, dir.path(), "127.0.0.1:0", "");
+    // A rule whose prompt holds readers' words (paths): held for a person. A project the
+    // service does not know.
+    std::fs::write(
+        dir.path().join("jobs/paths.toml"),
+        "enabled = true\nname = \"paths\"\nproject = \"alpha\"\njob = \"job_ok\"\n\
+         when = \"SELECT path FROM pages ORDER BY rank_7d LIMIT 2\"\n\
+         prompt = \"{% for row in rows %}- {{ row.path }}\\n{% endfor %}\"\n",
+    )
+    .unwrap();
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text +=
+        "\n[[projects]]\nid = \"ghost\"\norganization = \"org-a\"\ndatasets = [\"page_views\"]\n";
+    std::fs::write(&cfg, text).unwrap();
+    let daemon = start(&cfg, &[]);
+    let status = format!("http://{}/status.json", daemon.addr);
+    let started = Instant::now();
+    loop {
+        live.clock.advance(Duration::from_secs(600));
+        let doc = get_json(&status).await;
+        let ghost = doc["projects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["id"] == "ghost" && p["unknown"].is_object());
+        if ghost
+            && doc["rules"]["pending"]
+                .as_array()
+                .is_some_and(|p| !p.is_empty())
+        {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{doc:#}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let profile = tempfile::tempdir().unwrap();
+    let page = format!("http://{}/", daemon.addr);
+    let dom = String::from_utf8(open(profile.path(), &["--dump-dom".into()], &page)).unwrap();
+    // The health line first, then what needs a person, then the rest.
+    let order: Vec<usize> = [
+        "<section id=\"health\"",
+        "<section id=\"needs\"",
+        "<section id=\"budget\"",
+    ]
+    .iter()
+    .map(|s| dom.find(s).unwrap_or_else(|| panic!("no {s} in {dom}")))
+    .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+    let health = dom.split("<section id=\"health\"").nth(1).unwrap();
+    let health = health.split("</section>").next().unwrap();
+    assert!(health.starts_with(" class=\"health bad\"><p>"), "{health}");
+    for part in [
+        "<a class=\"ok\" href=\"#projects\">3 of 3 datasets fresh</a>",
+        "<a class=\"bad\" href=\"#needs\">1 project unknown to the service</a>",
+        "<a class=\"ok\" href=\"#needs\">0 failing windows</a>",
+        "<a class=\"warn\" href=\"#rules\">1 firing waits for review</a>",
+    ] {
+        assert!(health.contains(part), "{part} not in {health}");
+    }
+    let needs = dom.split("<section id=\"needs\"").nth(1).unwrap();
+    let needs = needs.split("</section>").next().unwrap();
+    assert!(
+        needs.contains("<li class=\"bad\">project ghost: unknown to the service (404: "),
+        "{needs}"
+    );
+    assert!(
+        needs.contains("<li class=\"warn\">firing 1 of rule paths (alpha) waits for review: 2 rows; `docpipe rules pending`, then approve or reject it (expires "),
+        "{needs}"
+    );
+    // In Chromium at 1280x800, the first screen holds them: the problems' red and the review's
+    // amber are drawn in it. The screenshots stay in the test's output folder.
+    let shots = root().join("target/screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let png = shots.join("status-health-1280x800.png");
+    open(
+        profile.path(),
+        &[
+            format!("--screenshot={}", png.display()),
+            "--window-size=1280,800".to_string(),
+        ],
+        &page,
+    );
+    println!("screenshot: {}", png.display());
+    assert!(
+        has_colour(&png, (0xcf, 0x22, 0x2e)),
+        "no red in the first screen"
+    );
+    assert!(
+        has_colour(&png, (0x9a, 0x67, 0x00)),
+        "no amber in the first screen"
+    );
+}

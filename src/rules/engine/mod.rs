@@ -36,8 +36,18 @@ pub struct Engine {
     pub(in crate::rules) clock: SharedClock,
     polling: Polling,
     pub(in crate::rules) tz: chrono_tz::Tz,
-    pub(in crate::rules) settle_days: i64,
+    pub(in crate::rules) settle: Settle,
     review_expires: std::time::Duration,
+}
+
+/// When a span's day is final: older than the export's lookback and than the days its walks
+/// re-check ([`crate::export::ShapedSettings::settled_through`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Settle {
+    /// The export's `lookback_days`.
+    pub lookback_days: u32,
+    /// The span datasets' re-checks.
+    pub shaped: crate::export::ShapedSettings,
 }
 
 /// How long a held firing waits for review, unless `[rules] review_expires` says.
@@ -83,7 +93,7 @@ impl Engine {
             clock,
             polling: Polling::default(),
             tz: chrono_tz::UTC,
-            settle_days: 0,
+            settle: Settle::default(),
             review_expires: DEFAULT_REVIEW_EXPIRES,
         })
     }
@@ -123,11 +133,11 @@ impl Engine {
         self
     }
 
-    /// Counts the impact's days in this time zone (the output folder's), a day written more
-    /// than `settle_days` after it being final (the export's lookback).
-    pub fn with_days(mut self, tz: chrono_tz::Tz, settle_days: u32) -> Self {
+    /// Counts the impact's days in this time zone (the output folder's), a span's day final
+    /// as the export marks it (see [`Settle`]).
+    pub fn with_days(mut self, tz: chrono_tz::Tz, settle: Settle) -> Self {
         self.tz = tz;
-        self.settle_days = i64::from(settle_days);
+        self.settle = settle;
         self
     }
 

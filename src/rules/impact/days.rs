@@ -21,8 +21,8 @@ pub struct Calendar {
     pub tz: chrono_tz::Tz,
     /// Today.
     pub today: NaiveDate,
-    /// Days that may still change (the export's lookback): a span's day older is final.
-    pub settle_days: i64,
+    /// When a span's day is final.
+    pub settle: crate::rules::engine::Settle,
 }
 
 impl Calendar {
@@ -33,11 +33,10 @@ impl Calendar {
         dataset: &str,
         project: &str,
     ) -> Result<Vec<NaiveDate>, StoreError> {
-        let span = matches!(
-            crate::dataset::windowing_of(dataset),
-            crate::dataset::Windowing::Span { .. }
-        );
-        let settled = span.then(|| shift(self.today, -self.settle_days - 1));
+        let s = self.settle;
+        let settled = s
+            .shaped
+            .settled_through(dataset, self.today, s.lookback_days);
         ledger.final_days(dataset, project, settled)
     }
 }

@@ -243,7 +243,7 @@ impl crate::rules::engine::Engine {
         Calendar {
             tz: self.tz,
             today: self.clock.now().with_timezone(&self.tz).date_naive(),
-            settle_days: self.settle_days,
+            settle: self.settle,
         }
     }
 

@@ -367,7 +367,10 @@ mod tests {
         let cal = Calendar {
             tz: chrono_tz::UTC,
             today: NaiveDate::from_ymd_opt(2026, 3, 1).unwrap(),
-            settle_days: 3,
+            settle: crate::rules::engine::Settle {
+                lookback_days: 3,
+                shaped: Default::default(),
+            },
         };
         let m = measure_due(dir.path(), &ledger, cal, Utc::now()).unwrap();
         assert_eq!((m.measured, m.given_up.len()), (0, 0));
