@@ -324,11 +324,7 @@ impl Plan {
             let Some(room) = self.budgets.get(org) else {
                 continue;
             };
-            let left = room.left();
-            if need > left {
-                let hours = (need - left).div_ceil(room.limit.max(1));
-                worst = worst.max(Duration::from_secs(3600 * hours));
-            }
+            worst = worst.max(Duration::from_secs(3600 * room.hours_for(need)));
         }
         worst
     }

@@ -439,6 +439,12 @@ impl Room {
         self.limit.saturating_sub(self.used)
     }
 
+    /// Hours beyond this one that `need` requests take at this budget (0: within what is left
+    /// this hour): the one reckoning of an ETA, for the plans and `status` alike.
+    pub fn hours_for(&self, need: u64) -> u64 {
+        need.saturating_sub(self.left()).div_ceil(self.limit.max(1))
+    }
+
     /// The one reckoning of an organization's analytics budget, for the plans, the daemon's
     /// backfill, its gauge, `check`, `status` and the forecast alike: its hourly limit less
     /// its headroom, and what `budget` counts in the hour before `at` (a later instant: what

@@ -201,6 +201,11 @@ fn budget_section(out: &mut String, s: &Status) {
                 i.checked_at.format("%Y-%m-%d %H:%M UTC")
             );
         }
+        let _ = write!(
+            out,
+            "<p class=\"eta\">{}</p>",
+            esc(&super::eta::line(o, s.generated_at))
+        );
         if let Some(f) = &o.forecast {
             let _ = write!(
                 out,
@@ -366,10 +371,8 @@ fn projects_section(out: &mut String, s: &Status) {
     let e = &s.export_now;
     let _ = write!(
         out,
-        "<p id=\"export-now\">Export now: {} windows, about {} requests, ETA {}.</p></section>",
-        e.windows,
-        e.requests,
-        crate::text::eta(e.eta_secs, s.generated_at)
+        "<p id=\"export-now\">Export now: {} windows, about {} requests (the ETA of each organization is in the budget's cards).</p></section>",
+        e.windows, e.requests
     );
 }
 
@@ -393,7 +396,7 @@ fn backfill_section(out: &mut String, s: &Status) {
                 },
                 b.windows,
                 b.requests,
-                crate::text::eta(b.eta_secs, s.generated_at),
+                super::eta::when(b.eta_secs / 3600, s.generated_at),
                 b.holder.as_deref().map_or("no daemon yet".to_string(), esc)
             );
         }

@@ -3,6 +3,8 @@
 //! page on `[daemon] listen`. [`collect`] reads the state database, the rule files and the
 //! trends' tables (sends nothing); the renderers only format.
 
+mod eta;
+pub use eta::{Eta, EtaPart};
 mod health;
 pub mod html;
 pub mod text;
@@ -12,7 +14,6 @@ use crate::app::plan_view::{PlanView, plan_view};
 use crate::clock::SharedClock;
 use crate::config::{Project, Settings};
 use crate::dataset::Windowing;
-use crate::export::Plan;
 use crate::store::activity::{RuleRun, WindowFailure};
 use crate::store::state_path;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
@@ -251,6 +252,8 @@ pub struct ExportNow {
 pub struct OrgStatus {
     /// Its id.
     pub id: String,
+    /// When what is due and queued is in: the one ETA (see `eta.rs`).
+    pub eta: Eta,
     /// Analytics requests an hour docpipe allows itself.
     pub limit: u32,
     /// Used in the last hour (by every process sharing the budget).
@@ -336,10 +339,6 @@ pub struct Forecast {
     /// Per project and dataset: the most today's data will be stale, and the longest a
     /// provisional day waits between two looks.
     pub staleness: Vec<Expected>,
-    /// Hours until the missing windows are all in, beside the hourly exports (the paragraph's
-    /// "within about N h"): the ETA of "export now" is never shorter.
-    #[serde(skip)]
-    pub missing_in_hours: Option<i64>,
 }
 
 /// Requests an hour of a dataset.
@@ -551,20 +550,16 @@ pub struct ProjectTrends {
     pub gaps: Vec<crate::trends::gaps::TopRows>,
 }
 
-/// When the missing windows are in by the planner's forecast, beside the hourly exports (the
-/// start of the hour its "within about N h" ends): "export now"'s ETA, the plan's at the budget
-/// alone, is never before it, so the two lines never contradict each other.
-fn missing_eta_secs(organizations: &[OrgStatus]) -> u64 {
-    let missing = organizations
+/// The seconds until the ETA's part `what` is in, the latest of the organizations': the one
+/// model of [`eta`], for "export now" and each backfill alike.
+fn part_secs(organizations: &[OrgStatus], what: &str) -> u64 {
+    organizations
         .iter()
-        .filter_map(|o| o.forecast.as_ref()?.missing_in_hours)
+        .flat_map(|o| &o.eta.parts)
+        .filter(|p| p.what == what)
+        .map(|p| p.hours * 3600)
         .max()
-        .unwrap_or(0);
-    (missing - 1).max(0) as u64 * 3600
-}
-
-fn eta_secs(plan: &Plan) -> u64 {
-    plan.eta().as_secs()
+        .unwrap_or(0)
 }
 
 /// Rows of the gap tables shown per project.
@@ -629,7 +624,7 @@ pub fn collect(ctx: &Context, firings: usize) -> anyhow::Result<Status> {
     status.export_now = ExportNow {
         windows: view.due.due.len(),
         requests: view.due.expected_requests,
-        eta_secs: eta_secs(&view.due).max(missing_eta_secs(&status.organizations)),
+        eta_secs: part_secs(&status.organizations, "export now"),
         waiting_turn: view.due.fresh,
     };
     status.warehouse = settings.warehouse.as_ref().map(|w| WarehouseStatus {
@@ -648,7 +643,7 @@ pub fn collect(ctx: &Context, firings: usize) -> anyhow::Result<Status> {
             holder: q.holder.clone(),
             windows: plan.due.len(),
             requests: plan.expected_requests,
-            eta_secs: eta_secs(plan),
+            eta_secs: part_secs(&status.organizations, &format!("backfill {}", q.id)),
         })
         .collect();
     status.daemons = daemons(ctx, &view, now)?;
@@ -904,8 +899,12 @@ fn organizations(
         let scope = crate::api::analytics_scope(&o.id);
         let hours = hours_of(&spent, since, &o.id);
         let forecast = forecast.iter().find(|f| f.org == o.id).map(|f| Forecast {
-            missing_in_hours: f.backfill.and_then(|(_, hours)| hours),
-            paragraph: f.paragraph(&streams),
+            // Its missing windows' hour is in the organization's one ETA, not here again.
+            paragraph: crate::planner::forecast::OrgForecast {
+                backfill: None,
+                ..f.clone()
+            }
+            .paragraph(&streams),
             short: f.short(),
             by_dataset: f
                 .by_dataset
@@ -927,6 +926,7 @@ fn organizations(
                 .collect(),
         });
         out.push(OrgStatus {
+            eta: eta::of(view, &o.id, room, now),
             id: o.id.clone(),
             limit,
             used_last_hour: used,

@@ -194,7 +194,7 @@ fn dataset_line(d: &DatasetStatus, now: DateTime<Utc>) -> String {
         String::new()
     } else {
         format!(
-            "; not covered: {} (`export` fills them)",
+            "; not covered: {} (filled as the budget allows: see the ETA)",
             ranges(&d.missing)
         )
     };
@@ -235,12 +235,11 @@ fn dataset_line(d: &DatasetStatus, now: DateTime<Utc>) -> String {
 /// What `export` would do now, the planner's next 24 hours and the backfills queued.
 fn plan_lines(out: &mut String, s: &Status) {
     let e = &s.export_now;
+    let due: u64 = s.organizations.iter().map(|o| o.eta.parts[0].windows).sum();
     let _ = writeln!(
         out,
-        "export now: {} windows, about {} requests, ETA {}",
-        e.windows,
-        e.requests,
-        crate::text::eta(e.eta_secs, s.generated_at)
+        "export now: {} of {due} windows due fit this hour's budget, about {} requests",
+        e.windows, e.requests
     );
     if e.waiting_turn > 0 {
         let _ = writeln!(
@@ -248,6 +247,9 @@ fn plan_lines(out: &mut String, s: &Status) {
             "  {} windows looked at recently enough wait for their turn",
             e.waiting_turn
         );
+    }
+    for o in &s.organizations {
+        let _ = writeln!(out, "{}", super::eta::line(o, s.generated_at));
     }
     let _ = writeln!(out, "planner, the next 24 hours:");
     for f in s.organizations.iter().filter_map(|o| o.forecast.as_ref()) {
@@ -285,7 +287,7 @@ fn plan_lines(out: &mut String, s: &Status) {
     for b in &s.backfills {
         let _ = writeln!(
             out,
-            "backfill queued ({}{}): {}..{} of {}: {} windows not final yet, about {} requests, ETA {}",
+            "backfill queued ({}{}): {}..{} of {}: {} windows not final yet, about {} requests (in the ETA above)",
             b.id,
             b.holder
                 .as_ref()
@@ -298,8 +300,7 @@ fn plan_lines(out: &mut String, s: &Status) {
                 b.projects.join(", ")
             },
             b.windows,
-            b.requests,
-            crate::text::eta(b.eta_secs, s.generated_at)
+            b.requests
         );
     }
 }

@@ -170,17 +170,19 @@ project alpha: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03
 project beta: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 0 days from 2026-03-10
 project gamma: 15 days exported (2026-03-01..2026-03-15), last final day 2026-03-11, {provisional}; `export` would fetch 15 days from 2026-02-14
   page_views 2026-03-15 failed 2026-03-15 11:40 UTC: the service answered 502: bad gateway
-export now: 30 windows, about 30 requests, ETA within the current hour's budget
+export now: 30 of 30 windows due fit this hour's budget, about 30 requests
   12 windows looked at recently enough wait for their turn
+ETA org-a: 43 windows, about 43 requests at 95000 an hour (94997 left this hour): export now (15 windows) within this hour's budget; backfill 1 (28 windows) within this hour's budget
+ETA org-b: 15 windows, about 15 requests at 95000 an hour (95000 left this hour): export now (15 windows) within this hour's budget
 planner, the next 24 hours:
-  organization org-a: the config asks for 4 requests an hour (page_views 3.9), the budget gives 95000: it fits. 15 missing windows will be in within about 1 h.
+  organization org-a: the config asks for 4 requests an hour (page_views 3.9), the budget gives 95000: it fits.
     requests an hour by dataset: page_views 4.2
     alpha: page_views today <= 1h, days every <= 6h
     beta: page_views today <= 1h, days every <= 6h
-  organization org-b: the config asks for 2 requests an hour (page_views 2.0), the budget gives 95000: it fits. 15 missing windows will be in within about 1 h.
+  organization org-b: the config asks for 2 requests an hour (page_views 2.0), the budget gives 95000: it fits.
     requests an hour by dataset: page_views 2.4
     gamma: page_views today <= 1h, days every <= 6h
-backfill queued (1, held by daemon box-1:41): 2026-02-01..2026-03-02 of beta: 28 windows not final yet, about 28 requests, ETA within the current hour's budget
+backfill queued (1, held by daemon box-1:41): 2026-02-01..2026-03-02 of beta: 28 windows not final yet, about 28 requests (in the ETA above)
 daemon box-1:41: alive (heartbeat 0m ago), started 2026-03-15 11:00:00Z, holds backfill 1
 daemon box-2:77: no heartbeat for 10m (stopped without leaving, or cut off), started 2026-03-15 09:00:00Z; what it held is taken over when its lease runs out
 budget analytics:org-a: 3 of 95000 requests used in the last hour
@@ -396,5 +398,96 @@ async fn a_key_used_for_85_days_is_flagged_by_check_status_and_the_page() {
             warning.replace('\'', "&#39;")
         )),
         "{page}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_the_plan_and_the_page_give_one_eta_per_organization_from_one_model() {
+    let live = Live::start_at(small(), chrono::Utc::now()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let today = chrono::Utc::now().date_naive();
+    let cfg = TestConfig {
+        per_hour: 10,
+        headroom: Some(0),
+        start: Some(today - chrono::Duration::days(19)),
+        ..TestConfig::new(&live.server.base_url(), &dir.path().join("out"))
+    }
+    .write(&dir.path().join("c.toml"));
+    // 60 windows (20 days of 3 projects), and 10 older days of beta queued for the daemon.
+    let (from, to) = (
+        today - chrono::Duration::days(29),
+        today - chrono::Duration::days(20),
+    );
+    let queued = docpipe(
+        &cfg,
+        &[
+            "backfill",
+            "--from",
+            &from.to_string(),
+            "--to",
+            &to.to_string(),
+            "--project",
+            "beta",
+            "--queue",
+        ],
+        None,
+    );
+    assert!(queued.status.success(), "{queued:?}");
+    let text = String::from_utf8_lossy(&docpipe(&cfg, &["status"], None).stdout).to_string();
+    let json: serde_json::Value =
+        serde_json::from_slice(&docpipe(&cfg, &["status", "--json"], None).stdout).unwrap();
+    crate::status::assert_valid_status(&json, dir.path());
+    let plan =
+        String::from_utf8_lossy(&docpipe(&cfg, &["export", "--dry-run"], None).stdout).to_string();
+    // One ETA line per organization, and no other ETA on the screen.
+    let etas: Vec<&str> = text.lines().filter(|l| l.starts_with("ETA ")).collect();
+    assert_eq!(etas.len(), 2, "{text}");
+    assert_eq!(
+        text.matches("ETA").count(),
+        3,
+        "the two, and the backfill's pointer: {text}"
+    );
+    assert!(!text.contains("will be in within"), "{text}");
+    let org = |id: &str| {
+        json["organizations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let a = org("org-a");
+    let parts = a["eta"]["parts"].as_array().unwrap();
+    let hours = |what: &str| {
+        parts
+            .iter()
+            .find(|p| p["what"] == what)
+            .map(|p| p["hours"].as_u64().unwrap())
+            .unwrap()
+    };
+    let id = json["backfills"][0]["id"].as_i64().unwrap();
+    let (now_h, back_h) = (hours("export now"), hours(&format!("backfill {id}")));
+    assert!(now_h > 0 && back_h >= now_h, "{a:#}");
+    // The figures `status --json` gives elsewhere are this model's.
+    assert_eq!(json["export_now"]["eta_secs"].as_u64(), Some(now_h * 3600));
+    assert_eq!(
+        json["backfills"][0]["eta_secs"].as_u64(),
+        Some(back_h * 3600)
+    );
+    assert_eq!(a["eta"]["hours"].as_u64(), Some(back_h));
+    // The line says which windows wait for which hour, as the JSON has them.
+    assert!(
+        etas[0].starts_with(&format!(
+            "ETA org-a: {} windows, about {} requests at 10 an hour (",
+            a["eta"]["windows"], a["eta"]["requests"]
+        )) && etas[0].contains(&format!("backfill {id} (10 windows) in the hour from ")),
+        "{}",
+        etas[0]
+    );
+    // The plan of `export --dry-run` reckons the same hours for the windows due now.
+    assert!(
+        plan.contains(&format!("  ETA: about {now_h} h at the budget")),
+        "{plan}\n{text}"
     );
 }

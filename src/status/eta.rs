@@ -1,0 +1,133 @@
+//! One ETA per organization, from one model: the windows due now, then each queued backfill's,
+//! in the order the runs serve them, at the organization's budget (what is left this hour,
+//! then its limit an hour: [`crate::planner::Room::hours_for`]). `status`, `status --json` and
+//! the page read it; the plan of `export --dry-run` reckons its windows the same way. It counts
+//! the budget alone: the hourly exports' requests for today's data and re-checks (the
+//! planner's "requests an hour by dataset") come first, so it is the earliest the windows can
+//! be in.
+
+use crate::app::plan_view::PlanView;
+use crate::export::Plan;
+use crate::planner::Room;
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use serde::Serialize;
+
+/// An organization's ETA.
+#[derive(Debug, Clone, Serialize)]
+pub struct Eta {
+    /// Windows to fetch, all parts.
+    pub windows: u64,
+    /// Requests they are expected to take.
+    pub requests: u64,
+    /// Hours beyond this one until they are all in (0: within this hour's budget).
+    pub hours: u64,
+    /// When they are all in: the start of the hour whose budget takes the last of them (now
+    /// when it is this one).
+    pub done_at: DateTime<Utc>,
+    /// What waits for which hour, in serving order.
+    pub parts: Vec<EtaPart>,
+}
+
+/// A part of an organization's ETA: the windows due now, or a queued backfill's.
+#[derive(Debug, Clone, Serialize)]
+pub struct EtaPart {
+    /// `export now`, or `backfill <id>`.
+    pub what: String,
+    /// Its windows of this organization.
+    pub windows: u64,
+    /// Their requests.
+    pub requests: u64,
+    /// Hours beyond this one until its last window is in.
+    pub hours: u64,
+}
+
+/// A plan's windows and requests of `org` (those fitted and those deferred to later runs).
+fn of_org(plan: &Plan, org: &str) -> (u64, u64) {
+    let windows = plan
+        .due
+        .iter()
+        .filter(|d| plan.org_of.get(&d.project).is_some_and(|o| o == org))
+        .count() as u64
+        + plan.deferred_by_org.get(org).copied().unwrap_or_default();
+    let requests = plan.expected_by_org().get(org).copied().unwrap_or_default()
+        + plan.deferred_requests.get(org).copied().unwrap_or_default();
+    (windows, requests)
+}
+
+/// The ETA of `org`, whose budget is `room` now.
+pub fn of(view: &PlanView, org: &str, room: Room, now: DateTime<Utc>) -> Eta {
+    let mut parts = Vec::new();
+    let mut need = 0;
+    let (windows, requests) = of_org(&view.due, org);
+    need += requests;
+    parts.push(EtaPart {
+        what: "export now".into(),
+        windows,
+        requests,
+        hours: room.hours_for(need),
+    });
+    for (q, plan) in &view.queued {
+        let (windows, requests) = of_org(plan, org);
+        if windows == 0 {
+            continue;
+        }
+        need += requests;
+        parts.push(EtaPart {
+            what: format!("backfill {}", q.id),
+            windows,
+            requests,
+            hours: room.hours_for(need),
+        });
+    }
+    let hours = parts.iter().map(|p| p.hours).max().unwrap_or(0);
+    let hour = now.duration_trunc(Duration::hours(1)).unwrap_or(now);
+    Eta {
+        windows: parts.iter().map(|p| p.windows).sum(),
+        requests: need,
+        hours,
+        done_at: if hours == 0 {
+            now
+        } else {
+            hour + Duration::hours(hours as i64)
+        },
+        parts,
+    }
+}
+
+/// When a part is in, as a person reads it.
+pub fn when(hours: u64, now: DateTime<Utc>) -> String {
+    if hours == 0 {
+        return "within this hour's budget".into();
+    }
+    let hour = now.duration_trunc(Duration::hours(1)).unwrap_or(now);
+    let at = hour + Duration::hours(hours as i64);
+    let format = if hours >= 24 {
+        "%Y-%m-%d %H:00"
+    } else {
+        "%H:00"
+    };
+    format!("in the hour from {} UTC", at.format(format))
+}
+
+/// The organization's ETA in one line: how much, at what budget, which part waits for which
+/// hour.
+pub fn line(o: &super::OrgStatus, now: DateTime<Utc>) -> String {
+    let (org, e) = (&o.id, &o.eta);
+    let parts: Vec<String> = e
+        .parts
+        .iter()
+        .filter(|p| p.windows > 0)
+        .map(|p| format!("{} ({} windows) {}", p.what, p.windows, when(p.hours, now)))
+        .collect();
+    if parts.is_empty() {
+        return format!("ETA {org}: nothing to fetch");
+    }
+    format!(
+        "ETA {org}: {} windows, about {} requests at {} an hour ({} left this hour): {}",
+        e.windows,
+        e.requests,
+        o.limit,
+        o.room_now,
+        parts.join("; ")
+    )
+}
