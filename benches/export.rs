@@ -69,7 +69,10 @@ async fn transport_only(
     windows: &[(chrono::NaiveDate, u64)],
     decode: bool,
 ) -> (u64, Cpu) {
-    let http = reqwest::Client::new();
+    let http = {
+        docpipe::tls::install();
+        reqwest::Client::new()
+    };
     let start = Cpu::now();
     let mut rows = 0u64;
     for &(day, n) in windows {
@@ -597,7 +600,10 @@ async fn export_dataset(
 /// The same walks with a bare reqwest client: each body read and parsed as JSON, nothing
 /// checked, stored or written.
 async fn transport_cursor(addr: &str, today: chrono::NaiveDate, dataset: &str) -> (u64, Cpu) {
-    let http = reqwest::Client::new();
+    let http = {
+        docpipe::tls::install();
+        reqwest::Client::new()
+    };
     let from = today - chrono::Duration::days(DAYS - 1);
     let end = today.succ_opt().unwrap();
     let windows: Vec<(chrono::NaiveDate, chrono::NaiveDate)> = if dataset == "assistant" {

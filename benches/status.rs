@@ -324,7 +324,10 @@ fn ask(addr: std::net::SocketAddr, load: Load, running: &std::sync::atomic::Atom
         .build()
         .unwrap();
     rt.block_on(async {
-        let http = reqwest::Client::new();
+        let http = {
+            docpipe::tls::install();
+            reqwest::Client::new()
+        };
         let url = format!("http://{addr}/");
         let mut served = 0;
         while running.load(std::sync::atomic::Ordering::Relaxed) {

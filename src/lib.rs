@@ -28,6 +28,7 @@ pub mod schedule; // cron schedules
 pub mod status; // what the pipeline is doing, as one model: text, JSON and the daemon's page
 pub mod store; // every table of state (SQLite), the walk journals, the budget's log
 pub mod text; // service text made safe to print
+pub mod tls; // rustls on ring, installed once
 pub mod trends; // polars aggregation and charts
 
 /// `print!` for what a command prints: a reader that went away (a closed pipe, as in `docpipe

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     docpipe::alloc::tune();
+    docpipe::tls::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -412,6 +412,7 @@ impl Client {
             .get_or_init(|| {
                 // `timeout` bounds a request that is not a stream as a whole, and a stream's
                 // headers and each wait for more of it (see the assistant's stream).
+                crate::tls::install();
                 reqwest::Client::builder()
                     .connect_timeout(self.settings.timeout.min(Duration::from_secs(10)))
                     .user_agent(concat!("docpipe/", env!("CARGO_PKG_VERSION")))

@@ -114,6 +114,7 @@ impl Webhook {
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(format!("{source} does not hold an http:// or https:// URL"));
         }
+        crate::tls::install();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .redirect(reqwest::redirect::Policy::none())

@@ -377,14 +377,14 @@ async fn check_backfill_and_export_count_each_request_once_on_every_surface() {
         docpipe::daemon::serve_status("127.0.0.1:0".parse().unwrap(), app, std::future::pending())
             .await
             .unwrap();
-    let page: serde_json::Value = reqwest::get(format!("http://{addr}/status.json"))
+    let page: serde_json::Value = crate::common::http_get(format!("http://{addr}/status.json"))
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
     assert_eq!(counted(&page), (want_used.clone(), served.clone()));
-    let metrics = reqwest::get(format!("http://{addr}/metrics"))
+    let metrics = crate::common::http_get(format!("http://{addr}/metrics"))
         .await
         .unwrap()
         .text()

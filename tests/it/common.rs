@@ -672,3 +672,14 @@ pub fn two_at_once(command: impl Fn() -> std::process::Command) -> [std::process
     let (a, b) = (start(), start());
     [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()]
 }
+
+/// `GET url` with reqwest, TLS's provider installed first (as docpipe's own clients do).
+pub async fn http_get(url: impl reqwest::IntoUrl) -> reqwest::Result<reqwest::Response> {
+    docpipe::tls::install();
+    reqwest::get(url).await
+}
+
+/// `GET url`'s JSON body.
+pub async fn get_json(url: impl reqwest::IntoUrl) -> serde_json::Value {
+    http_get(url).await.unwrap().json().await.unwrap()
+}

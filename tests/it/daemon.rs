@@ -66,7 +66,7 @@ impl Daemon {
     }
 
     async fn metric(&self, series: &str) -> f64 {
-        let text = reqwest::get(format!("http://{}/metrics", self.addr))
+        let text = crate::common::http_get(format!("http://{}/metrics", self.addr))
             .await
             .unwrap_or_else(|e| panic!("{e}: {:?}", self.lines()))
             .text()
@@ -258,7 +258,7 @@ async fn a_second_daemon_waiting_for_the_lock_stops_on_sigterm_and_sighup_is_ign
             d.count("SIGHUP: the rule files were read again: nothing changed") == 1
         })
         .await;
-    let health = reqwest::get(format!("http://{}/healthz", first.addr))
+    let health = crate::common::http_get(format!("http://{}/healthz", first.addr))
         .await
         .unwrap();
     assert_eq!(health.status(), 200);

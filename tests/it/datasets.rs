@@ -658,7 +658,12 @@ async fn threads_of_unanswered_turns_are_fetched_within_the_cap_and_never_twice(
             "{}/_emulator/truth/alpha/threads?thread={id}",
             live.server.base_url()
         );
-        let t: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+        let t: Value = crate::common::http_get(url)
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         want += t["messages"].as_array().unwrap().len();
         // Only threads with an unanswered turn.
         let turns = truth_of(

@@ -107,10 +107,6 @@ fn config(live: &Live, dir: &Path, listen: &str, extra: &str) -> PathBuf {
     .write(&dir.join("docpipe.toml"))
 }
 
-async fn get_json(url: &str) -> serde_json::Value {
-    reqwest::get(url).await.unwrap().json().await.unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_page_in_a_real_browser_shows_each_section_staleness_and_the_pr_link() {
     let live = Live::start(small()).await;
@@ -194,7 +190,7 @@ async fn the_status_page_in_a_real_browser_shows_each_section_staleness_and_the_
     );
     assert!(!dom.contains("<script"), "{dom}");
     // The series the Grafana dashboard draws are on this daemon's /metrics.
-    let metrics = reqwest::get(format!("http://{}/metrics", daemon.addr))
+    let metrics = crate::common::http_get(format!("http://{}/metrics", daemon.addr))
         .await
         .unwrap()
         .text()
@@ -286,6 +282,7 @@ async fn on_an_address_other_than_loopback_the_page_needs_its_token() {
     let token = "tok-3f9a1c77e2b845d0";
     let daemon = start(&cfg, &[("DOCPIPE_IT_STATUS_TOKEN", token)]);
     let base = format!("http://{}", daemon.addr);
+    docpipe::tls::install();
     let plain = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

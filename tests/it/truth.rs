@@ -186,7 +186,7 @@ pub async fn truth_in(
         docpipe::api::escape(&w.bound(to)),
     );
     let url = format!("{base_url}/_emulator/truth/{project}/{dataset}?dateFrom={a}&dateTo={b}");
-    reqwest::get(url).await.unwrap().json().await.unwrap()
+    crate::common::get_json(url).await
 }
 
 /// Checks every exported table of `project` against the emulator's truth: the daily
