@@ -11,8 +11,9 @@ use chrono_tz::Tz;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// The longest a backfill is simulated to find its end.
-const HORIZON_HOURS: i64 = 24 * 120;
+/// The hours simulated: the next day's runs (when missing windows are in is the status's one
+/// ETA, not the forecast's).
+const HORIZON_HOURS: i64 = 24;
 
 /// One project's dataset as the simulation sees it.
 #[derive(Debug, Clone)]
@@ -69,9 +70,6 @@ pub struct OrgForecast {
     /// Per project and dataset: the most today's data will be stale, and the longest a
     /// provisional day will wait between two looks, over the next 24 hours.
     pub staleness: Vec<(String, &'static str, Duration, Duration)>,
-    /// Missing days of the projects' ranges, and the hours until they are all in (`None`: not
-    /// within the horizon).
-    pub backfill: Option<(u64, Option<i64>)>,
     /// The demand by dataset, steady state.
     pub demand_by_dataset: Vec<(&'static str, f64)>,
     /// The `today` interval of the datasets (hours).
@@ -131,18 +129,10 @@ pub fn forecast(
     tz: Tz,
     now: DateTime<Utc>,
 ) -> Vec<OrgForecast> {
-    let mut sim = Sim::new(streams, rooms, tz);
+    let mut sim = Sim::new(streams, tz);
     for hour in 0..HORIZON_HOURS {
         let t = now + Duration::hours(hour);
         let in_day = hour < 24;
-        if !in_day
-            && sim
-                .backfill
-                .values()
-                .all(|(n, eta)| *n == 0 || eta.is_some())
-        {
-            break;
-        }
         let (cands, slots) = sim.candidates(t, in_day);
         let room = |org: &str| {
             rooms.get(org).map(|r| Room {
@@ -152,25 +142,8 @@ pub fn forecast(
         };
         let (chosen, _) = fit(&cands, &order(&cands), &room, freshness);
         sim.serve(&cands, &slots, chosen, t, in_day);
-        for (org, b) in sim.backfill.iter_mut() {
-            if b.0 > 0 && b.1.is_none() && missing(&sim.streams, org) == 0 {
-                b.1 = Some(hour + 1);
-            }
-        }
     }
     sim.report(rooms)
-}
-
-/// The windows not yet written of an organization's streams.
-fn missing(streams: &[Stream], org: &str) -> u64 {
-    streams
-        .iter()
-        .filter(|s| s.org == org)
-        .map(|s| match &s.windows {
-            Windows::Days { days, .. } => days.values().filter(|d| d.is_none()).count() as u64,
-            Windows::Span { walked_at, .. } => u64::from(walked_at.is_none()),
-        })
-        .sum()
 }
 
 /// The forecast's simulation: the streams as the hours served leave them, and what it saw.
@@ -184,24 +157,17 @@ struct Sim {
     worst: BTreeMap<(String, &'static str), (Duration, Duration)>,
     /// Requests already spent on windows walked in parts, by slot.
     progress: BTreeMap<PartKey, u64>,
-    /// Per organization: the windows its backfill has to write, and the hour it is done.
-    backfill: BTreeMap<String, (u64, Option<i64>)>,
 }
 
 impl Sim {
-    fn new(streams: &[Stream], rooms: &BTreeMap<String, Room>, tz: Tz) -> Self {
+    fn new(streams: &[Stream], tz: Tz) -> Self {
         let streams = streams.to_vec();
-        let backfill = rooms
-            .keys()
-            .map(|o| (o.clone(), (missing(&streams, o), None)))
-            .collect();
         Self {
             streams,
             tz,
             spent: BTreeMap::new(),
             worst: BTreeMap::new(),
             progress: BTreeMap::new(),
-            backfill,
         }
     }
 
@@ -434,7 +400,6 @@ impl Sim {
                         .filter(|((p, _), _)| mine.iter().any(|s| s.project == *p))
                         .map(|((p, d), (a, b))| (p.clone(), *d, *a, *b))
                         .collect(),
-                    backfill: self.backfill.get(org).copied().filter(|(n, _)| *n > 0),
                     demand_by_dataset: by_demand.into_iter().collect(),
                     today_hours: mine.first().map_or(1.0, |s| hours(s.policy.today)),
                     stuck: mine.iter().flat_map(|s| s.stuck.iter().cloned()).collect(),
@@ -536,19 +501,6 @@ impl OrgForecast {
             );
         } else {
             out.push_str(": it fits.");
-        }
-        if let Some((n, eta)) = self.backfill {
-            let _ = match eta {
-                Some(hours) => write!(
-                    out,
-                    " {n} missing windows will be in within about {hours} h."
-                ),
-                None => write!(
-                    out,
-                    " {n} missing windows: not in within {} days at this budget.",
-                    HORIZON_HOURS / 24
-                ),
-            };
         }
         if !self.stuck.is_empty() {
             let _ = write!(

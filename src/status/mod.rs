@@ -899,12 +899,7 @@ fn organizations(
         let scope = crate::api::analytics_scope(&o.id);
         let hours = hours_of(&spent, since, &o.id);
         let forecast = forecast.iter().find(|f| f.org == o.id).map(|f| Forecast {
-            // Its missing windows' hour is in the organization's one ETA, not here again.
-            paragraph: crate::planner::forecast::OrgForecast {
-                backfill: None,
-                ..f.clone()
-            }
-            .paragraph(&streams),
+            paragraph: f.paragraph(&streams),
             short: f.short(),
             by_dataset: f
                 .by_dataset
