@@ -5,6 +5,10 @@
 use super::{Freshness, Status};
 use crate::events::RunOutcome;
 
+/// The lines of "Needs a person" the page shows (the rest are counted): with the health line
+/// above them, they fit a first screen of 800 pixels.
+pub(super) const SHOWN: usize = 8;
+
 /// How a part of the health line reads: fine, to look at, or wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Tone {
@@ -166,4 +170,29 @@ pub(super) fn needs(s: &Status) -> Vec<(Tone, String)> {
         out.push((Tone::Bad, super::text::warehouse_summary(w)));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_shows_eight_lines_of_what_needs_a_person_and_counts_the_rest() {
+        let mut s = Status::nothing_yet(chrono::Utc::now(), "state.sqlite".into());
+        s.exported = true;
+        s.rules.problems = (0..20).map(|i| format!("r{i}.toml: broken")).collect();
+        assert_eq!(needs(&s).len(), 20);
+        let page = super::super::html::render(&s);
+        let section = page
+            .split("<section id=\"needs\">")
+            .nth(1)
+            .and_then(|n| n.split("</section>").next())
+            .unwrap();
+        assert_eq!(section.matches("<li class=\"bad\">").count(), SHOWN);
+        assert!(section.contains("<li class=\"bad\">rule file problem: r7.toml: broken</li>"));
+        assert!(!section.contains("r8.toml"));
+        assert!(section.ends_with(
+            "<li class=\"more\">and 12 more: the projects, backfills and rules below list each</li></ul>"
+        ));
+    }
 }

@@ -139,8 +139,19 @@ fn health_section(out: &mut String, s: &Status) {
         out.push_str("<p class=\"mute\">Nothing: every dataset exports and nothing waits.</p>");
     } else {
         out.push_str("<ul class=\"needs\">");
-        for (tone, line) in &needs {
+        // A few lines, so that the first screen holds them: the rest are in the sections below.
+        for (tone, line) in needs.iter().take(super::health::SHOWN) {
             let _ = write!(out, "<li class=\"{}\">{}</li>", tone.class(), esc(line));
+        }
+        if let Some(more) = needs
+            .len()
+            .checked_sub(super::health::SHOWN)
+            .filter(|n| *n > 0)
+        {
+            let _ = write!(
+                out,
+                "<li class=\"more\">and {more} more: the projects, backfills and rules below list each</li>"
+            );
         }
         out.push_str("</ul>");
     }
