@@ -228,3 +228,11 @@ mod tests {
         assert_eq!(lines("a\n\tb\u{7}"), "a\n\tb\\u{7}");
     }
 }
+
+/// `n` and its noun, singular for one: "1 window", "2 windows" (the plural adds an s).
+pub fn count(n: impl Into<u64>, noun: &str) -> String {
+    match n.into() {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}

@@ -59,7 +59,11 @@ pub fn describe_plan(plan: &Plan) -> String {
         e.1 += d.expected_requests;
     }
     for (name, (windows, req)) in by_dataset {
-        out += &format!("  {name}: {windows} windows, about {req} requests\n");
+        out += &format!(
+            "  {name}: {}, about {}\n",
+            crate::text::count(windows as u64, "window"),
+            crate::text::count(req, "request")
+        );
     }
     out += &stuck_line(plan);
     if !plan.unmeasured.is_empty() {
@@ -129,14 +133,15 @@ fn others(windows: &[OtherWindow], verb: &str) -> String {
 pub fn describe_summary(s: &Summary) -> String {
     let finals = s.windows.iter().filter(|w| w.is_final).count();
     let mut out = format!(
-        "exported {} {LEADING_NOUN} windows ({} final, {} provisional), {} rows, {} analytics requests in all (the plan expected about {}); {} windows already final were skipped\n",
-        s.windows.len(),
+        "exported {} ({} final, {} provisional), {} rows, {} in all (the plan expected about {}); {} already final {} skipped\n",
+        crate::text::count(s.windows.len() as u64, &format!("{LEADING_NOUN} window")),
         finals,
         s.windows.len() - finals,
         s.rows(),
-        s.requests,
+        crate::text::count(s.requests, "analytics request"),
         s.expected,
-        s.skipped_final
+        crate::text::count(s.skipped_final, "window"),
+        if s.skipped_final == 1 { "was" } else { "were" }
     );
     // Why windows wait: in the run's one line when it sent nothing, else a line of its own.
     let waits: Vec<String> = s
@@ -267,8 +272,8 @@ fn stuck_line(plan: &Plan) -> String {
         })
         .collect();
     format!(
-        "  {} windows stuck on the service's paging, not tried before their time: {}\n",
-        stuck.len(),
+        "  {} stuck on the service's paging, not tried before their time: {}\n",
+        crate::text::count(stuck.len() as u64, "window"),
         stuck.join(", ")
     )
 }
@@ -298,7 +303,10 @@ fn other_lines(windows: &[crate::export::WindowOutcome]) -> String {
             _ => String::new(),
         };
         out += &format!(
-            "  {name}: {windows} windows, {rows} rows, {requests} requests{cut}{outside}\n"
+            "  {name}: {}, {}, {}{cut}{outside}\n",
+            crate::text::count(windows as u64, "window"),
+            crate::text::count(rows.max(0) as u64, "row"),
+            crate::text::count(requests, "request")
         );
     }
     out + &unknown_lines(windows) + &fraction_lines(windows)
@@ -378,22 +386,22 @@ fn other_process_lines(s: &Summary) -> String {
     let mut out = String::new();
     if !s.done_by_others.is_empty() {
         out += &format!(
-            "  {} windows done by another process since this run's plan, not walked again: {}\n",
-            s.done_by_others.len(),
+            "  {} done by another process since this run's plan, not walked again: {}\n",
+            crate::text::count(s.done_by_others.len() as u64, "window"),
             others(&s.done_by_others, "by")
         );
     }
     if !s.walked_after_others.is_empty() {
         out += &format!(
-            "  {} windows another process held at first, walked by this run after it let go: {}\n",
-            s.walked_after_others.len(),
+            "  {} another process held at first, walked by this run after it let go: {}\n",
+            crate::text::count(s.walked_after_others.len() as u64, "window"),
             others(&s.walked_after_others, "held by")
         );
     }
     if !s.left_to_others.is_empty() {
         out += &format!(
-            "  {} windows not walked by this run, another process still held them after {} s: {}; they are not done by this run: run it again once that process is done (docpipe status shows what is covered)\n",
-            s.left_to_others.len(),
+            "  {} not walked by this run, another process still held them after {} s: {}; they are not done by this run: run it again once that process is done (docpipe status shows what is covered)\n",
+            crate::text::count(s.left_to_others.len() as u64, "window"),
             s.waited.as_secs(),
             others(&s.left_to_others, "held by")
         );

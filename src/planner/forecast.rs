@@ -505,8 +505,8 @@ impl OrgForecast {
         if !self.stuck.is_empty() {
             let _ = write!(
                 out,
-                " Not counted: {} windows stuck on the service's paging: {}.",
-                self.stuck.len(),
+                " Not counted: {} stuck on the service's paging: {}.",
+                crate::text::count(self.stuck.len() as u64, "window"),
                 self.stuck.join(", ")
             );
         }

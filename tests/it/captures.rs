@@ -122,8 +122,9 @@ async fn replayed_into(case: &str, dataset: &str, table: &str, out: &std::path::
     let outside = rows_of(out.join(format!("{table}_outside/project=alpha/part-00000.parquet")));
     let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
     let requests = stdout
-        .split(" analytics requests in all")
-        .next()
+        .lines()
+        .find(|l| l.starts_with("exported "))
+        .and_then(|l| l.split(" analytics request").next())
         .and_then(|s| s.rsplit(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no request count in {stdout}"));
@@ -187,7 +188,7 @@ async fn page_views_with_an_empty_page_mid_walk_and_totals_only_on_the_first_pag
     r.written(300, 3);
     let stdout = String::from_utf8_lossy(&r.run.stdout);
     assert!(
-        stdout.contains("1 page-view windows (1 final, 0 provisional), 300 rows"),
+        stdout.contains("1 page-view window (1 final, 0 provisional), 300 rows"),
         "{stdout}"
     );
 }
@@ -322,7 +323,7 @@ async fn a_turn_dated_outside_the_days_asked_for_is_set_aside_and_the_others_wri
     r.written(2, 1);
     let stdout = String::from_utf8_lossy(&r.run.stdout);
     assert!(
-        stdout.contains("  assistant: 1 windows, 2 rows, 1 requests, 1 rows dated outside the days asked for set aside in assistant_turns_outside\n"),
+        stdout.contains("  assistant: 1 window, 2 rows, 1 request, 1 rows dated outside the days asked for set aside in assistant_turns_outside\n"),
         "{stdout}"
     );
     assert_eq!(r.outside.len(), 1);

@@ -474,7 +474,7 @@ async fn a_run_that_sends_nothing_says_whose_budget_is_used_and_when_it_frees_in
         .collect();
     assert!(
         lines[0].ends_with(
-            "export: exported 0 page-view windows (0 final, 0 provisional), 0 rows, 0 analytics requests in all (the plan expected about 0); 1 windows already final were skipped; nothing sent: 9 windows wait for the budget of org-a (its 5 requests of the hour are used); next request at 13:00 UTC; 1 window waits for the budget of org-b (its 5 requests of the hour are used); next request at 13:00 UTC"
+            "export: exported 0 page-view windows (0 final, 0 provisional), 0 rows, 0 analytics requests in all (the plan expected about 0); 1 window already final was skipped; nothing sent: 9 windows wait for the budget of org-a (its 5 requests of the hour are used); next request at 13:00 UTC; 1 window waits for the budget of org-b (its 5 requests of the hour are used); next request at 13:00 UTC"
         ),
         "{lines:#?}"
     );
@@ -894,7 +894,7 @@ async fn an_endless_day_yields_the_budget_to_the_other_days_and_is_reported_stuc
         "{text}"
     );
     assert!(
-        text.contains("Not counted: 1 windows stuck on the service's paging: page_views alpha 2026-03-10 (walking in turns after the other windows)."),
+        text.contains("Not counted: 1 window stuck on the service's paging: page_views alpha 2026-03-10 (walking in turns after the other windows)."),
         "{text}"
     );
     // Hour after hour (the daemon's export step alone, as its hourly schedule runs it): today
@@ -950,7 +950,7 @@ async fn an_endless_day_yields_the_budget_to_the_other_days_and_is_reported_stuc
         "{text}"
     );
     assert!(
-        text.contains(&format!("Not counted: 1 windows stuck on the service's paging: page_views alpha 2026-03-10 (tried again after {retry}).")),
+        text.contains(&format!("Not counted: 1 window stuck on the service's paging: page_views alpha 2026-03-10 (tried again after {retry}).")),
         "{text}"
     );
     // The next hours leave it out (the plan says why); a day later it is walked again.
@@ -960,7 +960,7 @@ async fn an_endless_day_yields_the_budget_to_the_other_days_and_is_reported_stuc
         assert_eq!(plan.stuck.len(), 1);
         let described = docpipe::export::describe_plan(&plan);
         assert!(
-            described.contains(&format!("  1 windows stuck on the service's paging, not tried before their time: page_views alpha 2026-03-10 (tried again after {retry})\n")),
+            described.contains(&format!("  1 window stuck on the service's paging, not tried before their time: page_views alpha 2026-03-10 (tried again after {retry})\n")),
             "{described}"
         );
         exporter.run(&targets, &plan).await;

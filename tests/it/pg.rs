@@ -680,7 +680,7 @@ async fn a_span_another_process_holds_is_named_in_the_summary_as_not_done() {
     let until = t0().timestamp_millis() + 3_600_000 * 24 * 365 * 10;
     let stdout = backfill_beside_a_holder(&server, &cfg, until);
     assert!(
-        stdout.contains("  1 windows not walked by this run, another process still held them after 10 s: feedback alpha 2026-03-08..2026-03-10 (held by other-host:1); they are not done by this run: run it again once that process is done (docpipe status shows what is covered)\n"),
+        stdout.contains("  1 window not walked by this run, another process still held them after 10 s: feedback alpha 2026-03-08..2026-03-10 (held by other-host:1); they are not done by this run: run it again once that process is done (docpipe status shows what is covered)\n"),
         "{stdout}"
     );
     assert!(!dir.path().join("out/feedback/project=alpha").exists());
@@ -695,7 +695,7 @@ async fn a_span_another_process_lets_go_of_is_walked_after_it_and_named() {
     let until = chrono::Utc::now().timestamp_millis() + 4_000;
     let stdout = backfill_beside_a_holder(&server, &cfg, until);
     assert!(
-        stdout.contains("  1 windows another process held at first, walked by this run after it let go: feedback alpha 2026-03-08..2026-03-10 (held by other-host:1)\n"),
+        stdout.contains("  1 window another process held at first, walked by this run after it let go: feedback alpha 2026-03-08..2026-03-10 (held by other-host:1)\n"),
         "{stdout}"
     );
     assert!(!stdout.contains("not walked by this run"), "{stdout}");
