@@ -172,9 +172,24 @@ pub fn column_hint(message: &str) -> Cow<'_, str> {
     })
 }
 
+/// `n` and its noun, singular for one: "1 window", "2 windows" (the plural adds an s).
+pub fn count(n: impl Into<u64>, noun: &str) -> String {
+    match n.into() {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_count_of_one_is_singular() {
+        assert_eq!(count(1u64, "window"), "1 window");
+        assert_eq!(count(0u64, "window"), "0 windows");
+        assert_eq!(count(95u64, "analytics request"), "95 analytics requests");
+    }
 
     #[test]
     fn a_missing_column_gets_the_one_it_likely_meant_not_the_whole_list() {
@@ -226,13 +241,5 @@ mod tests {
             "job\\u{1b}[2J\\u{d}rule ok\\u{a}"
         );
         assert_eq!(lines("a\n\tb\u{7}"), "a\n\tb\\u{7}");
-    }
-}
-
-/// `n` and its noun, singular for one: "1 window", "2 windows" (the plural adds an s).
-pub fn count(n: impl Into<u64>, noun: &str) -> String {
-    match n.into() {
-        1 => format!("1 {noun}"),
-        n => format!("{n} {noun}s"),
     }
 }

@@ -52,19 +52,7 @@ pub fn describe_plan(plan: &Plan) -> String {
             due.len()
         );
     }
-    let mut by_dataset: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
-    for d in &others {
-        let e = by_dataset.entry(d.dataset()).or_default();
-        e.0 += 1;
-        e.1 += d.expected_requests;
-    }
-    for (name, (windows, req)) in by_dataset {
-        out += &format!(
-            "  {name}: {}, about {}\n",
-            crate::text::count(windows as u64, "window"),
-            crate::text::count(req, "request")
-        );
-    }
+    out += &other_datasets_lines(&others);
     out += &stuck_line(plan);
     if !plan.unmeasured.is_empty() {
         let never: Vec<String> = plan
@@ -249,6 +237,26 @@ fn failure_lines(failed: &[crate::export::Failure]) -> String {
         }
     }
     out
+}
+
+/// A line per dataset beside page views: its windows and their requests.
+fn other_datasets_lines(others: &[&Due]) -> String {
+    let mut by_dataset: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for d in others {
+        let e = by_dataset.entry(d.dataset()).or_default();
+        e.0 += 1;
+        e.1 += d.expected_requests;
+    }
+    by_dataset
+        .into_iter()
+        .map(|(name, (windows, req))| {
+            format!(
+                "  {name}: {}, about {}\n",
+                crate::text::count(windows, "window"),
+                crate::text::count(req, "request")
+            )
+        })
+        .collect()
 }
 
 /// The plan's windows stuck on the service's paging, with the time of their next try.
