@@ -1024,15 +1024,9 @@ async fn a_dataset_stale_beyond_twice_its_target_alerts_once_and_once_more_when_
     let hook = Hook::start().await;
     let live = Live::start(small()).await;
     let dir = tempfile::tempdir().unwrap();
-    let config = daemon_config(&live.server.base_url(), dir.path(), day("2026-03-13"), 100);
-    let mut d = daemon(
-        settings(&config, dir.path()),
-        live.clock.clone(),
-        keys(),
-        None,
-    )
-    .await
-    .alerting(alerts_to(&hook));
+    let mut d = plain_daemon(&live, dir.path(), "2026-03-13", 100)
+        .await
+        .alerting(alerts_to(&hook));
     let hour = Duration::from_secs(3600);
     assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
     assert!(d.problems().is_empty(), "{:?}", d.problems());
@@ -1167,15 +1161,9 @@ async fn an_unknown_project_stays_a_problem_while_the_state_remembers_its_404() 
     data.projects.retain(|p| p.id != "gamma");
     let live = Live::start(data).await;
     let dir = tempfile::tempdir().unwrap();
-    let config = daemon_config(&live.server.base_url(), dir.path(), day("2026-03-14"), 100);
-    let mut d = daemon(
-        settings(&config, dir.path()),
-        live.clock.clone(),
-        keys(),
-        None,
-    )
-    .await
-    .alerting(alerts_to(&hook));
+    let mut d = plain_daemon(&live, dir.path(), "2026-03-14", 100)
+        .await
+        .alerting(alerts_to(&hook));
     let unknown = |d: &Daemon| {
         d.problems()
             .iter()
