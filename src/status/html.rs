@@ -171,6 +171,11 @@ fn budget_section(out: &mut String, s: &Status) {
             limit = o.limit,
             used = o.used_last_hour
         );
+        let _ = write!(
+            out,
+            "<p class=\"eta\">{}</p>",
+            esc(&super::eta::line(o, s.generated_at))
+        );
         if let Some(at) = o.next_request_at {
             let _ = write!(
                 out,
@@ -212,11 +217,6 @@ fn budget_section(out: &mut String, s: &Status) {
                 i.checked_at.format("%Y-%m-%d %H:%M UTC")
             );
         }
-        let _ = write!(
-            out,
-            "<p class=\"eta\">{}</p>",
-            esc(&super::eta::line(o, s.generated_at))
-        );
         if let Some(f) = &o.forecast {
             let _ = write!(
                 out,
