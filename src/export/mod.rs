@@ -308,20 +308,32 @@ impl Plan {
         out
     }
 
+    /// Per organization, the windows due and the requests they are expected to take: this
+    /// run's and the ones deferred to the next runs (what [`Plan::eta`] and `status`'s ETA
+    /// count).
+    pub fn waiting_by_org(&self) -> HashMap<String, (u64, u64)> {
+        let mut out: HashMap<String, (u64, u64)> = HashMap::new();
+        for d in &self.due {
+            let org = self.org_of.get(&d.project).cloned().unwrap_or_default();
+            let e = out.entry(org).or_default();
+            e.0 += 1;
+            e.1 += d.expected_requests;
+        }
+        for (org, n) in &self.deferred_by_org {
+            out.entry(org.clone()).or_default().0 += n;
+        }
+        for (org, n) in &self.deferred_requests {
+            out.entry(org.clone()).or_default().1 += n;
+        }
+        out
+    }
+
     /// Expected time to send every due window's requests within the budgets: this run's and
     /// the ones deferred to the next runs.
     pub fn eta(&self) -> Duration {
-        let mut per_org: HashMap<&str, u64> = HashMap::new();
-        for d in &self.due {
-            let org = self.org_of.get(&d.project).map_or("", String::as_str);
-            *per_org.entry(org).or_default() += d.expected_requests;
-        }
-        for (org, n) in &self.deferred_requests {
-            *per_org.entry(org.as_str()).or_default() += n;
-        }
         let mut worst = Duration::ZERO;
-        for (org, need) in per_org {
-            let Some(room) = self.budgets.get(org) else {
+        for (org, (_, need)) in self.waiting_by_org() {
+            let Some(room) = self.budgets.get(&org) else {
                 continue;
             };
             worst = worst.max(Duration::from_secs(3600 * room.hours_for(need)));

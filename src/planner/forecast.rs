@@ -132,8 +132,7 @@ pub fn forecast(
     let mut sim = Sim::new(streams, tz);
     for hour in 0..HORIZON_HOURS {
         let t = now + Duration::hours(hour);
-        let in_day = hour < 24;
-        let (cands, slots) = sim.candidates(t, in_day);
+        let (cands, slots) = sim.candidates(t);
         let room = |org: &str| {
             rooms.get(org).map(|r| Room {
                 limit: r.limit,
@@ -141,7 +140,7 @@ pub fn forecast(
             })
         };
         let (chosen, _) = fit(&cands, &order(&cands), &room, freshness);
-        sim.serve(&cands, &slots, chosen, t, in_day);
+        sim.serve(&cands, &slots, chosen, t);
     }
     sim.report(rooms)
 }
@@ -171,15 +170,14 @@ impl Sim {
         }
     }
 
-    /// The windows due at `t`, with the slot each is of (noting the staleness seen in the
-    /// first 24 hours).
-    fn candidates(&mut self, t: DateTime<Utc>, in_day: bool) -> (Vec<Candidate>, Vec<Slot>) {
+    /// The windows due at `t`, with the slot each is of (noting the staleness seen).
+    fn candidates(&mut self, t: DateTime<Utc>) -> (Vec<Candidate>, Vec<Slot>) {
         let mut cands = Vec::new();
         let mut slots = Vec::new();
         let today = t.with_timezone(&self.tz).date_naive();
         for i in 0..self.streams.len() {
             if matches!(self.streams[i].windows, Windows::Days { .. }) {
-                self.day_candidates(i, t, today, in_day, &mut cands, &mut slots);
+                self.day_candidates(i, t, today, &mut cands, &mut slots);
             } else {
                 self.span_candidates(i, t, today, &mut cands, &mut slots);
             }
@@ -193,7 +191,6 @@ impl Sim {
         i: usize,
         t: DateTime<Utc>,
         today: NaiveDate,
-        in_day: bool,
         cands: &mut Vec<Candidate>,
         slots: &mut Vec<Slot>,
     ) {
@@ -214,21 +211,19 @@ impl Sim {
         };
         for (&day, &at) in days.iter() {
             let age = (today - day).num_days();
-            if in_day {
-                let since = at.map_or(Duration::zero(), |a| t - a);
-                let w = self
-                    .worst
-                    .entry((s.project.clone(), s.dataset))
-                    .or_default();
-                if age == 0 {
-                    let midnight = t - Duration::seconds(i64::from(
-                        t.with_timezone(&tz).time().num_seconds_from_midnight(),
-                    ));
-                    let since = at.map_or(t - midnight, |a| t - a.max(midnight));
-                    w.0 = w.0.max(since);
-                } else if at.is_some() && age <= i64::from(*lookback_days) {
-                    w.1 = w.1.max(since);
-                }
+            let since = at.map_or(Duration::zero(), |a| t - a);
+            let w = self
+                .worst
+                .entry((s.project.clone(), s.dataset))
+                .or_default();
+            if age == 0 {
+                let midnight = t - Duration::seconds(i64::from(
+                    t.with_timezone(&tz).time().num_seconds_from_midnight(),
+                ));
+                let since = at.map_or(t - midnight, |a| t - a.max(midnight));
+                w.0 = w.0.max(since);
+            } else if at.is_some() && age <= i64::from(*lookback_days) {
+                w.1 = w.1.max(since);
             }
             let done = self
                 .progress
@@ -329,16 +324,13 @@ impl Sim {
         slots: &[Slot],
         chosen: Vec<(usize, Option<u64>)>,
         t: DateTime<Utc>,
-        in_day: bool,
     ) {
         let today = t.with_timezone(&self.tz).date_naive();
         for (i, part) in chosen {
             let key = slots[i].key();
-            if in_day {
-                let s = &self.streams[key.0];
-                *self.spent.entry((s.org.clone(), s.dataset)).or_default() +=
-                    part.unwrap_or(cands[i].cost);
-            }
+            let s = &self.streams[key.0];
+            *self.spent.entry((s.org.clone(), s.dataset)).or_default() +=
+                part.unwrap_or(cands[i].cost);
             if let Some(part) = part {
                 // Walked in parts: its walk goes on next run.
                 *self.progress.entry(key).or_default() += part;

@@ -7,10 +7,10 @@
 //! be in.
 
 use crate::app::plan_view::PlanView;
-use crate::export::Plan;
 use crate::planner::Room;
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use serde::Serialize;
+use std::collections::HashMap;
 
 /// An organization's ETA.
 #[derive(Debug, Clone, Serialize)]
@@ -41,39 +41,38 @@ pub struct EtaPart {
     pub hours: u64,
 }
 
-/// A plan's windows and requests of `org` (those fitted and those deferred to later runs).
-fn of_org(plan: &Plan, org: &str) -> (u64, u64) {
-    let windows = plan
-        .due
-        .iter()
-        .filter(|d| plan.org_of.get(&d.project).is_some_and(|o| o == org))
-        .count() as u64
-        + plan.deferred_by_org.get(org).copied().unwrap_or_default();
-    let requests = plan.expected_by_org().get(org).copied().unwrap_or_default()
-        + plan.deferred_requests.get(org).copied().unwrap_or_default();
-    (windows, requests)
+/// What waits, in serving order: the windows due now, then each queued backfill's, each by
+/// organization. Counted once for every organization's [`of`].
+pub struct Waiting(Vec<(String, ByOrg)>);
+
+/// Windows and requests by organization ([`crate::export::Plan::waiting_by_org`]).
+type ByOrg = HashMap<String, (u64, u64)>;
+
+impl Waiting {
+    /// The parts of `view`.
+    pub fn of(view: &PlanView) -> Self {
+        let mut parts = vec![("export now".to_string(), view.due.waiting_by_org())];
+        for (q, plan) in &view.queued {
+            parts.push((format!("backfill {}", q.id), plan.waiting_by_org()));
+        }
+        Self(parts)
+    }
 }
 
 /// The ETA of `org`, whose budget is `room` now.
-pub fn of(view: &PlanView, org: &str, room: Room, now: DateTime<Utc>) -> Eta {
+pub fn of(waiting: &Waiting, org: &str, room: Room, now: DateTime<Utc>) -> Eta {
     let mut parts = Vec::new();
     let mut need = 0;
-    let (windows, requests) = of_org(&view.due, org);
-    need += requests;
-    parts.push(EtaPart {
-        what: "export now".into(),
-        windows,
-        requests,
-        hours: room.hours_for(need),
-    });
-    for (q, plan) in &view.queued {
-        let (windows, requests) = of_org(plan, org);
-        if windows == 0 {
+    for (i, (what, counts)) in waiting.0.iter().enumerate() {
+        let (windows, requests) = counts.get(org).copied().unwrap_or_default();
+        // The windows due now are always a part (none is a fact too); a backfill only when
+        // it has windows of the organization.
+        if i > 0 && windows == 0 {
             continue;
         }
         need += requests;
         parts.push(EtaPart {
-            what: format!("backfill {}", q.id),
+            what: what.clone(),
             windows,
             requests,
             hours: room.hours_for(need),

@@ -892,6 +892,7 @@ fn organizations(
     let spent = ctx.store().history().spent_since(since)?;
     let findings = ctx.store().instants_findings()?;
     let keys = ctx.store().key_records()?;
+    let waiting = eta::Waiting::of(view);
     let mut out = Vec::new();
     for o in &ctx.settings.organizations {
         let room = crate::planner::Room::analytics(&o.limits, ctx.budget().as_ref(), &o.id, now);
@@ -921,7 +922,7 @@ fn organizations(
                 .collect(),
         });
         out.push(OrgStatus {
-            eta: eta::of(view, &o.id, room, now),
+            eta: eta::of(&waiting, &o.id, room, now),
             id: o.id.clone(),
             limit,
             used_last_hour: used,
