@@ -5,29 +5,24 @@
 // longer today carry an `#[expect]` each, so the count can only fall.
 #![warn(clippy::too_many_lines)]
 
+pub use docpipe_catalog::{calendar, clock, events, layout, random, ratelimit, tables, text};
+pub use docpipe_emulator as emulator; // a faithful stand-in of the service, as an axum Router
+
 pub mod alloc; // the allocator's tuning
 pub mod api; // the typed client: one file per operation, retry and rate budget
 pub mod app; // what cli and daemon share: a Context opened once, and the one run (cycle.rs) with its steps, the lake's description and its load into a warehouse
-pub mod calendar; // days of a time zone, where they start, the window a request asks for
 pub mod cli; // one file per subcommand: arguments and printing
-pub mod clock; // time, injected
 pub mod config; // the config file: raw form -> validated settings (data only)
 pub mod daemon; // schedules, the work loop, health and metrics, shutdown
 pub mod dataset; // one file per dataset: endpoint, paging, windowing, tables, batches; a window's first page (check's probe); the derived tables' one writer
-pub mod emulator; // a faithful stand-in of the service, as an axum Router
 pub mod error; // the user-error type and the exit codes
-pub mod events; // a run's facts, emitted once: counted on /metrics, recorded in the state, drawn by the CLI
 pub mod export; // plan and run windows: walk, check, write, record
-pub mod layout; // where outputs go: Hive paths, temporary names, atomic replace
 pub mod planner; // which windows are due, in what order, within the budget; the forecast
-pub mod random; // seeded randomness
-pub mod ratelimit; // sliding-window arithmetic
 pub mod remote; // the output on object storage: the working copy mirrored to a bucket
 pub mod rules; // rule files -> conditions -> prompts -> follow-ups -> outcome log; impact/: what each job changed
 pub mod schedule; // cron schedules
 pub mod status; // what the pipeline is doing, as one model: text, JSON and the daemon's page
 pub mod store; // every table of state (SQLite), the walk journals, the budget's log
-pub mod text; // service text made safe to print
 pub mod tls; // rustls on ring, installed once
 pub mod trends; // polars aggregation and charts
 

@@ -35,7 +35,7 @@ impl Operation {
     /// The analytics dataset it reads, if it reads one.
     pub fn dataset(self) -> Option<&'static str> {
         match self {
-            Operation::PageViews => Some("page_views"),
+            Operation::PageViews => Some(docpipe_catalog::datasets::PAGE_VIEWS),
             Operation::Analytics(name) => Some(name),
             _ => None,
         }

@@ -3,7 +3,7 @@
 pub mod analytics;
 pub mod assistant;
 pub mod budget;
-pub mod capture;
+pub use docpipe_catalog::capture;
 pub mod error;
 pub mod jobs;
 pub mod keys;
@@ -33,27 +33,7 @@ pub const MAX_BODY_BYTES: usize = 64 << 20;
 const MAX_MESSAGE_CHARS: usize = 300;
 
 /// The service's documented limits, per hour.
-pub mod service_limits {
-    /// Analytics requests per organization, shared by all analytics calls.
-    pub const ANALYTICS_PER_HOUR: u32 = 100;
-    /// Follow-ups and job creations per project.
-    pub const AGENT_PER_HOUR: u32 = 100;
-    /// Assistant messages per organization.
-    pub const ASSISTANT_PER_HOUR: u32 = 10_000;
-
-    /// `ANALYTICS_PER_HOUR`, as a serde default.
-    pub const fn analytics() -> u32 {
-        ANALYTICS_PER_HOUR
-    }
-    /// `AGENT_PER_HOUR`, as a serde default.
-    pub const fn agent() -> u32 {
-        AGENT_PER_HOUR
-    }
-    /// `ASSISTANT_PER_HOUR`, as a serde default.
-    pub const fn assistant() -> u32 {
-        ASSISTANT_PER_HOUR
-    }
-}
+pub use docpipe_catalog::service::limits as service_limits;
 
 /// Per-hour limits the client keeps under, and the share of them it leaves unused.
 #[derive(Debug, Clone, Copy, PartialEq)]

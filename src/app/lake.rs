@@ -8,165 +8,12 @@ use super::Context;
 use crate::config::Location;
 use crate::dataset::Key;
 use arrow_schema::{DataType as Arrow, SchemaRef, TimeUnit};
+use docpipe_catalog::tables;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// The folder under the output.
 pub const FOLDER: &str = "_docpipe";
-
-/// What a row of each table is and its key (the partition keys among them), for the tables the
-/// datasets and the rules write.
-const ROWS: [(&str, &[&str], &str); 18] = [
-    (
-        "page_views",
-        &["project", "date", "path"],
-        "views of one page on one day, by human readers and AI agents (total = human + ai); additive over days and pages",
-    ),
-    (
-        "site_totals",
-        &["project", "date"],
-        "the site's views of one day as the service totals them; final once the day can no longer change; unlisted = views of no listed page",
-    ),
-    (
-        "rejects",
-        &["project", "date", "path"],
-        "a page-view row of the service that docpipe cannot store faithfully, kept as sent",
-    ),
-    (
-        "visitors",
-        &["project", "date", "path"],
-        "unique visitors of one page on one day: approximate distinct counts, not additive",
-    ),
-    (
-        "site_visitors",
-        &["project", "date"],
-        "the site's unique visitors of one day",
-    ),
-    (
-        "searches",
-        &["project", "date", "search_query"],
-        "one search term on one day: its searches (hits), click-through rate (0 to 1), the result clicked most and the last search",
-    ),
-    (
-        "search_totals",
-        &["project", "date"],
-        "the day's number of searches (the sum of the terms' hits)",
-    ),
-    (
-        "feedback",
-        &["project", "date", "id"],
-        "one feedback entry, on the local day it was made",
-    ),
-    (
-        "feedback_undated",
-        &["project", "id"],
-        "a feedback entry the service sent without a date",
-    ),
-    (
-        "feedback_outside",
-        &["project", "id"],
-        "a feedback entry dated outside the days asked for",
-    ),
-    (
-        "feedback_by_page",
-        &["project", "date", "path"],
-        "feedback counts of one page on one day",
-    ),
-    (
-        "assistant_turns",
-        &["project", "date", "id", "timestamp"],
-        "one question to the assistant and its answer, on the local day it was asked",
-    ),
-    (
-        "assistant_turns_outside",
-        &["project", "id", "timestamp"],
-        "a turn dated outside the days asked for",
-    ),
-    (
-        "assistant_callers",
-        &["project", "date"],
-        "the assistant's queries of one day by caller (web, api, other); additive",
-    ),
-    (
-        "assistant_messages",
-        &["project", "date", "thread_id", "message_id"],
-        "one message of an assistant thread docpipe fetched, on the local day the thread began",
-    ),
-    (
-        "day_status",
-        &["project", "dataset", "date"],
-        "what one day of one dataset is: partial, provisional or final (see statuses)",
-    ),
-    (
-        "agent_runs",
-        &["project", "firing_id"],
-        "one firing of a rule: its prompt, what was sent, the job's outcome",
-    ),
-    (
-        "agent_impact",
-        &["project", "firing_id", "key"],
-        "what one job changed for one key of its firing, once measured",
-    ),
-];
-
-/// The trend tables' keys and rows.
-const TREND_ROWS: [(&str, &[&str], &str); 11] = [
-    (
-        "daily",
-        &["project", "date"],
-        "one day of a project's views: counts, AI share, 7- and 28-day sums of complete days, change against a week before; complete = false for a day not over (its counts so far)",
-    ),
-    (
-        "weekly",
-        &["project", "week_start"],
-        "one ISO week of a project's views; complete when its 7 days are",
-    ),
-    (
-        "pages",
-        &["project", "path"],
-        "one page over the last 7 and 28 complete days and the windows before them, with its rank and AI share rise",
-    ),
-    (
-        "search_terms",
-        &["project", "search_query"],
-        "one search term over the last 7 and 28 complete days; est_ columns are estimated clicks (hits x ctr summed, rounded)",
-    ),
-    (
-        "search_daily",
-        &["project", "date"],
-        "one day of a project's searches",
-    ),
-    (
-        "assistant_daily",
-        &["project", "date"],
-        "one day of a project's assistant turns",
-    ),
-    (
-        "assistant_categories",
-        &["project", "date", "category"],
-        "one day of a project's assistant turns in one category",
-    ),
-    (
-        "unanswered_questions",
-        &["project", "question"],
-        "one unanswered question (normalised text) of the last 7 complete days",
-    ),
-    (
-        "feedback_pages",
-        &["project", "path"],
-        "one page's feedback over the last 28 complete days and the 28 before",
-    ),
-    (
-        "visitors_daily",
-        &["project", "date"],
-        "one day of a project's unique visitors beside its views",
-    ),
-    (
-        "callers_weekly",
-        &["project", "week_start"],
-        "one ISO week of the assistant's callers",
-    ),
-];
 
 /// A column of a table.
 #[derive(Debug, Clone, Serialize)]
@@ -274,16 +121,10 @@ fn columns_of(schema: &SchemaRef, partitioning: &[&'static str]) -> Vec<Column> 
 }
 
 fn row_of(name: &str) -> (Vec<&'static str>, &'static str) {
-    if name.ends_with("_fractions") {
-        return (
-            vec!["project", "date", "key", "column"],
-            "a count the service sent with a fraction: its row's key, the column, the value as sent, and as written (rounded half away from zero) in the table",
-        );
+    if name.ends_with(tables::FRACTIONS_SUFFIX) {
+        return (tables::FRACTIONS_KEY.to_vec(), tables::FRACTIONS_ROW);
     }
-    ROWS.iter()
-        .chain(TREND_ROWS.iter())
-        .find(|r| r.0 == name)
-        .map_or((Vec::new(), ""), |r| (r.1.to_vec(), r.2))
+    tables::by_name(name).map_or((Vec::new(), ""), |t| (t.key.to_vec(), t.row))
 }
 
 /// A table partitioned by `partitioning` under its folder.

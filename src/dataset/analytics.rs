@@ -4,11 +4,9 @@
 //! means; the choices where the OpenAPI file is ambiguous are written beside each descriptor.
 
 use super::shape::{Cell, Column, Kind, Need, RowsAt, Shape, TotalsAt, col, table};
-use super::{Key, Paging, Windowing};
+use super::{Paging, Windowing};
 use arrow_schema::SchemaRef;
-
-const DAILY: &[Key] = &[Key::Project, Key::Date];
-const PER_PROJECT: &[Key] = &[Key::Project];
+use docpipe_catalog::{datasets, tables};
 
 macro_rules! schema_fns {
     ($($f:ident = $shape:ident . $m:ident;)*) => {
@@ -38,7 +36,7 @@ const COUNTS: [Column; 3] = [
 /// additive** across days or pages, and `total` is deduplicated (it can be less than
 /// human + ai). Nothing in docpipe sums them.
 pub static VISITORS: Shape = Shape {
-    name: "visitors",
+    name: datasets::VISITORS,
     endpoint: "/v1/analytics/{project}/visitors",
     paging: Paging::Offset { limit: 250 },
     windowing: Windowing::Daily,
@@ -53,15 +51,15 @@ pub static VISITORS: Shape = Shape {
     totals_at: TotalsAt::Object("totals"),
     totals: &COUNTS,
     sums: &[],
-    table: "visitors",
-    totals_table: Some("site_visitors"),
+    table: tables::VISITORS.name,
+    totals_table: Some(tables::SITE_VISITORS.name),
     day_of: None,
     undated_table: None,
     outside_table: None,
     check_row: None,
     tables: &[
-        table("visitors", visitors_schema, DAILY),
-        table("site_visitors", site_visitors_schema, DAILY),
+        table(&tables::VISITORS, visitors_schema),
+        table(&tables::SITE_VISITORS, site_visitors_schema),
     ],
     flags: &[],
     by_default: true,
@@ -71,7 +69,7 @@ pub static VISITORS: Shape = Shape {
 /// Cursor paging without `hasMore` (the end is a null `nextCursor`); `totalSearches` is the
 /// day's exact number of searches, and the hits of all the terms sum to it.
 pub static SEARCHES: Shape = Shape {
-    name: "searches",
+    name: datasets::SEARCHES,
     endpoint: "/v1/analytics/{project}/searches",
     paging: Paging::Cursor {
         limit: 100,
@@ -105,15 +103,15 @@ pub static SEARCHES: Shape = Shape {
         Need::Required,
     )],
     sums: &[("hits", "total_searches")],
-    table: "searches",
-    totals_table: Some("search_totals"),
+    table: tables::SEARCHES.name,
+    totals_table: Some(tables::SEARCH_TOTALS.name),
     day_of: None,
     undated_table: None,
     outside_table: None,
     check_row: None,
     tables: &[
-        table("searches", searches_schema, DAILY),
-        table("search_totals", search_totals_schema, DAILY),
+        table(&tables::SEARCHES, searches_schema),
+        table(&tables::SEARCH_TOTALS, search_totals_schema),
     ],
     flags: &[],
     by_default: true,
@@ -143,7 +141,7 @@ fn check_feedback(row: &[Cell]) -> Result<(), String> {
 /// `feedback_undated`). Their status changes later with no modification time: a span of recent
 /// days is fetched again on every run and its partitions replaced; merged on `id`.
 pub static FEEDBACK: Shape = Shape {
-    name: "feedback",
+    name: datasets::FEEDBACK,
     endpoint: "/v1/analytics/{project}/feedback",
     paging: Paging::Cursor {
         limit: 100,
@@ -178,16 +176,16 @@ pub static FEEDBACK: Shape = Shape {
     totals_at: TotalsAt::None,
     totals: &[],
     sums: &[],
-    table: "feedback",
+    table: tables::FEEDBACK.name,
     totals_table: None,
     day_of: Some("created_at"),
-    undated_table: Some("feedback_undated"),
-    outside_table: Some("feedback_outside"),
+    undated_table: Some(tables::FEEDBACK_UNDATED.name),
+    outside_table: Some(tables::FEEDBACK_OUTSIDE.name),
     check_row: Some(check_feedback),
     tables: &[
-        table("feedback", feedback_schema, DAILY),
-        table("feedback_undated", feedback_schema, PER_PROJECT),
-        table("feedback_outside", feedback_schema, PER_PROJECT),
+        table(&tables::FEEDBACK, feedback_schema),
+        table(&tables::FEEDBACK_UNDATED, feedback_schema),
+        table(&tables::FEEDBACK_OUTSIDE, feedback_schema),
     ],
     flags: &[],
     by_default: true,
@@ -197,7 +195,7 @@ pub static FEEDBACK: Shape = Shape {
 /// offset: the first 100 rows (in the service's order, which its file does not state) are all
 /// anyone can fetch, and a day with more is written with `cut_off` true on its rows.
 pub static FEEDBACK_BY_PAGE: Shape = Shape {
-    name: "feedback_by_page",
+    name: datasets::FEEDBACK_BY_PAGE,
     endpoint: "/v1/analytics/{project}/feedback/by-page",
     paging: Paging::Capped { limit: 100 },
     windowing: Windowing::Daily,
@@ -213,13 +211,13 @@ pub static FEEDBACK_BY_PAGE: Shape = Shape {
     totals_at: TotalsAt::None,
     totals: &[],
     sums: &[],
-    table: "feedback_by_page",
+    table: tables::FEEDBACK_BY_PAGE.name,
     totals_table: None,
     day_of: None,
     undated_table: None,
     outside_table: None,
     check_row: None,
-    tables: &[table("feedback_by_page", by_page_schema, DAILY)],
+    tables: &[table(&tables::FEEDBACK_BY_PAGE, by_page_schema)],
     flags: &["cut_off"],
     by_default: true,
 };
@@ -229,7 +227,7 @@ pub static FEEDBACK_BY_PAGE: Shape = Shape {
 /// timestamp). Fetched by a span from the last fetched day less an overlap (late turns and a
 /// category filled in later land), merged on the key.
 pub static ASSISTANT: Shape = Shape {
-    name: "assistant",
+    name: datasets::ASSISTANT,
     endpoint: "/v1/analytics/{project}/assistant",
     paging: Paging::Cursor {
         limit: 1000,
@@ -267,15 +265,15 @@ pub static ASSISTANT: Shape = Shape {
     totals_at: TotalsAt::None,
     totals: &[],
     sums: &[],
-    table: "assistant_turns",
+    table: tables::ASSISTANT_TURNS.name,
     totals_table: None,
     day_of: Some("timestamp"),
     undated_table: None,
-    outside_table: Some("assistant_turns_outside"),
+    outside_table: Some(tables::ASSISTANT_TURNS_OUTSIDE.name),
     check_row: None,
     tables: &[
-        table("assistant_turns", turns_schema, DAILY),
-        table("assistant_turns_outside", turns_schema, PER_PROJECT),
+        table(&tables::ASSISTANT_TURNS, turns_schema),
+        table(&tables::ASSISTANT_TURNS_OUTSIDE, turns_schema),
     ],
     flags: &[],
     by_default: true,
@@ -283,7 +281,7 @@ pub static ASSISTANT: Shape = Shape {
 
 /// Assistant queries per day by caller: web, api, other, total. One request per day.
 pub static CALLER_STATS: Shape = Shape {
-    name: "caller_stats",
+    name: datasets::CALLER_STATS,
     endpoint: "/v1/analytics/{project}/assistant/caller-stats",
     paging: Paging::Single,
     windowing: Windowing::Daily,
@@ -298,13 +296,13 @@ pub static CALLER_STATS: Shape = Shape {
     totals_at: TotalsAt::None,
     totals: &[],
     sums: &[],
-    table: "assistant_callers",
+    table: tables::ASSISTANT_CALLERS.name,
     totals_table: None,
     day_of: None,
     undated_table: None,
     outside_table: None,
     check_row: None,
-    tables: &[table("assistant_callers", callers_schema, DAILY)],
+    tables: &[table(&tables::ASSISTANT_CALLERS, callers_schema)],
     flags: &[],
     by_default: true,
 };
@@ -312,7 +310,7 @@ pub static CALLER_STATS: Shape = Shape {
 /// One assistant thread's messages: one request per thread, so never in bulk. After the turns,
 /// the threads of unanswered turns not fetched yet, up to a cap per run.
 pub static THREADS: Shape = Shape {
-    name: "threads",
+    name: datasets::THREADS,
     endpoint: "/v1/analytics/{project}/assistant/threads/{thread}",
     paging: Paging::Single,
     windowing: Windowing::OnDemand,
@@ -335,13 +333,13 @@ pub static THREADS: Shape = Shape {
         col("thread_created_at", "createdAt", Kind::Time, Need::Required),
     ],
     sums: &[],
-    table: "assistant_messages",
+    table: tables::ASSISTANT_MESSAGES.name,
     totals_table: None,
     day_of: None,
     undated_table: None,
     outside_table: None,
     check_row: None,
-    tables: &[table("assistant_messages", messages_schema, DAILY)],
+    tables: &[table(&tables::ASSISTANT_MESSAGES, messages_schema)],
     flags: &[],
     by_default: false,
 };
@@ -349,7 +347,7 @@ pub static THREADS: Shape = Shape {
 /// The table `assistant_messages` as written: a thread's fields, then each message's,
 /// partitioned by the day the thread was created; merged on (thread_id, message_id).
 pub static THREAD_MESSAGES: Shape = Shape {
-    name: "assistant_messages",
+    name: tables::ASSISTANT_MESSAGES.name,
     endpoint: "",
     paging: Paging::Single,
     windowing: Windowing::OnDemand,
@@ -371,7 +369,7 @@ pub static THREAD_MESSAGES: Shape = Shape {
     totals_at: TotalsAt::None,
     totals: &[],
     sums: &[],
-    table: "assistant_messages",
+    table: tables::ASSISTANT_MESSAGES.name,
     totals_table: None,
     day_of: Some("thread_created_at"),
     undated_table: None,

@@ -28,7 +28,7 @@ use std::path::Path;
 
 /// The leading dataset: page views, whose days head a project's status, are served first each
 /// run (the trends read them) and whose windows a page-view summary line counts.
-pub const LEADING: &str = page_views::PAGE_VIEWS;
+pub const LEADING: &str = docpipe_catalog::datasets::PAGE_VIEWS;
 
 /// The leading dataset's windows as the plan's and the summary's first lines name them.
 pub const LEADING_NOUN: &str = "page-view";
@@ -121,14 +121,7 @@ pub enum Windowing {
     OnDemand,
 }
 
-/// A partition key of a table, in path order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Key {
-    /// `project=<id>`.
-    Project,
-    /// `date=<YYYY-MM-DD>`.
-    Date,
-}
+pub use docpipe_catalog::tables::Key;
 
 /// One table a dataset writes.
 #[derive(Debug, Clone, Copy)]

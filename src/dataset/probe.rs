@@ -15,6 +15,7 @@ use crate::api::views::PAGE_LIMIT;
 use crate::api::{ApiError, Client, ErrorKind, Operation};
 use crate::calendar::{Part, Window};
 use crate::store::WalkKey;
+use docpipe_catalog::datasets;
 
 /// Whether `dataset` is read a thread at a time (probed with a turn's id, not a window).
 pub fn reads_threads(dataset: &str) -> bool {
@@ -96,7 +97,7 @@ const OFFSET: &[&str] = &[PAGE_VIEWS];
 
 /// The cursor-paged datasets compared, the first an organization exports: searches (the
 /// day's `totalSearches` adds up), else the rows of assistant turns or feedback on one page.
-const CURSOR: &[&str] = &["searches", "assistant", "feedback"];
+const CURSOR: &[&str] = &[datasets::SEARCHES, datasets::ASSISTANT, datasets::FEEDBACK];
 
 /// The datasets `check --deep` compares by halves of a day, in turn: one offset-paged, then
 /// one cursor-paged, the first an organization exports of each list.

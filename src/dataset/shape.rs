@@ -3,7 +3,7 @@
 //! turns any of their pages into rows of [`Cell`]s (refusing a wrong type, a huge string or a
 //! row past the limit), and one builder turns rows into a record batch of the table's schema.
 
-use super::{Dataset, Key, Paging, Table, Windowing};
+use super::{Dataset, Paging, Table, Windowing};
 use arrow_array::builder::{
     BooleanBuilder, Float64Builder, Int64Builder, ListBuilder, StringBuilder, StructBuilder,
     TimestampMicrosecondBuilder,
@@ -263,14 +263,13 @@ impl Dataset for Shape {
 
 /// A table of a shape's descriptor (its schema comes from the shape by name).
 pub const fn table(
-    name: &'static str,
+    table: &'static docpipe_catalog::tables::Table,
     schema: fn() -> SchemaRef,
-    partition: &'static [Key],
 ) -> Table {
     Table {
-        name,
+        name: table.name,
         schema,
-        partition,
+        partition: table.partitioning,
     }
 }
 

@@ -32,7 +32,7 @@ pub(crate) struct Day<'a> {
 
 /// The companion table of `table` that keeps the counts sent with a fraction.
 pub fn fractions_table(table: &str) -> String {
-    format!("{table}_fractions")
+    docpipe_catalog::tables::fractions_of(table)
 }
 
 /// The companion table's columns.

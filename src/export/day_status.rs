@@ -14,7 +14,7 @@ use chrono_tz::Tz;
 use std::path::PathBuf;
 
 /// The table's folder under the output.
-pub const DAY_STATUS: &str = "day_status";
+pub const DAY_STATUS: &str = docpipe_catalog::tables::DAY_STATUS.name;
 
 /// The day is not over in the project's time zone, or its data were fetched before it ended:
 /// they cover part of it.

@@ -9,6 +9,7 @@ use crate::dataset::shape::{Cell, FlaggedRow, Page};
 use crate::dataset::writes::Writes;
 use crate::dataset::{Dataset, Windowing};
 use crate::layout::partition_dir;
+use docpipe_catalog::datasets;
 use std::collections::{BTreeMap, HashMap};
 
 /// How the span datasets re-fetch and how many threads a run fetches.
@@ -54,8 +55,8 @@ impl ShapedSettings {
     /// overlap).
     pub fn recheck(&self, dataset: &dyn Dataset) -> u32 {
         match (dataset.name(), dataset.windowing()) {
-            ("feedback", _) => self.feedback_recheck_days,
-            ("assistant", _) => self.assistant_overlap_days,
+            (datasets::FEEDBACK, _) => self.feedback_recheck_days,
+            (datasets::ASSISTANT, _) => self.assistant_overlap_days,
             (_, Windowing::Span { recheck_days }) => recheck_days,
             _ => 0,
         }

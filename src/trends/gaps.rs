@@ -7,6 +7,7 @@
 //! project's last exported day of the dataset (`last_day`), as the page table's do.
 
 use super::{TrendsError, pct, share};
+use docpipe_catalog::tables::name;
 use polars::prelude::*;
 use std::collections::HashMap;
 use std::path::Path;
@@ -42,14 +43,14 @@ pub struct Gaps {
 /// The gap tables' names, in the order they are written (`trends/<name>.parquet`), the order
 /// of [`Gaps::frames`].
 pub const NAMES: [&str; 8] = [
-    "search_terms",
-    "search_daily",
-    "assistant_daily",
-    "assistant_categories",
-    "unanswered_questions",
-    "feedback_pages",
-    "visitors_daily",
-    "callers_weekly",
+    name::SEARCH_TERMS,
+    name::SEARCH_DAILY,
+    name::ASSISTANT_DAILY,
+    name::ASSISTANT_CATEGORIES,
+    name::UNANSWERED_QUESTIONS,
+    name::FEEDBACK_PAGES,
+    name::VISITORS_DAILY,
+    name::CALLERS_WEEKLY,
 ];
 
 impl Gaps {
@@ -113,15 +114,15 @@ fn polars_type(t: &arrow_schema::DataType) -> Option<DataType> {
 /// writes them.
 fn columns(table: &str) -> Vec<(&'static str, DataType)> {
     let read: &[&'static str] = match table {
-        "searches" => &[
+        name::SEARCHES => &[
             "search_query",
             "hits",
             "ctr",
             "top_clicked_page",
             "last_searched_at",
         ],
-        "search_totals" => &["total_searches"],
-        "assistant_turns" => &[
+        name::SEARCH_TOTALS => &["total_searches"],
+        name::ASSISTANT_TURNS => &[
             "id",
             "timestamp",
             "query",
@@ -130,8 +131,8 @@ fn columns(table: &str) -> Vec<(&'static str, DataType)> {
             "resolution_status",
             "query_category",
         ],
-        "feedback" => &["path", "comment", "created_at", "source", "helpful"],
-        "assistant_callers" => &["web", "api", "other", "total"],
+        name::FEEDBACK => &["path", "comment", "created_at", "source", "helpful"],
+        name::ASSISTANT_CALLERS => &["web", "api", "other", "total"],
         // site_visitors, site_totals
         _ => &["human", "ai", "total"],
     };
@@ -758,24 +759,26 @@ fn dataset_of(table: &str) -> &'static str {
 /// tables': `site_totals`').
 pub fn dataset_of_trend(trend: &str) -> &'static str {
     dataset_of(match trend {
-        "search_terms" | "search_daily" => "searches",
-        "assistant_daily" | "assistant_categories" | "unanswered_questions" => "assistant_turns",
-        "feedback_pages" => "feedback",
-        "visitors_daily" => "site_visitors",
-        "callers_weekly" => "assistant_callers",
-        _ => "site_totals",
+        name::SEARCH_TERMS | name::SEARCH_DAILY => name::SEARCHES,
+        name::ASSISTANT_DAILY | name::ASSISTANT_CATEGORIES | name::UNANSWERED_QUESTIONS => {
+            name::ASSISTANT_TURNS
+        }
+        name::FEEDBACK_PAGES => name::FEEDBACK,
+        name::VISITORS_DAILY => name::SITE_VISITORS,
+        name::CALLERS_WEEKLY => name::ASSISTANT_CALLERS,
+        _ => name::SITE_TOTALS,
     })
 }
 
 /// The tables a gap table is computed from, by name in the output folder.
 pub(crate) const SOURCES: [&str; 7] = [
-    "searches",
-    "search_totals",
-    "assistant_turns",
-    "feedback",
-    "site_visitors",
-    "site_totals",
-    "assistant_callers",
+    name::SEARCHES,
+    name::SEARCH_TOTALS,
+    name::ASSISTANT_TURNS,
+    name::FEEDBACK,
+    name::SITE_VISITORS,
+    name::SITE_TOTALS,
+    name::ASSISTANT_CALLERS,
 ];
 
 /// The gap table `name`'s query over its sources (`rows` gives a source table's rows, with
@@ -786,14 +789,16 @@ fn query(
 ) -> Result<LazyFrame, TrendsError> {
     let whole = |table: &str| Ok::<_, TrendsError>(rows(table)?.filter(col("complete")));
     Ok(match name {
-        "search_terms" => search_terms(whole("searches")?, whole("search_totals")?)?,
-        "search_daily" => search_daily(rows("searches")?, rows("search_totals")?),
-        "assistant_daily" => assistant_daily(rows("assistant_turns")?),
-        "assistant_categories" => assistant_categories(rows("assistant_turns")?),
-        "unanswered_questions" => unanswered_questions(whole("assistant_turns")?)?,
-        "feedback_pages" => feedback_pages(whole("feedback")?)?,
-        "visitors_daily" => visitors_daily(rows("site_visitors")?, rows("site_totals")?),
-        "callers_weekly" => callers_weekly(rows("assistant_callers")?),
+        name::SEARCH_TERMS => search_terms(whole(name::SEARCHES)?, whole(name::SEARCH_TOTALS)?)?,
+        name::SEARCH_DAILY => search_daily(rows(name::SEARCHES)?, rows(name::SEARCH_TOTALS)?),
+        name::ASSISTANT_DAILY => assistant_daily(rows(name::ASSISTANT_TURNS)?),
+        name::ASSISTANT_CATEGORIES => assistant_categories(rows(name::ASSISTANT_TURNS)?),
+        name::UNANSWERED_QUESTIONS => unanswered_questions(whole(name::ASSISTANT_TURNS)?)?,
+        name::FEEDBACK_PAGES => feedback_pages(whole(name::FEEDBACK)?)?,
+        name::VISITORS_DAILY => {
+            visitors_daily(rows(name::SITE_VISITORS)?, rows(name::SITE_TOTALS)?)
+        }
+        name::CALLERS_WEEKLY => callers_weekly(rows(name::ASSISTANT_CALLERS)?),
         other => {
             return Err(
                 PolarsError::ComputeError(format!("{other} is not a gap table").into()).into(),
@@ -932,19 +937,19 @@ pub struct TopRows {
 /// table's order) and the columns shown.
 const TOP: [(&str, &str, Option<&str>, [&str; 3]); 3] = [
     (
-        "search_terms",
+        name::SEARCH_TERMS,
         "searches without a click (7 days)",
         Some("gap_rank_7d"),
         ["search_query", "hits_7d", "est_unclicked_7d"],
     ),
     (
-        "unanswered_questions",
+        name::UNANSWERED_QUESTIONS,
         "questions the assistant could not answer (7 days)",
         None,
         ["latest_wording", "asks", "cited_pages"],
     ),
     (
-        "feedback_pages",
+        name::FEEDBACK_PAGES,
         "pages with the most thumbs down (28 days)",
         Some("down_rank_28d"),
         ["path", "down_28d", "votes_28d"],

@@ -12,6 +12,7 @@ use crate::dataset::LEADING;
 use crate::dataset::page_views::{PAGE_VIEWS, SITE_TOTALS};
 use crate::layout::Pending;
 use chrono::NaiveDate;
+use docpipe_catalog::tables::name;
 use polars::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -59,7 +60,7 @@ pub struct Tables {
 }
 
 /// The page-view trend tables' names, in the order they are written.
-pub const BASE_NAMES: [&str; 3] = ["daily", "weekly", "pages"];
+pub const BASE_NAMES: [&str; 3] = [name::DAILY_TREND, name::WEEKLY_TREND, name::PAGES_TREND];
 
 /// Every trend table's name (`trends/<name>.parquet`), the names a rule's query reads them by:
 /// the page-view tables, then the gap tables.
@@ -676,9 +677,9 @@ pub fn table(out: &Path, name: &str, sel: &Selection) -> Result<DataFrame, Trend
             s.spawn(|| -> Result<DataFrame, TrendsError> {
                 let partial = partial_days(out, sel)?;
                 let df = match name {
-                    "daily" => daily(out, sel, &partial)?.collect()?,
-                    "weekly" => weekly(daily(out, sel, &partial)?).collect()?,
-                    "pages" => pages(out, sel, &partial)?.collect()?,
+                    name::DAILY_TREND => daily(out, sel, &partial)?.collect()?,
+                    name::WEEKLY_TREND => weekly(daily(out, sel, &partial)?).collect()?,
+                    name::PAGES_TREND => pages(out, sel, &partial)?.collect()?,
                     gap => gaps::table(out, gap, sel, &partial)?,
                 };
                 Ok(arrow::typed(df)?)

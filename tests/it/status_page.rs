@@ -358,12 +358,18 @@ async fn on_an_address_other_than_loopback_the_page_needs_its_token() {
 }
 
 /// The series docpipe's code declares: the names in `metrics::counter!`, `gauge!` and
-/// `histogram!` calls under `src/`.
+/// `histogram!` calls under `src/` and each crate's `crates/*/src/`.
 fn declared_series() -> std::collections::BTreeSet<String> {
     let mut names = std::collections::BTreeSet::new();
-    let src = root().join("src");
-    for file in files_below(&src) {
-        let text = std::fs::read_to_string(src.join(file)).unwrap();
+    let crates = std::fs::read_dir(root().join("crates")).unwrap().flatten();
+    let sources: Vec<_> = std::iter::once(root().join("src"))
+        .chain(crates.map(|c| c.path().join("src")))
+        .collect();
+    for file in sources
+        .iter()
+        .flat_map(|src| files_below(src).into_iter().map(|f| src.join(f)))
+    {
+        let text = std::fs::read_to_string(file).unwrap();
         for macro_ in ["counter!(", "gauge!(", "histogram!("] {
             for (at, _) in text.match_indices(macro_) {
                 let rest = text[at + macro_.len()..].trim_start();

@@ -10,6 +10,7 @@ use super::copy;
 use crate::app::lake::{Column, Table};
 use crate::config::WarehouseSettings;
 use chrono::{DateTime, NaiveDate, Utc};
+use docpipe_catalog::tables;
 use postgres::types::{ToSql, Type};
 use std::path::{Path, PathBuf};
 
@@ -576,7 +577,10 @@ fn column_type(c: &Column) -> &'static str {
 /// The expressions of a table's unique key: its key columns, a text one as `md5(column)`;
 /// none for the tables without a key (rows set aside, fractions).
 fn key_columns(t: &Table) -> Option<Vec<String>> {
-    if t.key.is_empty() || t.name == "rejects" || t.name.ends_with("_fractions") {
+    if t.key.is_empty()
+        || t.name == tables::REJECTS.name
+        || t.name.ends_with(tables::FRACTIONS_SUFFIX)
+    {
         return None;
     }
     Some(

@@ -7,7 +7,7 @@ mod walk;
 pub use walk::ViewWalk;
 
 use super::parquet::{WriteError, write_batch};
-use super::{Dataset, Estimate, Key, Paging, Table, Windowing};
+use super::{Dataset, Estimate, Paging, Table, Windowing};
 use crate::api::views::{Counts, PAGE_LIMIT, Reject, Rows, ViewRow, ViewsPage};
 use crate::layout::{PART, Pending, partition_dir};
 use arrow_array::{
@@ -15,44 +15,33 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use chrono::{DateTime, NaiveDate, Utc};
+use docpipe_catalog::{datasets, tables};
 use std::collections::HashSet;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
 /// The table of per-page rows.
-pub const PAGE_VIEWS: &str = "page_views";
+pub const PAGE_VIEWS: &str = tables::PAGE_VIEWS.name;
 /// The table of site totals.
-pub const SITE_TOTALS: &str = "site_totals";
+pub const SITE_TOTALS: &str = tables::SITE_TOTALS.name;
 /// The table of rows set aside (a count docpipe cannot store faithfully), with their JSON.
-pub const REJECTS: &str = "rejects";
+pub const REJECTS: &str = tables::REJECTS.name;
 
 /// The page-view dataset.
 #[derive(Debug, Clone, Copy)]
 pub struct PageViews;
 
 static TABLES: [Table; 3] = [
-    Table {
-        name: PAGE_VIEWS,
-        schema: page_views_schema,
-        partition: &[Key::Project, Key::Date],
-    },
-    Table {
-        name: SITE_TOTALS,
-        schema: site_totals_schema,
-        partition: &[Key::Project, Key::Date],
-    },
+    super::shape::table(&tables::PAGE_VIEWS, page_views_schema),
+    super::shape::table(&tables::SITE_TOTALS, site_totals_schema),
     // Only for the days that had rows set aside.
-    Table {
-        name: REJECTS,
-        schema: rejects_schema,
-        partition: &[Key::Project, Key::Date],
-    },
+    super::shape::table(&tables::REJECTS, rejects_schema),
 ];
 
 impl Dataset for PageViews {
     fn name(&self) -> &'static str {
-        PAGE_VIEWS
+        datasets::PAGE_VIEWS
     }
     fn endpoint(&self) -> &'static str {
         "/v1/analytics/{project}/views"

@@ -8,7 +8,7 @@ use crate::store::ledger::Firing;
 use std::path::{Path, PathBuf};
 
 /// The outcome log's folder in the output folder.
-pub const AGENT_RUNS: &str = "agent_runs";
+pub const AGENT_RUNS: &str = docpipe_catalog::tables::AGENT_RUNS.name;
 
 impl Engine {
     /// Rewrites `agent_runs/project=<p>/part-00000.parquet` from the ledger (each file under a

@@ -13,7 +13,7 @@ use polars::prelude::*;
 use std::path::{Path, PathBuf};
 
 /// The impact table's folder in the output folder.
-pub const AGENT_IMPACT: &str = "agent_impact";
+pub const AGENT_IMPACT: &str = docpipe_catalog::tables::AGENT_IMPACT.name;
 
 /// One key of one measured firing: a row of `agent_impact`.
 #[derive(Debug, Clone, PartialEq)]

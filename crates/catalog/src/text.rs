@@ -76,7 +76,7 @@ pub fn eta(secs: u64, now: chrono::DateTime<chrono::Utc>) -> String {
         )
     }
 }
-/// Writes what a command prints to standard output ([`crate::out!`], [`crate::outln!`]): a
+/// Writes what a command prints to standard output (`docpipe::out!`, `docpipe::outln!`): a
 /// reader that went away ends the process quietly with exit code 0 (nothing is left half-done
 /// by then: commands print what they did after doing it); any other failure to write is one
 /// line on standard error and exit code 1.

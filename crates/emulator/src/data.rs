@@ -368,13 +368,13 @@ impl ImpactData {
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     /// Analytics requests per organization per hour, shared by all analytics calls.
-    #[serde(default = "crate::api::service_limits::analytics")]
+    #[serde(default = "docpipe_catalog::service::limits::analytics")]
     pub analytics_per_hour: u32,
     /// Follow-ups and job creations per project per hour.
-    #[serde(default = "crate::api::service_limits::agent")]
+    #[serde(default = "docpipe_catalog::service::limits::agent")]
     pub agent_per_hour: u32,
     /// Assistant messages per organization per hour.
-    #[serde(default = "crate::api::service_limits::assistant")]
+    #[serde(default = "docpipe_catalog::service::limits::assistant")]
     pub assistant_per_hour: u32,
     /// Seconds an agent job stays active before it ends.
     #[serde(default = "default_job_secs")]
@@ -388,9 +388,9 @@ const fn default_job_secs() -> u64 {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            analytics_per_hour: crate::api::service_limits::analytics(),
-            agent_per_hour: crate::api::service_limits::agent(),
-            assistant_per_hour: crate::api::service_limits::assistant(),
+            analytics_per_hour: docpipe_catalog::service::limits::analytics(),
+            agent_per_hour: docpipe_catalog::service::limits::agent(),
+            assistant_per_hour: docpipe_catalog::service::limits::assistant(),
             job_duration_secs: default_job_secs(),
         }
     }
@@ -613,7 +613,7 @@ impl DataFile {
                 out.push(format!("project {} is listed twice", p.id));
             }
             for d in &p.not_in_plan {
-                if crate::dataset::by_name(d).is_none() {
+                if !docpipe_catalog::datasets::known(d) {
                     out.push(format!(
                         "project {}: not_in_plan names no dataset {d:?}",
                         p.id
@@ -757,10 +757,7 @@ mod tests {
 
     #[test]
     fn a_day_too_large_and_a_start_too_early_are_refused_by_name() {
-        let demo = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_data/demo.toml"),
-        )
-        .unwrap();
+        let demo = crate::DEMO_DATA.to_string();
         let huge = regex_free_replace(
             &demo,
             "daily_views = ",

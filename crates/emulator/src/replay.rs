@@ -4,10 +4,10 @@
 //! no capture matches gets a 404 that says so.
 
 use super::Listening;
-use crate::api::capture::{self, Capture};
 use axum::extract::{Query, State};
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use docpipe_catalog::capture::{self, Capture};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;

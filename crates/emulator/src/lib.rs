@@ -4,7 +4,7 @@
 //! limits and error bodies, plus injectable faults and request counters under `/_emulator/`.
 
 /// The demo's data file (`sample_data/demo.toml`), built into the binary.
-pub const DEMO_DATA: &str = include_str!("../../sample_data/demo.toml");
+pub const DEMO_DATA: &str = include_str!("../../../sample_data/demo.toml");
 
 pub mod analytics;
 pub mod assistant;
@@ -17,8 +17,6 @@ pub mod jobs;
 pub mod records;
 pub mod replay;
 
-use crate::clock::SharedClock;
-use crate::ratelimit::SlidingWindow;
 use axum::Json;
 use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -26,6 +24,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Utc};
 use data::{DataFile, KeyKind};
+use docpipe_catalog::clock::SharedClock;
+use docpipe_catalog::ratelimit::SlidingWindow;
 use generate::{Generator, Row};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};

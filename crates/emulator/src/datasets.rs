@@ -20,6 +20,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
+use docpipe_catalog::datasets;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -343,7 +344,7 @@ pub async fn visitors(
     headers: HeaderMap,
     query: Q,
 ) -> Reply {
-    let r = begin(&emu, "visitors", project, &headers, query)?;
+    let r = begin(&emu, datasets::VISITORS, project, &headers, query)?;
     // The same parameters as page views, checked the same way.
     let q = parse_query(
         &r.q,
@@ -398,7 +399,7 @@ pub async fn searches(
     headers: HeaderMap,
     query: Q,
 ) -> Reply {
-    let mut r = begin(&emu, "searches", project, &headers, query)?;
+    let mut r = begin(&emu, datasets::SEARCHES, project, &headers, query)?;
     let at = cursor_params(&mut r, "s", 100, 50)?;
     let all = searches_truth(&emu, &r.project, r.from, r.to).ok_or_else(not_found)?;
     let total: u64 = all.iter().map(|s| s.hits).sum();
@@ -497,7 +498,7 @@ pub async fn feedback(
     headers: HeaderMap,
     query: Q,
 ) -> Reply {
-    let mut r = begin(&emu, "feedback", project, &headers, query)?;
+    let mut r = begin(&emu, datasets::FEEDBACK, project, &headers, query)?;
     let (source, statuses) = filters(&mut r);
     let at = keyset_params(&mut r, 100, 50, "cursor is not valid for this query")?;
     let all = feedback_truth(
@@ -545,7 +546,7 @@ pub async fn feedback_by_page(
     headers: HeaderMap,
     query: Q,
 ) -> Reply {
-    let mut r = begin(&emu, "feedback_by_page", project, &headers, query)?;
+    let mut r = begin(&emu, datasets::FEEDBACK_BY_PAGE, project, &headers, query)?;
     let limit = number_limit(&r.q, 100, 10, &mut r.problems);
     let (source, statuses) = filters(&mut r);
     finish(&r)?;
@@ -624,7 +625,7 @@ pub async fn conversations(
     headers: HeaderMap,
     query: Q,
 ) -> Reply {
-    let mut r = begin(&emu, "assistant", project, &headers, query)?;
+    let mut r = begin(&emu, datasets::ASSISTANT, project, &headers, query)?;
     let at = keyset_params(&mut r, 1000, 100, "cursor must be a ULID")?;
     let all = turns_truth(&emu, &r.project, r.from, r.to).ok_or_else(not_found)?;
     let (rows, next) = keyset_page(&all, at, |t| (t.at.timestamp_millis(), &t.id), turn_json);
@@ -694,7 +695,7 @@ pub async fn caller_stats(
     headers: HeaderMap,
     query: Q,
 ) -> Reply {
-    let r = begin(&emu, "caller_stats", project, &headers, query)?;
+    let r = begin(&emu, datasets::CALLER_STATS, project, &headers, query)?;
     finish(&r)?;
     let turns = turns_truth(&emu, &r.project, r.from, r.to).ok_or_else(not_found)?;
     Ok(Json(caller_truth(&turns)).into_response())
@@ -714,16 +715,16 @@ pub async fn truth(
     }
     let p = project.as_str();
     let body = match dataset.as_str() {
-        "visitors" => visitors_truth(&emu, p, from, to).map(|(rows, totals)| json!({"totals": totals, "visitors": rows, "hasMore": false})),
-        "searches" => searches_truth(&emu, p, from, to).map(|all| {
+        datasets::VISITORS => visitors_truth(&emu, p, from, to).map(|(rows, totals)| json!({"totals": totals, "visitors": rows, "hasMore": false})),
+        datasets::SEARCHES => searches_truth(&emu, p, from, to).map(|all| {
             let total: u64 = all.iter().map(|s| s.hits).sum();
             json!({"searches": all.iter().map(search_json).collect::<Vec<_>>(), "totalSearches": total, "nextCursor": null})
         }),
-        "feedback" => feedback_truth(&emu, p, from, to, None, None).map(|all| json!({"feedback": all.iter().map(feedback_json).collect::<Vec<_>>(), "nextCursor": null, "hasMore": false})),
-        "feedback_by_page" => feedback_truth(&emu, p, from, to, None, None).map(|all| json!({"feedback": by_page_truth(&all), "hasMore": false})),
-        "assistant" => turns_truth(&emu, p, from, to).map(|all| json!({"conversations": all.iter().map(turn_json).collect::<Vec<_>>(), "nextCursor": null, "hasMore": false})),
-        "caller_stats" => turns_truth(&emu, p, from, to).map(|all| caller_truth(&all)),
-        "threads" => q.get("thread").and_then(|id| find_thread(&emu, p, id)).map(|t| thread_json(&t)),
+        datasets::FEEDBACK => feedback_truth(&emu, p, from, to, None, None).map(|all| json!({"feedback": all.iter().map(feedback_json).collect::<Vec<_>>(), "nextCursor": null, "hasMore": false})),
+        datasets::FEEDBACK_BY_PAGE => feedback_truth(&emu, p, from, to, None, None).map(|all| json!({"feedback": by_page_truth(&all), "hasMore": false})),
+        datasets::ASSISTANT => turns_truth(&emu, p, from, to).map(|all| json!({"conversations": all.iter().map(turn_json).collect::<Vec<_>>(), "nextCursor": null, "hasMore": false})),
+        datasets::CALLER_STATS => turns_truth(&emu, p, from, to).map(|all| caller_truth(&all)),
+        datasets::THREADS => q.get("thread").and_then(|id| find_thread(&emu, p, id)).map(|t| thread_json(&t)),
         _ => None,
     };
     body.map(|b| Json(b).into_response()).ok_or_else(not_found)

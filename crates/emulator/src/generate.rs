@@ -81,7 +81,7 @@ impl Row {
     }
 }
 
-pub use crate::random::{mix, unit};
+pub use docpipe_catalog::random::{mix, unit};
 
 /// FNV-1a of a string: the emulator's stable hash of names and ids.
 pub fn hash_str(s: &str) -> u64 {

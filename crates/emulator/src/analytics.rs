@@ -156,7 +156,7 @@ pub async fn views(
     )
     .map_err(|p| invalid(&p))?;
     emu.owned_project(&org, &project)?;
-    emu.in_plan(&project, "page_views")?;
+    emu.in_plan(&project, docpipe_catalog::datasets::PAGE_VIEWS)?;
     let Some(rows) = emu.truth_between(&project, q.from, q.to) else {
         return Err(not_found());
     };

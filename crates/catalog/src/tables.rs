@@ -1,0 +1,482 @@
+//! Every table of the lake, typed once: its name (its folder under the output, or its file under
+//! `trends/`), the columns that identify a row, its Hive partition keys, what a row is and who
+//! writes it. Every other crate names a table through these constants; the lake's description
+//! (`_docpipe/manifest.json`, `duckdb.sql`, `dbt_sources.yml`) is generated from them.
+//! Columns and types are the writers' (their Arrow schemas), read next to these rows.
+
+use crate::datasets;
+
+/// A Hive partition key of a table, in path order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    /// `project=<id>`.
+    Project,
+    /// `date=<YYYY-MM-DD>`.
+    Date,
+}
+
+impl Key {
+    /// The column the key becomes in a reader (`project`, `date`).
+    pub const fn column(self) -> &'static str {
+        match self {
+            Key::Project => "project",
+            Key::Date => "date",
+        }
+    }
+}
+
+/// Who writes a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writer {
+    /// The dataset of this name, from the service's pages.
+    Dataset(&'static str),
+    /// The export, from what its windows wrote (`day_status`).
+    Export,
+    /// The rules' engine and the impact of what they started.
+    Rules,
+    /// The trends, from the other tables (files under `trends/`).
+    Trends,
+}
+
+/// A table of the lake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Table {
+    /// Its folder under the output (a trend table: its file `trends/<name>.parquet`).
+    pub name: &'static str,
+    /// The columns that identify a row (the partition keys among them).
+    pub key: &'static [&'static str],
+    /// Its Hive partition keys, in path order (none for a trend table).
+    pub partitioning: &'static [Key],
+    /// What a row is.
+    pub row: &'static str,
+    /// Who writes it.
+    pub writer: Writer,
+}
+
+impl Table {
+    /// The dataset that writes it, if a dataset does.
+    pub const fn dataset(&self) -> Option<&'static str> {
+        match self.writer {
+            Writer::Dataset(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// Its files under the output, with `<id>` and `<YYYY-MM-DD>` for the partitions.
+    pub fn files(&self) -> String {
+        if self.writer == Writer::Trends {
+            return format!("{TRENDS_FOLDER}/{}.parquet", self.name);
+        }
+        let mut files = self.name.to_string();
+        for k in self.partitioning {
+            files += match k {
+                Key::Project => "/project=<id>",
+                Key::Date => "/date=<YYYY-MM-DD>",
+            };
+        }
+        files + "/part-00000.parquet"
+    }
+}
+
+/// The folder of the trend tables under the output.
+pub const TRENDS_FOLDER: &str = "trends";
+
+/// The suffix of a companion table that keeps a dataset's counts with fractions as sent.
+pub const FRACTIONS_SUFFIX: &str = "_fractions";
+
+/// The key and row of every `<table>_fractions` companion.
+pub const FRACTIONS_KEY: &[&str] = &["project", "date", "key", "column"];
+
+/// What a row of a `<table>_fractions` companion is.
+pub const FRACTIONS_ROW: &str = "a count the service sent with a fraction: its row's key, the column, the value as sent, and as written (rounded half away from zero) in the table";
+
+const DAILY: &[Key] = &[Key::Project, Key::Date];
+const PER_PROJECT: &[Key] = &[Key::Project];
+
+const fn dataset(
+    name: &'static str,
+    key: &'static [&'static str],
+    partitioning: &'static [Key],
+    row: &'static str,
+    writer: &'static str,
+) -> Table {
+    Table {
+        name,
+        key,
+        partitioning,
+        row,
+        writer: Writer::Dataset(writer),
+    }
+}
+
+const fn trend(name: &'static str, key: &'static [&'static str], row: &'static str) -> Table {
+    Table {
+        name,
+        key,
+        partitioning: &[],
+        row,
+        writer: Writer::Trends,
+    }
+}
+
+/// Views of one page on one day.
+pub const PAGE_VIEWS: Table = dataset(
+    "page_views",
+    &["project", "date", "path"],
+    DAILY,
+    "views of one page on one day, by human readers and AI agents (total = human + ai); additive over days and pages",
+    datasets::PAGE_VIEWS,
+);
+/// The site's views of one day.
+pub const SITE_TOTALS: Table = dataset(
+    "site_totals",
+    &["project", "date"],
+    DAILY,
+    "the site's views of one day as the service totals them; final once the day can no longer change; unlisted = views of no listed page",
+    datasets::PAGE_VIEWS,
+);
+/// Page-view rows set aside, with their JSON (only for the days that had such rows).
+pub const REJECTS: Table = dataset(
+    "rejects",
+    &["project", "date", "path"],
+    DAILY,
+    "a page-view row of the service that docpipe cannot store faithfully, kept as sent",
+    datasets::PAGE_VIEWS,
+);
+/// Unique visitors of one page on one day.
+pub const VISITORS: Table = dataset(
+    "visitors",
+    &["project", "date", "path"],
+    DAILY,
+    "unique visitors of one page on one day: approximate distinct counts, not additive",
+    datasets::VISITORS,
+);
+/// The site's unique visitors of one day.
+pub const SITE_VISITORS: Table = dataset(
+    "site_visitors",
+    &["project", "date"],
+    DAILY,
+    "the site's unique visitors of one day",
+    datasets::VISITORS,
+);
+/// One search term on one day.
+pub const SEARCHES: Table = dataset(
+    "searches",
+    &["project", "date", "search_query"],
+    DAILY,
+    "one search term on one day: its searches (hits), click-through rate (0 to 1), the result clicked most and the last search",
+    datasets::SEARCHES,
+);
+/// The day's number of searches.
+pub const SEARCH_TOTALS: Table = dataset(
+    "search_totals",
+    &["project", "date"],
+    DAILY,
+    "the day's number of searches (the sum of the terms' hits)",
+    datasets::SEARCHES,
+);
+/// One feedback entry.
+pub const FEEDBACK: Table = dataset(
+    "feedback",
+    &["project", "date", "id"],
+    DAILY,
+    "one feedback entry, on the local day it was made",
+    datasets::FEEDBACK,
+);
+/// A feedback entry without a date.
+pub const FEEDBACK_UNDATED: Table = dataset(
+    "feedback_undated",
+    &["project", "id"],
+    PER_PROJECT,
+    "a feedback entry the service sent without a date",
+    datasets::FEEDBACK,
+);
+/// A feedback entry dated outside the days asked for.
+pub const FEEDBACK_OUTSIDE: Table = dataset(
+    "feedback_outside",
+    &["project", "id"],
+    PER_PROJECT,
+    "a feedback entry dated outside the days asked for",
+    datasets::FEEDBACK,
+);
+/// Feedback counts of one page on one day.
+pub const FEEDBACK_BY_PAGE: Table = dataset(
+    "feedback_by_page",
+    &["project", "date", "path"],
+    DAILY,
+    "feedback counts of one page on one day",
+    datasets::FEEDBACK_BY_PAGE,
+);
+/// One question to the assistant and its answer.
+pub const ASSISTANT_TURNS: Table = dataset(
+    "assistant_turns",
+    &["project", "date", "id", "timestamp"],
+    DAILY,
+    "one question to the assistant and its answer, on the local day it was asked",
+    datasets::ASSISTANT,
+);
+/// A turn dated outside the days asked for.
+pub const ASSISTANT_TURNS_OUTSIDE: Table = dataset(
+    "assistant_turns_outside",
+    &["project", "id", "timestamp"],
+    PER_PROJECT,
+    "a turn dated outside the days asked for",
+    datasets::ASSISTANT,
+);
+/// The assistant's queries of one day by caller.
+pub const ASSISTANT_CALLERS: Table = dataset(
+    "assistant_callers",
+    &["project", "date"],
+    DAILY,
+    "the assistant's queries of one day by caller (web, api, other); additive",
+    datasets::CALLER_STATS,
+);
+/// One message of an assistant thread.
+pub const ASSISTANT_MESSAGES: Table = dataset(
+    "assistant_messages",
+    &["project", "date", "thread_id", "message_id"],
+    DAILY,
+    "one message of an assistant thread docpipe fetched, on the local day the thread began",
+    datasets::THREADS,
+);
+/// What one day of one dataset is.
+pub const DAY_STATUS: Table = Table {
+    name: "day_status",
+    key: &["project", "dataset", "date"],
+    partitioning: PER_PROJECT,
+    row: "what one day of one dataset is: partial, provisional or final (see statuses)",
+    writer: Writer::Export,
+};
+/// One firing of a rule.
+pub const AGENT_RUNS: Table = Table {
+    name: "agent_runs",
+    key: &["project", "firing_id"],
+    partitioning: PER_PROJECT,
+    row: "one firing of a rule: its prompt, what was sent, the job's outcome",
+    writer: Writer::Rules,
+};
+/// What one job changed for one key of its firing.
+pub const AGENT_IMPACT: Table = Table {
+    name: "agent_impact",
+    key: &["project", "firing_id", "key"],
+    partitioning: PER_PROJECT,
+    row: "what one job changed for one key of its firing, once measured",
+    writer: Writer::Rules,
+};
+
+/// One day of a project's views.
+pub const DAILY_TREND: Table = trend(
+    "daily",
+    &["project", "date"],
+    "one day of a project's views: counts, AI share, 7- and 28-day sums of complete days, change against a week before; complete = false for a day not over (its counts so far)",
+);
+/// One ISO week of a project's views.
+pub const WEEKLY_TREND: Table = trend(
+    "weekly",
+    &["project", "week_start"],
+    "one ISO week of a project's views; complete when its 7 days are",
+);
+/// One page over the last 7 and 28 complete days.
+pub const PAGES_TREND: Table = trend(
+    "pages",
+    &["project", "path"],
+    "one page over the last 7 and 28 complete days and the windows before them, with its rank and AI share rise",
+);
+/// One search term over the last 7 and 28 complete days.
+pub const SEARCH_TERMS: Table = trend(
+    "search_terms",
+    &["project", "search_query"],
+    "one search term over the last 7 and 28 complete days; est_ columns are estimated clicks (hits x ctr summed, rounded)",
+);
+/// One day of a project's searches.
+pub const SEARCH_DAILY: Table = trend(
+    "search_daily",
+    &["project", "date"],
+    "one day of a project's searches",
+);
+/// One day of a project's assistant turns.
+pub const ASSISTANT_DAILY: Table = trend(
+    "assistant_daily",
+    &["project", "date"],
+    "one day of a project's assistant turns",
+);
+/// One day of a project's assistant turns in one category.
+pub const ASSISTANT_CATEGORIES: Table = trend(
+    "assistant_categories",
+    &["project", "date", "category"],
+    "one day of a project's assistant turns in one category",
+);
+/// One unanswered question of the last 7 complete days.
+pub const UNANSWERED_QUESTIONS: Table = trend(
+    "unanswered_questions",
+    &["project", "question"],
+    "one unanswered question (normalised text) of the last 7 complete days",
+);
+/// One page's feedback over the last 28 complete days.
+pub const FEEDBACK_PAGES: Table = trend(
+    "feedback_pages",
+    &["project", "path"],
+    "one page's feedback over the last 28 complete days and the 28 before",
+);
+/// One day of a project's unique visitors.
+pub const VISITORS_DAILY: Table = trend(
+    "visitors_daily",
+    &["project", "date"],
+    "one day of a project's unique visitors beside its views",
+);
+/// One ISO week of the assistant's callers.
+pub const CALLERS_WEEKLY: Table = trend(
+    "callers_weekly",
+    &["project", "week_start"],
+    "one ISO week of the assistant's callers",
+);
+
+/// The tables' names as constants, for a `match` (a pattern takes a constant, not a field).
+pub mod name {
+    /// `PAGE_VIEWS`'s name.
+    pub const PAGE_VIEWS: &str = super::PAGE_VIEWS.name;
+    /// `SITE_TOTALS`'s name.
+    pub const SITE_TOTALS: &str = super::SITE_TOTALS.name;
+    /// `REJECTS`'s name.
+    pub const REJECTS: &str = super::REJECTS.name;
+    /// `VISITORS`'s name.
+    pub const VISITORS: &str = super::VISITORS.name;
+    /// `SITE_VISITORS`'s name.
+    pub const SITE_VISITORS: &str = super::SITE_VISITORS.name;
+    /// `SEARCHES`'s name.
+    pub const SEARCHES: &str = super::SEARCHES.name;
+    /// `SEARCH_TOTALS`'s name.
+    pub const SEARCH_TOTALS: &str = super::SEARCH_TOTALS.name;
+    /// `FEEDBACK`'s name.
+    pub const FEEDBACK: &str = super::FEEDBACK.name;
+    /// `FEEDBACK_UNDATED`'s name.
+    pub const FEEDBACK_UNDATED: &str = super::FEEDBACK_UNDATED.name;
+    /// `FEEDBACK_OUTSIDE`'s name.
+    pub const FEEDBACK_OUTSIDE: &str = super::FEEDBACK_OUTSIDE.name;
+    /// `FEEDBACK_BY_PAGE`'s name.
+    pub const FEEDBACK_BY_PAGE: &str = super::FEEDBACK_BY_PAGE.name;
+    /// `ASSISTANT_TURNS`'s name.
+    pub const ASSISTANT_TURNS: &str = super::ASSISTANT_TURNS.name;
+    /// `ASSISTANT_TURNS_OUTSIDE`'s name.
+    pub const ASSISTANT_TURNS_OUTSIDE: &str = super::ASSISTANT_TURNS_OUTSIDE.name;
+    /// `ASSISTANT_CALLERS`'s name.
+    pub const ASSISTANT_CALLERS: &str = super::ASSISTANT_CALLERS.name;
+    /// `ASSISTANT_MESSAGES`'s name.
+    pub const ASSISTANT_MESSAGES: &str = super::ASSISTANT_MESSAGES.name;
+    /// `DAY_STATUS`'s name.
+    pub const DAY_STATUS: &str = super::DAY_STATUS.name;
+    /// `AGENT_RUNS`'s name.
+    pub const AGENT_RUNS: &str = super::AGENT_RUNS.name;
+    /// `AGENT_IMPACT`'s name.
+    pub const AGENT_IMPACT: &str = super::AGENT_IMPACT.name;
+    /// `DAILY_TREND`'s name.
+    pub const DAILY_TREND: &str = super::DAILY_TREND.name;
+    /// `WEEKLY_TREND`'s name.
+    pub const WEEKLY_TREND: &str = super::WEEKLY_TREND.name;
+    /// `PAGES_TREND`'s name.
+    pub const PAGES_TREND: &str = super::PAGES_TREND.name;
+    /// `SEARCH_TERMS`'s name.
+    pub const SEARCH_TERMS: &str = super::SEARCH_TERMS.name;
+    /// `SEARCH_DAILY`'s name.
+    pub const SEARCH_DAILY: &str = super::SEARCH_DAILY.name;
+    /// `ASSISTANT_DAILY`'s name.
+    pub const ASSISTANT_DAILY: &str = super::ASSISTANT_DAILY.name;
+    /// `ASSISTANT_CATEGORIES`'s name.
+    pub const ASSISTANT_CATEGORIES: &str = super::ASSISTANT_CATEGORIES.name;
+    /// `UNANSWERED_QUESTIONS`'s name.
+    pub const UNANSWERED_QUESTIONS: &str = super::UNANSWERED_QUESTIONS.name;
+    /// `FEEDBACK_PAGES`'s name.
+    pub const FEEDBACK_PAGES: &str = super::FEEDBACK_PAGES.name;
+    /// `VISITORS_DAILY`'s name.
+    pub const VISITORS_DAILY: &str = super::VISITORS_DAILY.name;
+    /// `CALLERS_WEEKLY`'s name.
+    pub const CALLERS_WEEKLY: &str = super::CALLERS_WEEKLY.name;
+}
+
+/// The tables the datasets, the export and the rules write, in the lake's order.
+pub const WRITTEN: [&Table; 18] = [
+    &PAGE_VIEWS,
+    &SITE_TOTALS,
+    &REJECTS,
+    &VISITORS,
+    &SITE_VISITORS,
+    &SEARCHES,
+    &SEARCH_TOTALS,
+    &FEEDBACK,
+    &FEEDBACK_UNDATED,
+    &FEEDBACK_OUTSIDE,
+    &FEEDBACK_BY_PAGE,
+    &ASSISTANT_TURNS,
+    &ASSISTANT_TURNS_OUTSIDE,
+    &ASSISTANT_CALLERS,
+    &ASSISTANT_MESSAGES,
+    &DAY_STATUS,
+    &AGENT_RUNS,
+    &AGENT_IMPACT,
+];
+
+/// The trend tables: the three of page views first, then the docs gaps', in the lake's order.
+pub const TRENDS: [&Table; 11] = [
+    &DAILY_TREND,
+    &WEEKLY_TREND,
+    &PAGES_TREND,
+    &SEARCH_TERMS,
+    &SEARCH_DAILY,
+    &ASSISTANT_DAILY,
+    &ASSISTANT_CATEGORIES,
+    &UNANSWERED_QUESTIONS,
+    &FEEDBACK_PAGES,
+    &VISITORS_DAILY,
+    &CALLERS_WEEKLY,
+];
+
+/// A table by its name (a `<table>_fractions` companion is not among them: [`fractions_of`]).
+pub fn by_name(name: &str) -> Option<&'static Table> {
+    WRITTEN
+        .iter()
+        .chain(TRENDS.iter())
+        .find(|t| t.name == name)
+        .copied()
+}
+
+/// The companion table of `table` that keeps its counts with fractions as sent.
+pub fn fractions_of(table: &str) -> String {
+    format!("{table}{FRACTIONS_SUFFIX}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn every_table_has_one_name_a_key_and_a_row() {
+        let all: Vec<&Table> = WRITTEN.iter().chain(TRENDS.iter()).copied().collect();
+        let names: HashSet<&str> = all.iter().map(|t| t.name).collect();
+        assert_eq!(names.len(), 29);
+        for t in &all {
+            assert!(!t.key.is_empty() && !t.row.is_empty(), "{}", t.name);
+            for k in t.partitioning {
+                assert!(t.key.contains(&k.column()), "{}: {k:?}", t.name);
+            }
+            assert_eq!(by_name(t.name), Some(*t));
+        }
+        assert_eq!(by_name("page_views_fractions"), None);
+    }
+
+    #[test]
+    fn a_tables_files_are_its_hive_path() {
+        assert_eq!(
+            PAGE_VIEWS.files(),
+            "page_views/project=<id>/date=<YYYY-MM-DD>/part-00000.parquet"
+        );
+        assert_eq!(
+            AGENT_RUNS.files(),
+            "agent_runs/project=<id>/part-00000.parquet"
+        );
+        assert_eq!(SEARCH_TERMS.files(), "trends/search_terms.parquet");
+        assert_eq!(fractions_of(SEARCHES.name), "searches_fractions");
+        assert_eq!(SEARCHES.dataset(), Some(datasets::SEARCHES));
+        assert_eq!(DAY_STATUS.dataset(), None);
+    }
+}
