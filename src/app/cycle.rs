@@ -1,20 +1,26 @@
-//! One run of the pipeline, owned here once: the export of a plan, the trends (only when a
-//! window was written or the day turned), the rules over the same tables (with the impact of
-//! their jobs measured), and the push of what was written. `export`, `backfill`, the daemon's
-//! ticks and the demo each call [`run`] and read its typed [`Report`]: the command line prints
-//! it, the daemon logs and gauges it.
+//! One run of the pipeline, owned here once: the plan of what it is asked for (an
+//! [`Intent`]), the export of that plan, the trends (only when a window was written or the day
+//! turned), the rules over the same tables (with the impact of their jobs measured), the push
+//! of what was written, and the forecast of what is left when asked. `export`, `backfill`, the
+//! daemon's ticks and the demo each pass an intent to [`run`] and read its typed [`Report`],
+//! which carries the plan and the forecast: the command line prints it, the daemon logs and
+//! gauges it, and its status page reads the forecast instead of making one again.
 
 use super::Context;
+pub use super::export::{Intent, WindowId};
+use super::export::{Planned, plan};
+use super::plan_view::Ahead;
 use super::rules::{Fired, Loaded, Wait, evaluate_each, fire_all};
-use crate::export::{Exporter, Plan, Summary, Target};
+use crate::export::{ExportError, Exporter, Plan, Summary, Target};
 use crate::remote::Synced;
 use crate::rules::engine::Engine;
 use crate::trends::{Selection, Tables, TrendsError, compute, write_tables};
 use chrono::{DateTime, Utc};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// What comes after the export in a run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Options<'a> {
     /// When the trend tables are computed and written.
     pub trends: When,
@@ -24,6 +30,11 @@ pub struct Options<'a> {
     pub wait: Wait,
     /// Send what was written to the output when it is a bucket.
     pub push: bool,
+    /// Shown the plan before anything is sent; `false` stops the run there (a dry run).
+    pub announce: Option<&'a (dyn Fn(&Plan) -> bool + Sync)>,
+    /// Forecast, after the run, what is left to do within each organization's budget (the
+    /// daemon's reserve for the next runs, its gauges and its status page).
+    pub forecast: bool,
 }
 
 impl Options<'_> {
@@ -34,8 +45,23 @@ impl Options<'_> {
             rules: After::Nothing,
             wait: Wait::Never,
             push,
+            announce: None,
+            forecast: false,
         }
     }
+}
+
+/// What a run came to.
+#[derive(Debug)]
+pub enum Outcome {
+    /// It ran: its report.
+    Ran(Box<Report>),
+    /// It was planned and stopped before anything was sent (a dry run): the plan.
+    Stopped(Plan),
+    /// [`Intent::Next`] found no window left: the range's plan (what is not final in it).
+    Drained(Plan),
+    /// [`Intent::Next`] found a window the budget has no room for yet.
+    Waits,
 }
 
 /// When a run computes the trends.
@@ -121,6 +147,10 @@ pub enum RulesRun {
 /// What one run did, every step of it.
 #[derive(Debug)]
 pub struct Report {
+    /// The plan it ran.
+    pub plan: Plan,
+    /// What is left, planned and forecast after the run (`None`: not asked for).
+    pub ahead: Option<anyhow::Result<Arc<Ahead>>>,
     /// The export: windows written, failed, skipped, requests by dataset and purpose.
     pub summary: Summary,
     /// The lake's `day_status` files rewritten (none when nothing changed), or why they could
@@ -165,16 +195,37 @@ impl Report {
     }
 }
 
-/// Runs `plan` over `targets`, then what `opts` asks for after it.
+/// Plans what `intent` asks of `targets`, runs the plan, then what `opts` asks for after it.
 pub async fn run(
     ctx: &Context,
     exporter: &Exporter,
     targets: &[Target],
-    plan: &Plan,
+    intent: Intent<'_>,
+    opts: Options<'_>,
+) -> Result<Outcome, ExportError> {
+    let (plan, targets) = match plan(ctx, exporter, targets, intent)? {
+        Planned::Run(plan, targets) => (plan, targets),
+        Planned::Drained(plan) => return Ok(Outcome::Drained(plan)),
+        Planned::Waits => return Ok(Outcome::Waits),
+    };
+    if opts.announce.is_some_and(|go| !go(&plan)) {
+        return Ok(Outcome::Stopped(plan));
+    }
+    Ok(Outcome::Ran(Box::new(
+        run_plan(ctx, exporter, &targets, plan, opts).await,
+    )))
+}
+
+/// Runs `plan` over `targets`, then what `opts` asks for after it.
+async fn run_plan(
+    ctx: &Context,
+    exporter: &Exporter,
+    targets: &[Target],
+    plan: Plan,
     opts: Options<'_>,
 ) -> Report {
     warn_instants(ctx);
-    let summary = exporter.run(targets, plan).await;
+    let summary = exporter.run(targets, &plan).await;
     let written = Written::since(ctx, &summary);
     let day_status = day_status(ctx, exporter, &written);
     let trends = match opts.trends {
@@ -198,7 +249,10 @@ pub async fn run(
         Ok(None)
     };
     let warehouse = crate::app::warehouse::load(ctx).await;
+    let ahead = opts.forecast.then(|| ctx.plan_ahead());
     Report {
+        plan,
+        ahead,
         warehouse,
         staleness: staleness(ctx, exporter),
         day_status,

@@ -66,6 +66,8 @@ pub struct Context {
     events: Arc<dyn Events>,
     /// The output elsewhere (a bucket), mirrored from the local folder's working copy.
     mirror: Option<Mirror>,
+    /// What the last run that forecast left due (the daemon's), read by the status while fresh.
+    ahead: std::sync::Mutex<Option<Arc<plan_view::Ahead>>>,
 }
 
 /// Whether two paths name the same file (which may not exist yet).
@@ -232,6 +234,7 @@ impl Context {
             clients,
             events: Arc::new(Quiet),
             mirror,
+            ahead: std::sync::Mutex::default(),
         })
     }
 
@@ -280,6 +283,26 @@ impl Context {
         }
         self.events = events;
         self
+    }
+
+    /// What is due and what is left now: the last run's while it is fresh (see
+    /// [`plan_view::Ahead::fresh`]), else planned and forecast again (reads the state; sends
+    /// nothing).
+    pub fn ahead(&self) -> anyhow::Result<Arc<plan_view::Ahead>> {
+        let last = self.ahead.lock().ok().and_then(|a| a.clone());
+        if let Some(a) = last.filter(|a| a.fresh(self)) {
+            return Ok(a);
+        }
+        plan_view::Ahead::now(self).map(Arc::new)
+    }
+
+    /// Plans and forecasts what is due now, kept for the status while fresh: after a run.
+    pub(crate) fn plan_ahead(&self) -> anyhow::Result<Arc<plan_view::Ahead>> {
+        let ahead = Arc::new(plan_view::Ahead::now(self)?);
+        if let Ok(mut slot) = self.ahead.lock() {
+            *slot = Some(ahead.clone());
+        }
+        Ok(ahead)
     }
 
     /// The output folder.

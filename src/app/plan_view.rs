@@ -22,6 +22,49 @@ pub struct PlanView {
     pub queued: Vec<(Queued, Plan)>,
 }
 
+/// What is due and what is left, planned and forecast at one time: by a run (the daemon's,
+/// after each export) and read by the status while fresh, or by the status itself.
+#[derive(Debug)]
+pub struct Ahead {
+    /// When it was planned.
+    pub at: DateTime<Utc>,
+    /// The plans of what is due.
+    pub view: PlanView,
+    /// Each project's dataset as the planner sees it.
+    pub streams: Vec<Stream>,
+    /// Each organization's forecast.
+    pub forecast: Vec<OrgForecast>,
+}
+
+/// How long what a run planned stands for the status, when no window was written since.
+pub const FRESH: chrono::Duration = chrono::Duration::minutes(2);
+
+impl Ahead {
+    /// Plans the incremental run and every queued backfill, and forecasts each organization
+    /// (reads the state; sends nothing).
+    pub fn now(ctx: &Context) -> anyhow::Result<Self> {
+        let at = ctx.clock.now();
+        let view = plan_view(ctx)?;
+        let (streams, forecast) = forecast_knowing(ctx, &view.due.known)?;
+        Ok(Self {
+            at,
+            view,
+            streams,
+            forecast,
+        })
+    }
+
+    /// Whether it still says what is due: planned less than [`FRESH`] ago, and no window
+    /// written since by any process.
+    pub fn fresh(&self, ctx: &Context) -> bool {
+        ctx.clock.now() - self.at < FRESH
+            && ctx
+                .store()
+                .newest_written()
+                .is_ok_and(|w| w.is_none_or(|w| w <= self.at))
+    }
+}
+
 /// Plans the incremental run and every queued backfill (reads the state; sends nothing).
 pub fn plan_view(ctx: &Context) -> Result<PlanView, ExportError> {
     let exporter = ctx.exporter();

@@ -1,7 +1,7 @@
 //! `docpipe backfill`: fetch a range of days once, within the budget.
 
 use crate::app::Context;
-use crate::app::export::plan_range;
+use crate::app::cycle::{Intent, Options, Outcome};
 use crate::clock;
 use crate::config::Settings;
 use crate::error::UserError;
@@ -67,11 +67,17 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let ctx = super::export::open(settings, &args.projects, args.record.as_deref(), access).await?;
     let targets = ctx.targets(&args.projects)?;
     let exporter = ctx.exporter().with_retry_unknown(args.beside.retry_unknown);
-    let plan = plan_range(&exporter, &targets, args.from, to)?;
-    if !super::export::announce(&plan, args.dry_run) {
-        return Ok(());
+    let shown = |plan: &crate::export::Plan| super::export::announce(plan, args.dry_run);
+    let opts = Options {
+        announce: Some(&shown),
+        ..Options::export_only(true)
+    };
+    let intent = Intent::Range {
+        from: args.from,
+        to,
+    };
+    match crate::app::cycle::run(&ctx, &exporter, &targets, intent, opts).await? {
+        Outcome::Ran(report) => super::export::finish(&ctx, *report, &args.projects),
+        Outcome::Stopped(_) | Outcome::Drained(_) | Outcome::Waits => Ok(()),
     }
-    let opts = crate::app::cycle::Options::export_only(true);
-    let report = crate::app::cycle::run(&ctx, &exporter, &targets, &plan, opts).await;
-    super::export::finish(&ctx, report, &args.projects)
 }

@@ -2,8 +2,8 @@
 
 use crate::api::AdminKey;
 use crate::api::jobs::Polling;
+use crate::app::cycle::Intent;
 use crate::app::cycle::{After, Options, RulesRun, TrendsRun, When};
-use crate::app::export::plan_due;
 use crate::app::rules::{Loaded, Wait};
 use crate::app::{Access, Context, Keys};
 use crate::clock;
@@ -135,7 +135,7 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
         trends: When::Always,
         rules: After::These(&loaded, &engine),
         wait: Wait::AsRulesSay,
-        push: false,
+        ..Options::export_only(false)
     };
     let out = std::fs::canonicalize(&output_dir).unwrap_or(output_dir.clone());
     let report = demo_run(&ctx, &targets, opts).await?;
@@ -257,11 +257,17 @@ async fn demo_run(
     opts: Options<'_>,
 ) -> anyhow::Result<crate::app::cycle::Report> {
     let exporter = ctx.exporter();
-    let plan = plan_due(ctx, &exporter, targets)?;
-    super::export::announce(&plan, false);
-    let report = crate::app::cycle::run(ctx, &exporter, targets, &plan, opts).await;
+    let shown = |plan: &crate::export::Plan| super::export::announce(plan, false);
+    let opts = Options {
+        announce: Some(&shown),
+        ..opts
+    };
+    let outcome = crate::app::cycle::run(ctx, &exporter, targets, Intent::Due, opts).await?;
+    let crate::app::cycle::Outcome::Ran(report) = outcome else {
+        anyhow::bail!("the demo's run did not run: {outcome:?}");
+    };
     crate::out!("{}", crate::export::describe_summary(&report.summary));
-    Ok(report)
+    Ok(*report)
 }
 
 /// The firings a run held for review (their prompts hold readers' words), approved by the demo

@@ -1,7 +1,6 @@
 //! `docpipe export`: the incremental run a scheduler calls.
 
-use crate::app::cycle::{self, After, Options, Report, RulesRun, TrendsRun, When};
-use crate::app::export::{plan_due, plan_fitted};
+use crate::app::cycle::{self, After, Intent, Options, Outcome, Report, RulesRun, TrendsRun, When};
 use crate::app::rules::Wait;
 use crate::app::{Access, Context, Keys};
 use crate::clock;
@@ -186,22 +185,26 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         .exporter()
         .with_refresh(args.refresh)
         .with_retry_unknown(args.beside.retry_unknown);
-    let plan = if args.wait {
-        plan_due(&ctx, &exporter, &targets)?
+    let intent = if args.wait {
+        Intent::Due
     } else {
-        plan_fitted(&ctx, &exporter, &targets, false)?
+        Intent::Fitted {
+            backfill_queued: false,
+        }
     };
-    if !announce(&plan, args.dry_run) {
-        return Ok(());
-    }
+    let shown = |plan: &Plan| announce(plan, args.dry_run);
     let opts = Options {
         trends: When::changed_if(settings.trends_after_export),
         rules: After::Unscheduled,
         wait: Wait::AsRulesSay,
         push: true,
+        announce: Some(&shown),
+        forecast: false,
     };
-    let report = cycle::run(&ctx, &exporter, &targets, &plan, opts).await;
-    finish(&ctx, report, &args.projects)
+    match cycle::run(&ctx, &exporter, &targets, intent, opts).await? {
+        Outcome::Ran(report) => finish(&ctx, *report, &args.projects),
+        Outcome::Stopped(_) | Outcome::Drained(_) | Outcome::Waits => Ok(()),
+    }
 }
 
 /// Trends were asked for and nothing was exported: the user's to fix.

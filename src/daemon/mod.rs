@@ -89,12 +89,12 @@ async fn start(
     let _ = shared.set(ctx.clone());
     // What the budget allows, said once at start: a config that asks for more is not an error,
     // but the user must know what happens instead.
-    let (streams, forecast) = crate::app::plan_view::forecast(&ctx)?;
-    for f in &forecast {
+    let ahead = ctx.plan_ahead()?;
+    for f in &ahead.forecast {
         if f.short() {
-            tracing::warn!("{}", f.paragraph(&streams));
+            tracing::warn!("{}", f.paragraph(&ahead.streams));
         } else {
-            tracing::info!("{}", f.paragraph(&streams));
+            tracing::info!("{}", f.paragraph(&ahead.streams));
         }
     }
     let (tx, ticks) = mpsc::unbounded_channel::<Tick>();

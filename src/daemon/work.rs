@@ -4,8 +4,7 @@
 
 use super::gauges;
 use crate::app::Context;
-use crate::app::cycle::{self, After, Options, Report, RulesRun, TrendsRun, When};
-use crate::app::export::{plan_fitted, plan_range};
+use crate::app::cycle::{self, After, Intent, Options, Outcome, Report, RulesRun, TrendsRun, When};
 use crate::app::rules::{Fired, Loaded, Wait};
 use crate::export::{Exporter, Plan, Summary, Target, describe_summary};
 use crate::planner::Room;
@@ -174,14 +173,6 @@ impl Daemon {
             .pending(self.ctx.clock.now())
             .map(|q| !q.is_empty())
             .unwrap_or(false);
-        let plan = match plan_fitted(&self.ctx, &self.exporter, &self.targets, queued) {
-            Ok(plan) => plan,
-            Err(e) => {
-                tracing::error!("export: cannot plan: {e}");
-                gauges::run("export", false);
-                return;
-            }
-        };
         let unscheduled = Loaded {
             rules: if self.ctx.settings.rules_after_export {
                 self.rules
@@ -203,9 +194,27 @@ impl Daemon {
             rules,
             wait: Wait::Never,
             push: true,
+            announce: None,
+            forecast: true,
         };
-        let report = cycle::run(&self.ctx, &self.exporter, &self.targets, &plan, opts).await;
-        let pending = self.plan_ahead();
+        let intent = Intent::Fitted {
+            backfill_queued: queued,
+        };
+        let report = match cycle::run(&self.ctx, &self.exporter, &self.targets, intent, opts).await
+        {
+            Ok(Outcome::Ran(report)) => report,
+            Ok(other) => {
+                tracing::error!("export: the run did not run: {other:?}");
+                gauges::run("export", false);
+                return;
+            }
+            Err(e) => {
+                tracing::error!("export: cannot plan: {e}");
+                gauges::run("export", false);
+                return;
+            }
+        };
+        let pending = self.plan_ahead(&report);
         self.log_export(&report);
         if let RulesRun::Fired(fired) = &report.rules {
             log_fired(fired);
@@ -255,14 +264,16 @@ impl Daemon {
         }
     }
 
-    /// After a run, from the planner's forecast: the windows not final yet by project (they
+    /// After a run, from its report's forecast: the windows not final yet by project (they
     /// will be looked at again), and the reserve the backfill leaves free for what the next
     /// hourly runs need (by organization, the planner's steady demand).
-    fn plan_ahead(&mut self) -> HashMap<String, u64> {
+    fn plan_ahead(&mut self, report: &Report) -> HashMap<String, u64> {
         let mut pending: HashMap<String, u64> = HashMap::new();
-        match crate::app::plan_view::forecast(&self.ctx) {
-            Ok((streams, forecast)) => {
-                for s in &streams {
+        match &report.ahead {
+            None => {}
+            Some(Ok(ahead)) => {
+                let forecast = &ahead.forecast;
+                for s in &ahead.streams {
                     if let crate::planner::forecast::Windows::Days { days, .. } = &s.windows {
                         *pending.entry(s.project.clone()).or_default() += days.len() as u64;
                     }
@@ -278,7 +289,7 @@ impl Daemon {
                     })
                     .collect();
             }
-            Err(e) => tracing::error!("planner: {e}"),
+            Some(Err(e)) => tracing::error!("planner: {e:#}"),
         }
         pending
     }
@@ -370,48 +381,41 @@ impl Daemon {
             .filter(|t| q.projects.is_empty() || q.projects.contains(&t.project))
             .cloned()
             .collect();
-        let plan = match plan_range(&self.exporter, &targets, q.from, q.to) {
-            Ok(p) => p,
+        // The datasets in export order (page views first: the trends read them), one window
+        // a step.
+        let tried = self.tried.remove(&q.id).unwrap_or_default();
+        let room = |t: &Target, expected: u64| self.has_room(t, expected);
+        let intent = Intent::Next {
+            from: q.from,
+            to: q.to,
+            tried: &tried,
+            room: &room,
+        };
+        let opts = Options::export_only(false);
+        let outcome = cycle::run(&self.ctx, &self.exporter, &targets, intent, opts).await;
+        self.tried.insert(q.id, tried);
+        let report = match outcome {
+            Ok(Outcome::Ran(report)) => report,
+            Ok(Outcome::Drained(plan)) => {
+                self.drained(&q, &plan);
+                return Step::Worked;
+            }
+            Ok(Outcome::Waits) => return Step::Wait(BACKFILL_RECHECK),
+            Ok(Outcome::Stopped(_)) => return Step::Idle,
             Err(e) => {
                 tracing::error!("backfill {}: cannot plan: {e}", q.id);
                 return Step::Wait(BACKFILL_RECHECK);
             }
         };
-        // The datasets in export order (page views first: the trends read them), one window
-        // a step.
-        let tried = self.tried.entry(q.id).or_default();
-        let next = plan
+        let Some(window) = report
+            .plan
             .due
-            .iter()
-            .filter(|d| !tried.contains(&(d.dataset(), d.project.clone(), d.day)))
-            .min_by_key(|d| crate::dataset::order(d.dataset()))
-            .cloned();
-        let Some(next) = next else {
-            self.drained(&q, &plan);
-            return Step::Worked;
-        };
-        let Some(target) = targets.iter().find(|t| t.project == next.project) else {
+            .first()
+            .map(|d| (d.dataset(), d.project.clone(), d.day))
+        else {
             return Step::Idle;
         };
-        if !self.has_room(target, next.expected_requests) {
-            return Step::Wait(BACKFILL_RECHECK);
-        }
-        let window = (next.dataset(), next.project.clone(), next.day);
         self.tried.entry(q.id).or_default().insert(window.clone());
-        let one = Plan {
-            expected_requests: next.expected_requests,
-            due: vec![next],
-            ..plan
-        };
-        let opts = Options::export_only(false);
-        let report = cycle::run(
-            &self.ctx,
-            &self.exporter,
-            std::slice::from_ref(target),
-            &one,
-            opts,
-        )
-        .await;
         let summary = report.summary;
         log_backfill_window(q.id, &summary);
         gauges::budget(&self.targets, self.ctx.clock.now());

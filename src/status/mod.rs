@@ -10,7 +10,7 @@ pub mod html;
 pub mod text;
 
 use crate::app::Context;
-use crate::app::plan_view::{PlanView, plan_view};
+use crate::app::plan_view::{Ahead, PlanView};
 use crate::clock::SharedClock;
 use crate::config::{Project, Settings};
 use crate::dataset::Windowing;
@@ -584,13 +584,15 @@ pub async fn read(
 }
 
 /// The status of `ctx`'s output and state at its clock's now (the daemon's page reads it with
-/// the daemon's own context); `firings`: how many of the last firings to list.
+/// the daemon's own context, and what its last run planned while that is fresh:
+/// [`Context::ahead`]); `firings`: how many of the last firings to list.
 pub fn collect(ctx: &Context, firings: usize) -> anyhow::Result<Status> {
     let settings = &ctx.settings;
     let now = ctx.clock.now();
     let state_file = state_path(&settings.output_dir);
     let mut status = Status::nothing_yet(now, state_file.display().to_string());
-    let view = plan_view(ctx)?;
+    let ahead = ctx.ahead()?;
+    let view = &ahead.view;
     status.exported = true;
     status.state = ctx.store().sql().name().to_string();
     status.shared = ctx.store().is_shared();
@@ -608,7 +610,7 @@ pub fn collect(ctx: &Context, firings: usize) -> anyhow::Result<Status> {
         } else {
             let mut out = Vec::new();
             for name in &p.datasets {
-                out.push(dataset(ctx, &view, p, name, &exporter, &failures, now)?);
+                out.push(dataset(ctx, view, p, name, &exporter, &failures, now)?);
             }
             out
         };
@@ -620,7 +622,7 @@ pub fn collect(ctx: &Context, firings: usize) -> anyhow::Result<Status> {
             datasets,
         });
     }
-    status.organizations = organizations(ctx, &view, now)?;
+    status.organizations = organizations(ctx, &ahead, now)?;
     status.export_now = ExportNow {
         windows: view.due.due.len(),
         requests: view.due.expected_requests,
@@ -646,7 +648,7 @@ pub fn collect(ctx: &Context, firings: usize) -> anyhow::Result<Status> {
             eta_secs: part_secs(&status.organizations, &format!("backfill {}", q.id)),
         })
         .collect();
-    status.daemons = daemons(ctx, &view, now)?;
+    status.daemons = daemons(ctx, view, now)?;
     let limits = settings.agent_limits();
     for p in &settings.projects {
         let used = ctx.budget().used(&format!("agent:{}", p.id), now);
@@ -884,10 +886,10 @@ pub fn request_series(ctx: &Context) -> anyhow::Result<String> {
 
 fn organizations(
     ctx: &Context,
-    view: &PlanView,
+    ahead: &Ahead,
     now: DateTime<Utc>,
 ) -> anyhow::Result<Vec<OrgStatus>> {
-    let (streams, forecast) = crate::app::plan_view::forecast_knowing(ctx, &view.due.known)?;
+    let (view, streams, forecast) = (&ahead.view, &ahead.streams, &ahead.forecast);
     let since = first_hour(now);
     let spent = ctx.store().history().spent_since(since)?;
     let findings = ctx.store().instants_findings()?;
@@ -900,7 +902,7 @@ fn organizations(
         let scope = crate::api::analytics_scope(&o.id);
         let hours = hours_of(&spent, since, &o.id);
         let forecast = forecast.iter().find(|f| f.org == o.id).map(|f| Forecast {
-            paragraph: f.paragraph(&streams),
+            paragraph: f.paragraph(streams),
             short: f.short(),
             by_dataset: f
                 .by_dataset

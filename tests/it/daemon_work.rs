@@ -1197,3 +1197,34 @@ async fn an_unknown_project_stays_a_problem_while_the_state_remembers_its_404() 
     );
     d.leave();
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_status_reads_what_the_daemons_last_run_planned_while_it_is_fresh() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = plain_daemon(&live, dir.path(), "2026-03-13", 1000).await;
+    assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+    let ran_at = live.clock.now();
+    // The run planned what is left after it: the status takes that plan, not a new one.
+    let first = d.context().ahead().unwrap();
+    assert_eq!(first.at, ran_at);
+    assert_eq!(first.view.due.made_at, ran_at);
+    assert_eq!(first.forecast.len(), 2);
+    live.clock.advance(Duration::from_secs(119));
+    let status = docpipe::status::collect(d.context(), 10).unwrap();
+    assert!(Arc::ptr_eq(&first, &d.context().ahead().unwrap()));
+    assert_eq!(status.organizations.len(), 2);
+    // Two minutes after the run, a status plans again (and keeps nothing: the next one too).
+    live.clock.advance(Duration::from_secs(1));
+    let again = d.context().ahead().unwrap();
+    assert!(!Arc::ptr_eq(&first, &again));
+    assert_eq!(again.at, ran_at + chrono::Duration::seconds(120));
+    assert!(!Arc::ptr_eq(&again, &d.context().ahead().unwrap()));
+    // The next run's plan is the status's again.
+    live.clock.advance(Duration::from_secs(3600));
+    assert_eq!(d.work(Some(&Tick::Export)).await, Step::Worked);
+    let next = d.context().ahead().unwrap();
+    assert_eq!(next.at, live.clock.now());
+    assert!(Arc::ptr_eq(&next, &d.context().ahead().unwrap()));
+    d.leave();
+}

@@ -65,14 +65,19 @@ fn keys() -> Keys {
 async fn export(ctx: &Context) -> docpipe::trends::Tables {
     let targets = ctx.targets(&[]).unwrap();
     let exporter = ctx.exporter();
-    let plan = docpipe::app::export::plan_due(ctx, &exporter, &targets).unwrap();
     let opts = Options {
         trends: When::Always,
         rules: After::Nothing,
         wait: Wait::Never,
         push: false,
+        announce: None,
+        forecast: false,
     };
-    let report = docpipe::app::cycle::run(ctx, &exporter, &targets, &plan, opts).await;
+    let intent = docpipe::app::cycle::Intent::Due;
+    let outcome = docpipe::app::cycle::run(ctx, &exporter, &targets, intent, opts);
+    let docpipe::app::cycle::Outcome::Ran(report) = outcome.await.unwrap() else {
+        panic!("the export did not run");
+    };
     assert!(
         report.summary.failed.is_empty(),
         "{:?}",

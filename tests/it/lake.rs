@@ -3,7 +3,7 @@
 
 use crate::common::*;
 use docpipe::api::AdminKey;
-use docpipe::app::cycle::{self, Options};
+use docpipe::app::cycle::{self, Intent, Options, Outcome};
 use docpipe::app::{Access, Context, Keys};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -64,12 +64,27 @@ async fn in_los_angeles(datasets: String, start: &str) -> (Live, tempfile::TempD
     (live, dir, ctx)
 }
 
+/// Runs `intent` over `targets` as the front doors do; the run's report.
+async fn ran(
+    ctx: &Context,
+    targets: &[docpipe::export::Target],
+    intent: Intent<'_>,
+    opts: Options<'_>,
+) -> cycle::Report {
+    let exporter = ctx.exporter();
+    match cycle::run(ctx, &exporter, targets, intent, opts)
+        .await
+        .unwrap()
+    {
+        Outcome::Ran(report) => *report,
+        other => panic!("the run did not run: {other:?}"),
+    }
+}
+
 /// Exports what is due for `targets` (the day status and the lake's description after it, no
 /// trends), as `export` does; every window written.
 async fn export_due(ctx: &Context, targets: &[docpipe::export::Target]) -> cycle::Report {
-    let exporter = ctx.exporter();
-    let plan = docpipe::app::export::plan_due(ctx, &exporter, targets).unwrap();
-    let report = cycle::run(ctx, &exporter, targets, &plan, Options::export_only(false)).await;
+    let report = ran(ctx, targets, Intent::Due, Options::export_only(false)).await;
     assert!(
         report.summary.failed.is_empty(),
         "{:?}",
@@ -83,18 +98,7 @@ async fn day_status_says_which_days_are_partial_provisional_and_final_across_the
     let (live, dir, ctx) = in_los_angeles(String::new(), "2026-03-04").await;
     let out = dir.path().join("out");
     let targets = ctx.targets(&[]).unwrap();
-    let run = || async {
-        let exporter = ctx.exporter();
-        let plan = docpipe::app::export::plan_due(&ctx, &exporter, &targets).unwrap();
-        cycle::run(
-            &ctx,
-            &exporter,
-            &targets,
-            &plan,
-            Options::export_only(false),
-        )
-        .await
-    };
+    let run = || ran(&ctx, &targets, Intent::Due, Options::export_only(false));
     let report = run().await;
     assert!(
         report.summary.failed.is_empty(),
@@ -132,18 +136,8 @@ async fn day_status_says_which_days_are_partial_provisional_and_final_across_the
         .modified()
         .unwrap();
     live.clock.advance(Duration::from_secs(60));
-    let exporter = ctx.exporter();
-    let empty = docpipe::export::Plan::default();
-    // A run with nothing to fetch.
-    let idle = || {
-        cycle::run(
-            &ctx,
-            &exporter,
-            &targets,
-            &empty,
-            Options::export_only(false),
-        )
-    };
+    // A run with nothing to fetch: no target.
+    let idle = || ran(&ctx, &[], Intent::Due, Options::export_only(false));
     let report = idle().await;
     assert_eq!(report.day_status.unwrap(), Vec::<std::path::PathBuf>::new());
     let after = std::fs::metadata(out.join("day_status/project=alpha/part-00000.parquet"))
@@ -208,13 +202,11 @@ async fn trends_compare_complete_days_and_today_is_only_so_far() {
     let (_live, dir, ctx) = in_los_angeles(datasets.into(), "2026-02-24").await;
     let out = dir.path().join("out");
     let targets = ctx.targets(&["alpha".to_string()]).unwrap();
-    let exporter = ctx.exporter();
-    let plan = docpipe::app::export::plan_due(&ctx, &exporter, &targets).unwrap();
     let opts = Options {
         trends: cycle::When::Always,
         ..Options::export_only(false)
     };
-    let report = cycle::run(&ctx, &exporter, &targets, &plan, opts).await;
+    let report = ran(&ctx, &targets, Intent::Due, opts).await;
     assert!(
         report.summary.failed.is_empty(),
         "{:?}",
