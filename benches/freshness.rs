@@ -11,11 +11,9 @@
 //! each hour) once the back-fill is done, whether every final day equals the emulator's truth,
 //! and requests the service refused over its limit. Run with `cargo bench --bench freshness`.
 
-#[path = "../tests/it/common.rs"]
-#[allow(dead_code)]
+#[path = "../tests/support/common.rs"]
 mod common;
-#[path = "../tests/it/truth.rs"]
-#[allow(dead_code)]
+#[path = "../tests/support/truth.rs"]
 mod truth;
 
 use chrono::{DateTime, Duration, NaiveDate, Timelike, Utc};

@@ -7,7 +7,7 @@
 //! Then an hourly run's load when one day changed: docpipe's own CPU and the server's. Run with
 //! `cargo bench --bench warehouse`; the goal: 200,000 rows a second or more for COPY.
 
-#[path = "../tests/it/pg_server.rs"]
+#[path = "../tests/scenarios/pg_server.rs"]
 #[allow(dead_code)] // what only the tests use (psql, the state's connection)
 mod pg_server;
 

@@ -1,29 +1,23 @@
-//! The one integration test binary: each module covers one part of docpipe.
+//! The in-process tier: each module covers one part of docpipe, run in this process against
+//! the emulator crate (no binary, no server, no browser, no Python): seconds each.
+//! `tests/scenarios` holds the tests that start those.
 
-mod captures;
-mod check;
 mod client;
+#[path = "../support/common.rs"]
 mod common;
-mod daemon;
 mod daemon_work;
 mod datasets;
 mod docs;
 mod emulator;
 mod export;
-mod gaps;
 mod hostile;
-mod house;
-mod impact;
-mod lake;
-mod pg;
-mod pg_server;
 mod review;
 mod rules;
-mod s3;
 mod secrets;
 mod soak;
-mod status;
-mod status_page;
 mod stream;
+#[path = "../support/mod.rs"]
+mod support;
 mod trends;
+#[path = "../support/truth.rs"]
 mod truth;

@@ -1,4 +1,6 @@
 //! Shared helpers: data files, a test clock and one-shot calls into the emulator's router.
+// Both tiers include this file; each uses part of it.
+#![allow(dead_code)]
 
 use axum::Router;
 use axum::body::Body;
