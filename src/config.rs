@@ -175,8 +175,10 @@ pub struct AlertSettings {
 
 impl RawConfig {
     /// Makes the file's relative paths relative to `dir` (its folder): the output folder (not
-    /// a URL), the state folder, the rules folder and a `budget_db` file.
-    pub fn rebase(&mut self, dir: &Path) {
+    /// a URL), the state folder, the rules folder and a `budget_db` file; a key file's relative
+    /// to `credentials` when given (systemd's `$CREDENTIALS_DIRECTORY`, where `LoadCredential=`
+    /// puts the keys), else to `dir`.
+    pub fn rebase(&mut self, dir: &Path, credentials: Option<&Path>) {
         let join = |p: &Path| {
             if p.is_relative() {
                 dir.join(p)
@@ -189,9 +191,13 @@ impl RawConfig {
         }
         self.export.state_dir = self.export.state_dir.as_deref().map(join);
         self.rules.dir = join(&self.rules.dir);
+        let key = |p: &Path| match credentials {
+            Some(c) if p.is_relative() => c.join(p),
+            _ => join(p),
+        };
         for org in &mut self.organizations {
-            org.admin_key_file = org.admin_key_file.as_deref().map(join);
-            org.assistant_key_file = org.assistant_key_file.as_deref().map(join);
+            org.admin_key_file = org.admin_key_file.as_deref().map(key);
+            org.assistant_key_file = org.assistant_key_file.as_deref().map(key);
         }
         if let Some(file) = &self.service.budget_db
             && !crate::store::pg::is_url(file)
@@ -1489,7 +1495,10 @@ impl Settings {
         let dir = std::fs::canonicalize(dir)
             .or_else(|_| std::path::absolute(dir))
             .unwrap_or_default();
-        raw.rebase(&dir);
+        let credentials = std::env::var_os("CREDENTIALS_DIRECTORY")
+            .filter(|c| !c.is_empty())
+            .map(PathBuf::from);
+        raw.rebase(&dir, credentials.as_deref());
         overrides.apply(&mut raw.export);
         let mut settings = raw.validate(&origin)?;
         settings.project_lines = project_lines(&text);
@@ -1810,11 +1819,25 @@ mod tests {
             "t.toml",
         )
         .unwrap();
-        raw.rebase(Path::new("/etc/docpipe"));
+        let given = raw.clone();
+        raw.rebase(Path::new("/etc/docpipe"), None);
         let s = raw.validate("t.toml").unwrap();
         assert_eq!(
             s.organizations[0].admin_key,
             Some(KeySource::File("/etc/docpipe/keys/acme.key".into()))
+        );
+        // Under systemd with LoadCredential=, a relative key file is a credential's name.
+        let mut raw = given;
+        raw.rebase(
+            Path::new("/etc/docpipe"),
+            Some(Path::new("/run/credentials/docpipe.service")),
+        );
+        let s = raw.validate("t.toml").unwrap();
+        assert_eq!(
+            s.organizations[0].admin_key,
+            Some(KeySource::File(
+                "/run/credentials/docpipe.service/keys/acme.key".into()
+            ))
         );
         assert_eq!(s.alerts.unwrap().webhook_url_env, "HOOK");
     }

@@ -264,7 +264,9 @@ impl KeySource {
 }
 
 /// A key file's text, refused when its group or others may read it (as ssh refuses a private
-/// key).
+/// key); but for a credential systemd handed over (`LoadCredential=`, under
+/// `$CREDENTIALS_DIRECTORY`), which only the service's user reads whatever its mode says
+/// (systemd grants it through an ACL, which shows as group bits).
 fn read_file(path: &Path, what: &'static str) -> Result<String, KeyError> {
     use std::os::unix::fs::PermissionsExt;
     let unreadable = |why: String| KeyError::Unreadable {
@@ -280,7 +282,9 @@ fn read_file(path: &Path, what: &'static str) -> Result<String, KeyError> {
         ));
     }
     let mode = meta.permissions().mode() & 0o7777;
-    if mode & 0o077 != 0 {
+    let credential = std::env::var_os("CREDENTIALS_DIRECTORY")
+        .is_some_and(|dir| !dir.is_empty() && path.starts_with(dir));
+    if mode & 0o077 != 0 && !credential {
         return Err(KeyError::Exposed {
             path: path.display().to_string(),
             mode,

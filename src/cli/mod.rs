@@ -11,6 +11,7 @@ pub mod init;
 pub mod progress;
 pub mod rules;
 pub mod run;
+pub mod shell;
 pub mod status;
 pub mod trends;
 pub mod warehouse;
@@ -92,6 +93,11 @@ pub enum Command {
     Ask(ask::Args),
     /// Load the lake into the PostgreSQL warehouse of `[warehouse]` (`warehouse sync`).
     Warehouse(warehouse::Args),
+    /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
+    Completions(shell::CompletionsArgs),
+    /// Write the man pages into a folder (the package does; `man docpipe` reads them).
+    #[command(hide = true)]
+    Manpages(shell::ManpagesArgs),
 }
 
 /// Runs a parsed command line.
@@ -115,6 +121,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Status(args) => status::run(args, &load(&cli.config)?).await,
         Command::Ask(args) => ask::run(args, &load(&cli.config)?).await,
         Command::Warehouse(args) => warehouse::run(args, &load(&cli.config)?).await,
+        Command::Completions(args) => {
+            shell::completions(&args);
+            Ok(())
+        }
+        Command::Manpages(args) => shell::manpages(&args),
     }
 }
 

@@ -363,10 +363,10 @@ async fn impact(select: &Select, settings: &Settings) -> anyhow::Result<()> {
 /// Runs `validate`.
 pub async fn validate(args: ValidateArgs, settings: &Settings) -> anyhow::Result<()> {
     crate::outln!(
-        "config {}: {} organizations, {} projects",
+        "config {}: {}, {}",
         settings.origin,
-        settings.organizations.len(),
-        settings.projects.len()
+        crate::text::count(settings.organizations.len() as u64, "organization"),
+        crate::text::count(settings.projects.len() as u64, "project")
     );
     // The variables the daemon reads later: said now when unset (their values never shown).
     let unset = |var: &str| std::env::var(var).map_or(true, |v| v.trim().is_empty());

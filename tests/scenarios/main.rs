@@ -15,6 +15,7 @@ mod export;
 mod gaps;
 mod house;
 mod impact;
+mod install;
 mod lake;
 mod pg;
 mod pg_server;
