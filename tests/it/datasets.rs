@@ -494,10 +494,7 @@ async fn feedback_status_changes_and_late_turns_land_through_the_recheck_and_the
     let mut got = Vec::new();
     for (d, rows) in rows_of(&out, "feedback", "alpha") {
         if d >= day("2026-03-02") {
-            got.extend(
-                rows.iter()
-                    .map(|r| as_service(&docpipe::dataset::analytics::FEEDBACK, r)),
-            );
+            got.extend(rows.iter().map(|r| as_service(&crate::truth::FEEDBACK, r)));
         }
     }
     let want: Vec<String> = feedback["feedback"]
@@ -505,7 +502,7 @@ async fn feedback_status_changes_and_late_turns_land_through_the_recheck_and_the
         .unwrap()
         .iter()
         .filter(|r| !r["createdAt"].is_null())
-        .map(|r| truth_row(&docpipe::dataset::analytics::FEEDBACK, r))
+        .map(|r| truth_row(&crate::truth::FEEDBACK, r))
         .collect();
     assert_eq!(sorted(got), sorted(want));
     let turns = truth_of(

@@ -1,11 +1,15 @@
 //! Exported tables against the emulator's truth: every table of a project, row for row and
-//! total for total (shared by the dataset tests and the freshness bench).
+//! total for total (shared by the dataset tests and the freshness bench). The truth is the
+//! emulator's own records, and the exported files are read with the parquet crate: what a
+//! column of a table is called at the service is written here ([`Spec`], from the service's
+//! documentation), never taken from docpipe's descriptors or read through its decoders, so that
+//! a descriptor that maps a field to the wrong column fails here.
 // Both tiers include this file; each uses part of it.
 #![allow(dead_code)]
 
 use crate::common::files_below;
 use chrono::NaiveDate;
-use docpipe::dataset::shape::{Need, Shape};
+use docpipe_catalog::tables;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -48,28 +52,169 @@ pub fn parquet_json(file: &std::path::Path) -> Vec<serde_json::Map<String, Value
         .collect()
 }
 
+/// A dataset as the service documents it: its tables, where its rows are in a response, each
+/// column with the field it comes from (and the value the service's documentation gives when
+/// the field is left out), its totals.
+pub struct Spec {
+    /// The dataset's name.
+    pub name: &'static str,
+    /// Its table of rows.
+    pub table: &'static str,
+    /// Its table of each day's totals.
+    pub totals_table: Option<&'static str>,
+    /// Its table of rows without a date.
+    pub undated_table: Option<&'static str>,
+    /// The array of rows in a response (`None`: the body is the one row).
+    pub rows: Option<&'static str>,
+    /// Each column: its name, the service's field, the field's documented default.
+    pub columns: &'static [(&'static str, &'static str, Option<&'static str>)],
+    /// The object the totals are in (`None`: the body's fields).
+    pub totals_in: Option<&'static str>,
+    /// Each total: its column and the service's field.
+    pub totals: &'static [(&'static str, &'static str)],
+    /// The column whose instant's local day is a row's partition.
+    pub day_of: Option<&'static str>,
+}
+
+const COUNTS: [(&str, &str, Option<&str>); 3] = [
+    ("human", "human", None),
+    ("ai", "ai", None),
+    ("total", "total", None),
+];
+
+pub const VISITORS: Spec = Spec {
+    name: "visitors",
+    table: tables::VISITORS.name,
+    totals_table: Some(tables::SITE_VISITORS.name),
+    undated_table: None,
+    rows: Some("visitors"),
+    columns: &[("path", "path", None), COUNTS[0], COUNTS[1], COUNTS[2]],
+    totals_in: Some("totals"),
+    totals: &[("human", "human"), ("ai", "ai"), ("total", "total")],
+    day_of: None,
+};
+
+pub const SEARCHES: Spec = Spec {
+    name: "searches",
+    table: tables::SEARCHES.name,
+    totals_table: Some(tables::SEARCH_TOTALS.name),
+    undated_table: None,
+    rows: Some("searches"),
+    columns: &[
+        ("search_query", "searchQuery", None),
+        ("hits", "hits", None),
+        ("ctr", "ctr", None),
+        ("top_clicked_page", "topClickedPage", None),
+        ("last_searched_at", "lastSearchedAt", None),
+    ],
+    totals_in: None,
+    totals: &[("total_searches", "totalSearches")],
+    day_of: None,
+};
+
+pub const FEEDBACK: Spec = Spec {
+    name: "feedback",
+    table: tables::FEEDBACK.name,
+    totals_table: None,
+    undated_table: Some(tables::FEEDBACK_UNDATED.name),
+    rows: Some("feedback"),
+    columns: &[
+        ("id", "id", None),
+        ("path", "path", None),
+        ("comment", "comment", None),
+        ("created_at", "createdAt", None),
+        ("source", "source", None),
+        ("status", "status", None),
+        ("helpful", "helpful", None),
+        ("contact", "contact", None),
+        ("code", "code", None),
+        ("filename", "filename", None),
+        ("lang", "lang", None),
+    ],
+    totals_in: None,
+    totals: &[],
+    day_of: Some("created_at"),
+};
+
+pub const FEEDBACK_BY_PAGE: Spec = Spec {
+    name: "feedback_by_page",
+    table: tables::FEEDBACK_BY_PAGE.name,
+    totals_table: None,
+    undated_table: None,
+    rows: Some("feedback"),
+    columns: &[
+        ("path", "path", None),
+        ("thumbs_up", "thumbsUp", None),
+        ("thumbs_down", "thumbsDown", None),
+        ("code", "code", None),
+        ("total", "total", None),
+    ],
+    totals_in: None,
+    totals: &[],
+    day_of: None,
+};
+
+pub const ASSISTANT: Spec = Spec {
+    name: "assistant",
+    table: tables::ASSISTANT_TURNS.name,
+    totals_table: None,
+    undated_table: None,
+    rows: Some("conversations"),
+    columns: &[
+        ("id", "id", None),
+        ("timestamp", "timestamp", None),
+        ("query", "query", None),
+        ("response", "response", None),
+        ("response_type", "responseType", Some("answer")),
+        ("sources", "sources", None),
+        ("resolution_status", "resolutionStatus", None),
+        ("query_category", "queryCategory", None),
+        ("page_url", "pageUrl", None),
+    ],
+    totals_in: None,
+    totals: &[],
+    day_of: Some("timestamp"),
+};
+
+pub const CALLER_STATS: Spec = Spec {
+    name: "caller_stats",
+    table: tables::ASSISTANT_CALLERS.name,
+    totals_table: None,
+    undated_table: None,
+    rows: None,
+    columns: &[
+        ("web", "web", None),
+        ("api", "api", None),
+        ("other", "other", None),
+        ("total", "total", None),
+    ],
+    totals_in: None,
+    totals: &[],
+    day_of: None,
+};
+
 /// An exported row in the service's JSON names, as canonical text.
-pub fn as_service(shape: &Shape, row: &serde_json::Map<String, Value>) -> String {
+pub fn as_service(spec: &Spec, row: &serde_json::Map<String, Value>) -> String {
     let mut out = serde_json::Map::new();
-    for c in shape.columns {
+    for (column, field, _) in spec.columns {
         out.insert(
-            c.field.to_string(),
-            row.get(c.name).cloned().unwrap_or(Value::Null),
+            field.to_string(),
+            row.get(*column).cloned().unwrap_or(Value::Null),
         );
     }
     Value::Object(out).to_string()
 }
 
-/// A row of the truth, with the columns' defaults where the service leaves a field out.
-pub fn truth_row(shape: &Shape, row: &Value) -> String {
+/// A row of the truth, with the documented default where the service leaves a field out.
+pub fn truth_row(spec: &Spec, row: &Value) -> String {
     let mut out = serde_json::Map::new();
-    for c in shape.columns {
-        let v = match (row.get(c.field), c.need) {
+    for (_, field, default) in spec.columns {
+        let v = match (row.get(*field), default) {
             (Some(v), _) => v.clone(),
-            (None, Need::Default(d)) => json!(d),
-            (None, _) => Value::Null,
+            (None, Some(d)) => json!(d),
+            (None, None) => Value::Null,
         };
-        out.insert(c.field.to_string(), v);
+        out.insert(field.to_string(), v);
     }
     Value::Object(out).to_string()
 }
@@ -81,13 +226,17 @@ pub fn exported_views(
     project: &str,
     day: NaiveDate,
 ) -> Result<Vec<(String, i64, i64)>, String> {
-    use docpipe::dataset::page_views::{PAGE_VIEWS, read_page_views};
-    let file =
-        docpipe::layout::partition_dir(out, PAGE_VIEWS, project, day).join(docpipe::layout::PART);
-    let mut rows: Vec<_> = read_page_views(&file)
-        .map_err(|e| e.to_string())?
+    let file = docpipe::layout::partition_dir(out, tables::PAGE_VIEWS.name, project, day)
+        .join(docpipe::layout::PART);
+    if !file.is_file() {
+        return Err(format!("{} is not written", file.display()));
+    }
+    let mut rows: Vec<_> = parquet_json(&file)
         .into_iter()
-        .map(|r| (r.path, r.human, r.ai))
+        .map(|r| {
+            let n = |c: &str| r[c].as_i64().unwrap();
+            (r["path"].as_str().unwrap().to_string(), n("human"), n("ai"))
+        })
         .collect();
     rows.sort();
     Ok(rows)
@@ -210,7 +359,6 @@ pub async fn assert_equals_truth(
             .with_timezone(&tz)
             .date_naive()
     };
-    use docpipe::dataset::analytics::*;
     let mut counts = BTreeMap::new();
     let end = to.succ_opt().unwrap();
     // Daily datasets: each day's rows and totals.
@@ -221,8 +369,8 @@ pub async fn assert_equals_truth(
         while d <= to {
             let truth = truth_in(base_url, project, shape.name, d, d.succ_opt().unwrap(), tz).await;
             let want: Vec<String> = match shape.rows {
-                docpipe::dataset::shape::RowsAt::Body => vec![truth_row(shape, &truth)],
-                docpipe::dataset::shape::RowsAt::Array(f) => {
+                None => vec![truth_row(shape, &truth)],
+                Some(f) => {
                     let all: Vec<Value> = truth[f].as_array().unwrap().clone();
                     // The service serves the first 100 rows of feedback by page.
                     let n = if shape.name == "feedback_by_page" {
@@ -250,12 +398,12 @@ pub async fn assert_equals_truth(
             }
             if let Some(t) = &totals {
                 let row = &t[&d][0];
-                for c in shape.totals {
-                    let v = match shape.totals_at {
-                        docpipe::dataset::shape::TotalsAt::Object(f) => truth[f][c.field].clone(),
-                        _ => truth[c.field].clone(),
+                for (column, field) in shape.totals {
+                    let v = match shape.totals_in {
+                        Some(f) => truth[f][field].clone(),
+                        None => truth[field].clone(),
                     };
-                    assert_eq!(row[c.name], v, "{} totals {d}", shape.name);
+                    assert_eq!(row[*column], v, "{} totals {d}", shape.name);
                 }
                 assert_eq!(row["rows"], json!(want.len()), "{d}");
             }
@@ -265,17 +413,14 @@ pub async fn assert_equals_truth(
     // Span datasets: every row of the range once, in the partition of its day (or undated).
     for shape in [&FEEDBACK, &ASSISTANT] {
         let truth = truth_in(base_url, project, shape.name, from, end, tz).await;
-        let field = match shape.rows {
-            docpipe::dataset::shape::RowsAt::Array(f) => f,
-            _ => unreachable!(),
-        };
+        let field = shape.rows.unwrap();
         let whole = spans_to >= to;
         let day_field = shape
             .columns
             .iter()
-            .find(|c| Some(c.name) == shape.day_of)
+            .find(|c| Some(c.0) == shape.day_of)
             .unwrap()
-            .field;
+            .1;
         let want: Vec<String> = truth[field]
             .as_array()
             .unwrap()
