@@ -151,3 +151,46 @@ async fn a_relative_key_file_is_read_from_systemds_credentials() {
         )
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_services_json_log_lines_keep_their_targets() {
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("docpipe.toml");
+    std::fs::write(
+        &cfg,
+        config(&live.server.base_url(), &dir.path().join("out"), ""),
+    )
+    .unwrap();
+    let range = [
+        "backfill",
+        "--from",
+        "2026-03-08",
+        "--to",
+        "2026-03-10",
+        "--project",
+        "beta",
+    ];
+    let out = docpipe_command(&cfg, &[&["--log-format", "json"][..], &range[..]].concat())
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["fields"]["message"] == "window written")
+        .collect();
+    assert_eq!(written.len(), 3, "{written:?}");
+    for line in &written {
+        assert_eq!(line["target"], "docpipe::events");
+        assert_eq!(line["level"], "INFO");
+        assert_eq!(line["fields"]["dataset"], "page_views");
+        assert_eq!(line["fields"]["project"], "beta");
+    }
+}

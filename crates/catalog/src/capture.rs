@@ -133,7 +133,7 @@ impl Recorder {
             .and_then(|bytes| write_new(&tmp, &bytes))
             .and_then(|()| std::fs::rename(&tmp, &path));
         if let Err(e) = written {
-            tracing::warn!(path = %path.display(), "cannot write the capture: {e}");
+            tracing::warn!(target: "docpipe::api::capture", path = %path.display(), "cannot write the capture: {e}");
         }
     }
 }

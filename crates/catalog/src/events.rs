@@ -9,6 +9,11 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use std::time::Duration;
 
+/// The log lines' target: the module they came from before the catalogue was a crate of its
+/// own, so that a `RUST_LOG=docpipe::events=...` filter and the JSON logs' `target` stay as
+/// they were.
+const TARGET: &str = "docpipe::events";
+
 /// The "dataset" an agent job's requests are counted under (they read none).
 pub const AGENT_JOBS: &str = "agent_jobs";
 
@@ -290,9 +295,9 @@ impl Event<'_> {
                 ..
             } => {
                 if draws {
-                    tracing::debug!(dataset, project, window, rows, requests, "window written");
+                    tracing::debug!(target: TARGET, dataset, project, window, rows, requests, "window written");
                 } else {
-                    tracing::info!(dataset, project, window, rows, requests, "window written");
+                    tracing::info!(target: TARGET, dataset, project, window, rows, requests, "window written");
                 }
             }
             Event::Failed {
@@ -301,6 +306,7 @@ impl Event<'_> {
                 trouble: Some(t),
             } => {
                 tracing::error!(
+                    target: TARGET,
                     dataset,
                     project,
                     window = t.window,
@@ -316,6 +322,7 @@ impl Event<'_> {
             } => {
                 // A first walk's estimate is a guess: nothing a user needs to act on.
                 tracing::debug!(
+                    target: TARGET,
                     dataset,
                     project,
                     window = trouble.window,
@@ -330,6 +337,7 @@ impl Event<'_> {
                 guessed: false,
             } => {
                 tracing::warn!(
+                    target: TARGET,
                     dataset,
                     project,
                     window = trouble.window,
