@@ -7,6 +7,7 @@
 
 pub use docpipe_catalog::{calendar, clock, events, layout, random, ratelimit, tables, text};
 pub use docpipe_emulator as emulator; // a faithful stand-in of the service, as an axum Router
+pub use docpipe_state as store; // every table of state (SQLite, PostgreSQL), the walk journals, the budget's log
 
 pub mod alloc; // the allocator's tuning
 pub mod api; // the typed client: one file per operation, retry and rate budget
@@ -22,7 +23,6 @@ pub mod remote; // the output on object storage: the working copy mirrored to a 
 pub mod rules; // rule files -> conditions -> prompts -> follow-ups -> outcome log; impact/: what each job changed
 pub mod schedule; // cron schedules
 pub mod status; // what the pipeline is doing, as one model: text, JSON and the daemon's page
-pub mod store; // every table of state (SQLite), the walk journals, the budget's log
 pub mod tls; // rustls on ring, installed once
 pub mod trends; // polars aggregation and charts
 

@@ -4,7 +4,7 @@
 
 use sha2::{Digest, Sha256};
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Why a key was refused locally.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -95,7 +95,7 @@ macro_rules! key_type {
         impl $name {
             /// Reads the key from `origin`.
             pub fn read(origin: &KeySource, brand: &str) -> Result<Self, KeyError> {
-                let text = origin.read($what)?;
+                let text = read(origin, $what)?;
                 let mut key = Self::parse(&text, brand, &origin.name())?;
                 key.origin = Some(origin.clone());
                 Ok(key)
@@ -230,36 +230,19 @@ fn fingerprint(secret: &str) -> String {
         .collect()
 }
 
-/// Where a key is read from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeySource {
-    /// An environment variable (`admin_key_env`).
-    Env(String),
-    /// A file only its owner may read (`admin_key_file`).
-    File(PathBuf),
-}
+pub use docpipe_catalog::key_source::KeySource;
 
-impl KeySource {
-    /// How messages name it: the variable, or the file's path.
-    pub fn name(&self) -> String {
-        match self {
-            KeySource::Env(var) => var.clone(),
-            KeySource::File(path) => path.display().to_string(),
-        }
-    }
-
-    /// The text it holds now.
-    fn read(&self, what: &'static str) -> Result<String, KeyError> {
-        match self {
-            KeySource::Env(var) => match std::env::var(var) {
-                Ok(v) if !v.trim().is_empty() => Ok(v),
-                _ => Err(KeyError::Missing {
-                    var: var.clone(),
-                    what,
-                }),
-            },
-            KeySource::File(path) => read_file(path, what),
-        }
+/// The text `source` holds now.
+fn read(source: &KeySource, what: &'static str) -> Result<String, KeyError> {
+    match source {
+        KeySource::Env(var) => match std::env::var(var) {
+            Ok(v) if !v.trim().is_empty() => Ok(v),
+            _ => Err(KeyError::Missing {
+                var: var.clone(),
+                what,
+            }),
+        },
+        KeySource::File(path) => read_file(path, what),
     }
 }
 

@@ -2,8 +2,8 @@
 
 pub mod analytics;
 pub mod assistant;
-pub mod budget;
 pub use docpipe_catalog::capture;
+pub use docpipe_state::rate as budget;
 pub mod error;
 pub mod jobs;
 pub mod keys;

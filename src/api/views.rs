@@ -2,7 +2,8 @@
 
 use super::{ApiError, Client, Operation, escape};
 use crate::calendar::Window;
-use serde::{Deserialize, Deserializer, de};
+pub use docpipe_catalog::views::{Counts, count};
+use serde::Deserialize;
 
 /// Rows per page docpipe asks for (the service's maximum).
 pub const PAGE_LIMIT: u32 = 250;
@@ -16,52 +17,6 @@ pub const MAX_WALK_PAGES: u64 = 2_000;
 /// filters rows after paging sends a few; one that sends this many leads nowhere (and a
 /// dataset whose totals do not bound its rows has no other bound below [`MAX_WALK_PAGES`]).
 pub const MAX_EMPTY_RUN: usize = 10;
-
-/// A count: a non-negative integer that fits in i64; an integral float such as `12.0` is accepted.
-fn count<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-    struct V;
-    impl de::Visitor<'_> for V {
-        type Value = i64;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a non-negative integer count")
-        }
-        fn visit_u64<E: de::Error>(self, v: u64) -> Result<i64, E> {
-            i64::try_from(v).map_err(|_| E::custom(format!("count {v} is too large")))
-        }
-        fn visit_i64<E: de::Error>(self, v: i64) -> Result<i64, E> {
-            if v < 0 {
-                Err(E::custom(format!("count {v} is negative")))
-            } else {
-                Ok(v)
-            }
-        }
-        fn visit_f64<E: de::Error>(self, v: f64) -> Result<i64, E> {
-            // 2^53: beyond it a float no longer holds every integer.
-            if v.is_finite() && v.fract() == 0.0 && (0.0..=9_007_199_254_740_992.0).contains(&v) {
-                Ok(v as i64)
-            } else {
-                Err(E::custom(format!(
-                    "count {v} is not a non-negative integer"
-                )))
-            }
-        }
-    }
-    d.deserialize_any(V)
-}
-
-/// Human, AI and total counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-pub struct Counts {
-    /// Human views.
-    #[serde(deserialize_with = "count")]
-    pub human: i64,
-    /// AI views.
-    #[serde(deserialize_with = "count")]
-    pub ai: i64,
-    /// human + ai.
-    #[serde(deserialize_with = "count")]
-    pub total: i64,
-}
 
 /// One page's counts, owned (for tests and for reading a partition back); a fetched page holds
 /// its rows in [`Rows`].

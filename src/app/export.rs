@@ -1,6 +1,6 @@
 //! The export steps: what a run is asked for ([`Intent`]) and its plan (one plan per run, each
 //! project from its own first day), made here and only here: the front doors (the command
-//! line, the daemon, the demo) pass an intent to [`super::cycle::run`], which plans it.
+//! line, the daemon, the demo) pass an intent to `cycle::run`, which plans it.
 
 use super::Context;
 use crate::export::{Due, ExportError, Exporter, Plan, Target};

@@ -13,9 +13,11 @@ pub mod capture; // the service's answers as recorded and replayed
 pub mod clock; // time, injected
 pub mod datasets; // the datasets by name
 pub mod events; // a run's facts, emitted once: counted on /metrics, recorded in the state, drawn by the CLI
+pub mod key_source; // where a key is read from: a variable or a file
 pub mod layout; // where outputs go: Hive paths, temporary names, atomic replace
 pub mod random; // seeded randomness
 pub mod ratelimit; // sliding-window arithmetic
 pub mod service; // the service's documented limits
 pub mod tables; // every table of the lake, typed once
 pub mod text; // service text made safe to print
+pub mod views; // a page's views as the service counts them

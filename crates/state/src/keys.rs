@@ -64,14 +64,14 @@ impl KeyRecord {
     pub fn warning(
         &self,
         now: DateTime<Utc>,
-        source: Option<&crate::api::KeySource>,
+        source: Option<&docpipe_catalog::key_source::KeySource>,
     ) -> Option<String> {
         let put = match source {
-            Some(crate::api::KeySource::File(path)) => format!(
+            Some(docpipe_catalog::key_source::KeySource::File(path)) => format!(
                 "write it to {} (read again at every run: no restart)",
                 path.display()
             ),
-            Some(crate::api::KeySource::Env(var)) => format!(
+            Some(docpipe_catalog::key_source::KeySource::Env(var)) => format!(
                 "put it in {var} and restart docpipe (an admin_key_file is read again at every run)"
             ),
             None => "put it where the config's admin_key_env or admin_key_file says".into(),
@@ -89,7 +89,7 @@ impl KeyRecord {
                     .format("%Y-%m-%d %H:%M UTC"),
                 self.refused
                     .as_deref()
-                    .map(|w| format!(" ({})", crate::text::one_line(w)))
+                    .map(|w| format!(" ({})", docpipe_catalog::text::one_line(w)))
                     .unwrap_or_default(),
             )),
             KeyHealth::Old => Some(format!(
@@ -136,7 +136,7 @@ impl Store {
             (Some(k), Some(_)) if k.refused_since.is_some() => return Ok(()),
             (Some(k), Some(words)) => KeyRecord {
                 refused_since: Some(at),
-                refused: Some(crate::text::one_line(words).into_owned()),
+                refused: Some(docpipe_catalog::text::one_line(words).into_owned()),
                 ..k
             },
         };
@@ -165,7 +165,7 @@ mod tests {
             refused_since: None,
             refused: None,
         };
-        let file = crate::api::KeySource::File("/etc/docpipe/acme.key".into());
+        let file = docpipe_catalog::key_source::KeySource::File("/etc/docpipe/acme.key".into());
         assert_eq!(k.warning(t0 + Duration::days(79), Some(&file)), None);
         assert_eq!(
             k.warning(t0 + Duration::days(80), Some(&file)).unwrap(),
@@ -173,7 +173,7 @@ mod tests {
         );
         k.refused_since = Some("2026-11-30T14:00:00Z".parse().unwrap());
         k.refused = Some("API key has expired".into());
-        let env = crate::api::KeySource::Env("DOCPIPE_ACME_ADMIN_KEY".into());
+        let env = docpipe_catalog::key_source::KeySource::Env("DOCPIPE_ACME_ADMIN_KEY".into());
         assert_eq!(
             k.warning(t0 + Duration::days(90), Some(&env)).unwrap(),
             "the admin key of organization acme (fingerprint 0123456789ab) is refused since 2026-11-30 14:00 UTC (API key has expired); the service's keys expire after 90 days by default: make a new one on the API keys page and put it in DOCPIPE_ACME_ADMIN_KEY and restart docpipe (an admin_key_file is read again at every run)"

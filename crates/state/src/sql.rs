@@ -159,7 +159,7 @@ impl Row {
     /// A day column.
     pub fn day(&self, i: usize) -> Result<NaiveDate, SqlError> {
         let v = self.str(i)?;
-        crate::calendar::parse_day(v).ok_or_else(|| wrong(i, "a day", self.at(i)))
+        docpipe_catalog::calendar::parse_day(v).ok_or_else(|| wrong(i, "a day", self.at(i)))
     }
 }
 

@@ -3,9 +3,9 @@
 //! which then holds only these two tables.
 
 use super::{Db, StoreError};
-use crate::api::budget::{Budget, Refusal, window};
-use crate::ratelimit::wait_for_slot;
+use crate::rate::{Budget, Refusal, window};
 use chrono::{DateTime, Utc};
+use docpipe_catalog::ratelimit::wait_for_slot;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use std::collections::HashMap;
 use std::path::Path;

@@ -23,6 +23,7 @@ pub mod ledger;
 mod pages;
 pub mod pg;
 mod queue;
+pub mod rate;
 mod shaped;
 pub mod sql;
 pub mod unknown;
@@ -291,8 +292,8 @@ impl Store {
 
     /// Records what `event` says into the activity tables, or for an answered key into its
     /// record (a receiver of a run's events). A failure to record is logged: the work goes on.
-    pub fn receive(&self, event: &crate::events::Event<'_>) {
-        if let crate::events::Event::KeyAnswered {
+    pub fn receive(&self, event: &docpipe_catalog::events::Event<'_>) {
+        if let docpipe_catalog::events::Event::KeyAnswered {
             org,
             fingerprint,
             at,
@@ -327,8 +328,8 @@ impl Recorder {
     }
 }
 
-impl crate::events::Events for Recorder {
-    fn event(&self, event: &crate::events::Event<'_>) {
+impl docpipe_catalog::events::Events for Recorder {
+    fn event(&self, event: &docpipe_catalog::events::Event<'_>) {
         self.0.store().receive(event);
     }
 }
@@ -370,7 +371,7 @@ impl Folder {
         };
         // Only the files of processes that ended (the other daemons of this machine write
         // theirs meanwhile).
-        let removed = crate::layout::sweep_leftovers(out);
+        let removed = docpipe_catalog::layout::sweep_leftovers(out);
         if removed > 0 {
             tracing::info!(removed, "removed temporary files of an interrupted run");
         }
@@ -443,7 +444,7 @@ impl Folder {
                         let waited = limit
                             .filter(|d| !d.is_zero())
                             .map_or("not waited".to_string(), |d| {
-                                format!("waited {}", crate::text::duration(d))
+                                format!("waited {}", docpipe_catalog::text::duration(d))
                             });
                         return Err(StoreError::Busy {
                             path: out.display().to_string(),

@@ -4,8 +4,8 @@
 
 use super::sql::Value;
 use super::{Store, StoreError, WalkKey};
-use crate::api::views::Counts;
 use chrono::{DateTime, NaiveDate, Utc};
+use docpipe_catalog::views::Counts;
 use std::collections::HashMap;
 
 /// What the state knows of a window.
@@ -174,7 +174,7 @@ impl Store {
                 "SELECT day, final, rows, mismatch FROM windows WHERE dataset = ?1 AND project = ?2",
                 &p,
                 &mut |r| {
-                    if let Some(d) = crate::calendar::parse_day(r.str(0)?) {
+                    if let Some(d) = docpipe_catalog::calendar::parse_day(r.str(0)?) {
                         out.insert(
                             d,
                             WindowState {

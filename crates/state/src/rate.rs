@@ -2,10 +2,10 @@
 //! never causes a 429. A budget is a sliding-window log per scope (`analytics:<org>`,
 //! `agent:<project>`, `assistant:<org>`).
 
-use crate::clock::SharedClock;
-use crate::events::Events;
-use crate::ratelimit::SlidingWindow;
 use chrono::{DateTime, Utc};
+use docpipe_catalog::clock::SharedClock;
+use docpipe_catalog::events::Events;
+use docpipe_catalog::ratelimit::SlidingWindow;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -115,7 +115,7 @@ pub async fn acquire(
                     scope,
                     wait_secs = wait.as_secs(),
                     "{}",
-                    crate::text::budget_wait(scope, wait, until)
+                    docpipe_catalog::text::budget_wait(scope, wait, until)
                 );
                 events.waiting(scope, wait, until);
                 clock.sleep(wait).await;

@@ -125,5 +125,8 @@ pub fn gone(holder: &str) -> bool {
     };
     let me = this_process();
     let my_host = me.rsplit_once(':').map_or("", |(h, _)| h);
-    host == my_host && pid.parse::<u32>().is_ok_and(crate::layout::process_is_gone)
+    host == my_host
+        && pid
+            .parse::<u32>()
+            .is_ok_and(docpipe_catalog::layout::process_is_gone)
 }

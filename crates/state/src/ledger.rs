@@ -549,7 +549,7 @@ impl Ledger {
 
     /// Records what `event` says into the activity tables (a rule's run), on the ledger's
     /// connection.
-    pub fn receive(&self, event: &crate::events::Event<'_>) {
+    pub fn receive(&self, event: &docpipe_catalog::events::Event<'_>) {
         super::activity::Activity::new(self.sql.clone()).receive(event);
     }
 

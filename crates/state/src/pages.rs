@@ -13,8 +13,8 @@
 use super::journal;
 use super::sql::{Sql, SqlError, Tx, Value};
 use super::{Store, StoreError};
-use crate::layout;
 use chrono::NaiveDate;
+use docpipe_catalog::layout;
 use std::collections::{HashMap, HashSet};
 use std::io::{Seek, Write};
 use std::ops::ControlFlow;

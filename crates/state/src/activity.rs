@@ -5,8 +5,8 @@
 
 use super::StoreError;
 use super::sql::{Row, Sql, SqlError, Value};
-use crate::events::{Event, RunOutcome, Troubled};
 use chrono::{DateTime, NaiveDate, Utc};
+use docpipe_catalog::events::{Event, RunOutcome, Troubled};
 
 /// SQLite's tables.
 pub(super) const SCHEMA: &str = "
@@ -75,7 +75,7 @@ pub const STUCK_WAIT: chrono::Duration = chrono::Duration::hours(24);
 /// The longest a stuck window waits between two tries.
 pub const STUCK_WAIT_MAX: chrono::Duration = chrono::Duration::days(7);
 
-pub use crate::events::Trouble;
+pub use docpipe_catalog::events::Trouble;
 
 /// The wait before a stuck window's next try, after its `tries`-th failure in a row.
 pub fn stuck_wait(tries: u32) -> chrono::Duration {
@@ -432,7 +432,7 @@ mod tests {
 
     fn activity() -> (tempfile::TempDir, Activity) {
         let dir = tempfile::tempdir().unwrap();
-        let store = crate::store::Store::open(&dir.path().join("state.sqlite")).unwrap();
+        let store = crate::Store::open(&dir.path().join("state.sqlite")).unwrap();
         let a = store.history();
         (dir, a)
     }

@@ -4,9 +4,9 @@
 //! migrations, applied at start under an advisory lock so that processes starting at once do not
 //! race; and the rate budget's request log, taken atomically by any number of processes.
 
-use crate::api::budget::{Budget, Refusal, window};
-use crate::ratelimit::wait_for_slot;
+use crate::rate::{Budget, Refusal, window};
 use chrono::{DateTime, Utc};
+use docpipe_catalog::ratelimit::wait_for_slot;
 use std::sync::Mutex;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -54,11 +54,11 @@ pub struct PgError {
 }
 
 /// The message of a `postgres` error: the server's own, or the chain of causes.
-pub(crate) fn describe(e: &postgres::Error) -> String {
+pub fn describe(e: &postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
         return format!("{}: {}", db.severity(), db.message());
     }
-    crate::text::causes(e)
+    docpipe_catalog::text::causes(e)
         .into_iter()
         .fold(String::new(), |text, c| {
             if text.is_empty() {
