@@ -7,10 +7,11 @@
 
 pub use docpipe_catalog::{calendar, clock, events, layout, random, ratelimit, tables, text};
 pub use docpipe_emulator as emulator; // a faithful stand-in of the service, as an axum Router
+pub use docpipe_extract as api; // the typed client: one file per operation, retry and rate budget
+pub use docpipe_extract::tls; // rustls on ring, installed once
 pub use docpipe_state as store; // every table of state (SQLite, PostgreSQL), the walk journals, the budget's log
 
 pub mod alloc; // the allocator's tuning
-pub mod api; // the typed client: one file per operation, retry and rate budget
 pub mod app; // what cli and daemon share: a Context opened once, and the one run (cycle.rs) with its steps, the lake's description and its load into a warehouse
 pub mod cli; // one file per subcommand: arguments and printing
 pub mod config; // the config file: raw form -> validated settings (data only)
@@ -23,7 +24,6 @@ pub mod remote; // the output on object storage: the working copy mirrored to a 
 pub mod rules; // rule files -> conditions -> prompts -> follow-ups -> outcome log; impact/: what each job changed
 pub mod schedule; // cron schedules
 pub mod status; // what the pipeline is doing, as one model: text, JSON and the daemon's page
-pub mod tls; // rustls on ring, installed once
 pub mod trends; // polars aggregation and charts
 
 /// `print!` for what a command prints: a reader that went away (a closed pipe, as in `docpipe

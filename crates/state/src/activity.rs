@@ -77,6 +77,9 @@ pub const STUCK_WAIT_MAX: chrono::Duration = chrono::Duration::days(7);
 
 pub use docpipe_catalog::events::Trouble;
 
+/// The log lines' target: the module they came from before this crate was cut out.
+const TARGET: &str = "docpipe::store::activity";
+
 /// The wait before a stuck window's next try, after its `tries`-th failure in a row.
 pub fn stuck_wait(tries: u32) -> chrono::Duration {
     let doubled = STUCK_WAIT * 2i32.saturating_pow(tries.saturating_sub(1).min(8));
@@ -201,7 +204,7 @@ impl Activity {
             _ => Ok(()),
         };
         if let Err(e) = done {
-            tracing::warn!("cannot record it for the status page: {e}");
+            tracing::warn!(target: TARGET, "cannot record it for the status page: {e}");
         }
     }
 
@@ -210,7 +213,7 @@ impl Activity {
         if let Some((tries, retry)) =
             self.window_trouble(dataset, project, (t.day, t.window), t.reason, t.at, t.kind)?
         {
-            tracing::error!(
+            tracing::error!(target: TARGET,
                 dataset,
                 project,
                 day = %t.day,

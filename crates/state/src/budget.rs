@@ -11,6 +11,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+/// The log lines' target: the module they came from before this crate was cut out.
+const TARGET: &str = "docpipe::store::budget";
+
 /// The budget's tables.
 pub const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS requests (
@@ -179,7 +182,9 @@ impl Budget for SqliteBudget {
         match result {
             Ok(()) => leases.clear(),
             // Kept: counted for an hour, on the safe side.
-            Err(e) => tracing::warn!(error = %e, "cannot hand back unused budget slots"),
+            Err(e) => {
+                tracing::warn!(target: TARGET, error = %e, "cannot hand back unused budget slots")
+            }
         }
     }
 

@@ -41,6 +41,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+/// The log lines' target: the module they came from before this crate was cut out.
+const TARGET: &str = "docpipe::store";
+
 /// Store errors.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -141,7 +144,7 @@ impl Db {
             *n += 1;
             *n
         };
-        tracing::debug!(path = %path.display(), opens = n, "SQLite file opened");
+        tracing::debug!(target: TARGET, path = %path.display(), opens = n, "SQLite file opened");
         Ok(Self {
             conn: Mutex::new(conn),
             path: path.display().to_string(),
@@ -301,7 +304,7 @@ impl Store {
         } = *event
         {
             if let Err(e) = self.key_answered(org, fingerprint, at, refused) {
-                tracing::warn!(
+                tracing::warn!(target: TARGET,
                     "state: cannot record how the service answered the admin key of organization {org}: {e}"
                 );
             }
@@ -373,7 +376,7 @@ impl Folder {
         // theirs meanwhile).
         let removed = docpipe_catalog::layout::sweep_leftovers(out);
         if removed > 0 {
-            tracing::info!(removed, "removed temporary files of an interrupted run");
+            tracing::info!(target: TARGET, removed, "removed temporary files of an interrupted run");
         }
         let (store, lock) = match shared {
             Some(pg) => (Store::open_shared(&state_path(out), pg)?, lock),
@@ -381,7 +384,7 @@ impl Folder {
                 let store = Store::open(&state_path(out))?;
                 let swept = store.sweep_pages()?;
                 if swept > 0 {
-                    tracing::info!(
+                    tracing::info!(target: TARGET,
                         removed = swept,
                         "removed walk journals of an interrupted run"
                     );
@@ -454,7 +457,7 @@ impl Folder {
                         });
                     }
                     if !std::mem::replace(&mut told, true) {
-                        tracing::info!(output = %out.display(), holder = %holder(), "another docpipe is exporting to this folder; waiting for it");
+                        tracing::info!(target: TARGET, output = %out.display(), holder = %holder(), "another docpipe is exporting to this folder; waiting for it");
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                 }
@@ -535,6 +538,6 @@ fn write_holder(lock: &std::fs::File) {
         .and_then(|()| f.rewind())
         .and_then(|()| f.write_all(line.as_bytes()));
     if let Err(e) = written {
-        tracing::debug!("cannot write the lock's holder: {e}");
+        tracing::debug!(target: TARGET, "cannot write the lock's holder: {e}");
     }
 }

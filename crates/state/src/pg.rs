@@ -11,6 +11,9 @@ use std::sync::Mutex;
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// The log lines' target: the module they came from before this crate was cut out.
+const TARGET: &str = "docpipe::store::pg";
+
 /// The environment variable that holds the database's password (never the config file).
 pub const PASSWORD_ENV: &str = "DOCPIPE_STATE_PASSWORD";
 
@@ -515,7 +518,7 @@ impl Pg {
         match applied {
             Ok(versions) => {
                 if !versions.is_empty() {
-                    tracing::info!(database = %self.name, ?versions, "state database migrated");
+                    tracing::info!(target: TARGET, database = %self.name, ?versions, "state database migrated");
                 }
                 Ok(())
             }
@@ -609,7 +612,7 @@ impl Budget for PgBudget {
             // The server gone for a while: wait for it rather than send what others may have
             // sent already.
             Err(e) if e.connection => {
-                tracing::warn!(error = %e, "the shared rate budget cannot be read; waiting");
+                tracing::warn!(target: TARGET, error = %e, "the shared rate budget cannot be read; waiting");
                 Err(Refusal::Wait(RECONNECT_WAIT))
             }
             Err(e) => Err(Refusal::Broken(e.to_string())),

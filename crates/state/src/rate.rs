@@ -10,6 +10,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// The log lines' target: the module they came from before this crate was cut out.
+const TARGET: &str = "docpipe::api::budget";
+
 /// The window the service counts in, plus a margin for the time a request takes to arrive: the
 /// service starts counting a request when it receives it, a little after we send it.
 pub fn window() -> chrono::Duration {
@@ -111,7 +114,7 @@ pub async fn acquire(
                     .max(Duration::from_millis(10));
                 let until = clock.now()
                     + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::zero());
-                tracing::info!(
+                tracing::info!(target: TARGET,
                     scope,
                     wait_secs = wait.as_secs(),
                     "{}",

@@ -8,6 +8,9 @@ use chrono::{DateTime, NaiveDate, Utc};
 use docpipe_catalog::views::Counts;
 use std::collections::HashMap;
 
+/// The log lines' target: the module they came from before this crate was cut out.
+const TARGET: &str = "docpipe::store::windows";
+
 /// What the state knows of a window.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WindowState {
@@ -351,7 +354,7 @@ pub(super) fn one_table(c: &mut rusqlite::Connection) -> rusqlite::Result<()> {
                FROM windows_before_6;
              DROP TABLE windows_before_6;",
         )?;
-        tracing::info!("state database: the days of every dataset now in one table (windows)");
+        tracing::info!(target: TARGET, "state database: the days of every dataset now in one table (windows)");
     }
     if records {
         tx.execute_batch(

@@ -1,8 +1,8 @@
 //! How long to wait before a retry: capped exponential backoff with full jitter, overridden by
 //! the service's `Retry-After`. (Whether to retry is `ApiError::retryable`.)
 
-use crate::random::Dice;
 use backon::ExponentialBuilder;
+use docpipe_catalog::random::Dice;
 use std::time::Duration;
 
 /// Retry settings.

@@ -9,14 +9,15 @@ pub mod jobs;
 pub mod keys;
 pub mod retry;
 pub mod stream;
+pub mod tls;
 pub mod views;
 
-use crate::clock::SharedClock;
-use crate::events::{Events, Quiet};
-use crate::random::Dice;
 use backon::Retryable;
 use budget::Budget;
 use bytes::Bytes;
+use docpipe_catalog::clock::SharedClock;
+use docpipe_catalog::events::{Events, Quiet};
+use docpipe_catalog::random::Dice;
 pub use error::{ApiError, ErrorKind, Operation};
 use futures::StreamExt;
 pub use keys::{AdminKey, AssistantKey, KeySource};
@@ -34,6 +35,9 @@ const MAX_MESSAGE_CHARS: usize = 300;
 
 /// The service's documented limits, per hour.
 pub use docpipe_catalog::service::limits as service_limits;
+
+/// The log lines' target: the module they came from before this crate was cut out.
+const TARGET: &str = "docpipe::api";
 
 /// Per-hour limits the client keeps under, and the share of them it leaves unused.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -184,10 +188,13 @@ impl Client {
     fn spend(&self, call: &Call) {
         let (dataset, purpose) = match call.operation.dataset() {
             Some(dataset) => (dataset, self.purpose),
-            None if call.operation.is_job() => (crate::events::AGENT_JOBS, crate::events::JOB),
+            None if call.operation.is_job() => (
+                docpipe_catalog::events::AGENT_JOBS,
+                docpipe_catalog::events::JOB,
+            ),
             None => return,
         };
-        let event = crate::events::Event::Spent {
+        let event = docpipe_catalog::events::Event::Spent {
             org: &self.organization,
             at: self.clock.now(),
             dataset,
@@ -296,7 +303,7 @@ impl Client {
             }
             *worked = Some(fingerprint.clone());
         }
-        let event = crate::events::Event::KeyAnswered {
+        let event = docpipe_catalog::events::Event::KeyAnswered {
             org: &self.organization,
             fingerprint: &fingerprint,
             at: self.clock.now(),
@@ -455,10 +462,9 @@ impl Client {
             return Ok(resp);
         }
         let retry_after = retry_after(resp.headers());
-        let location = resp
-            .headers()
-            .get(reqwest::header::LOCATION)
-            .map(|v| crate::text::one_line(&String::from_utf8_lossy(v.as_bytes())).into_owned());
+        let location = resp.headers().get(reqwest::header::LOCATION).map(|v| {
+            docpipe_catalog::text::one_line(&String::from_utf8_lossy(v.as_bytes())).into_owned()
+        });
         let kind = content_type(resp.headers());
         let text = match read_capped(resp).await {
             Ok(b) => b,
@@ -540,7 +546,7 @@ impl Client {
             },
             |s| self.redact(s),
         );
-        let mut rebuilt = axum::http::Response::new(body);
+        let mut rebuilt = http::Response::new(body);
         *rebuilt.status_mut() = status;
         *rebuilt.headers_mut() = headers;
         Ok(reqwest::Response::from(rebuilt))
@@ -723,7 +729,7 @@ impl Client {
             })
             .adjust(|e: &ApiError, step| policy.delay(step, e.retry_after(), &self.dice))
             .notify(|e: &ApiError, wait| {
-                tracing::warn!(
+                tracing::warn!(target: TARGET,
                     operation = call.operation.name(),
                     target = %call.target,
                     wait_ms = wait.as_millis() as u64,
@@ -747,14 +753,14 @@ fn reread<K>(
     let fresh = read(lock).as_ref().and_then(again);
     match fresh {
         Some(Ok(k)) => {
-            tracing::info!(organization = %org, key = %source(&k), "{what} key read again: a new key");
+            tracing::info!(target: TARGET, organization = %org, key = %source(&k), "{what} key read again: a new key");
             *lock
                 .write()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(k);
             true
         }
         Some(Err(e)) => {
-            tracing::warn!(organization = %org, "{what} key: {e}; the key read before is kept");
+            tracing::warn!(target: TARGET, organization = %org, "{what} key: {e}; the key read before is kept");
             false
         }
         None => false,

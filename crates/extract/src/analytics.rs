@@ -2,7 +2,7 @@
 //! caller's function (the datasets' descriptors decode; this layer knows no dataset).
 
 use super::{ApiError, Call, Client, ErrorKind, Operation, escape};
-use crate::calendar::Window;
+use docpipe_catalog::calendar::Window;
 use reqwest::Method;
 
 /// Where a request of a walk starts.

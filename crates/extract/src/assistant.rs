@@ -239,7 +239,7 @@ impl AnswerStream {
                     // The service's words: any key it echoes removed, control characters escaped.
                     let message = format!(
                         "the assistant reported an error: {}",
-                        crate::text::one_line(&self.client.redact(message))
+                        docpipe_catalog::text::one_line(&self.client.redact(message))
                     );
                     return Some(Err(self.fail(message)));
                 }

@@ -1,7 +1,7 @@
 //! Page views: one page, and the offset walk over a window while `hasMore`.
 
 use super::{ApiError, Client, Operation, escape};
-use crate::calendar::Window;
+use docpipe_catalog::calendar::Window;
 pub use docpipe_catalog::views::{Counts, count};
 use serde::Deserialize;
 
@@ -640,7 +640,7 @@ mod tests {
 
     impl Gen {
         fn roll(&mut self, n: u64) -> u64 {
-            self.0 = crate::random::mix(self.0);
+            self.0 = docpipe_catalog::random::mix(self.0);
             self.0 % n
         }
 
@@ -738,7 +738,7 @@ mod tests {
 
     #[test]
     fn the_fast_reader_reads_every_page_it_accepts_exactly_as_serde_does() {
-        use crate::random::mix;
+        use docpipe_catalog::random::mix;
         let (mut fast_read, mut serde_only, mut neither) = (0, 0, 0);
         for seed in 0..20_000u64 {
             let mut text = random_page_text(seed).into_bytes();
