@@ -6,10 +6,12 @@
 #![warn(clippy::too_many_lines)]
 
 pub use docpipe_catalog::{calendar, clock, events, layout, random, ratelimit, tables, text};
+pub use docpipe_derive as trends; // polars aggregation over the lake: trends, docs gaps, charts
 pub use docpipe_emulator as emulator; // a faithful stand-in of the service, as an axum Router
 pub use docpipe_extract as api; // the typed client: one file per operation, retry and rate budget
 pub use docpipe_extract::tls; // rustls on ring, installed once
 pub use docpipe_state as store; // every table of state (SQLite, PostgreSQL), the walk journals, the budget's log
+pub use docpipe_write as write; // Parquet partitions and the derived tables' writer
 
 pub mod alloc; // the allocator's tuning
 pub mod app; // what cli and daemon share: a Context opened once, and the one run (cycle.rs) with its steps, the lake's description and its load into a warehouse
@@ -24,7 +26,6 @@ pub mod remote; // the output on object storage: the working copy mirrored to a 
 pub mod rules; // rule files -> conditions -> prompts -> follow-ups -> outcome log; impact/: what each job changed
 pub mod schedule; // cron schedules
 pub mod status; // what the pipeline is doing, as one model: text, JSON and the daemon's page
-pub mod trends; // polars aggregation and charts
 
 /// `print!` for what a command prints: a reader that went away (a closed pipe, as in `docpipe
 /// status | head`) ends the process quietly with exit code 0, as a Unix tool does, where

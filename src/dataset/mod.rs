@@ -8,9 +8,7 @@
 //! and batches of their own. `walk.rs` is what every dataset brings to the window path.
 
 pub mod analytics;
-pub mod derived;
 pub mod page_views;
-pub mod parquet;
 pub mod probe;
 pub mod shape;
 pub mod shape_walk;
@@ -18,6 +16,8 @@ mod span;
 pub mod walk;
 pub mod writes;
 
+// The Parquet writer and the derived tables' writer: the write crate's.
+pub use docpipe_write::{derived, parquet};
 pub use page_views::ViewWalk;
 pub use shape_walk::ShapeWalk;
 
@@ -26,9 +26,7 @@ use arrow_schema::SchemaRef;
 use chrono::NaiveDate;
 use std::path::Path;
 
-/// The leading dataset: page views, whose days head a project's status, are served first each
-/// run (the trends read them) and whose windows a page-view summary line counts.
-pub const LEADING: &str = docpipe_catalog::datasets::PAGE_VIEWS;
+pub use docpipe_catalog::datasets::LEADING;
 
 /// The leading dataset's windows as the plan's and the summary's first lines name them.
 pub const LEADING_NOUN: &str = "page-view";
@@ -198,12 +196,6 @@ pub static ALL: &[&dyn Dataset] = &[
     &analytics::CALLER_STATS,
     &analytics::THREADS,
 ];
-
-/// The columns of a table whose files differ by version, as docpipe writes it now (`None`: a
-/// table whose files all have the same columns): `site_totals` gained `unlisted`.
-pub fn evolved_schema(table: &str) -> Option<SchemaRef> {
-    (table == page_views::SITE_TOTALS).then(page_views::site_totals_schema)
-}
 
 /// The dataset that writes table `name`.
 pub fn of_table(name: &str) -> Option<&'static dyn Dataset> {

@@ -16,13 +16,7 @@ use std::path::PathBuf;
 /// The table's folder under the output.
 pub const DAY_STATUS: &str = docpipe_catalog::tables::DAY_STATUS.name;
 
-/// The day is not over in the project's time zone, or its data were fetched before it ended:
-/// they cover part of it.
-pub const PARTIAL: &str = "partial";
-/// Over and fetched after its end, within the lateness allowance: it may still change.
-pub const PROVISIONAL: &str = "provisional";
-/// Past the lateness allowance and fetched after it: it can no longer change.
-pub const FINAL: &str = "final";
+pub use docpipe_catalog::tables::day_status::{FINAL, PARTIAL, PROVISIONAL};
 
 /// What a day is, `now` in `tz`.
 pub fn status_of(r: &DayRecord, tz: Tz, now: DateTime<Utc>) -> &'static str {

@@ -2,6 +2,7 @@
 //! the emulator crate (no binary, no server, no browser, no Python): seconds each.
 //! `tests/scenarios` holds the tests that start those.
 
+mod catalogue;
 mod client;
 #[path = "../support/common.rs"]
 mod common;

@@ -19,6 +19,10 @@ pub const CALLER_STATS: &str = "caller_stats";
 /// The assistant's threads, on demand.
 pub const THREADS: &str = "threads";
 
+/// The leading dataset: page views, whose days head a project's status, are served first each
+/// run (the trends read them) and whose windows a page-view summary line counts.
+pub const LEADING: &str = PAGE_VIEWS;
+
 /// Every dataset, in export order.
 pub const ALL: [&str; 8] = [
     PAGE_VIEWS,

@@ -1,8 +1,10 @@
 //! Every table of the lake, typed once: its name (its folder under the output, or its file under
-//! `trends/`), the columns that identify a row, its Hive partition keys, what a row is and who
-//! writes it. Every other crate names a table through these constants; the lake's description
-//! (`_docpipe/manifest.json`, `duckdb.sql`, `dbt_sources.yml`) is generated from them.
-//! Columns and types are the writers' (their Arrow schemas), read next to these rows.
+//! `trends/`), the columns that identify a row, its Hive partition keys, what a row is, who
+//! writes it and the columns of its files with their types. Every other crate names a table
+//! through these constants; the lake's description (`_docpipe/manifest.json`, `duckdb.sql`,
+//! `dbt_sources.yml`) is generated from them, and the trends read their sources' types here. The
+//! writers build their Arrow schemas themselves; a test of the in-process tier
+//! (`tests/it/catalogue.rs`) holds each one, and each trend table's frame, to these columns.
 
 use crate::datasets;
 
@@ -22,6 +24,57 @@ impl Key {
             Key::Project => "project",
             Key::Date => "date",
         }
+    }
+}
+
+/// A column's type in the lake's files: the Arrow type its writer gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ty {
+    /// UTF-8 text.
+    Text,
+    /// A signed 64-bit integer.
+    Int,
+    /// A double.
+    Float,
+    /// A boolean.
+    Bool,
+    /// A date (days since 1970-01-01).
+    Date,
+    /// An instant: microseconds since the epoch, in UTC.
+    Time,
+    /// The pages an answer cited: a list of `{title, url}` ([`SOURCE_FIELDS`], both text).
+    Sources,
+}
+
+/// The fields of one cited source in a [`Ty::Sources`] column, in order, both text and never
+/// null.
+pub const SOURCE_FIELDS: [&str; 2] = ["title", "url"];
+
+/// A column of a table's files (the Hive partition keys are not among them: they are the
+/// folders').
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Column {
+    /// Its name.
+    pub name: &'static str,
+    /// Its type.
+    pub ty: Ty,
+    /// Whether it may be null (a trend table's columns may all be).
+    pub nullable: bool,
+}
+
+const fn c(name: &'static str, ty: Ty) -> Column {
+    Column {
+        name,
+        ty,
+        nullable: false,
+    }
+}
+
+const fn n(name: &'static str, ty: Ty) -> Column {
+    Column {
+        name,
+        ty,
+        nullable: true,
     }
 }
 
@@ -51,6 +104,8 @@ pub struct Table {
     pub row: &'static str,
     /// Who writes it.
     pub writer: Writer,
+    /// The columns of its files, in order, as its writer writes them now.
+    pub columns: &'static [Column],
 }
 
 impl Table {
@@ -78,6 +133,334 @@ impl Table {
     }
 }
 
+// The columns of each table's files, in order (`Table::columns`): a trend table's may all be
+// null, as polars writes them.
+const PAGE_COUNTS: &[Column] = &[
+    c("path", Ty::Text),
+    c("human", Ty::Int),
+    c("ai", Ty::Int),
+    c("total", Ty::Int),
+    c("fetched_at", Ty::Time),
+];
+const SITE_TOTALS_COLUMNS: &[Column] = &[
+    c("human", Ty::Int),
+    c("ai", Ty::Int),
+    c("total", Ty::Int),
+    c("rows", Ty::Int),
+    c("fetched_at", Ty::Time),
+    c("final", Ty::Bool),
+    n("unlisted", Ty::Int),
+];
+const REJECTS_COLUMNS: &[Column] = &[
+    c("page_offset", Ty::Int),
+    c("raw", Ty::Text),
+    c("reason", Ty::Text),
+    c("fetched_at", Ty::Time),
+];
+const SITE_VISITORS_COLUMNS: &[Column] = &[
+    c("human", Ty::Int),
+    c("ai", Ty::Int),
+    c("total", Ty::Int),
+    c("rows", Ty::Int),
+    c("fetched_at", Ty::Time),
+    c("final", Ty::Bool),
+];
+const SEARCHES_COLUMNS: &[Column] = &[
+    c("search_query", Ty::Text),
+    c("hits", Ty::Int),
+    c("ctr", Ty::Float),
+    n("top_clicked_page", Ty::Text),
+    c("last_searched_at", Ty::Time),
+    c("fetched_at", Ty::Time),
+];
+const SEARCH_TOTALS_COLUMNS: &[Column] = &[
+    c("total_searches", Ty::Int),
+    c("rows", Ty::Int),
+    c("fetched_at", Ty::Time),
+    c("final", Ty::Bool),
+];
+const FEEDBACK_COLUMNS: &[Column] = &[
+    c("id", Ty::Text),
+    c("path", Ty::Text),
+    n("comment", Ty::Text),
+    n("created_at", Ty::Time),
+    c("source", Ty::Text),
+    c("status", Ty::Text),
+    n("helpful", Ty::Bool),
+    n("contact", Ty::Text),
+    n("code", Ty::Text),
+    n("filename", Ty::Text),
+    n("lang", Ty::Text),
+    c("fetched_at", Ty::Time),
+];
+const FEEDBACK_BY_PAGE_COLUMNS: &[Column] = &[
+    c("path", Ty::Text),
+    c("thumbs_up", Ty::Int),
+    c("thumbs_down", Ty::Int),
+    c("code", Ty::Int),
+    c("total", Ty::Int),
+    c("cut_off", Ty::Bool),
+    c("fetched_at", Ty::Time),
+];
+const ASSISTANT_TURNS_COLUMNS: &[Column] = &[
+    c("id", Ty::Text),
+    c("timestamp", Ty::Time),
+    c("query", Ty::Text),
+    c("response", Ty::Text),
+    c("response_type", Ty::Text),
+    c("sources", Ty::Sources),
+    c("resolution_status", Ty::Text),
+    n("query_category", Ty::Text),
+    n("page_url", Ty::Text),
+    c("fetched_at", Ty::Time),
+];
+const ASSISTANT_CALLERS_COLUMNS: &[Column] = &[
+    c("web", Ty::Int),
+    c("api", Ty::Int),
+    c("other", Ty::Int),
+    c("total", Ty::Int),
+    c("fetched_at", Ty::Time),
+];
+const ASSISTANT_MESSAGES_COLUMNS: &[Column] = &[
+    c("thread_id", Ty::Text),
+    c("thread_created_at", Ty::Time),
+    c("message_id", Ty::Text),
+    c("role", Ty::Text),
+    c("content", Ty::Text),
+    c("created_at", Ty::Time),
+    c("fetched_at", Ty::Time),
+];
+const DAY_STATUS_COLUMNS: &[Column] = &[
+    c("dataset", Ty::Text),
+    c("date", Ty::Date),
+    c("status", Ty::Text),
+    c("timezone", Ty::Text),
+    n("fetched_at", Ty::Time),
+    c("requests", Ty::Int),
+    c("rows", Ty::Int),
+];
+const AGENT_RUNS_COLUMNS: &[Column] = &[
+    c("firing_id", Ty::Int),
+    c("rule", Ty::Text),
+    c("action", Ty::Text),
+    n("job", Ty::Text),
+    c("fired_at", Ty::Time),
+    c("prompt_hash", Ty::Text),
+    c("prompt", Ty::Text),
+    c("rows_matched", Ty::Int),
+    c("sent", Ty::Text),
+    n("status", Ty::Text),
+    n("pr_link", Ty::Text),
+    n("seconds_to_done", Ty::Float),
+    n("error", Ty::Text),
+    n("flags", Ty::Text),
+    n("dropped", Ty::Text),
+    n("held_because", Ty::Text),
+    n("decided_by", Ty::Text),
+    n("decided_at", Ty::Time),
+    n("review_note", Ty::Text),
+];
+const AGENT_IMPACT_COLUMNS: &[Column] = &[
+    c("firing_id", Ty::Int),
+    c("rule", Ty::Text),
+    n("job", Ty::Text),
+    n("job_status", Ty::Text),
+    n("pr_link", Ty::Text),
+    c("fired_at", Ty::Time),
+    c("key", Ty::Text),
+    c("metric", Ty::Text),
+    c("better", Ty::Text),
+    n("before", Ty::Float),
+    n("after", Ty::Float),
+    n("change", Ty::Float),
+    n("relative_change", Ty::Float),
+    c("verdict", Ty::Text),
+    c("enough_data", Ty::Bool),
+    n("rows_before", Ty::Int),
+    n("rows_after", Ty::Int),
+    c("days_before", Ty::Int),
+    c("days_after", Ty::Int),
+    c("before_from", Ty::Date),
+    c("before_to", Ty::Date),
+    c("after_from", Ty::Date),
+    c("after_to", Ty::Date),
+    c("measured_at", Ty::Time),
+];
+const DAILY_COLUMNS: &[Column] = &[
+    n("project", Ty::Text),
+    n("date", Ty::Date),
+    n("human", Ty::Int),
+    n("ai", Ty::Int),
+    n("total", Ty::Int),
+    n("ai_share", Ty::Float),
+    n("human_7d", Ty::Int),
+    n("ai_7d", Ty::Int),
+    n("total_7d", Ty::Int),
+    n("ai_share_7d", Ty::Float),
+    n("human_28d", Ty::Int),
+    n("ai_28d", Ty::Int),
+    n("total_28d", Ty::Int),
+    n("ai_share_28d", Ty::Float),
+    n("total_week_before", Ty::Int),
+    n("change_vs_week_before", Ty::Float),
+    n("complete", Ty::Bool),
+    n("provisional", Ty::Bool),
+];
+const WEEKLY_COLUMNS: &[Column] = &[
+    n("project", Ty::Text),
+    n("iso_year", Ty::Int),
+    n("iso_week", Ty::Int),
+    n("week_start", Ty::Date),
+    n("days", Ty::Int),
+    n("human", Ty::Int),
+    n("ai", Ty::Int),
+    n("total", Ty::Int),
+    n("ai_share", Ty::Float),
+    n("total_week_before", Ty::Int),
+    n("change_vs_week_before", Ty::Float),
+    n("complete", Ty::Bool),
+    n("provisional", Ty::Bool),
+];
+const PAGES_COLUMNS: &[Column] = &[
+    n("project", Ty::Text),
+    n("path", Ty::Text),
+    n("last_day", Ty::Date),
+    n("human_7d", Ty::Int),
+    n("human_prev_7d", Ty::Int),
+    n("ai_7d", Ty::Int),
+    n("ai_prev_7d", Ty::Int),
+    n("human_28d", Ty::Int),
+    n("human_prev_28d", Ty::Int),
+    n("ai_28d", Ty::Int),
+    n("ai_prev_28d", Ty::Int),
+    n("provisional", Ty::Bool),
+    n("days_7d", Ty::Int),
+    n("days_prev_7d", Ty::Int),
+    n("days_28d", Ty::Int),
+    n("days_prev_28d", Ty::Int),
+    n("total_7d", Ty::Int),
+    n("total_prev_7d", Ty::Int),
+    n("ai_share_7d", Ty::Float),
+    n("ai_share_prev_7d", Ty::Float),
+    n("change_7d", Ty::Float),
+    n("rank_7d", Ty::Int),
+    n("ai_share_rise_7d", Ty::Float),
+    n("mover_rank_7d", Ty::Int),
+    n("total_28d", Ty::Int),
+    n("total_prev_28d", Ty::Int),
+    n("ai_share_28d", Ty::Float),
+    n("ai_share_prev_28d", Ty::Float),
+    n("change_28d", Ty::Float),
+    n("rank_28d", Ty::Int),
+    n("ai_share_rise_28d", Ty::Float),
+    n("mover_rank_28d", Ty::Int),
+];
+const SEARCH_TERMS_COLUMNS: &[Column] = &[
+    n("project", Ty::Text),
+    n("search_query", Ty::Text),
+    n("last_day", Ty::Date),
+    n("hits_7d", Ty::Int),
+    n("est_clicks_7d", Ty::Int),
+    n("ctr_7d", Ty::Float),
+    n("est_unclicked_7d", Ty::Int),
+    n("gap_rank_7d", Ty::Int),
+    n("hits_28d", Ty::Int),
+    n("est_clicks_28d", Ty::Int),
+    n("ctr_28d", Ty::Float),
+    n("top_clicked_page", Ty::Text),
+    n("last_searched_at", Ty::Time),
+    n("new_this_week", Ty::Bool),
+];
+const SEARCH_DAILY_COLUMNS: &[Column] = &[
+    n("project", Ty::Text),
+    n("date", Ty::Date),
+    n("searches", Ty::Int),
+    n("est_clicks", Ty::Int),
+    n("ctr", Ty::Float),
+    n("unclicked_share", Ty::Float),
+    n("terms", Ty::Int),
+    n("complete", Ty::Bool),
+];
+const ASSISTANT_DAILY_COLUMNS: &[Column] = &[
+    n("project", Ty::Text),
+    n("date", Ty::Date),
+    n("turns", Ty::Int),
+    n("unanswered", Ty::Int),
+    n("clarifying", Ty::Int),
+    n("complete", Ty::Bool),
+    n("unanswered_share", Ty::Float),
+    n("clarifying_share", Ty::Float),
+];
+const ASSISTANT_CATEGORIES_COLUMNS: &[Column] = &[
+    n("project", Ty::Text),
+    n("date", Ty::Date),
+    n("category", Ty::Text),
+    n("turns", Ty::Int),
+    n("unanswered", Ty::Int),
+    n("clarifying", Ty::Int),
+    n("complete", Ty::Bool),
+    n("unanswered_share", Ty::Float),
+    n("clarifying_share", Ty::Float),
+];
+const UNANSWERED_QUESTIONS_COLUMNS: &[Column] = &[
+    n("project", Ty::Text),
+    n("rank", Ty::Int),
+    n("question", Ty::Text),
+    n("latest_wording", Ty::Text),
+    n("asks", Ty::Int),
+    n("conversations", Ty::Int),
+    n("last_asked_at", Ty::Time),
+    n("cited_count", Ty::Int),
+    n("cited_pages", Ty::Text),
+    n("last_day", Ty::Date),
+];
+const FEEDBACK_PAGES_COLUMNS: &[Column] = &[
+    n("project", Ty::Text),
+    n("path", Ty::Text),
+    n("last_day", Ty::Date),
+    n("up_28d", Ty::Int),
+    n("down_28d", Ty::Int),
+    n("votes_28d", Ty::Int),
+    n("down_rate_28d", Ty::Float),
+    n("down_rank_28d", Ty::Int),
+    n("up_prev_28d", Ty::Int),
+    n("down_prev_28d", Ty::Int),
+    n("votes_prev_28d", Ty::Int),
+    n("down_rate_prev_28d", Ty::Float),
+    n("down_rate_rise_28d", Ty::Float),
+    n("entries_28d", Ty::Int),
+    n("latest_comments", Ty::Text),
+];
+const VISITORS_DAILY_COLUMNS: &[Column] = &[
+    n("project", Ty::Text),
+    n("date", Ty::Date),
+    n("human_visitors", Ty::Int),
+    n("ai_visitors", Ty::Int),
+    n("visitors", Ty::Int),
+    n("human_views", Ty::Int),
+    n("ai_views", Ty::Int),
+    n("views", Ty::Int),
+    n("views_per_visitor", Ty::Float),
+    n("human_views_per_visitor", Ty::Float),
+    n("ai_views_per_visitor", Ty::Float),
+    n("complete", Ty::Bool),
+];
+const CALLERS_WEEKLY_COLUMNS: &[Column] = &[
+    n("project", Ty::Text),
+    n("iso_year", Ty::Int),
+    n("iso_week", Ty::Int),
+    n("week_start", Ty::Date),
+    n("days", Ty::Int),
+    n("web", Ty::Int),
+    n("api", Ty::Int),
+    n("other", Ty::Int),
+    n("total", Ty::Int),
+    n("web_share", Ty::Float),
+    n("api_share", Ty::Float),
+    n("other_share", Ty::Float),
+    n("complete", Ty::Bool),
+];
+
 /// The folder of the trend tables under the output.
 pub const TRENDS_FOLDER: &str = "trends";
 
@@ -99,6 +482,7 @@ const fn dataset(
     partitioning: &'static [Key],
     row: &'static str,
     writer: &'static str,
+    columns: &'static [Column],
 ) -> Table {
     Table {
         name,
@@ -106,16 +490,23 @@ const fn dataset(
         partitioning,
         row,
         writer: Writer::Dataset(writer),
+        columns,
     }
 }
 
-const fn trend(name: &'static str, key: &'static [&'static str], row: &'static str) -> Table {
+const fn trend(
+    name: &'static str,
+    key: &'static [&'static str],
+    row: &'static str,
+    columns: &'static [Column],
+) -> Table {
     Table {
         name,
         key,
         partitioning: &[],
         row,
         writer: Writer::Trends,
+        columns,
     }
 }
 
@@ -126,6 +517,7 @@ pub const PAGE_VIEWS: Table = dataset(
     DAILY,
     "views of one page on one day, by human readers and AI agents (total = human + ai); additive over days and pages",
     datasets::PAGE_VIEWS,
+    PAGE_COUNTS,
 );
 /// The site's views of one day.
 pub const SITE_TOTALS: Table = dataset(
@@ -134,6 +526,7 @@ pub const SITE_TOTALS: Table = dataset(
     DAILY,
     "the site's views of one day as the service totals them; final once the day can no longer change; unlisted = views of no listed page",
     datasets::PAGE_VIEWS,
+    SITE_TOTALS_COLUMNS,
 );
 /// Page-view rows set aside, with their JSON (only for the days that had such rows).
 pub const REJECTS: Table = dataset(
@@ -142,6 +535,7 @@ pub const REJECTS: Table = dataset(
     DAILY,
     "a page-view row of the service that docpipe cannot store faithfully, kept as sent",
     datasets::PAGE_VIEWS,
+    REJECTS_COLUMNS,
 );
 /// Unique visitors of one page on one day.
 pub const VISITORS: Table = dataset(
@@ -150,6 +544,7 @@ pub const VISITORS: Table = dataset(
     DAILY,
     "unique visitors of one page on one day: approximate distinct counts, not additive",
     datasets::VISITORS,
+    PAGE_COUNTS,
 );
 /// The site's unique visitors of one day.
 pub const SITE_VISITORS: Table = dataset(
@@ -158,6 +553,7 @@ pub const SITE_VISITORS: Table = dataset(
     DAILY,
     "the site's unique visitors of one day",
     datasets::VISITORS,
+    SITE_VISITORS_COLUMNS,
 );
 /// One search term on one day.
 pub const SEARCHES: Table = dataset(
@@ -166,6 +562,7 @@ pub const SEARCHES: Table = dataset(
     DAILY,
     "one search term on one day: its searches (hits), click-through rate (0 to 1), the result clicked most and the last search",
     datasets::SEARCHES,
+    SEARCHES_COLUMNS,
 );
 /// The day's number of searches.
 pub const SEARCH_TOTALS: Table = dataset(
@@ -174,6 +571,7 @@ pub const SEARCH_TOTALS: Table = dataset(
     DAILY,
     "the day's number of searches (the sum of the terms' hits)",
     datasets::SEARCHES,
+    SEARCH_TOTALS_COLUMNS,
 );
 /// One feedback entry.
 pub const FEEDBACK: Table = dataset(
@@ -182,6 +580,7 @@ pub const FEEDBACK: Table = dataset(
     DAILY,
     "one feedback entry, on the local day it was made",
     datasets::FEEDBACK,
+    FEEDBACK_COLUMNS,
 );
 /// A feedback entry without a date.
 pub const FEEDBACK_UNDATED: Table = dataset(
@@ -190,6 +589,7 @@ pub const FEEDBACK_UNDATED: Table = dataset(
     PER_PROJECT,
     "a feedback entry the service sent without a date",
     datasets::FEEDBACK,
+    FEEDBACK_COLUMNS,
 );
 /// A feedback entry dated outside the days asked for.
 pub const FEEDBACK_OUTSIDE: Table = dataset(
@@ -198,6 +598,7 @@ pub const FEEDBACK_OUTSIDE: Table = dataset(
     PER_PROJECT,
     "a feedback entry dated outside the days asked for",
     datasets::FEEDBACK,
+    FEEDBACK_COLUMNS,
 );
 /// Feedback counts of one page on one day.
 pub const FEEDBACK_BY_PAGE: Table = dataset(
@@ -206,6 +607,7 @@ pub const FEEDBACK_BY_PAGE: Table = dataset(
     DAILY,
     "feedback counts of one page on one day",
     datasets::FEEDBACK_BY_PAGE,
+    FEEDBACK_BY_PAGE_COLUMNS,
 );
 /// One question to the assistant and its answer.
 pub const ASSISTANT_TURNS: Table = dataset(
@@ -214,6 +616,7 @@ pub const ASSISTANT_TURNS: Table = dataset(
     DAILY,
     "one question to the assistant and its answer, on the local day it was asked",
     datasets::ASSISTANT,
+    ASSISTANT_TURNS_COLUMNS,
 );
 /// A turn dated outside the days asked for.
 pub const ASSISTANT_TURNS_OUTSIDE: Table = dataset(
@@ -222,6 +625,7 @@ pub const ASSISTANT_TURNS_OUTSIDE: Table = dataset(
     PER_PROJECT,
     "a turn dated outside the days asked for",
     datasets::ASSISTANT,
+    ASSISTANT_TURNS_COLUMNS,
 );
 /// The assistant's queries of one day by caller.
 pub const ASSISTANT_CALLERS: Table = dataset(
@@ -230,6 +634,7 @@ pub const ASSISTANT_CALLERS: Table = dataset(
     DAILY,
     "the assistant's queries of one day by caller (web, api, other); additive",
     datasets::CALLER_STATS,
+    ASSISTANT_CALLERS_COLUMNS,
 );
 /// One message of an assistant thread.
 pub const ASSISTANT_MESSAGES: Table = dataset(
@@ -238,6 +643,7 @@ pub const ASSISTANT_MESSAGES: Table = dataset(
     DAILY,
     "one message of an assistant thread docpipe fetched, on the local day the thread began",
     datasets::THREADS,
+    ASSISTANT_MESSAGES_COLUMNS,
 );
 /// What one day of one dataset is.
 pub const DAY_STATUS: Table = Table {
@@ -246,7 +652,19 @@ pub const DAY_STATUS: Table = Table {
     partitioning: PER_PROJECT,
     row: "what one day of one dataset is: partial, provisional or final (see statuses)",
     writer: Writer::Export,
+    columns: DAY_STATUS_COLUMNS,
 };
+/// What a `day_status` row says of its day (its `status` column).
+pub mod day_status {
+    /// The day is not over in the project's time zone, or its data were fetched before it
+    /// ended: they cover part of it.
+    pub const PARTIAL: &str = "partial";
+    /// Over and fetched after its end, within the lateness allowance: it may still change.
+    pub const PROVISIONAL: &str = "provisional";
+    /// Past the lateness allowance and fetched after it: it can no longer change.
+    pub const FINAL: &str = "final";
+}
+
 /// One firing of a rule.
 pub const AGENT_RUNS: Table = Table {
     name: "agent_runs",
@@ -254,6 +672,7 @@ pub const AGENT_RUNS: Table = Table {
     partitioning: PER_PROJECT,
     row: "one firing of a rule: its prompt, what was sent, the job's outcome",
     writer: Writer::Rules,
+    columns: AGENT_RUNS_COLUMNS,
 };
 /// What one job changed for one key of its firing.
 pub const AGENT_IMPACT: Table = Table {
@@ -262,6 +681,7 @@ pub const AGENT_IMPACT: Table = Table {
     partitioning: PER_PROJECT,
     row: "what one job changed for one key of its firing, once measured",
     writer: Writer::Rules,
+    columns: AGENT_IMPACT_COLUMNS,
 };
 
 /// One day of a project's views.
@@ -269,66 +689,77 @@ pub const DAILY_TREND: Table = trend(
     "daily",
     &["project", "date"],
     "one day of a project's views: counts, AI share, 7- and 28-day sums of complete days, change against a week before; complete = false for a day not over (its counts so far)",
+    DAILY_COLUMNS,
 );
 /// One ISO week of a project's views.
 pub const WEEKLY_TREND: Table = trend(
     "weekly",
     &["project", "week_start"],
     "one ISO week of a project's views; complete when its 7 days are",
+    WEEKLY_COLUMNS,
 );
 /// One page over the last 7 and 28 complete days.
 pub const PAGES_TREND: Table = trend(
     "pages",
     &["project", "path"],
     "one page over the last 7 and 28 complete days and the windows before them, with its rank and AI share rise",
+    PAGES_COLUMNS,
 );
 /// One search term over the last 7 and 28 complete days.
 pub const SEARCH_TERMS: Table = trend(
     "search_terms",
     &["project", "search_query"],
     "one search term over the last 7 and 28 complete days; est_ columns are estimated clicks (hits x ctr summed, rounded)",
+    SEARCH_TERMS_COLUMNS,
 );
 /// One day of a project's searches.
 pub const SEARCH_DAILY: Table = trend(
     "search_daily",
     &["project", "date"],
     "one day of a project's searches",
+    SEARCH_DAILY_COLUMNS,
 );
 /// One day of a project's assistant turns.
 pub const ASSISTANT_DAILY: Table = trend(
     "assistant_daily",
     &["project", "date"],
     "one day of a project's assistant turns",
+    ASSISTANT_DAILY_COLUMNS,
 );
 /// One day of a project's assistant turns in one category.
 pub const ASSISTANT_CATEGORIES: Table = trend(
     "assistant_categories",
     &["project", "date", "category"],
     "one day of a project's assistant turns in one category",
+    ASSISTANT_CATEGORIES_COLUMNS,
 );
 /// One unanswered question of the last 7 complete days.
 pub const UNANSWERED_QUESTIONS: Table = trend(
     "unanswered_questions",
     &["project", "question"],
     "one unanswered question (normalised text) of the last 7 complete days",
+    UNANSWERED_QUESTIONS_COLUMNS,
 );
 /// One page's feedback over the last 28 complete days.
 pub const FEEDBACK_PAGES: Table = trend(
     "feedback_pages",
     &["project", "path"],
     "one page's feedback over the last 28 complete days and the 28 before",
+    FEEDBACK_PAGES_COLUMNS,
 );
 /// One day of a project's unique visitors.
 pub const VISITORS_DAILY: Table = trend(
     "visitors_daily",
     &["project", "date"],
     "one day of a project's unique visitors beside its views",
+    VISITORS_DAILY_COLUMNS,
 );
 /// One ISO week of the assistant's callers.
 pub const CALLERS_WEEKLY: Table = trend(
     "callers_weekly",
     &["project", "week_start"],
     "one ISO week of the assistant's callers",
+    CALLERS_WEEKLY_COLUMNS,
 );
 
 /// The tables' names as constants, for a `match` (a pattern takes a constant, not a field).

@@ -1,8 +1,8 @@
 //! Writing record batches as Parquet partitions: explicit properties (zstd always), one file per
 //! partition, under a temporary name until [`Pending::commit`] renames it into place.
 
-use crate::layout::{PART, Pending};
 use arrow_array::RecordBatch;
+use docpipe_catalog::layout::{PART, Pending};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;

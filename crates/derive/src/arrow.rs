@@ -4,8 +4,6 @@
 //! the raw tables (polars would record its own `string_view` type in the files).
 
 use super::TrendsError;
-use crate::dataset::parquet::{WriteError, write_file};
-use crate::layout::Pending;
 use arrow_array::{
     ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray,
     TimestampMicrosecondArray,
@@ -13,6 +11,8 @@ use arrow_array::{
 use arrow_schema::{
     DataType as Arrow, Field as ArrowField, Schema as ArrowSchema, TimeUnit as Unit,
 };
+use docpipe_catalog::layout::Pending;
+use docpipe_write::parquet::{WriteError, write_file};
 use polars::prelude::*;
 use std::path::Path;
 

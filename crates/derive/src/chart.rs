@@ -276,7 +276,7 @@ fn write_each<C: Chart>(
     let dir = out.join("trends");
     let mut written = Vec::new();
     for (project, c) in charts {
-        let name = crate::layout::escape_partition_value(&project).replace('%', "_");
+        let name = docpipe_catalog::layout::escape_partition_value(&project).replace('%', "_");
         let png = dir.join(format!("{}-{name}.png", C::PREFIX));
         let svg = dir.join(format!("{}-{name}.svg", C::PREFIX));
         let fail = |path: &Path, message: String| TrendsError::Io {

@@ -8,13 +8,19 @@ pub mod arrow;
 pub mod chart;
 pub mod gaps;
 
-use crate::dataset::LEADING;
-use crate::dataset::page_views::{PAGE_VIEWS, SITE_TOTALS};
-use crate::layout::Pending;
 use chrono::NaiveDate;
-use docpipe_catalog::tables::name;
+use docpipe_catalog::datasets::LEADING;
+use docpipe_catalog::layout::Pending;
+use docpipe_catalog::tables::{
+    self,
+    name::{self, PAGE_VIEWS, SITE_TOTALS},
+};
 use polars::prelude::*;
 use std::path::{Path, PathBuf};
+
+/// The target of the trends' log lines, as before they had a crate of their own (a `RUST_LOG`
+/// filter names it).
+const TARGET: &str = "docpipe::trends";
 
 /// Trend errors.
 #[derive(Debug, thiserror::Error)]
@@ -124,27 +130,34 @@ impl Tables {
 /// Views a page needs in both windows to count as a mover (fewer make shares noise).
 pub const MOVER_MIN_VIEWS: i64 = 20;
 
+/// A column's type in polars, as the catalogue types it.
+pub fn polars_type(ty: tables::Ty) -> DataType {
+    use tables::Ty;
+    match ty {
+        Ty::Text => DataType::String,
+        Ty::Int => DataType::Int64,
+        Ty::Float => DataType::Float64,
+        Ty::Bool => DataType::Boolean,
+        Ty::Date => DataType::Date,
+        Ty::Time => DataType::Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC)),
+        Ty::Sources => DataType::List(Box::new(DataType::Struct(
+            tables::SOURCE_FIELDS
+                .iter()
+                .map(|f| Field::new((*f).into(), DataType::String))
+                .collect(),
+        ))),
+    }
+}
+
 /// The columns of a table whose files differ by version (`None`: the files' own): the table's
-/// schema as docpipe writes it now, in polars' types.
+/// columns as docpipe writes them now (the catalogue's), in polars' types. `site_totals` is the
+/// one such table: it gained `unlisted`.
 fn file_schema(table: &str) -> Option<SchemaRef> {
-    use arrow_schema::DataType as Arrow;
-    let fields = crate::dataset::evolved_schema(table)?
-        .fields()
+    let table = (table == SITE_TOTALS).then_some(&tables::SITE_TOTALS)?;
+    let fields = table
+        .columns
         .iter()
-        .map(|f| {
-            let dtype = match f.data_type() {
-                Arrow::Int64 => DataType::Int64,
-                Arrow::Boolean => DataType::Boolean,
-                Arrow::Timestamp(arrow_schema::TimeUnit::Microsecond, Some(tz))
-                    if &**tz == "UTC" =>
-                {
-                    DataType::Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC))
-                }
-                _ => return None,
-            };
-            Some(Field::new(f.name().as_str().into(), dtype))
-        })
-        .collect::<Option<Vec<Field>>>()?;
+        .map(|c| Field::new(c.name.into(), polars_type(c.ty)));
     Some(Arc::new(Schema::from_iter(fields)))
 }
 
@@ -202,7 +215,7 @@ fn scan_project(
     let [project] = sel.projects.as_slice() else {
         return Ok(None);
     };
-    let dir = crate::layout::project_dir(out, table, project);
+    let dir = docpipe_catalog::layout::project_dir(out, table, project);
     if !dir.is_dir() {
         return Ok(None);
     }
@@ -257,7 +270,7 @@ pub fn no_partial_days() -> DataFrame {
 /// fetched before they ended), per `project`, `dataset` and `date`: none when the lake has no
 /// `day_status` (written before it existed: every day counts as complete).
 pub fn partial_days(out: &Path, sel: &Selection) -> Result<DataFrame, TrendsError> {
-    use crate::export::{DAY_STATUS, PARTIAL};
+    use docpipe_catalog::tables::{day_status::PARTIAL, name::DAY_STATUS};
     let root = out.join(DAY_STATUS);
     if !root.is_dir() {
         return Ok(no_partial_days());
@@ -671,7 +684,7 @@ fn with_changes(lf: LazyFrame, w: i64) -> Result<LazyFrame, TrendsError> {
 /// measures: the rule's table over the days before or after), in the tables' one set of types.
 /// polars runs on a thread of its own, so that this is callable from anywhere.
 pub fn table(out: &Path, name: &str, sel: &Selection) -> Result<DataFrame, TrendsError> {
-    tracing::debug!(output = %out.display(), table = name, "one trend table computed");
+    tracing::debug!(target: TARGET, output = %out.display(), table = name, "one trend table computed");
     std::thread::scope(|s| {
         joined(
             s.spawn(|| -> Result<DataFrame, TrendsError> {
@@ -692,7 +705,7 @@ pub fn table(out: &Path, name: &str, sel: &Selection) -> Result<DataFrame, Trend
 /// Computes the tables. polars blocks in place, which a single-threaded tokio runtime forbids,
 /// so the work runs on a thread of its own: callable from anywhere.
 pub fn compute(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
-    tracing::debug!(output = %out.display(), "trend tables computed");
+    tracing::debug!(target: TARGET, output = %out.display(), "trend tables computed");
     std::thread::scope(|s| joined(s.spawn(|| compute_here(out, sel)), "the trends computation"))
 }
 
@@ -765,7 +778,7 @@ fn compute_here(out: &Path, sel: &Selection) -> Result<Tables, TrendsError> {
     // A project at a time: every table is per project (sorted by project first), and the
     // memory grows with the largest project, not with the lake (measured: `cargo bench
     // --bench trends_scale`). The projects in order, so the tables stacked are in order too.
-    let mut projects = crate::layout::projects_of(out, &sources());
+    let mut projects = docpipe_catalog::layout::projects_of(out, &sources());
     if !sel.projects.is_empty() {
         projects.retain(|p| sel.projects.contains(p));
     }
@@ -1034,7 +1047,7 @@ pub fn describe(summaries: &[ProjectSummary]) -> String {
             let (before, now) = (m.before * 100.0, m.now * 100.0);
             out += &format!(
                 "      AI share rising: {} {before:.1}% -> {now:.1}%\n",
-                crate::text::one_line(&m.path)
+                docpipe_catalog::text::one_line(&m.path)
             );
         }
     }

@@ -4,14 +4,14 @@
 //! describe) and its files cannot disagree. Each project's rows are one file,
 //! `<table>/project=<id>/part-00000.parquet`, rewritten whole.
 
-use super::parquet::{WriteError, write_table};
-use crate::layout::project_dir;
+use crate::parquet::{WriteError, write_table};
 use arrow_array::{
     ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, StringArray,
     TimestampMicrosecondArray,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use chrono::{DateTime, NaiveDate, Utc};
+use docpipe_catalog::layout::project_dir;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -172,7 +172,7 @@ mod tests {
             ["a", "b"].map(|p| dir.path().join(format!("t/project={p}/part-00000.parquet")))
         );
         assert_eq!(
-            crate::dataset::parquet::count_rows(&dir.path().join("t")).unwrap(),
+            crate::parquet::count_rows(&dir.path().join("t")).unwrap(),
             (2, 3)
         );
         let names: Vec<String> = schema(columns)

@@ -7,7 +7,8 @@
 //! project's last exported day of the dataset (`last_day`), as the page table's do.
 
 use super::{TrendsError, pct, share};
-use docpipe_catalog::tables::name;
+use docpipe_catalog::datasets;
+use docpipe_catalog::tables::{self, name};
 use polars::prelude::*;
 use std::collections::HashMap;
 use std::path::Path;
@@ -87,31 +88,8 @@ impl Gaps {
     }
 }
 
-/// The polars type of a column as docpipe writes it (the dataset's arrow schema).
-fn polars_type(t: &arrow_schema::DataType) -> Option<DataType> {
-    use arrow_schema::DataType as A;
-    Some(match t {
-        A::Utf8 => DataType::String,
-        A::Int64 => DataType::Int64,
-        A::Float64 => DataType::Float64,
-        A::Boolean => DataType::Boolean,
-        A::Date32 => DataType::Date,
-        A::Timestamp(arrow_schema::TimeUnit::Microsecond, Some(tz)) if &**tz == "UTC" => {
-            DataType::Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC))
-        }
-        A::List(item) => DataType::List(Box::new(polars_type(item.data_type())?)),
-        A::Struct(fields) => DataType::Struct(
-            fields
-                .iter()
-                .map(|f| Some(Field::new(f.name().into(), polars_type(f.data_type())?)))
-                .collect::<Option<_>>()?,
-        ),
-        _ => return None,
-    })
-}
-
-/// The columns of an exported table the gaps read, with their types as the table's dataset
-/// writes them.
+/// The columns of an exported table the gaps read, with their types as the catalogue gives
+/// them.
 fn columns(table: &str) -> Vec<(&'static str, DataType)> {
     let read: &[&'static str] = match table {
         name::SEARCHES => &[
@@ -136,15 +114,14 @@ fn columns(table: &str) -> Vec<(&'static str, DataType)> {
         // site_visitors, site_totals
         _ => &["human", "ai", "total"],
     };
-    let schema = crate::dataset::table(table).map(|t| (t.schema)());
+    let columns = tables::by_name(table).map_or(&[][..], |t| t.columns);
     read.iter()
         .map(|&name| {
-            let dtype = schema
-                .as_ref()
-                .and_then(|s| s.field_with_name(name).ok())
-                .and_then(|f| polars_type(f.data_type()))
+            let column = columns
+                .iter()
+                .find(|c| c.name == name)
                 .unwrap_or_else(|| panic!("{table}.{name}: not a column docpipe writes"));
-            (name, dtype)
+            (name, super::polars_type(column.ty))
         })
         .collect()
 }
@@ -752,7 +729,9 @@ pub fn empty() -> Result<Gaps, TrendsError> {
 /// The dataset whose `day_status` says whether a table's day is complete: the one that writes
 /// it (the leading dataset's for a table none writes).
 fn dataset_of(table: &str) -> &'static str {
-    crate::dataset::of_table(table).map_or(crate::dataset::LEADING, |d| d.name())
+    tables::by_name(table)
+        .and_then(|t| t.dataset())
+        .unwrap_or(datasets::LEADING)
 }
 
 /// The dataset whose final days a trend table's days are: its first source's (the base
@@ -886,8 +865,8 @@ where
 /// A cell as text for the terminal (strings escaped onto one line, floats to 1 decimal).
 fn text(df: &DataFrame, column: &str, i: usize) -> String {
     match df.column(column).and_then(|c| c.get(i)) {
-        Ok(AnyValue::String(s)) => crate::text::one_line(s).into_owned(),
-        Ok(AnyValue::StringOwned(s)) => crate::text::one_line(s.as_str()).into_owned(),
+        Ok(AnyValue::String(s)) => docpipe_catalog::text::one_line(s).into_owned(),
+        Ok(AnyValue::StringOwned(s)) => docpipe_catalog::text::one_line(s.as_str()).into_owned(),
         Ok(AnyValue::Float64(x)) => format!("{x:.1}"),
         Ok(AnyValue::Null) | Err(_) => "n/a".into(),
         Ok(v) => v.to_string(),
@@ -1124,42 +1103,4 @@ pub fn describe(g: &Gaps) -> String {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_column_the_gaps_read_is_one_a_dataset_writes() {
-        use DataType::*;
-        for table in [
-            "searches",
-            "search_totals",
-            "assistant_turns",
-            "feedback",
-            "assistant_callers",
-            "site_visitors",
-            "site_totals",
-        ] {
-            assert!(!columns(table).is_empty(), "{table}");
-        }
-        let at = Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC));
-        assert_eq!(
-            columns("feedback"),
-            [
-                ("path", String),
-                ("comment", String),
-                ("created_at", at.clone()),
-                ("source", String),
-                ("helpful", Boolean),
-            ]
-        );
-        let sources = List(Box::new(Struct(vec![
-            Field::new("title".into(), String),
-            Field::new("url".into(), String),
-        ])));
-        assert_eq!(columns("assistant_turns")[4], ("sources", sources));
-        assert_eq!(columns("searches")[4], ("last_searched_at", at));
-    }
 }

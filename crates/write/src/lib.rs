@@ -1,0 +1,7 @@
+//! docpipe's write stage: record batches as Parquet partitions (`parquet`: zstd, one file per
+//! partition, written under a temporary name and renamed into place), and the one writer of the
+//! tables docpipe derives from its state (`derived`). The only crate of the workspace that writes
+//! Parquet with arrow-rs; it imports the catalogue only (docs/design.md).
+
+pub mod derived;
+pub mod parquet;
