@@ -5,7 +5,9 @@
 // longer today carry an `#[expect]` each, so the count can only fall.
 #![warn(clippy::too_many_lines)]
 
-pub use docpipe_catalog::{calendar, clock, events, layout, random, ratelimit, tables, text};
+pub use docpipe_catalog::{
+    calendar, clock, events, layout, random, ratelimit, schedule, tables, text,
+};
 pub use docpipe_derive as trends; // polars aggregation over the lake: trends, docs gaps, charts
 pub use docpipe_emulator as emulator; // a faithful stand-in of the service, as an axum Router
 pub use docpipe_extract as api; // the typed client: one file per operation, retry and rate budget
@@ -23,8 +25,8 @@ pub mod error; // the user-error type and the exit codes
 pub mod export; // plan and run windows: walk, check, write, record
 pub mod planner; // which windows are due, in what order, within the budget; the forecast
 pub mod remote; // the output on object storage: the working copy mirrored to a bucket
-pub mod rules; // rule files -> conditions -> prompts -> follow-ups -> outcome log; impact/: what each job changed
-pub mod schedule; // cron schedules
+pub use docpipe_act as rules; // rule files -> conditions -> prompts -> follow-ups -> outcome log; impact/: what each job changed
+
 pub mod status; // what the pipeline is doing, as one model: text, JSON and the daemon's page
 
 /// `print!` for what a command prints: a reader that went away (a closed pipe, as in `docpipe

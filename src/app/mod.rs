@@ -431,10 +431,7 @@ impl Context {
         )?
         .with_days(
             self.settings.timezone,
-            crate::rules::engine::Settle {
-                lookback_days: self.settings.lookback_days,
-                shaped: self.shaped_settings(),
-            },
+            self.shaped_settings().settle(self.settings.lookback_days),
         )
         .with_review_expires(self.settings.review_expires)
         .with_clients(clients))

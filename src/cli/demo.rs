@@ -13,6 +13,7 @@ use crate::emulator::data::DataFile;
 use crate::emulator::{Emulator, Server};
 use crate::layout::PART;
 use crate::rules::engine::AGENT_RUNS;
+use crate::rules::impact;
 use crate::store::state_path;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -157,8 +158,8 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
             fired = after_run(&ctx, &out, report.trends, report.rules, false)?;
             approve_as_demo(&engine, &loaded, &mut fired).await?;
         }
-        crate::outln!();
-        crate::out!("{}", crate::cli::impact::text(&loaded.rules, &engine)?);
+        let report = impact::text::text(&loaded.rules, engine.ledger(), engine.calendar())?;
+        crate::out!("\n{report}");
     }
     let pushed = ctx.push().await?;
     // The bucket's URL, or the output folder's full path.

@@ -6,7 +6,6 @@ pub mod check;
 pub mod demo;
 pub mod emulate;
 pub mod export;
-pub mod impact;
 pub mod init;
 pub mod progress;
 pub mod rules;

@@ -346,7 +346,10 @@ async fn impact(select: &Select, settings: &Settings) -> anyhow::Result<()> {
     let ctx = open(settings, Keys::None).await?;
     let engine = ctx.engine()?;
     let measured = engine.measure_impact()?;
-    crate::out!("{}", crate::cli::impact::text(&loaded.rules, &engine)?);
+    crate::out!(
+        "{}",
+        crate::rules::impact::text::text(&loaded.rules, engine.ledger(), engine.calendar())?
+    );
     for p in &loaded.problems {
         crate::outln!("rule file not loaded: {p}");
     }

@@ -9,6 +9,7 @@ use crate::dataset::shape::{Cell, FlaggedRow, Page};
 use crate::dataset::writes::Writes;
 use crate::dataset::{Dataset, Windowing};
 use crate::layout::partition_dir;
+use docpipe_catalog::calendar::Settle;
 use docpipe_catalog::datasets;
 use std::collections::{BTreeMap, HashMap};
 
@@ -43,12 +44,22 @@ impl ShapedSettings {
         today: chrono::NaiveDate,
         lookback_days: u32,
     ) -> Option<chrono::NaiveDate> {
-        let d = crate::dataset::by_name(dataset)?;
-        if !matches!(d.windowing(), Windowing::Span { .. }) {
-            return None;
+        self.settle(lookback_days).settled_through(dataset, today)
+    }
+
+    /// When each span's day is final, with the export's `lookback_days`: what the rules' impact
+    /// counts final days by.
+    pub fn settle(&self, lookback_days: u32) -> Settle {
+        let mut rechecks = [None; datasets::ALL.len()];
+        for (at, name) in datasets::ALL.iter().enumerate() {
+            rechecks[at] = crate::dataset::by_name(name)
+                .filter(|d| matches!(d.windowing(), Windowing::Span { .. }))
+                .map(|d| self.recheck(d));
         }
-        let settle = self.recheck(d).max(lookback_days);
-        today.checked_sub_days(chrono::Days::new(u64::from(settle) + 1))
+        Settle {
+            lookback_days,
+            rechecks,
+        }
     }
 
     /// The days a span walks again: its full re-check (feedback's 14 days, the assistant's

@@ -191,7 +191,8 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
         assert_eq!(before.rows, Some(want), "{}", k.key);
         assert!(k.after.is_none());
     }
-    let report = docpipe::cli::impact::text(&loaded.rules, &e).unwrap();
+    let report =
+        docpipe::rules::impact::text::text(&loaded.rules, e.ledger(), e.calendar()).unwrap();
     assert!(
         report.contains(&format!("waiting: firing {views} (the job is running)")),
         "{report}"
@@ -220,7 +221,8 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
         assert_eq!(m.measured, 0, "{}", live.clock_now());
         assert!(!out.join("agent_impact").exists());
     }
-    let report = docpipe::cli::impact::text(&loaded.rules, &e).unwrap();
+    let report =
+        docpipe::rules::impact::text::text(&loaded.rules, e.ledger(), e.calendar()).unwrap();
     assert!(
         report.contains(&format!(
             "waiting: firing {views} (the days {from}..{to} are not all final yet)"
@@ -283,7 +285,8 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
     // The job without a pull request is measured when its rule asks, and not otherwise.
     assert_eq!(rows.iter().filter(|r| r.firing_id == nopr_asks).count(), 2);
     assert_eq!(rows.iter().filter(|r| r.firing_id == nopr).count(), 0);
-    let report = docpipe::cli::impact::text(&loaded.rules, &e).unwrap();
+    let report =
+        docpipe::rules::impact::text::text(&loaded.rules, e.ledger(), e.calendar()).unwrap();
     assert!(
         report.contains(&format!("rule nopr (alpha): total_7d per path in pages, higher is better, 7 days each side, from 2 days after the job ended\n  jobs measured: 0; keys: 0 improved, 0 stayed, 0 worse; median change n/a\n  not measured: firing {nopr} (the job ended without a pull request (without_pull_request = true in its [impact] measures it))\n")),
         "{report}"
@@ -373,7 +376,8 @@ async fn a_feedback_rule_is_measured_once_its_days_after_are_final_as_status_cou
             live.clock_now()
         );
     }
-    let report = docpipe::cli::impact::text(&loaded.rules, &e).unwrap();
+    let report =
+        docpipe::rules::impact::text::text(&loaded.rules, e.ledger(), e.calendar()).unwrap();
     assert!(
         report.contains(&format!(
             "waiting: firing {id} (the days 2026-04-07..2026-04-13 are not all final yet)"

@@ -2,8 +2,31 @@
 //! day), and the window of days a request asks for. A leaf: the API, the planner, the export
 //! and the lake's `day_status` count days by it.
 
+use crate::datasets;
 use chrono::{NaiveDate, TimeZone};
 use chrono_tz::Tz;
+
+/// When a span dataset's day is final: a day older than the export's lateness allowance
+/// (`lookback_days`) and than the days its walks re-check is never walked again. The export
+/// builds it from its settings and the datasets' windowing (`ShapedSettings::settle`); the
+/// rules' impact counts final days by it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Settle {
+    /// The export's `lookback_days`.
+    pub lookback_days: u32,
+    /// The days each span dataset's walks re-check, by its place in [`datasets::ALL`] (`None`:
+    /// a dataset of daily windows, whose every window says whether its day is final).
+    pub rechecks: [Option<u32>; datasets::ALL.len()],
+}
+
+impl Settle {
+    /// A span dataset's last final day `today` (`None` for a dataset of daily windows).
+    pub fn settled_through(&self, dataset: &str, today: NaiveDate) -> Option<NaiveDate> {
+        let at = datasets::ALL.iter().position(|d| *d == dataset)?;
+        let settle = self.rechecks[at]?.max(self.lookback_days);
+        today.checked_sub_days(chrono::Days::new(u64::from(settle) + 1))
+    }
+}
 
 /// A day window `[from, to)`: days of a time zone, UTC unless said otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -17,6 +17,7 @@ pub mod key_source; // where a key is read from: a variable or a file
 pub mod layout; // where outputs go: Hive paths, temporary names, atomic replace
 pub mod random; // seeded randomness
 pub mod ratelimit; // sliding-window arithmetic
+pub mod schedule; // cron schedules, checked as the daemon's scheduler reads them
 pub mod service; // the service's documented limits
 pub mod tables; // every table of the lake, typed once
 pub mod text; // service text made safe to print

@@ -13,41 +13,54 @@ pub use log::{AGENT_RUNS, LogError, agent_runs_schema, write_log};
 pub use poll::polls;
 pub use report::{Report, firing_line};
 
-use crate::api::Client;
-use crate::api::budget::Budget;
-use crate::api::jobs::Polling;
-use crate::clock::SharedClock;
-use crate::rules::{Evaluation, Rule, RuleError, prompt_hash};
-use crate::store::StoreError;
-use crate::store::ledger::{Firing, Ledger, Skip};
+use crate::{Evaluation, Rule, RuleError, prompt_hash};
 use chrono::{DateTime, Utc};
+use docpipe_catalog::clock::SharedClock;
+use docpipe_extract::Client;
+use docpipe_extract::budget::Budget;
+use docpipe_extract::jobs::Polling;
+use docpipe_state::StoreError;
+use docpipe_state::ledger::{Firing, Ledger, Skip};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use docpipe_catalog::calendar::Settle;
+
+/// The target of this file's log lines, as before the rules had a crate of their own (a
+/// `RUST_LOG` filter names it).
+const TARGET: &str = "docpipe::rules::engine";
+
 /// Sends follow-ups for fired rules and records what happened.
 #[derive(Debug)]
 pub struct Engine {
-    pub(in crate::rules) out: PathBuf,
-    pub(in crate::rules) ledger: Ledger,
+    pub(crate) out: PathBuf,
+    pub(crate) ledger: Ledger,
     budget: Arc<dyn Budget>,
     limits: HashMap<String, u32>,
     clients: HashMap<String, Client>,
-    pub(in crate::rules) clock: SharedClock,
+    pub(crate) clock: SharedClock,
     polling: Polling,
-    pub(in crate::rules) tz: chrono_tz::Tz,
-    pub(in crate::rules) settle: Settle,
+    pub(crate) tz: chrono_tz::Tz,
+    pub(crate) settle: Settle,
     review_expires: std::time::Duration,
 }
 
-/// When a span's day is final: older than the export's lookback and than the days its walks
-/// re-check ([`crate::export::ShapedSettings::settled_through`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Settle {
-    /// The export's `lookback_days`.
-    pub lookback_days: u32,
-    /// The span datasets' re-checks.
-    pub shaped: crate::export::ShapedSettings,
+impl Engine {
+    /// How the impact counts days, now.
+    pub fn calendar(&self) -> crate::impact::Calendar {
+        crate::impact::Calendar {
+            tz: self.tz,
+            today: self.clock.now().with_timezone(&self.tz).date_naive(),
+            settle: self.settle,
+        }
+    }
+
+    /// Measures the impact of every firing that is due (the jobs ended, the wait passed, the
+    /// days after final) and rewrites `agent_impact/` when anything was measured.
+    pub fn measure_impact(&self) -> Result<crate::impact::Measured, crate::impact::ImpactError> {
+        crate::impact::measure_due(&self.out, &self.ledger, self.calendar(), self.clock.now())
+    }
 }
 
 /// How long a held firing waits for review, unless `[rules] review_expires` says.
@@ -64,7 +77,7 @@ impl Engine {
         limits: HashMap<String, u32>,
         clock: SharedClock,
     ) -> Result<Self, StoreError> {
-        let ledger = Ledger::open(&crate::store::state_path(out))?;
+        let ledger = Ledger::open(&docpipe_state::state_path(out))?;
         Self::with_ledger(out, ledger, budget, limits, clock)
     }
 
@@ -80,6 +93,7 @@ impl Engine {
         let settled = ledger.settle_abandoned(now - chrono::Duration::hours(1), now)?;
         if settled > 0 {
             tracing::warn!(
+                target: TARGET,
                 settled,
                 "firings interrupted while sending are marked unknown and not sent again"
             );
@@ -114,6 +128,7 @@ impl Engine {
         let expired = self.ledger.expire(before, now)?;
         for id in &expired {
             tracing::warn!(
+                target: TARGET,
                 firing = id,
                 "a held firing expired unreviewed: nothing was sent"
             );

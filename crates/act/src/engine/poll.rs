@@ -2,11 +2,15 @@
 //! job (never by sending again), the outcome recorded.
 
 use super::*;
-use crate::api::jobs::{Job, Polling};
-use crate::api::{ApiError, Client, ErrorKind, Operation};
-use crate::rules::{Action, Rule};
-use crate::store::StoreError;
-use crate::store::ledger::{Firing, Sent};
+use crate::{Action, Rule};
+use docpipe_extract::jobs::{Job, Polling};
+use docpipe_extract::{ApiError, Client, ErrorKind, Operation};
+use docpipe_state::StoreError;
+use docpipe_state::ledger::{Firing, Sent};
+
+/// The target of this file's log lines, as before the rules had a crate of their own (a
+/// `RUST_LOG` filter names it).
+const TARGET: &str = "docpipe::rules::engine::poll";
 
 impl Engine {
     /// Looks once at each job being polled (fired by [`Engine::fire_nowait`], in this process
@@ -131,14 +135,14 @@ impl Engine {
     ) {
         match client.get_job(&rule.project, job).await {
             Ok(now) if before.is_terminal() && !now.is_terminal() => {
-                tracing::info!(rule = %rule.name, job, "the answer was lost, but the job is active again: the follow-up arrived");
+                tracing::info!(target: TARGET, rule = %rule.name, job, "the answer was lost, but the job is active again: the follow-up arrived");
                 f.sent = Sent::Sent;
                 f.status = Some(now.status_str().to_string());
                 f.error = None;
             }
             Ok(now) => f.status = Some(now.status_str().to_string()),
             Err(e) => {
-                tracing::warn!(rule = %rule.name, error = %e, "cannot read the job after an unknown outcome")
+                tracing::warn!(target: TARGET, rule = %rule.name, error = %e, "cannot read the job after an unknown outcome")
             }
         }
     }

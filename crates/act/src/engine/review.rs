@@ -1,9 +1,9 @@
 //! The firings held for review: approved (sent exactly as held) or rejected.
 
 use super::*;
-use crate::rules::{Action, HeldRows, Rule};
-use crate::store::StoreError;
-use crate::store::ledger::{Decided, Edit, Firing, Kind, Sent};
+use crate::{Action, HeldRows, Rule};
+use docpipe_state::StoreError;
+use docpipe_state::ledger::{Decided, Edit, Firing, Kind, Sent};
 
 /// A held firing's rows as kept, or why `--drop`/`--rows` cannot name them.
 fn held_rows(held: &Firing) -> Result<HeldRows, Decided> {
@@ -79,15 +79,15 @@ impl Engine {
             prompt: String::new(),
             cooldown: std::time::Duration::ZERO,
             wait: false,
-            timeout: crate::rules::DEFAULT_TIMEOUT,
+            timeout: crate::DEFAULT_TIMEOUT,
             schedule: None,
             key: None,
-            key_cooldown: crate::rules::DEFAULT_KEY_COOLDOWN,
+            key_cooldown: crate::DEFAULT_KEY_COOLDOWN,
             impact: None,
             enabled: true,
             enabled_given: true,
-            review: crate::rules::Review::Readers,
-            on_flagged: crate::rules::OnFlagged::Hold,
+            review: crate::Review::Readers,
+            on_flagged: crate::OnFlagged::Hold,
             domains: Vec::new(),
             unescaped: Vec::new(),
         };
@@ -148,11 +148,11 @@ impl Engine {
             });
         }
         let values = rows.values(|i| !out.contains(&i));
-        let (prompt, _) = crate::rules::render(&rows.template, rule, &values, values.len())
+        let (prompt, _) = crate::render(&rows.template, rule, &values, values.len())
             .map_err(|why| Decided::Rows { id: held.id, why })?;
         let dropped_keys = rows.keys_at(&out);
         Ok(Edit {
-            hash: crate::rules::prompt_hash(&prompt),
+            hash: crate::prompt_hash(&prompt),
             rows: values.len() as i64,
             prompt,
             dropped_keys,

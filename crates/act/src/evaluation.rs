@@ -2,7 +2,7 @@
 
 use super::readers;
 use super::rule::*;
-use crate::store::ledger::Ledger;
+use docpipe_state::ledger::Ledger;
 use polars::prelude::*;
 
 /// What the rules remember of their firings: the ledger, and the time now (the keys sent
@@ -294,7 +294,7 @@ pub(crate) fn flag_rows(df: &DataFrame, readers: &[bool], own: &[String]) -> Vec
         let base = column.split('[').next().unwrap_or(column);
         let patterns = if readers::JOINED_COLUMNS.contains(&base) {
             let mut all: Vec<readers::Pattern> = text
-                .split(crate::trends::gaps::SEPARATOR)
+                .split(docpipe_derive::gaps::SEPARATOR)
                 .flat_map(|t| readers::flags(t, own))
                 .collect();
             all.sort();

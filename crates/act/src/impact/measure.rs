@@ -3,13 +3,13 @@
 
 use super::days::{Calendar, Due, due, final_count, polled, shift};
 use super::{Impact, table};
-use crate::dataset::parquet::WriteError;
-use crate::rules::{Rule, RuleError, key_values};
-use crate::store::StoreError;
-use crate::store::impact::{After, Days, Figure};
-use crate::store::ledger::Ledger;
-use crate::trends::{Selection, Tables, TrendsError};
+use crate::{Rule, RuleError, key_values};
 use chrono::{DateTime, NaiveDate, Utc};
+use docpipe_derive::{Selection, Tables, TrendsError};
+use docpipe_state::StoreError;
+use docpipe_state::impact::{After, Days, Figure};
+use docpipe_state::ledger::Ledger;
+use docpipe_write::parquet::WriteError;
 use polars::prelude::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -45,7 +45,7 @@ impl Impact {
         let df = ctx
             .execute(&self.sql())
             .and_then(LazyFrame::collect)
-            .map_err(|e| crate::rules::one_line(&e.to_string()))?;
+            .map_err(|e| crate::one_line(&e.to_string()))?;
         let names = key_values(&df, "impact_key").map_err(|e| e.to_string())?;
         let values = df
             .column("impact_value")
@@ -94,7 +94,7 @@ pub fn table_over(
         from: Some(from),
         to: Some(to),
     };
-    match crate::trends::table(out, &impact.table, &sel) {
+    match docpipe_derive::table(out, &impact.table, &sel) {
         Ok(df) => Ok(Some(df)),
         Err(TrendsError::NoData(_)) => Ok(None),
         Err(e) => Err(e),
@@ -235,23 +235,6 @@ pub enum ImpactError {
     /// Writing Parquet.
     #[error(transparent)]
     Write(#[from] WriteError),
-}
-
-impl crate::rules::engine::Engine {
-    /// How the impact counts days, now.
-    pub fn calendar(&self) -> Calendar {
-        Calendar {
-            tz: self.tz,
-            today: self.clock.now().with_timezone(&self.tz).date_naive(),
-            settle: self.settle,
-        }
-    }
-
-    /// Measures the impact of every firing that is due (the jobs ended, the wait passed, the
-    /// days after final) and rewrites `agent_impact/` when anything was measured.
-    pub fn measure_impact(&self) -> Result<Measured, ImpactError> {
-        measure_due(&self.out, &self.ledger, self.calendar(), self.clock.now())
-    }
 }
 
 /// Checks a rule's `[impact]` against the tables a rule evaluation reads (every project), so

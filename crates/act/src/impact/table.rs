@@ -3,12 +3,12 @@
 
 use super::days::shift;
 use super::{Better, Impact, MIN_DAYS, Verdict};
-use crate::dataset::derived::{self, Columns};
-use crate::dataset::parquet::WriteError;
-use crate::store::StoreError;
-use crate::store::impact::{Days, KeyFigures};
-use crate::store::ledger::{Firing, Ledger};
 use chrono::{DateTime, NaiveDate, Utc};
+use docpipe_state::StoreError;
+use docpipe_state::impact::{Days, KeyFigures};
+use docpipe_state::ledger::{Firing, Ledger};
+use docpipe_write::derived::{self, Columns};
+use docpipe_write::parquet::WriteError;
 use polars::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -297,7 +297,7 @@ pub fn read(out: &Path) -> Result<Vec<Row>, PolarsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::impact::report::{Counts, count, median};
+    use crate::impact::report::{Counts, count, median};
 
     #[test]
     fn verdicts_follow_the_better_way_and_the_tolerance() {

@@ -862,32 +862,20 @@ mod tests {
 #[cfg(test)]
 mod columns {
     use super::*;
-    use polars::prelude::DataType;
+    use docpipe_catalog::tables::{self, Ty};
 
-    /// Every string column of docpipe's tables (raw and trend), by name.
+    /// Every string column of the tables of the service's data (the datasets' and the trends'),
+    /// by name, as the catalogue types them (`tests/it/catalogue.rs` holds the writers and the
+    /// trends to it).
     fn string_columns() -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
-        for d in crate::dataset::ALL {
-            for t in d.tables() {
-                for f in (t.schema)().fields() {
-                    if matches!(
-                        f.data_type(),
-                        arrow_schema::DataType::Utf8 | arrow_schema::DataType::LargeUtf8
-                    ) {
-                        out.insert(f.name().clone());
-                    }
-                }
-            }
-        }
-        let tables = crate::trends::empty_tables().unwrap();
-        for (_, df) in tables.frames() {
-            for c in df.columns() {
-                if matches!(c.dtype(), DataType::String) {
-                    out.insert(c.name().to_string());
-                }
-            }
-        }
-        out
+        tables::WRITTEN
+            .iter()
+            .filter(|t| t.dataset().is_some())
+            .chain(tables::TRENDS.iter())
+            .flat_map(|t| t.columns)
+            .filter(|c| c.ty == Ty::Text)
+            .map(|c| c.name.to_string())
+            .collect()
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! What a rule's evaluation came to, as a run's report and a line for people.
 
-use crate::events::RunOutcome;
-use crate::rules::{Rule, RuleError};
-use crate::store::activity::RuleRun;
-use crate::store::ledger::{Firing, Kind, Sent, Skip};
-use crate::text::one_line;
+use crate::{Rule, RuleError};
 use chrono::{DateTime, Utc};
+use docpipe_catalog::events::RunOutcome;
+use docpipe_catalog::text::one_line;
+use docpipe_state::activity::RuleRun;
+use docpipe_state::ledger::{Firing, Kind, Sent, Skip};
 
 /// What happened to one rule on one run.
 #[derive(Debug, Clone)]
@@ -114,7 +114,7 @@ impl Report {
                 hold,
             } => format!(
                 "rule {rule} ({project}): previewed, nothing sent ({rows} rows, prompt {}): the rule is not enabled; `docpipe rules check` shows the prompt, `enabled = true` in {file} sends it{}",
-                crate::rules::short_hash(prompt_hash),
+                crate::short_hash(prompt_hash),
                 match hold {
                     Some(h) => format!(" (after review: {h})"),
                     None => String::new(),
@@ -126,7 +126,7 @@ impl Report {
                 f.project,
                 f.id,
                 f.rows_matched,
-                crate::rules::short_hash(&f.prompt_hash),
+                crate::short_hash(&f.prompt_hash),
                 f.trail.hold.as_deref().unwrap_or("review"),
                 f.id
             ),
@@ -176,7 +176,7 @@ pub fn firing_line(f: &Firing) -> String {
             (Sent::Expired, _) => "expired unreviewed:",
         },
         f.rows_matched,
-        crate::rules::short_hash(&f.prompt_hash)
+        crate::short_hash(&f.prompt_hash)
     );
     if let Some(status) = &f.status {
         line.push_str(&format!(" -> {}", one_line(status)));

@@ -12,12 +12,13 @@
 //! due; [`measure`] measures (each key's figure over the rule's one table, computed over exactly
 //! the days measured); [`table`] is `agent_impact` (its rows and files, written by the derived
 //! tables' one writer); [`report`] is what a person reads (the model `docpipe rules impact`
-//! renders in `cli/impact.rs`, and each rule's latest firing on the status page).
+//! renders in `text.rs`, and each rule's latest firing on the status page).
 
 pub mod days;
 pub mod measure;
 pub mod report;
 pub mod table;
+pub mod text;
 
 pub use days::Calendar;
 pub use measure::{ImpactError, Measured, check_on, measure_due, record_before};
@@ -173,7 +174,7 @@ pub(super) struct RawImpact {
 
 /// The dataset whose final days a trend table's days are.
 pub fn dataset_of(table: &str) -> &'static str {
-    crate::trends::gaps::dataset_of_trend(table)
+    docpipe_derive::gaps::dataset_of_trend(table)
 }
 
 fn identifier(name: &str) -> bool {
@@ -317,7 +318,7 @@ impl Impact {
             match self.wait_secs {
                 s if s % 86_400 == 0 => format!("{} days", s / 86_400),
                 s if s % 3_600 == 0 => format!("{} hours", s / 3_600),
-                s => crate::text::duration(Duration::from_secs(s)),
+                s => docpipe_catalog::text::duration(Duration::from_secs(s)),
             }
         )
     }
@@ -325,7 +326,7 @@ impl Impact {
 
 #[cfg(test)]
 mod tests {
-    use crate::rules::{Rule, RuleError};
+    use crate::{Rule, RuleError};
 
     /// A rule reading `search_terms`, with `extra` after its lines.
     pub(super) fn rule(extra: &str) -> Result<Rule, RuleError> {

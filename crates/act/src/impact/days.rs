@@ -2,10 +2,10 @@
 //! longer change), and the rule that says whether a firing's days after are due.
 
 use super::Impact;
-use crate::store::StoreError;
-use crate::store::impact::Plan;
-use crate::store::ledger::{Firing, Ledger, Sent};
 use chrono::NaiveDate;
+use docpipe_state::StoreError;
+use docpipe_state::impact::Plan;
+use docpipe_state::ledger::{Firing, Ledger, Sent};
 
 /// `day` moved by `days` (itself when out of range).
 pub fn shift(day: NaiveDate, days: i64) -> NaiveDate {
@@ -22,7 +22,7 @@ pub struct Calendar {
     /// Today.
     pub today: NaiveDate,
     /// When a span's day is final.
-    pub settle: crate::rules::engine::Settle,
+    pub settle: docpipe_catalog::calendar::Settle,
 }
 
 impl Calendar {
@@ -33,10 +33,7 @@ impl Calendar {
         dataset: &str,
         project: &str,
     ) -> Result<Vec<NaiveDate>, StoreError> {
-        let s = self.settle;
-        let settled = s
-            .shaped
-            .settled_through(dataset, self.today, s.lookback_days);
+        let settled = self.settle.settled_through(dataset, self.today);
         ledger.final_days(dataset, project, settled)
     }
 }
@@ -71,7 +68,7 @@ pub(super) fn due(
         return Due::Never(format!("the follow-up was {}", f.sent.as_str()));
     }
     let status = f.status.as_deref().unwrap_or("");
-    if !crate::api::jobs::JobStatus::from_word(status).is_terminal() {
+    if !docpipe_extract::jobs::JobStatus::from_word(status).is_terminal() {
         // Polling ends when the job ends, when the rule's timeout passes, or when the job
         // cannot be read: a job not seen to end after that never will be.
         return if polled {
@@ -111,9 +108,9 @@ pub(super) fn polled(ledger: &Ledger) -> Result<std::collections::HashSet<i64>, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::impact::tests::rule;
-    use crate::store::impact::Days;
+    use crate::impact::tests::rule;
     use chrono::Utc;
+    use docpipe_state::impact::Days;
 
     #[test]
     fn a_job_whose_polling_ended_before_it_did_is_never_measured() {
@@ -139,7 +136,7 @@ mod tests {
             id: 1,
             rule: "r".into(),
             project: "p".into(),
-            kind: crate::store::ledger::Kind::FollowUp,
+            kind: docpipe_state::ledger::Kind::FollowUp,
             job: Some("j".into()),
             fired_at: Utc::now(),
             prompt_hash: "h".into(),

@@ -8,7 +8,7 @@ use super::query;
 use super::readers;
 use super::rule::*;
 use super::template::*;
-use crate::trends::Tables;
+use docpipe_derive::Tables;
 use minijinja::Value;
 use polars::prelude::*;
 use std::collections::{BTreeMap, HashMap};
@@ -53,7 +53,7 @@ pub(crate) fn evaluate_here(
 ) -> Result<Evaluation, RuleError> {
     let fail = |message: String| RuleError {
         file: rule.file.clone(),
-        message: crate::text::column_hint(&one_line(&message)).into_owned(),
+        message: docpipe_catalog::text::column_hint(&one_line(&message)).into_owned(),
     };
     // The keys sent within the key cooldown: rows holding one are taken out of the tables
     // before the query runs, so that its ORDER BY and LIMIT make room for the next rows.

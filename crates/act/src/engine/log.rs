@@ -1,10 +1,10 @@
 //! The outcome log: `agent_runs/` rewritten from the ledger, as Parquet.
 
 use super::*;
-use crate::dataset::derived::Columns;
-use crate::dataset::parquet::WriteError;
-use crate::store::StoreError;
-use crate::store::ledger::Firing;
+use docpipe_state::StoreError;
+use docpipe_state::ledger::Firing;
+use docpipe_write::derived::Columns;
+use docpipe_write::parquet::WriteError;
 use std::path::{Path, PathBuf};
 
 /// The outcome log's folder in the output folder.
@@ -69,12 +69,12 @@ pub(super) fn agent_runs_columns(c: Columns<'_, Firing>) -> Columns<'_, Firing> 
 
 /// Schema of `agent_runs` (the project is the partition).
 pub fn agent_runs_schema() -> arrow_schema::SchemaRef {
-    crate::dataset::derived::schema(agent_runs_columns)
+    docpipe_write::derived::schema(agent_runs_columns)
 }
 
 /// Writes the outcome log of every project in `firings`.
 pub fn write_log(out: &Path, firings: &[Firing]) -> Result<Vec<PathBuf>, LogError> {
-    Ok(crate::dataset::derived::write(
+    Ok(docpipe_write::derived::write(
         out,
         AGENT_RUNS,
         firings,

@@ -2,11 +2,15 @@
 //! request, or a preview that sends nothing.
 
 use super::*;
-use crate::api::Client;
-use crate::rules::{Action, Evaluation, Rule, prompt_hash};
-use crate::store::StoreError;
-use crate::store::ledger::{Firing, NewFiring, Preview, Sent, Skip, Trail};
+use crate::{Action, Evaluation, Rule, prompt_hash};
 use chrono::{DateTime, Utc};
+use docpipe_extract::Client;
+use docpipe_state::StoreError;
+use docpipe_state::ledger::{Firing, NewFiring, Preview, Sent, Skip, Trail};
+
+/// The target of this file's log lines, as before the rules had a crate of their own (a
+/// `RUST_LOG` filter names it).
+const TARGET: &str = "docpipe::rules::engine::fire";
 
 impl Engine {
     pub(super) async fn fire_with(
@@ -59,7 +63,7 @@ impl Engine {
         };
         let Some(client) = client.filter(|_| hold.is_none()) else {
             firing.sent = Sent::Held;
-            tracing::debug!(rule = %rule.name, firing = firing.id, "a firing waits for review");
+            tracing::debug!(target: TARGET, rule = %rule.name, firing = firing.id, "a firing waits for review");
             return Ok(Report::Held(firing));
         };
         self.deliver(client, rule, &mut firing, &eval.keys, inline)
@@ -88,7 +92,7 @@ impl Engine {
             held_at: hold.as_ref().map(|_| now),
             rows: hold
                 .as_ref()
-                .and_then(|_| crate::rules::HeldRows::of(rule, eval))
+                .and_then(|_| crate::HeldRows::of(rule, eval))
                 .and_then(|h| serde_json::to_string(&h).ok()),
             ..Trail::default()
         };
@@ -143,9 +147,9 @@ impl Engine {
         if rule.impact.is_some() {
             let cal = self.calendar();
             if let Err(e) =
-                crate::rules::impact::record_before(&self.out, &self.ledger, rule, id, keys, cal)
+                crate::impact::record_before(&self.out, &self.ledger, rule, id, keys, cal)
             {
-                tracing::warn!(rule = %rule.name, "cannot record the impact's figures before: {e}");
+                tracing::warn!(target: TARGET, rule = %rule.name, "cannot record the impact's figures before: {e}");
             }
         }
         if let Err(limit) = self.send(client, rule, firing).await {
@@ -165,7 +169,7 @@ impl Engine {
             });
         }
         self.ledger.update(firing, self.clock.now())?;
-        tracing::debug!(rule = %rule.name, sent = firing.sent.as_str(), job = ?firing.job, "rule fired");
+        tracing::debug!(target: TARGET, rule = %rule.name, sent = firing.sent.as_str(), job = ?firing.job, "rule fired");
         if polls(rule, firing) {
             if inline {
                 self.poll(client, rule, firing).await;

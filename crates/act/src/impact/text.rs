@@ -1,20 +1,21 @@
-//! `docpipe rules impact` as text: the model of [`crate::rules::impact::report`], rendered.
+//! `docpipe rules impact` as text: the model of [`crate::impact::report`], rendered.
 
-use crate::rules::impact::report::{MIN_KEYS, MeasuredFiring, Measures, RuleImpact};
-use crate::rules::impact::{MIN_DAYS, Verdict, pct};
-use crate::text::one_line;
+use crate::impact::report::{MIN_KEYS, MeasuredFiring, Measures, RuleImpact};
+use crate::impact::{MIN_DAYS, Verdict, pct};
+use docpipe_catalog::text::one_line;
 use std::fmt::Write as _;
 
 /// The how-to-read line the report starts with.
 pub const READING: &str = "a key improved (or got worse) when its metric moved more than the rule's tolerance (10% unless it says) the better (or worse) way, and stayed otherwise; a key counts only with at least 7 final days and the rule's min_count rows (30 unless it says) on each side";
 
-/// The report of `rules` from the engine's ledger, as text.
+/// The report of `rules` from the ledger, as text, its days counted by `cal` (an engine's
+/// `calendar()`).
 pub fn text(
-    rules: &[crate::rules::Rule],
-    engine: &crate::rules::engine::Engine,
-) -> Result<String, crate::store::StoreError> {
-    let cal = engine.calendar();
-    let model = crate::rules::impact::report::report(rules, engine.ledger(), cal)?;
+    rules: &[crate::Rule],
+    ledger: &docpipe_state::ledger::Ledger,
+    cal: crate::impact::Calendar,
+) -> Result<String, docpipe_state::StoreError> {
+    let model = crate::impact::report::report(rules, ledger, cal)?;
     Ok(render(&model, cal.tz))
 }
 

@@ -1,5 +1,5 @@
 //! What a rule's query may read: the trend tables (`daily`, `weekly`, `pages` and the gap
-//! tables of [`crate::trends::gaps`]) and the tables
+//! tables of [`docpipe_derive::gaps`]) and the tables
 //! its own `WITH` clauses name; no table functions (`read_csv`, `read_parquet`, ...), no file,
 //! one `SELECT` statement. Checked on the parsed query before polars sees it.
 
@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 /// The tables a rule's query can name.
-pub const TABLES: [&str; 11] = crate::trends::NAMES;
+pub const TABLES: [&str; 11] = docpipe_derive::NAMES;
 
 /// The longest text `LPAD` and `RPAD` may make, in characters: the only functions of polars'
 /// SQL that make text from a number, so that a rule's evaluation stays within its memory
@@ -104,7 +104,7 @@ impl Visitor for Reads {
             }
             other => ControlFlow::Break(format!(
                 "{} is not allowed; a rule reads only the trend tables ({})",
-                crate::rules::one_line(&other.to_string()),
+                crate::one_line(&other.to_string()),
                 TABLES.join(", ")
             )),
         }

@@ -4,8 +4,8 @@
 use super::impact;
 use super::query;
 use super::template::*;
-use crate::schedule::parse_schedule;
-use crate::store::ledger::{self, RuleKey};
+use docpipe_catalog::schedule::parse_schedule;
+use docpipe_state::ledger::{self, RuleKey};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -246,7 +246,7 @@ impl Rule {
             let line = e
                 .span()
                 .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-            let hint = crate::text::did_you_mean(e.message());
+            let hint = docpipe_catalog::text::did_you_mean(e.message());
             fail(match line {
                 Some(l) => format!("line {l}: {}{hint}", e.message()),
                 None => format!("{}{hint}", e.message()),

@@ -6,11 +6,11 @@ use super::Impact;
 use super::Verdict;
 use super::days::{Calendar, Due, due, polled};
 use super::table::{Row, rows};
-use crate::rules::Rule;
-use crate::store::StoreError;
-use crate::store::impact::{Days, Plan, Settled};
-use crate::store::ledger::{Firing, Ledger};
+use crate::Rule;
 use chrono::{DateTime, Utc};
+use docpipe_state::StoreError;
+use docpipe_state::impact::{Days, Plan, Settled};
+use docpipe_state::ledger::{Firing, Ledger};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Keys with enough data a rule needs before its counts say anything.
@@ -139,7 +139,7 @@ impl FiringImpact {
         let pr = self
             .pr_link
             .as_deref()
-            .map(|p| format!(" (PR {})", crate::text::one_line(p)))
+            .map(|p| format!(" (PR {})", docpipe_catalog::text::one_line(p)))
             .unwrap_or_default();
         let mut line = format!(
             "rule {} ({}), firing {}{pr}: {} keys: {} improved, {} stayed, {} worse; median change {}",
@@ -321,10 +321,10 @@ fn measures(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::impact::measure_due;
-    use crate::rules::impact::tests::rule;
-    use crate::store::impact::KeyFigures;
+    use crate::impact::measure_due;
+    use crate::impact::tests::rule;
     use chrono::NaiveDate;
+    use docpipe_state::impact::KeyFigures;
 
     #[test]
     fn a_ledger_written_before_the_impact_keeps_working_and_is_not_measurable() {
@@ -367,9 +367,9 @@ mod tests {
         let cal = Calendar {
             tz: chrono_tz::UTC,
             today: NaiveDate::from_ymd_opt(2026, 3, 1).unwrap(),
-            settle: crate::rules::engine::Settle {
+            settle: docpipe_catalog::calendar::Settle {
                 lookback_days: 3,
-                shaped: Default::default(),
+                ..Default::default()
             },
         };
         let m = measure_due(dir.path(), &ledger, cal, Utc::now()).unwrap();
@@ -381,7 +381,7 @@ mod tests {
             (0, 0, Counts::default(), 1)
         );
         assert!(m.firings.is_empty() && m.waiting.is_empty() && m.not_measured.is_empty());
-        let text = crate::cli::impact::render(&model, chrono_tz::UTC);
+        let text = crate::impact::text::render(&model, chrono_tz::UTC);
         assert!(
             text.ends_with("  jobs measured: 0; keys: 0 improved, 0 stayed, 0 worse; median change n/a\n  not measurable: 1 firings recorded no figures before (they fired before the rule had [impact], or before docpipe measured impact)\n"),
             "{text}"
@@ -390,7 +390,7 @@ mod tests {
         none.impact = None;
         let model = report(&[none], &ledger, cal).unwrap();
         assert_eq!(model[0].measures, None);
-        let text = crate::cli::impact::render(&model, chrono_tz::UTC);
+        let text = crate::impact::text::render(&model, chrono_tz::UTC);
         assert!(
             text.ends_with("\nrule r (p): measured by nothing (no [impact] in jobs/r.toml)\n"),
             "{text}"
