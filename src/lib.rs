@@ -5,6 +5,7 @@
 // longer today carry an `#[expect]` each, so the count can only fall.
 #![warn(clippy::too_many_lines)]
 
+pub use docpipe_agents as agents; // who read a page, as data: user agents named, their class and surface
 pub use docpipe_catalog::{
     calendar, clock, events, layout, random, ratelimit, schedule, tables, text,
 };

@@ -1,5 +1,6 @@
 //! The command line: one file per subcommand; doc comments are the `--help` text.
 
+pub mod agents;
 pub mod ask;
 pub mod backfill;
 pub mod check;
@@ -92,6 +93,8 @@ pub enum Command {
     Ask(ask::Args),
     /// Load the lake into the PostgreSQL warehouse of `[warehouse]` (`warehouse sync`).
     Warehouse(warehouse::Args),
+    /// Name the agents behind user agents, from docpipe's table and yours.
+    Agents(agents::Args),
     /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
     Completions(shell::CompletionsArgs),
     /// Write the man pages into a folder (the package does; `man docpipe` reads them).
@@ -120,6 +123,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Status(args) => status::run(args, &load(&cli.config)?).await,
         Command::Ask(args) => ask::run(args, &load(&cli.config)?).await,
         Command::Warehouse(args) => warehouse::run(args, &load(&cli.config)?).await,
+        Command::Agents(args) => agents::run(&args),
         Command::Completions(args) => {
             shell::completions(&args);
             Ok(())

@@ -871,6 +871,12 @@ fn every_data_and_config_file_in_the_repo_loads() {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         if name.starts_with("docpipe") && name.ends_with(".toml") {
             docpipe::config::Settings::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        } else if name == "agents.toml" {
+            // The table of agents, built in: read as a user's file would be.
+            let text = std::fs::read_to_string(&path).unwrap();
+            let agents = docpipe::agents::Agents::with_user(&text, &name)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(agents.version(), "2026-11-28+2026-11-28");
         } else if name.ends_with(".toml") {
             DataFile::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
         }

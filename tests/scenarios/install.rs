@@ -43,7 +43,7 @@ fn completions_and_man_pages_come_from_the_command_line() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        format!("22 man pages written into {}\n", man.display())
+        format!("23 man pages written into {}\n", man.display())
     );
     let mut pages: Vec<String> = std::fs::read_dir(&man)
         .unwrap()
@@ -51,6 +51,7 @@ fn completions_and_man_pages_come_from_the_command_line() {
         .collect();
     pages.sort();
     let subcommands = [
+        "agents",
         "ask",
         "backfill",
         "check",

@@ -1,6 +1,7 @@
 //! The scenario tier: the tests that start docpipe's binary, PostgreSQL, the S3-compatible
 //! server, Chromium or the Python readers. `tests/it` holds the in-process ones.
 
+mod agents;
 mod captures;
 mod check;
 mod client;
