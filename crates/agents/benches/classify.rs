@@ -9,7 +9,7 @@
 
 use docpipe_agents::{Agents, Class, Who, surface};
 use std::collections::{BTreeMap, HashMap};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const USER_AGENTS: [(&str, u32); 12] = [
     (
@@ -61,6 +61,17 @@ const READS: [(&str, &str); 5] = [
     ("docs.content.view", "/images/logo.svg"),
 ];
 
+/// One round's line: the time per read and the classes counted.
+fn print(what: &str, n: usize, took: Duration, classes: &BTreeMap<Class, u64>) {
+    let counted: Vec<String> = classes.iter().map(|(c, k)| format!("{c} {k}")).collect();
+    println!(
+        "{n} {what} in {:.1} ms: {:.0} ns a read; {}",
+        took.as_secs_f64() * 1e3,
+        took.as_nanos() as f64 / n as f64,
+        counted.join(", ")
+    );
+}
+
 fn main() {
     let n = 1_000_000;
     let weights: u32 = USER_AGENTS.iter().map(|(_, w)| w).sum();
@@ -100,16 +111,11 @@ fn main() {
             };
             *classes.entry(class).or_default() += 1;
         }
-        let took = start.elapsed();
-        println!(
-            "{n} reads, names kept by user agent, in {:.1} ms: {:.0} ns a read; {}",
-            took.as_secs_f64() * 1e3,
-            took.as_nanos() as f64 / n as f64,
-            classes
-                .iter()
-                .map(|(c, k)| format!("{c} {k}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+        print(
+            "reads, names kept by user agent,",
+            n,
+            start.elapsed(),
+            &classes,
         );
     }
     for _ in 0..3 {
@@ -120,16 +126,6 @@ fn main() {
                 .entry(agents.read(ua, event, path).who.class)
                 .or_default() += 1;
         }
-        let took = start.elapsed();
-        println!(
-            "{n} reads classified in {:.1} ms: {:.0} ns a read; {}",
-            took.as_secs_f64() * 1e3,
-            took.as_nanos() as f64 / n as f64,
-            classes
-                .iter()
-                .map(|(c, k)| format!("{c} {k}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        print("reads classified", n, start.elapsed(), &classes);
     }
 }
