@@ -153,6 +153,17 @@ struct Row {
     patterns: Vec<String>,
 }
 
+impl Row {
+    /// Who the row names.
+    fn who(&self) -> Who {
+        Who {
+            agent: self.agent.clone(),
+            operator: self.operator.clone(),
+            class: self.class,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Generic {
@@ -281,11 +292,7 @@ impl Agents {
 
     /// The agents it names, in the order they are tried.
     pub fn named(&self) -> impl Iterator<Item = Who> + '_ {
-        self.rows.iter().map(|r| Who {
-            agent: r.agent.clone(),
-            operator: r.operator.clone(),
-            class: r.class,
-        })
+        self.rows.iter().map(Row::who)
     }
 
     /// Who a user agent is: the first row (in order) with a pattern it contains, else the
@@ -296,12 +303,8 @@ impl Agents {
             .find_overlapping_iter(user_agent)
             .map(|m| self.row_of[m.pattern().as_usize()])
             .min();
-        if let Some(r) = row.map(|r| &self.rows[r]) {
-            return Who {
-                agent: r.agent.clone(),
-                operator: r.operator.clone(),
-                class: r.class,
-            };
+        if let Some(r) = row {
+            return self.rows[r].who();
         }
         let unknown = |agent: String| Who {
             agent,
