@@ -86,6 +86,107 @@ pub struct RawConfig {
     /// The PostgreSQL database the lake is loaded into.
     #[serde(default)]
     pub warehouse: RawWarehouse,
+    /// The service's analytics event streams docpipe reads (`[[streams]]`).
+    #[serde(default)]
+    pub streams: Vec<RawStream>,
+    /// The agents table (`[agents] file`: yours, read before the shipped one).
+    #[serde(default)]
+    pub agents: RawAgents,
+}
+
+/// `[[streams]]`: where the service writes an organization's event stream.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStream {
+    /// The bucket's URL (`s3://bucket/prefix`, `gs://`, `az://`) or a local folder.
+    pub url: String,
+    /// The key prefix the destination was given (beside any in the URL).
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// The organization that streams (its projects are the only ones the subdomains may name).
+    #[serde(default)]
+    pub organization: Option<String>,
+    /// Each docs subdomain the stream carries, and the project it is.
+    #[serde(default)]
+    pub subdomains: BTreeMap<String, String>,
+}
+
+/// `[agents]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgents {
+    /// Your agents file (the shipped table's format), read before the shipped one.
+    pub file: Option<PathBuf>,
+}
+
+/// A stream to read, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamSettings {
+    /// Where its objects are (the prefix joined to the URL's).
+    pub location: Location,
+    /// Each subdomain's project.
+    pub subdomains: BTreeMap<String, String>,
+}
+
+impl RawStream {
+    /// Checks one `[[streams]]` entry (`i` its place) against the organizations and projects.
+    fn check(
+        &self,
+        i: usize,
+        orgs: &[Organization],
+        projects: &[Project],
+        problems: &mut Vec<String>,
+    ) -> Option<StreamSettings> {
+        let at = format!("[[streams]] {}", i + 1);
+        let prefix = self.prefix.as_deref().unwrap_or("").trim_matches('/');
+        let joined = if prefix.is_empty() {
+            self.url.clone()
+        } else {
+            format!("{}/{prefix}", self.url.trim_end_matches('/'))
+        };
+        let location = match Location::parse(&joined) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                problems.push(format!("{at} url: {e}"));
+                None
+            }
+        };
+        if let Some(o) = &self.organization
+            && !orgs.iter().any(|x| &x.id == o)
+        {
+            problems.push(format!(
+                "{at} organization {o:?} is not among [[organizations]]"
+            ));
+        }
+        if self.subdomains.is_empty() {
+            problems.push(format!(
+                "{at} subdomains: none given (subdomains = {{ \"<subdomain>\" = \"<project id>\" }})"
+            ));
+        }
+        for (sub, project) in &self.subdomains {
+            match projects.iter().find(|p| &p.id == project) {
+                None => problems.push(format!(
+                    "{at} subdomains.{sub}: project {project:?} is not among [[projects]]"
+                )),
+                Some(p)
+                    if self
+                        .organization
+                        .as_ref()
+                        .is_some_and(|o| o != &p.organization) =>
+                {
+                    problems.push(format!(
+                        "{at} subdomains.{sub}: project {project:?} is not of organization {:?}",
+                        self.organization.as_deref().unwrap_or("")
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        Some(StreamSettings {
+            location: location?,
+            subdomains: self.subdomains.clone(),
+        })
+    }
 }
 
 /// `[warehouse]`.
@@ -191,6 +292,12 @@ impl RawConfig {
         }
         self.export.state_dir = self.export.state_dir.as_deref().map(join);
         self.rules.dir = join(&self.rules.dir);
+        self.agents.file = self.agents.file.as_deref().map(join);
+        for st in &mut self.streams {
+            if !st.url.contains("://") {
+                st.url = join(Path::new(&st.url)).display().to_string();
+            }
+        }
         let key = |p: &Path| match credentials {
             Some(c) if p.is_relative() => c.join(p),
             _ => join(p),
@@ -784,6 +891,10 @@ pub struct Settings {
     pub alerts: Option<AlertSettings>,
     /// The PostgreSQL database the lake is loaded into after each run (`None`: none).
     pub warehouse: Option<WarehouseSettings>,
+    /// The service's event streams read after each export.
+    pub streams: Vec<StreamSettings>,
+    /// Your agents file, read before the shipped table (`[agents] file`).
+    pub agents_file: Option<PathBuf>,
 }
 
 /// Whether `s` can be an id: letters, digits, `-`, `_` and `.`, but not `.` or `..` (which
@@ -1348,6 +1459,27 @@ impl RawConfig {
         };
         let alerts = self.alerts.check(&mut problems);
         let warehouse = self.warehouse.check(&mut problems);
+        let streams: Vec<StreamSettings> = self
+            .streams
+            .iter()
+            .enumerate()
+            .filter_map(|(i, st)| st.check(i, &organizations, &projects, &mut problems))
+            .collect();
+        let mut mapped = BTreeMap::new();
+        for (i, st) in streams.iter().enumerate() {
+            if streams[..i].iter().any(|o| o.location == st.location) {
+                problems.push(format!(
+                    "[[streams]] {}: {} is named by an earlier stream (one [[streams]] maps all its subdomains)",
+                    i + 1,
+                    st.location
+                ));
+            }
+            for sub in st.subdomains.keys() {
+                if mapped.insert(sub.clone(), ()).is_some() {
+                    problems.push(format!("[[streams]] subdomain {sub:?} is mapped twice"));
+                }
+            }
+        }
         if self.state.lease_secs < 10 {
             problems.push(format!(
                 "[state] lease_secs: {} is too short (at least 10: the holder renews it every third of it)",
@@ -1405,6 +1537,8 @@ impl RawConfig {
             freshness,
             alerts,
             warehouse,
+            streams,
+            agents_file: self.agents.file.clone(),
         })
     }
 }

@@ -14,6 +14,7 @@ pub use docpipe_emulator as emulator; // a faithful stand-in of the service, as 
 pub use docpipe_extract as api; // the typed client: one file per operation, retry and rate budget
 pub use docpipe_extract::tls; // rustls on ring, installed once
 pub use docpipe_state as store; // every table of state (SQLite, PostgreSQL), the walk journals, the budget's log
+pub use docpipe_stream as stream; // the service's analytics event stream: lines decoded, events kept without personal data, a day's tables
 pub use docpipe_write as write; // Parquet partitions and the derived tables' writer
 
 pub mod alloc; // the allocator's tuning

@@ -263,6 +263,55 @@ impl Remote {
             .map_err(|e| self.error("cannot list the bucket", e))
     }
 
+    /// The objects under the prefix whose names (relative to it) sort after `offset` (every
+    /// one when none), in name order.
+    pub async fn list_after(&self, offset: Option<&str>) -> Result<Vec<String>, RemoteError> {
+        let listed = match offset {
+            Some(o) => self
+                .store
+                .list_with_offset(Some(&self.prefix), &self.key(o)),
+            None => self.store.list(Some(&self.prefix)),
+        };
+        let objects: Vec<object_store::ObjectMeta> = listed
+            .try_collect()
+            .await
+            .map_err(|e| self.error("cannot list the bucket", e))?;
+        let skip = self.prefix.parts().count();
+        let mut names: Vec<String> = objects
+            .into_iter()
+            .map(|o| {
+                o.location
+                    .parts()
+                    .skip(skip)
+                    .map(|p| p.as_ref().to_string())
+                    .collect::<Vec<_>>()
+                    .join("/")
+            })
+            .filter(|n| offset.is_none_or(|o| n.as_str() > o))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// An object's bytes, as they arrive.
+    pub async fn read(
+        &self,
+        rel: &str,
+    ) -> Result<futures::stream::BoxStream<'static, Result<bytes::Bytes, RemoteError>>, RemoteError>
+    {
+        let got = self
+            .store
+            .get(&self.key(rel))
+            .await
+            .map_err(|e| self.error(&format!("cannot fetch {rel}"), e))?;
+        let this = self.clone();
+        let doing = format!("cannot fetch {rel}");
+        Ok(got
+            .into_stream()
+            .map(move |r| r.map_err(|e| this.error(&doing, e)))
+            .boxed())
+    }
+
     fn key(&self, rel: &str) -> ObjectPath {
         rel.split('/')
             .fold(self.prefix.clone(), |p, part| p.clone().join(part))

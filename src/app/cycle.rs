@@ -153,6 +153,8 @@ pub struct Report {
     pub ahead: Option<anyhow::Result<Arc<Ahead>>>,
     /// The export: windows written, failed, skipped, requests by dataset and purpose.
     pub summary: Summary,
+    /// What the streams' reading did (`None`: no `[[streams]]`), or why it could not start.
+    pub streams: Option<Result<super::streams::StreamsRun, String>>,
     /// The lake's `day_status` files rewritten (none when nothing changed), or why they could
     /// not be.
     pub day_status: Result<Vec<PathBuf>, String>,
@@ -226,6 +228,7 @@ async fn run_plan(
 ) -> Report {
     warn_instants(ctx);
     let summary = exporter.run(targets, &plan).await;
+    let streams = super::streams::read(ctx).await;
     let written = Written::since(ctx, &summary);
     let day_status = day_status(ctx, exporter, &written);
     let trends = match opts.trends {
@@ -242,7 +245,7 @@ async fn run_plan(
         (TrendsRun::Unchanged(_), after) => rules(ctx, after, None, opts.wait, true).await,
         (TrendsRun::Off, after) => rules(ctx, after, None, opts.wait, false).await,
     };
-    let described = describe(ctx, &day_status, &trends, &rules);
+    let described = describe(ctx, &streams, &day_status, &trends, &rules);
     let pushed = if opts.push {
         ctx.push().await
     } else {
@@ -257,6 +260,7 @@ async fn run_plan(
         staleness: staleness(ctx, exporter),
         day_status,
         summary,
+        streams,
         trends,
         rules,
         described,
@@ -292,11 +296,14 @@ fn warn_instants(ctx: &Context) {
 /// outcome log) or it is not there.
 fn describe(
     ctx: &Context,
+    streams: &Option<Result<super::streams::StreamsRun, String>>,
     day_status: &Result<Vec<PathBuf>, String>,
     trends: &TrendsRun,
     rules: &RulesRun,
 ) -> Result<Vec<PathBuf>, String> {
-    let wrote = day_status.as_ref().is_ok_and(|f| !f.is_empty())
+    let streamed = matches!(streams, Some(Ok(s)) if s.runs.iter().any(|r| !r.files.is_empty()));
+    let wrote = streamed
+        || day_status.as_ref().is_ok_and(|f| !f.is_empty())
         || matches!(trends, TrendsRun::Computed(..))
         || matches!(rules, RulesRun::Fired(f) if !f.log.is_empty());
     let missing = !ctx

@@ -127,6 +127,28 @@ fn row_of(name: &str) -> (Vec<&'static str>, &'static str) {
     tables::by_name(name).map_or((Vec::new(), ""), |t| (t.key.to_vec(), t.row))
 }
 
+/// The Arrow schema of columns the catalogue types (the stream's tables: their writer builds
+/// them from the same declarations, `tests/it/catalogue.rs` holds the two equal).
+fn catalogued(columns: &[tables::Column]) -> SchemaRef {
+    use tables::Ty;
+    let fields: Vec<arrow_schema::Field> = columns
+        .iter()
+        .map(|c| {
+            let dtype = match c.ty {
+                Ty::Text => Arrow::Utf8,
+                Ty::Int => Arrow::Int64,
+                Ty::Float => Arrow::Float64,
+                Ty::Bool => Arrow::Boolean,
+                Ty::Date => Arrow::Date32,
+                Ty::Time => Arrow::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                Ty::Sources => Arrow::Utf8,
+            };
+            arrow_schema::Field::new(c.name, dtype, c.nullable)
+        })
+        .collect();
+    std::sync::Arc::new(arrow_schema::Schema::new(fields))
+}
+
 /// A table partitioned by `partitioning` under its folder.
 fn partitioned(
     name: &str,
@@ -192,6 +214,10 @@ pub fn tables(out: &Path) -> Result<Vec<Table>, String> {
     ];
     for (name, schema) in own {
         all.push(partitioned(name, None, schema, vec!["project"]));
+    }
+    for t in tables::STREAM {
+        let keys = t.partitioning.iter().map(|k| k.column()).collect();
+        all.push(partitioned(t.name, None, catalogued(t.columns), keys));
     }
     all.retain(|t| out.join(&t.name).is_dir());
     if out.join("trends").is_dir() {

@@ -8,6 +8,7 @@ pub mod export;
 pub mod lake;
 pub mod plan_view;
 pub mod rules;
+pub mod streams;
 pub mod warehouse;
 
 use crate::api::budget::Budget;

@@ -96,7 +96,74 @@ pub fn demo_settings(
             quote(&p.organization)
         );
     }
+    if let Some(stream) = data.stream.as_ref().filter(|s| !s.projects.is_empty()) {
+        let subdomains: Vec<String> = stream
+            .projects
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} = {}",
+                    quote(&crate::emulator::stream::subdomain(p)),
+                    quote(p)
+                )
+            })
+            .collect();
+        text += &format!(
+            "[[streams]]\nurl = {}\nsubdomains = {{ {} }}\n",
+            quote(&stream_dir(&out).display().to_string()),
+            subdomains.join(", ")
+        );
+    }
     Ok(RawConfig::parse(&text, "demo")?.validate("demo")?)
+}
+
+/// Where the demo's emulator writes its event stream: a hidden folder of the output (the
+/// mirror and the lake's readers pass it by), as the service would write a bucket.
+pub fn stream_dir(out: &std::path::Path) -> PathBuf {
+    out.join(".stream")
+}
+
+/// Writes the emulator's stream objects of the complete days after `after` up to yesterday
+/// (at most a week) into the demo's stream folder; returns the last day written.
+fn write_stream(
+    emulator: &Emulator,
+    dir: &std::path::Path,
+    after: Option<chrono::NaiveDate>,
+) -> anyhow::Result<Option<chrono::NaiveDate>> {
+    let today = emulator.today();
+    let first = today - chrono::Duration::days(7);
+    let from = after.map_or(first, |d| (d + chrono::Duration::days(1)).max(first));
+    let mut last = after;
+    for day in from.iter_days().take_while(|d| *d < today) {
+        for o in crate::emulator::stream::day(emulator, day).0 {
+            crate::layout::write_whole(&dir.join(&o.name), &o.bytes)?;
+        }
+        last = Some(day);
+    }
+    Ok(last)
+}
+
+/// The stream's week of each streamed project, as the demo prints it.
+fn print_stream_week(
+    out: &std::path::Path,
+    data: &DataFile,
+    to: Option<chrono::NaiveDate>,
+) -> anyhow::Result<()> {
+    let (Some(stream), Some(to)) = (&data.stream, to) else {
+        return Ok(());
+    };
+    let from = to - chrono::Duration::days(6);
+    crate::outln!(
+        "
+AI agents and their readers, from the event stream ({from} to {to}; tables agent_daily, agent_pages, ai_referrals, unknown_agents):"
+    );
+    for p in &stream.projects {
+        let week = crate::stream::report::week(out, p, from, to)?;
+        for line in week.lines(p) {
+            crate::outln!("{line}");
+        }
+    }
+    Ok(())
 }
 
 /// Runs the demo.
@@ -139,8 +206,10 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
         ..Options::export_only(false)
     };
     let out = std::fs::canonicalize(&output_dir).unwrap_or(output_dir.clone());
+    let mut streamed = write_stream(&server.emulator, &stream_dir(&output_dir), None)?;
     let report = demo_run(&ctx, &targets, opts).await?;
     print_latest(&out, &targets, &report.summary)?;
+    print_stream_week(&out, &data, streamed)?;
     crate::outln!();
     let mut fired = after_run(&ctx, &out, report.trends, report.rules, true)?;
     approve_as_demo(&engine, &loaded, &mut fired).await?;
@@ -153,6 +222,7 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
                 args.weeks,
                 ctx.settings.today(clock::Clock::now(m.as_ref()))
             );
+            streamed = write_stream(&server.emulator, &stream_dir(&output_dir), streamed)?;
             let report = demo_run(&ctx, &targets, opts).await?;
             summary.failed.extend(report.summary.failed);
             fired = after_run(&ctx, &out, report.trends, report.rules, false)?;
@@ -161,7 +231,20 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
         let report = impact::text::text(&loaded.rules, engine.ledger(), engine.calendar())?;
         crate::out!("\n{report}");
     }
-    let pushed = ctx.push().await?;
+    print_output(&ctx, &out, ctx.push().await?, &server.emulator.stats());
+    server.stop().await;
+    super::export::outcome(&summary)?;
+    super::rules::outcome(&fired.reports)
+}
+
+/// Where the outputs are: the bucket's URL or the output folder's full path, what was sent,
+/// each table's files and rows.
+fn print_output(
+    ctx: &Context,
+    out: &std::path::Path,
+    pushed: Option<crate::remote::Synced>,
+    stats: &BTreeMap<&str, crate::emulator::OpStats>,
+) {
     // The bucket's URL, or the output folder's full path.
     let shown = match &ctx.settings.output {
         Some(l) => l.to_string(),
@@ -176,10 +259,7 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
             out.display()
         );
     }
-    print_tables(&out, &shown, &server.emulator.stats());
-    server.stop().await;
-    super::export::outcome(&summary)?;
-    super::rules::outcome(&fired.reports)
+    print_tables(out, &shown, stats);
 }
 
 /// Each demo organization's first admin key.
@@ -268,6 +348,11 @@ async fn demo_run(
         anyhow::bail!("the demo's run did not run: {outcome:?}");
     };
     crate::out!("{}", crate::export::describe_summary(&report.summary));
+    if let Some(streams) = &report.streams {
+        for line in crate::app::streams::lines(streams) {
+            crate::outln!("{line}");
+        }
+    }
     Ok(*report)
 }
 
@@ -384,6 +469,13 @@ fn print_tables(
                 String::new()
             };
             crate::outln!("  {:<20} {files:>6} {rows:>8} {requests:>9}", t.name);
+        }
+    }
+    for t in crate::tables::STREAM {
+        let (files, rows) =
+            crate::dataset::parquet::count_rows(&out.join(t.name)).unwrap_or_default();
+        if files > 0 {
+            crate::outln!("  {:<20} {files:>6} {rows:>8}  (the event stream)", t.name);
         }
     }
     crate::outln!("  tables are under {shown}/<table>/project=<id>/date=<YYYY-MM-DD>/{PART}");

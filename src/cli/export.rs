@@ -109,6 +109,18 @@ pub fn finish(ctx: &Context, report: Report, projects: &[String]) -> anyhow::Res
         .and(report.described.as_ref())
         .map(|_| ())
         .map_err(|e| anyhow::anyhow!("{e}"));
+    if let Some(streams) = &report.streams {
+        for line in crate::app::streams::lines(streams) {
+            crate::outln!("{line}");
+        }
+        let failed = match streams {
+            Err(e) => Some(e.clone()),
+            Ok(s) => s.runs.iter().find_map(|r| r.error.clone()),
+        };
+        if let (Some(e), true) = (failed, after.is_ok()) {
+            after = Err(anyhow::anyhow!("a stream was not read to its end: {e}"));
+        }
+    }
     match &report.trends {
         TrendsRun::Computed(t, _) => {
             // The trend tables always cover every project (the files are shared); the summary

@@ -10,6 +10,7 @@ mod daemon_work;
 mod datasets;
 mod docs;
 mod emulator;
+mod event_stream;
 mod export;
 mod hostile;
 mod review;

@@ -142,6 +142,16 @@ struct File {
     agents: Vec<Row>,
     #[serde(default)]
     generic: Generic,
+    #[serde(default)]
+    referrers: Vec<Referrer>,
+}
+
+/// The AI products an operator runs, by the hosts a reader comes from.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Referrer {
+    operator: String,
+    hosts: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -186,6 +196,8 @@ pub struct Agents {
     bots: Matcher,
     programs: Matcher,
     browsers: Matcher,
+    /// Each AI product's host and its operator, yours first.
+    referrers: Vec<(String, String)>,
 }
 
 /// Patterns without rows: which one a user agent contains.
@@ -242,6 +254,16 @@ impl Agents {
     }
 
     fn from_files(shipped: File, user: Option<File>) -> Result<Self, String> {
+        let mut referrers = Vec::new();
+        for r in user
+            .iter()
+            .flat_map(|u| &u.referrers)
+            .chain(&shipped.referrers)
+        {
+            for h in &r.hosts {
+                referrers.push((h.to_ascii_lowercase(), r.operator.clone()));
+            }
+        }
         let (version, rows, generic) = match user {
             None => (shipped.version, shipped.agents, shipped.generic),
             Some(user) => {
@@ -281,7 +303,22 @@ impl Agents {
             bots: Matcher::new(generic.bots)?,
             programs: Matcher::new(generic.programs)?,
             browsers: Matcher::new(generic.browsers)?,
+            referrers,
         })
+    }
+
+    /// The operator of the AI product at `host` (a referrer's host: `chatgpt.com`, or a
+    /// subdomain of a listed host), if it is one.
+    pub fn referrer(&self, host: &str) -> Option<&str> {
+        self.referrers
+            .iter()
+            .find(|(h, _)| {
+                host.eq_ignore_ascii_case(h)
+                    || (host.len() > h.len()
+                        && host.as_bytes()[host.len() - h.len() - 1] == b'.'
+                        && host[host.len() - h.len()..].eq_ignore_ascii_case(h))
+            })
+            .map(|(_, o)| o.as_str())
     }
 
     /// The table's version, as every row it classifies keeps it: the shipped file's, then
@@ -331,16 +368,24 @@ impl Agents {
     /// agent) and what.
     pub fn read(&self, user_agent: &str, event: &str, path: &str) -> Read {
         let surface = surface(event, path);
-        let mut who = self.who(user_agent);
-        if who.class == Class::Human && surface.is_for_agents() {
-            who = Who {
-                agent: MASKED.to_string(),
-                operator: String::new(),
-                class: Class::Unknown,
-            };
+        Read {
+            who: unmasked(self.who(user_agent), surface),
+            surface,
         }
-        Read { who, surface }
     }
+}
+
+/// Who read `surface`, knowing who the user agent names: a browser's user agent reading what
+/// only programs read is an unnamed agent ([`MASKED`]).
+pub fn unmasked(who: Who, surface: Surface) -> Who {
+    if who.class == Class::Human && surface.is_for_agents() {
+        return Who {
+            agent: MASKED.to_string(),
+            operator: String::new(),
+            class: Class::Unknown,
+        };
+    }
+    who
 }
 
 /// Parses and checks a table's text.
@@ -376,6 +421,31 @@ fn parse(text: &str, file: &str) -> Result<File, AgentsError> {
         }
         for p in &row.patterns {
             check_pattern(p).map_err(at)?;
+        }
+    }
+    for (i, r) in f.referrers.iter().enumerate() {
+        let at = |m: String| {
+            error(format!(
+                "referrers[{i}] ({}): {m}",
+                r.operator.escape_debug()
+            ))
+        };
+        check_name("operator", &r.operator, MAX_NAME).map_err(at)?;
+        if r.hosts.is_empty() {
+            return Err(at("hosts: none given".into()));
+        }
+        for h in &r.hosts {
+            if h.len() < 4
+                || !h.contains('.')
+                || !h
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-.".contains(c))
+            {
+                return Err(at(format!(
+                    "host {:?}: a host name such as chatgpt.com",
+                    h.escape_debug().to_string()
+                )));
+            }
         }
     }
     for p in f

@@ -89,6 +89,8 @@ pub enum Writer {
     Rules,
     /// The trends, from the other tables (files under `trends/`).
     Trends,
+    /// The reader of the service's analytics event stream (`[[streams]]`).
+    Stream,
 }
 
 /// A table of the lake.
@@ -473,6 +475,65 @@ pub const FRACTIONS_KEY: &[&str] = &["project", "date", "key", "column"];
 /// What a row of a `<table>_fractions` companion is.
 pub const FRACTIONS_ROW: &str = "a count the service sent with a fraction: its row's key, the column, the value as sent, and as written (rounded half away from zero) in the table";
 
+// The stream's tables (`Writer::Stream`).
+const EVENTS_COLUMNS: &[Column] = &[
+    c("event_id", Ty::Text),
+    c("at", Ty::Time),
+    c("event", Ty::Text),
+    n("path", Ty::Text),
+    c("surface", Ty::Text),
+    n("user_agent", Ty::Text),
+    c("agent", Ty::Text),
+    n("operator", Ty::Text),
+    c("class", Ty::Text),
+    c("agents_version", Ty::Text),
+    n("referrer_host", Ty::Text),
+    n("session", Ty::Text),
+];
+const AGENT_DAILY_COLUMNS: &[Column] = &[
+    c("agent", Ty::Text),
+    n("operator", Ty::Text),
+    c("class", Ty::Text),
+    c("surface", Ty::Text),
+    c("events", Ty::Int),
+    c("pages", Ty::Int),
+    c("sessions", Ty::Int),
+    c("agents_version", Ty::Text),
+];
+const AGENT_PAGES_COLUMNS: &[Column] = &[
+    c("path", Ty::Text),
+    c("agent", Ty::Text),
+    n("operator", Ty::Text),
+    c("class", Ty::Text),
+    c("surface", Ty::Text),
+    c("events", Ty::Int),
+    c("agents_version", Ty::Text),
+];
+const AI_REFERRALS_COLUMNS: &[Column] = &[
+    c("operator", Ty::Text),
+    c("referrer_host", Ty::Text),
+    c("path", Ty::Text),
+    c("views", Ty::Int),
+    c("sessions", Ty::Int),
+    c("agents_version", Ty::Text),
+];
+const UNKNOWN_AGENTS_COLUMNS: &[Column] = &[
+    c("user_agent", Ty::Text),
+    c("agent", Ty::Text),
+    c("events", Ty::Int),
+    c("pages", Ty::Int),
+    c("agents_version", Ty::Text),
+];
+const STREAM_COVERAGE_COLUMNS: &[Column] = &[
+    c("date", Ty::Date),
+    c("stream_human", Ty::Int),
+    c("stream_ai", Ty::Int),
+    n("api_human", Ty::Int),
+    n("api_ai", Ty::Int),
+    n("human_coverage", Ty::Float),
+    n("ai_coverage", Ty::Float),
+];
+
 const DAILY: &[Key] = &[Key::Project, Key::Date];
 const PER_PROJECT: &[Key] = &[Key::Project];
 
@@ -506,6 +567,23 @@ const fn trend(
         partitioning: &[],
         row,
         writer: Writer::Trends,
+        columns,
+    }
+}
+
+const fn stream(
+    name: &'static str,
+    key: &'static [&'static str],
+    partitioning: &'static [Key],
+    row: &'static str,
+    columns: &'static [Column],
+) -> Table {
+    Table {
+        name,
+        key,
+        partitioning,
+        row,
+        writer: Writer::Stream,
         columns,
     }
 }
@@ -824,6 +902,65 @@ pub mod name {
     pub const CALLERS_WEEKLY: &str = super::CALLERS_WEEKLY.name;
 }
 
+/// One event of the analytics stream.
+pub const EVENTS: Table = stream(
+    "events",
+    &["project", "date", "event_id"],
+    DAILY,
+    "one event of the service's analytics stream, on its local day: no ip, user or visitor id; the referrer as its host, the session as a keyed hash",
+    EVENTS_COLUMNS,
+);
+/// One day's reads by one agent on one surface.
+pub const AGENT_DAILY: Table = stream(
+    "agent_daily",
+    &["project", "date", "agent", "surface"],
+    DAILY,
+    "one day's page reads (content views, Markdown views, llms.txt, MCP) by one agent on one surface: events, distinct pages and sessions",
+    AGENT_DAILY_COLUMNS,
+);
+/// One page read by one agent on one surface in a day.
+pub const AGENT_PAGES: Table = stream(
+    "agent_pages",
+    &["project", "date", "path", "agent", "surface"],
+    DAILY,
+    "one page read by one agent (not a browser) on one surface in a day, and how often",
+    AGENT_PAGES_COLUMNS,
+);
+/// Readers an AI product sent to one page in a day.
+pub const AI_REFERRALS: Table = stream(
+    "ai_referrals",
+    &["project", "date", "operator", "referrer_host", "path"],
+    DAILY,
+    "human page views of one day whose referrer is an AI product (by its operator and host) and the page they landed on",
+    AI_REFERRALS_COLUMNS,
+);
+/// A user agent the agents table does not name.
+pub const UNKNOWN_AGENTS: Table = stream(
+    "unknown_agents",
+    &["project", "date", "user_agent"],
+    DAILY,
+    "a user agent of one day that the agents table files as unknown, with its events: the rows to add to your agents file",
+    UNKNOWN_AGENTS_COLUMNS,
+);
+/// How much of the API's counts one day of the stream holds.
+pub const STREAM_COVERAGE: Table = stream(
+    "stream_coverage",
+    &["project", "date"],
+    PER_PROJECT,
+    "one day of a project: the stream's human and agent page views against the API's human and ai counts, and their ratios",
+    STREAM_COVERAGE_COLUMNS,
+);
+
+/// The stream's tables, in the lake's order.
+pub const STREAM: [&Table; 6] = [
+    &EVENTS,
+    &AGENT_DAILY,
+    &AGENT_PAGES,
+    &AI_REFERRALS,
+    &UNKNOWN_AGENTS,
+    &STREAM_COVERAGE,
+];
+
 /// The tables the datasets, the export and the rules write, in the lake's order.
 pub const WRITTEN: [&Table; 18] = [
     &PAGE_VIEWS,
@@ -866,6 +1003,7 @@ pub fn by_name(name: &str) -> Option<&'static Table> {
     WRITTEN
         .iter()
         .chain(TRENDS.iter())
+        .chain(STREAM.iter())
         .find(|t| t.name == name)
         .copied()
 }
@@ -882,9 +1020,14 @@ mod tests {
 
     #[test]
     fn every_table_has_one_name_a_key_and_a_row() {
-        let all: Vec<&Table> = WRITTEN.iter().chain(TRENDS.iter()).copied().collect();
+        let all: Vec<&Table> = WRITTEN
+            .iter()
+            .chain(TRENDS.iter())
+            .chain(STREAM.iter())
+            .copied()
+            .collect();
         let names: HashSet<&str> = all.iter().map(|t| t.name).collect();
-        assert_eq!(names.len(), 29);
+        assert_eq!(names.len(), 35);
         for t in &all {
             assert!(!t.key.is_empty() && !t.row.is_empty(), "{}", t.name);
             for k in t.partitioning {

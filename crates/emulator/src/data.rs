@@ -70,6 +70,30 @@ pub struct DataFile {
     /// Readers' texts planted among a project's searches, questions or feedback, every day.
     #[serde(default)]
     pub readers: Vec<ReaderText>,
+    /// The analytics event stream the emulator writes (none when left out).
+    #[serde(default)]
+    pub stream: Option<StreamData>,
+}
+
+/// The data file's `[stream]`.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StreamData {
+    /// The projects streamed (their subdomain: `docs-<id>`).
+    #[serde(default)]
+    pub projects: Vec<String>,
+    /// The share of each page's `ai` views in the stream (1: all; less when server-side
+    /// fetches are left out).
+    #[serde(default = "one")]
+    pub agent_fraction: f64,
+    /// Writes bad lines in every object (not JSON, a payload string that is not JSON, an
+    /// unknown event, a subdomain no project has) and cuts the day's last object short.
+    #[serde(default)]
+    pub bad_lines: bool,
+}
+
+const fn one() -> f64 {
+    1.0
 }
 
 /// The most views a day of one project may have in a data file.
@@ -606,6 +630,16 @@ impl DataFile {
                 self.start_date,
                 earliest_start()
             ));
+        }
+        if let Some(st) = &self.stream {
+            for p in &st.projects {
+                if !self.projects.iter().any(|q| &q.id == p) {
+                    out.push(format!("stream: project {p} is not among the projects"));
+                }
+            }
+            if !(0.0..=1.0).contains(&st.agent_fraction) {
+                out.push("stream: agent_fraction must be between 0 and 1".to_string());
+            }
         }
         let mut projects = HashSet::new();
         for p in &self.projects {

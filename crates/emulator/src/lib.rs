@@ -16,6 +16,7 @@ pub mod generate;
 pub mod jobs;
 pub mod records;
 pub mod replay;
+pub mod stream;
 
 use axum::Json;
 use axum::Router;

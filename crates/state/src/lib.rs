@@ -26,6 +26,7 @@ mod queue;
 pub mod rate;
 mod shaped;
 pub mod sql;
+pub mod streams;
 pub mod unknown;
 mod windows;
 

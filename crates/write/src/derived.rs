@@ -97,6 +97,12 @@ impl<'a, R> Columns<'a, R> {
         self.with(Field::new(name, dtype, nullable), Arc::new(array))
     }
 
+    /// Writes the columns as `<dir>/part-00000.parquet`, in place when it returns.
+    pub fn write_in(self, dir: &Path) -> Result<PathBuf, WriteError> {
+        let schema = self.schema();
+        write_table(dir, schema, self.arrays)
+    }
+
     /// The table's schema (the `project` partition aside).
     pub fn schema(&self) -> SchemaRef {
         Arc::new(Schema::new(self.fields.clone()))

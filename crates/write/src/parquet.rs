@@ -150,3 +150,26 @@ pub fn count_rows(dir: &Path) -> std::io::Result<(u64, i64)> {
     }
     Ok((files, rows))
 }
+
+/// Every record batch of the Parquet file `path` (a table's partition read back whole).
+pub fn read_file(path: &Path) -> Result<Vec<RecordBatch>, WriteError> {
+    let shown = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|source| WriteError::Io {
+        path: shown.clone(),
+        source,
+    })?;
+    let enc = |e: parquet::errors::ParquetError| WriteError::Encode {
+        path: shown.clone(),
+        message: e.to_string(),
+    };
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(enc)?
+        .build()
+        .map_err(enc)?;
+    reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| WriteError::Encode {
+            path: shown.clone(),
+            message: e.to_string(),
+        })
+}

@@ -1,0 +1,497 @@
+//! One project's day of the stream as tables: its events read back from the lake, the new ones
+//! added (an id already there is a duplicate), each classified by the agents table, and the
+//! day's `events`, `agent_daily`, `agent_pages`, `ai_referrals` and `unknown_agents` partitions
+//! written, each in place when it returns.
+
+use crate::batch::{Ev, Strings};
+use crate::line::uuid_text;
+use arrow_array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use chrono::{DateTime, NaiveDate, Utc};
+use docpipe_agents::{Agents, Class, Surface, Who, surface, unmasked};
+use docpipe_catalog::layout::{PART, partition_dir};
+use docpipe_catalog::tables;
+use docpipe_write::derived::Columns;
+use docpipe_write::parquet::{WriteError, read_file, remove_partition};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+/// Whether an event is a read of a page (what `agent_daily` counts).
+pub fn is_read(event: &str) -> bool {
+    event == "docs.content.view"
+        || event == "docs.content.md.view"
+        || event.starts_with("docs.mcp.")
+}
+
+/// Who read, classified once per user agent, and what, once per event and path.
+pub struct Classifier<'a> {
+    agents: &'a Agents,
+    /// The [`Strings`] the index caches are of.
+    strings: u64,
+    who: Vec<Who>,
+    by_agent: HashMap<u32, u32, foldhash::fast::RandomState>,
+    by_who_surface: HashMap<(u32, Surface), u32, foldhash::fast::RandomState>,
+    surfaces: HashMap<(u32, u32), Surface, foldhash::fast::RandomState>,
+}
+
+impl<'a> Classifier<'a> {
+    /// A classifier over `agents` (its caches start empty).
+    pub fn new(agents: &'a Agents) -> Self {
+        Self {
+            agents,
+            strings: 0,
+            who: Vec::new(),
+            by_agent: HashMap::default(),
+            by_who_surface: HashMap::default(),
+            surfaces: HashMap::default(),
+        }
+    }
+
+    /// Who read `ev` (an index into [`Self::who`]) and on what surface.
+    pub fn read(&mut self, strings: &Strings, ev: &Ev) -> (u32, Surface) {
+        if strings.id() != self.strings {
+            // Indexes of another table of texts: the caches by index do not hold.
+            self.strings = strings.id();
+            self.by_agent.clear();
+            self.surfaces.clear();
+        }
+        let s = *self.surfaces.entry((ev.event, ev.path)).or_insert_with(|| {
+            surface(
+                strings.get(ev.event).unwrap_or(""),
+                strings.get(ev.path).unwrap_or(""),
+            )
+        });
+        let named = match self.by_agent.get(&ev.user_agent) {
+            Some(&w) => w,
+            None => {
+                let who = self.agents.who(strings.get(ev.user_agent).unwrap_or(""));
+                let w = self.push(who);
+                self.by_agent.insert(ev.user_agent, w);
+                w
+            }
+        };
+        if !s.is_for_agents() || self.who[named as usize].class != Class::Human {
+            return (named, s);
+        }
+        if let Some(&w) = self.by_who_surface.get(&(named, s)) {
+            return (w, s);
+        }
+        let w = self.push(unmasked(self.who[named as usize].clone(), s));
+        self.by_who_surface.insert((named, s), w);
+        (w, s)
+    }
+
+    fn push(&mut self, who: Who) -> u32 {
+        if let Some(i) = self.who.iter().position(|w| *w == who) {
+            return i as u32;
+        }
+        self.who.push(who);
+        (self.who.len() - 1) as u32
+    }
+
+    /// Who each index is.
+    pub fn who(&self, i: u32) -> &Who {
+        &self.who[i as usize]
+    }
+
+    /// The table's version.
+    pub fn version(&self) -> &str {
+        self.agents.version()
+    }
+
+    /// The operator of the AI product at a referrer's host.
+    pub fn referrer(&self, host: &str) -> Option<&str> {
+        self.agents.referrer(host)
+    }
+}
+
+/// A project's day: where its tables go.
+#[derive(Debug, Clone, Copy)]
+pub struct Day<'a> {
+    /// The output folder.
+    pub out: &'a Path,
+    /// The project.
+    pub project: &'a str,
+    /// The local day.
+    pub date: NaiveDate,
+}
+
+impl Day<'_> {
+    fn dir(&self, table: &str) -> PathBuf {
+        partition_dir(self.out, table, self.project, self.date)
+    }
+}
+
+/// What writing a day came to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Events new to the lake.
+    pub added: u64,
+    /// Events the lake held already (read again: a duplicate across objects or runs).
+    pub duplicates: u64,
+    /// The day's events now.
+    pub events: u64,
+    /// The files written.
+    pub files: Vec<PathBuf>,
+}
+
+/// The day's events in the lake (none when it has no partition), their texts in `strings`.
+pub fn read_events(day: &Day<'_>, strings: &mut Strings) -> Result<Vec<Ev>, WriteError> {
+    let file = day.dir(tables::EVENTS.name).join(PART);
+    if !file.is_file() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for batch in read_file(&file)? {
+        events_of(&batch, strings, &mut out).map_err(|message| WriteError::Encode {
+            path: file.display().to_string(),
+            message,
+        })?;
+    }
+    Ok(out)
+}
+
+fn text<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b StringArray, String> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| format!("no text column {name}"))
+}
+
+fn opt(a: &StringArray, i: usize) -> Option<&str> {
+    (!a.is_null(i)).then(|| a.value(i))
+}
+
+fn events_of(batch: &RecordBatch, strings: &mut Strings, out: &mut Vec<Ev>) -> Result<(), String> {
+    let ids = text(batch, "event_id")?;
+    let at = batch
+        .column_by_name("at")
+        .and_then(|c| c.as_any().downcast_ref::<TimestampMicrosecondArray>())
+        .ok_or("no time column at")?;
+    let (event, path, ua) = (
+        text(batch, "event")?,
+        text(batch, "path")?,
+        text(batch, "user_agent")?,
+    );
+    let (referrer, session) = (text(batch, "referrer_host")?, text(batch, "session")?);
+    for i in 0..batch.num_rows() {
+        let (id, uuid) = crate::line::id_bits(ids.value(i));
+        let uuid = uuid && uuid_text(id) == ids.value(i);
+        out.push(Ev {
+            id,
+            at: at.value(i),
+            session: opt(session, i)
+                .and_then(|s| u64::from_str_radix(s, 16).ok())
+                .unwrap_or(0),
+            raw_id: if uuid {
+                0
+            } else {
+                strings.of(Some(ids.value(i)))
+            },
+            event: strings.of(Some(event.value(i))),
+            path: strings.of(opt(path, i)),
+            user_agent: strings.of(opt(ua, i)),
+            referrer: strings.of(opt(referrer, i)),
+        });
+    }
+    Ok(())
+}
+
+/// Adds `new` to the day's events in the lake and writes the day's tables again.
+pub fn write_day(
+    day: &Day<'_>,
+    strings: &mut Strings,
+    new: &[Ev],
+    classify: &mut Classifier<'_>,
+) -> Result<Written, WriteError> {
+    let mut events = read_events(day, strings)?;
+    let had: std::collections::HashSet<u128> = events.iter().map(|e| e.id).collect();
+    let mut written = Written::default();
+    for e in new {
+        if had.contains(&e.id) {
+            written.duplicates += 1;
+        } else {
+            written.added += 1;
+            events.push(*e);
+        }
+    }
+    if written.added == 0 && !new.is_empty() {
+        return Ok(written);
+    }
+    events.sort_by_key(|e| (e.at, e.id));
+    written.events = events.len() as u64;
+    let reads: Vec<(u32, Surface)> = events.iter().map(|e| classify.read(strings, e)).collect();
+    let rows = Rows::of(&events, &reads, strings, classify);
+    written.files = rows.write(day, &events, &reads, strings, classify)?;
+    Ok(written)
+}
+
+/// The day's derived rows.
+struct Rows {
+    daily: Vec<AgentDay>,
+    pages: Vec<AgentPage>,
+    referrals: Vec<Referral>,
+    unknown: Vec<UnknownAgent>,
+}
+
+struct AgentDay {
+    who: u32,
+    surface: Surface,
+    events: i64,
+    pages: i64,
+    sessions: i64,
+}
+
+struct AgentPage {
+    path: u32,
+    who: u32,
+    surface: Surface,
+    events: i64,
+}
+
+struct Referral {
+    operator: String,
+    host: u32,
+    path: u32,
+    views: i64,
+    sessions: i64,
+}
+
+struct UnknownAgent {
+    user_agent: u32,
+    who: u32,
+    events: i64,
+    pages: i64,
+}
+
+type Acc = (i64, BTreeSet<u32>, BTreeSet<u64>);
+
+fn add(acc: &mut Acc, path: u32, session: u64) {
+    acc.0 += 1;
+    if path != 0 {
+        acc.1.insert(path);
+    }
+    if session != 0 {
+        acc.2.insert(session);
+    }
+}
+
+fn count<T>(s: &BTreeSet<T>) -> i64 {
+    s.len() as i64
+}
+
+impl Rows {
+    fn of(events: &[Ev], reads: &[(u32, Surface)], strings: &Strings, c: &Classifier<'_>) -> Self {
+        let mut daily: BTreeMap<(u32, Surface), Acc> = BTreeMap::new();
+        let mut pages: BTreeMap<(u32, u32, Surface), i64> = BTreeMap::new();
+        let mut referrals: BTreeMap<(String, u32, u32), Acc> = BTreeMap::new();
+        let mut unknown: BTreeMap<(u32, u32), Acc> = BTreeMap::new();
+        for (e, &(who, surface)) in events.iter().zip(reads) {
+            if !is_read(strings.get(e.event).unwrap_or("")) {
+                continue;
+            }
+            add(daily.entry((who, surface)).or_default(), e.path, e.session);
+            let class = c.who(who).class;
+            if class != Class::Human && e.path != 0 {
+                *pages.entry((e.path, who, surface)).or_default() += 1;
+            }
+            if class == Class::Unknown && c.who(who).agent != docpipe_agents::MASKED {
+                add(unknown.entry((e.user_agent, who)).or_default(), e.path, 0);
+            }
+            let operator = strings.get(e.referrer).and_then(|h| c.referrer(h));
+            if let (Class::Human, Some(op), true) = (class, operator, e.path != 0) {
+                let key = (op.to_string(), e.referrer, e.path);
+                add(referrals.entry(key).or_default(), e.path, e.session);
+            }
+        }
+        Self {
+            daily: daily
+                .into_iter()
+                .map(|((who, surface), (n, p, s))| AgentDay {
+                    who,
+                    surface,
+                    events: n,
+                    pages: count(&p),
+                    sessions: count(&s),
+                })
+                .collect(),
+            pages: pages
+                .into_iter()
+                .map(|((path, who, surface), events)| AgentPage {
+                    path,
+                    who,
+                    surface,
+                    events,
+                })
+                .collect(),
+            referrals: referrals
+                .into_iter()
+                .map(|((operator, host, path), (n, _, s))| Referral {
+                    operator,
+                    host,
+                    path,
+                    views: n,
+                    sessions: count(&s),
+                })
+                .collect(),
+            unknown: unknown
+                .into_iter()
+                .map(|((user_agent, who), (n, p, _))| UnknownAgent {
+                    user_agent,
+                    who,
+                    events: n,
+                    pages: count(&p),
+                })
+                .collect(),
+        }
+    }
+
+    fn write(
+        &self,
+        day: &Day<'_>,
+        events: &[Ev],
+        reads: &[(u32, Surface)],
+        s: &Strings,
+        c: &Classifier<'_>,
+    ) -> Result<Vec<PathBuf>, WriteError> {
+        let version = c.version();
+        let op = |w: u32| Some(c.who(w).operator.as_str()).filter(|o| !o.is_empty());
+        let mut files = vec![write_events(day, events, reads, s, c)?];
+        let t = &tables::AGENT_DAILY;
+        files.extend(put(day, t.name, &self.daily, |cols| {
+            cols.text("agent", false, |r| Some(c.who(r.who).agent.as_str()))
+                .text("operator", true, |r| op(r.who))
+                .text("class", false, |r| Some(c.who(r.who).class.as_str()))
+                .text("surface", false, |r| Some(r.surface.as_str()))
+                .int("events", false, |r| Some(r.events))
+                .int("pages", false, |r| Some(r.pages))
+                .int("sessions", false, |r| Some(r.sessions))
+                .text("agents_version", false, |_| Some(version))
+        })?);
+        files.extend(put(day, tables::AGENT_PAGES.name, &self.pages, |cols| {
+            cols.text("path", false, |r| s.get(r.path))
+                .text("agent", false, |r| Some(c.who(r.who).agent.as_str()))
+                .text("operator", true, |r| op(r.who))
+                .text("class", false, |r| Some(c.who(r.who).class.as_str()))
+                .text("surface", false, |r| Some(r.surface.as_str()))
+                .int("events", false, |r| Some(r.events))
+                .text("agents_version", false, |_| Some(version))
+        })?);
+        files.extend(put(
+            day,
+            tables::AI_REFERRALS.name,
+            &self.referrals,
+            |cols| {
+                cols.text("operator", false, |r| Some(r.operator.as_str()))
+                    .text("referrer_host", false, |r| s.get(r.host))
+                    .text("path", false, |r| s.get(r.path))
+                    .int("views", false, |r| Some(r.views))
+                    .int("sessions", false, |r| Some(r.sessions))
+                    .text("agents_version", false, |_| Some(version))
+            },
+        )?);
+        files.extend(put(
+            day,
+            tables::UNKNOWN_AGENTS.name,
+            &self.unknown,
+            |cols| {
+                cols.text("user_agent", false, |r| {
+                    Some(s.get(r.user_agent).unwrap_or(""))
+                })
+                .text("agent", false, |r| Some(c.who(r.who).agent.as_str()))
+                .int("events", false, |r| Some(r.events))
+                .int("pages", false, |r| Some(r.pages))
+                .text("agents_version", false, |_| Some(version))
+            },
+        )?);
+        Ok(files)
+    }
+}
+
+/// Writes `rows` as the day's partition of `table`, or removes it when there are none.
+fn put<'r, R>(
+    day: &Day<'_>,
+    table: &str,
+    rows: &'r [R],
+    columns: impl FnOnce(Columns<'r, R>) -> Columns<'r, R>,
+) -> Result<Option<PathBuf>, WriteError> {
+    let dir = day.dir(table);
+    if rows.is_empty() {
+        remove_partition(&dir)?;
+        return Ok(None);
+    }
+    columns(Columns::new(rows)).write_in(&dir).map(Some)
+}
+
+fn write_events(
+    day: &Day<'_>,
+    events: &[Ev],
+    reads: &[(u32, Surface)],
+    s: &Strings,
+    c: &Classifier<'_>,
+) -> Result<PathBuf, WriteError> {
+    let rows: Vec<(&Ev, u32, Surface)> = events
+        .iter()
+        .zip(reads)
+        .map(|(e, &(w, sf))| (e, w, sf))
+        .collect();
+    let version = c.version();
+    let at = |e: &Ev| DateTime::<Utc>::from_timestamp_micros(e.at);
+    Columns::new(&rows)
+        .text("event_id", false, |r| {
+            Some(match s.get(r.0.raw_id) {
+                Some(raw) => raw.to_string(),
+                None => uuid_text(r.0.id),
+            })
+        })
+        .time("at", false, |r| at(r.0))
+        .text("event", false, |r| s.get(r.0.event))
+        .text("path", true, |r| s.get(r.0.path))
+        .text("surface", false, |r| Some(r.2.as_str()))
+        .text("user_agent", true, |r| s.get(r.0.user_agent))
+        .text("agent", false, |r| Some(c.who(r.1).agent.as_str()))
+        .text("operator", true, |r| {
+            Some(c.who(r.1).operator.as_str()).filter(|o| !o.is_empty())
+        })
+        .text("class", false, |r| Some(c.who(r.1).class.as_str()))
+        .text("agents_version", false, |_| Some(version))
+        .text("referrer_host", true, |r| s.get(r.0.referrer))
+        .text("session", true, |r| {
+            (r.0.session != 0).then(|| format!("{:016x}", r.0.session))
+        })
+        .write_in(&day.dir(tables::EVENTS.name))
+}
+
+/// The number of a day's reads: by humans and by agents (not a browser, on a page's HTML or
+/// Markdown), from its `agent_daily` partition (`None`: the day has none).
+pub fn reads_of(day: &Day<'_>) -> Result<Option<(i64, i64)>, WriteError> {
+    let file = day.dir(tables::AGENT_DAILY.name).join(PART);
+    if !file.is_file() {
+        return Ok(None);
+    }
+    let (mut human, mut ai) = (0, 0);
+    for b in read_file(&file)? {
+        let bad = |m: String| WriteError::Encode {
+            path: file.display().to_string(),
+            message: m,
+        };
+        let (class, surface) = (
+            text(&b, "class").map_err(bad)?,
+            text(&b, "surface").map_err(bad)?,
+        );
+        let events = b
+            .column_by_name("events")
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+            .ok_or_else(|| bad("no column events".into()))?;
+        for i in 0..b.num_rows() {
+            if !matches!(surface.value(i), "html" | "markdown") {
+                continue;
+            }
+            if class.value(i) == Class::Human.as_str() {
+                human += events.value(i);
+            } else {
+                ai += events.value(i);
+            }
+        }
+    }
+    Ok(Some((human, ai)))
+}

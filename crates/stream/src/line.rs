@@ -1,0 +1,249 @@
+//! One line of a stream object: `{"eventType": ..., "payload": ...}`, where `payload` is an
+//! object or a JSON-encoded string of one. Only the fields docpipe keeps are read: `ip`,
+//! `user_id`, `anon_id` and `properties` are skipped by the parser and never held.
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use std::borrow::Cow;
+use std::fmt;
+
+/// The fields of one event that docpipe reads, borrowed from the line where no escape forced a
+/// copy.
+#[derive(Debug, Default, Deserialize)]
+pub struct Payload<'a> {
+    /// The documented deduplication key.
+    #[serde(borrow, default)]
+    pub event_id: Option<Cow<'a, str>>,
+    /// The docs' subdomain (which project).
+    #[serde(borrow, default)]
+    pub subdomain: Option<Cow<'a, str>>,
+    /// The session (kept only as a keyed hash).
+    #[serde(borrow, default)]
+    pub session_id: Option<Cow<'a, str>>,
+    /// When (ISO 8601).
+    #[serde(borrow, default)]
+    pub created_at: Option<Cow<'a, str>>,
+    /// The event's name (the line's `eventType` wins).
+    #[serde(borrow, default)]
+    pub event: Option<Cow<'a, str>>,
+    /// The page's path.
+    #[serde(borrow, default)]
+    pub path: Option<Cow<'a, str>>,
+    /// Where the reader came from (kept only as its host).
+    #[serde(borrow, default)]
+    pub referrer: Option<Cow<'a, str>>,
+    /// The reader's user agent.
+    #[serde(borrow, default)]
+    pub user_agent: Option<Cow<'a, str>>,
+}
+
+/// `payload`: an object, or a string that should hold one.
+enum PayloadField<'a> {
+    Object(Payload<'a>),
+    Text(Cow<'a, str>),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for PayloadField<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = PayloadField<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object or a JSON-encoded string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(PayloadField::Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(PayloadField::Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(PayloadField::Text(Cow::Owned(v)))
+            }
+            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Self::Value, M::Error> {
+                Payload::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(PayloadField::Object)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "eventType", borrow, default)]
+    event_type: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    payload: Option<PayloadField<'a>>,
+}
+
+/// Why a line was not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Bad {
+    /// The line is not a JSON object of the stream's shape (a truncated object's last line).
+    NotJson,
+    /// `payload` is a string that is not a JSON object.
+    PayloadNotJson,
+    /// No `payload`.
+    NoPayload,
+    /// No event name (`eventType` nor `payload.event`).
+    NoEvent,
+    /// No `event_id`.
+    NoEventId,
+    /// No `subdomain`.
+    NoSubdomain,
+    /// No `created_at`, or one that is not an ISO 8601 instant.
+    BadTime,
+}
+
+impl Bad {
+    /// What it is, in a few words.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Bad::NotJson => "not JSON",
+            Bad::PayloadNotJson => "a payload string that is not JSON",
+            Bad::NoPayload => "no payload",
+            Bad::NoEvent => "no event name",
+            Bad::NoEventId => "no event_id",
+            Bad::NoSubdomain => "no subdomain",
+            Bad::BadTime => "no readable created_at",
+        }
+    }
+}
+
+impl fmt::Display for Bad {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One event's fields, checked: what a reader of the line is handed.
+#[derive(Debug, Clone, Copy)]
+pub struct Fields<'a> {
+    /// The event's name.
+    pub event: &'a str,
+    /// Its id.
+    pub event_id: &'a str,
+    /// Its subdomain.
+    pub subdomain: &'a str,
+    /// When, in microseconds since the epoch (UTC).
+    pub at_micros: i64,
+    /// Its session, if any.
+    pub session_id: Option<&'a str>,
+    /// Its path, if any.
+    pub path: Option<&'a str>,
+    /// Its referrer, if any.
+    pub referrer: Option<&'a str>,
+    /// Its user agent, if any.
+    pub user_agent: Option<&'a str>,
+}
+
+/// Reads one line and hands its fields to `f` (they borrow from the line, or from the payload
+/// string's decoded text).
+pub fn decode<R>(line: &[u8], f: impl FnOnce(&Fields<'_>) -> R) -> Result<R, Bad> {
+    let env: Envelope<'_> = serde_json::from_slice(line).map_err(|_| Bad::NotJson)?;
+    match env.payload {
+        None => Err(Bad::NoPayload),
+        Some(PayloadField::Object(p)) => checked(env.event_type.as_deref(), &p).map(|x| f(&x)),
+        Some(PayloadField::Text(text)) => {
+            let p: Payload<'_> = serde_json::from_str(&text).map_err(|_| Bad::PayloadNotJson)?;
+            checked(env.event_type.as_deref(), &p).map(|x| f(&x))
+        }
+    }
+}
+
+fn some<'a>(v: &'a Option<Cow<'a, str>>) -> Option<&'a str> {
+    v.as_deref().filter(|s| !s.is_empty())
+}
+
+fn checked<'a>(event_type: Option<&'a str>, p: &'a Payload<'a>) -> Result<Fields<'a>, Bad> {
+    let event = event_type
+        .filter(|s| !s.is_empty())
+        .or(some(&p.event))
+        .ok_or(Bad::NoEvent)?;
+    let event_id = some(&p.event_id).ok_or(Bad::NoEventId)?;
+    let subdomain = some(&p.subdomain).ok_or(Bad::NoSubdomain)?;
+    let at_micros = some(&p.created_at)
+        .and_then(parse_time)
+        .ok_or(Bad::BadTime)?;
+    Ok(Fields {
+        event,
+        event_id,
+        subdomain,
+        at_micros,
+        session_id: some(&p.session_id),
+        path: some(&p.path),
+        referrer: some(&p.referrer),
+        user_agent: some(&p.user_agent),
+    })
+}
+
+/// An ISO 8601 instant (`2026-11-27T10:00:00Z`, with fractions or an offset; without a zone it
+/// is UTC), in microseconds since the epoch.
+pub fn parse_time(s: &str) -> Option<i64> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Some(t.timestamp_micros());
+    }
+    let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f")
+        .or_else(|_| chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f"))
+        .ok()?;
+    Some(naive.and_utc().timestamp_micros())
+}
+
+/// The host of a referrer URL (`https://chatgpt.com/c/...` -> `chatgpt.com`), lower case, with
+/// no `www.`; `None` for what is not an absolute http(s) URL.
+pub fn referrer_host(referrer: &str) -> Option<&str> {
+    let rest = referrer
+        .strip_prefix("https://")
+        .or_else(|| referrer.strip_prefix("http://"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit('@').next().unwrap_or("");
+    let host = host.split(':').next().unwrap_or("");
+    let host = host.strip_prefix("www.").unwrap_or(host);
+    (!host.is_empty() && host.len() <= 253).then_some(host)
+}
+
+/// An event id as 128 bits: a UUID's own, else a keyed hash of the text.
+pub fn id_bits(event_id: &str) -> (u128, bool) {
+    if let Some(u) = uuid_bits(event_id) {
+        return (u, true);
+    }
+    use siphasher::sip128::{Hasher128, SipHasher13};
+    use std::hash::Hasher;
+    let mut h = SipHasher13::new_with_keys(0x646f_6370_6970_6531, 0x6576_656e_745f_6964);
+    h.write(event_id.as_bytes());
+    (h.finish128().as_u128(), false)
+}
+
+/// A UUID's 128 bits (`8-4-4-4-12` hex digits, either case).
+fn uuid_bits(s: &str) -> Option<u128> {
+    let b = s.as_bytes();
+    if b.len() != 36 {
+        return None;
+    }
+    let mut v: u128 = 0;
+    for (i, &c) in b.iter().enumerate() {
+        if matches!(i, 8 | 13 | 18 | 23) {
+            if c != b'-' {
+                return None;
+            }
+            continue;
+        }
+        let d = (c as char).to_digit(16)?;
+        v = (v << 4) | u128::from(d);
+    }
+    Some(v)
+}
+
+/// A UUID's canonical text (lower case, hyphenated).
+pub fn uuid_text(v: u128) -> String {
+    let hex = format!("{v:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}

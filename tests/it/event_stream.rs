@@ -1,0 +1,474 @@
+//! The analytics event stream, read from a folder the emulator writes its objects into: every
+//! `agent_daily` row against the emulator's own counts, duplicates counted once, late objects
+//! read, bad lines counted and named, no personal data in any file, a user's agents file, and
+//! the stream's coverage of the API's counts.
+
+use crate::common::*;
+use arrow_array::{Array, Int64Array, StringArray};
+use chrono::NaiveDate;
+use docpipe::app::streams::{StreamsRun, read};
+use docpipe::app::{Access, Context, Keys};
+use docpipe::config::RawConfig;
+use docpipe::emulator::Emulator;
+use docpipe::emulator::stream::{DayTruth, StreamData, day as stream_day};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The small data with beta and gamma streamed.
+fn streamed(agent_fraction: f64, bad_lines: bool) -> Arc<Emulator> {
+    let mut data = small();
+    data.stream = Some(StreamData {
+        projects: vec!["beta".into(), "gamma".into()],
+        agent_fraction,
+        bad_lines,
+    });
+    emulator(data)
+}
+
+/// The days the stream covers in these tests: the first two weeks of the small data.
+fn days() -> Vec<NaiveDate> {
+    day("2026-03-01")
+        .iter_days()
+        .take_while(|d| *d < day("2026-03-15"))
+        .collect()
+}
+
+/// Writes the objects of `days` into `dir` but those `held` keeps back (named by the hour); the
+/// truth of every day written.
+fn write_stream(emu: &Emulator, dir: &Path, days: &[NaiveDate], held: &[&str]) -> DayTruth {
+    let mut all = DayTruth::default();
+    for d in days {
+        let (objects, truth) = stream_day(emu, *d);
+        for o in objects {
+            if held.iter().any(|h| o.name.ends_with(h)) {
+                continue;
+            }
+            let path = dir.join(&o.name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, &o.bytes).unwrap();
+        }
+        for (k, v) in truth.reads {
+            *all.reads.entry(k).or_default() += v;
+        }
+        for (k, v) in truth.referrals {
+            *all.referrals.entry(k).or_default() += v;
+        }
+        all.events += truth.events;
+        all.repeated += truth.repeated;
+        all.bad += truth.bad;
+    }
+    all
+}
+
+fn settings(out: &Path, stream: &Path, extra: &str) -> docpipe::config::Settings {
+    let text = format!(
+        "{}\n[[streams]]\nurl = \"{}\"\nsubdomains = {{ \"docs-beta\" = \"beta\", \"docs-gamma\" = \"gamma\" }}\n{extra}",
+        config("http://127.0.0.1:9", out, "timezone = \"UTC\""),
+        stream.display(),
+    );
+    RawConfig::parse(&text, "t.toml")
+        .unwrap()
+        .validate("t.toml")
+        .unwrap()
+}
+
+async fn read_once(settings: &docpipe::config::Settings) -> StreamsRun {
+    let ctx = Context::open(
+        settings.clone(),
+        docpipe::clock::system(),
+        Access::Export,
+        Keys::None,
+    )
+    .await
+    .unwrap();
+    read(&ctx).await.unwrap().unwrap()
+}
+
+fn text_col<'a>(b: &'a arrow_array::RecordBatch, name: &str) -> &'a StringArray {
+    b.column_by_name(name)
+        .unwrap()
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap()
+}
+
+/// Every `agent_daily` row of the lake as `(project, agent, class, surface) -> events`.
+fn agent_daily(out: &Path) -> BTreeMap<(String, String, String, String), u64> {
+    let mut rows = BTreeMap::new();
+    for (file, project) in partitions(out, "agent_daily") {
+        for b in docpipe::write::parquet::read_file(&file).unwrap() {
+            let events = b
+                .column_by_name("events")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            let (agent, class, surface) = (
+                text_col(&b, "agent"),
+                text_col(&b, "class"),
+                text_col(&b, "surface"),
+            );
+            for i in 0..b.num_rows() {
+                let key = (
+                    project.clone(),
+                    agent.value(i).to_string(),
+                    class.value(i).to_string(),
+                    surface.value(i).to_string(),
+                );
+                *rows.entry(key).or_default() += events.value(i) as u64;
+            }
+        }
+    }
+    rows
+}
+
+/// The files of a table's partitions and their project.
+fn partitions(out: &Path, table: &str) -> Vec<(PathBuf, String)> {
+    let mut files: Vec<(PathBuf, String)> = files_below(&out.join(table))
+        .into_iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "parquet"))
+        .map(|f| {
+            let project = f
+                .components()
+                .find_map(|c| c.as_os_str().to_str()?.strip_prefix("project="))
+                .unwrap()
+                .to_string();
+            (out.join(table).join(f), project)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test]
+async fn two_weeks_of_stream_equal_the_emulators_truth_late_objects_and_duplicates_once() {
+    let emu = streamed(1.0, false);
+    let (out, stream) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Each day's 13:00 object of the first week lands late, after the first read.
+    let truth = write_stream(&emu, stream.path(), &days()[..7], &["T130000Z.jsonl"]);
+    let s = settings(out.path(), stream.path(), "");
+    let first = read_once(&s).await;
+    assert_eq!(first.runs.len(), 1);
+    let late = write_stream(&emu, stream.path(), &days()[..7], &[]);
+    let rest = write_stream(&emu, stream.path(), &days()[7..], &[]);
+    let second = read_once(&s).await;
+    let third = read_once(&s).await;
+    let mut want = late.reads.clone();
+    for (k, v) in &rest.reads {
+        *want.entry(k.clone()).or_default() += v;
+    }
+    assert_eq!(agent_daily(out.path()), want);
+    let objects = |r: &StreamsRun| r.runs.iter().map(|x| x.objects).collect::<Vec<_>>();
+    assert_eq!(objects(&first), [7 * 23]);
+    assert_eq!(objects(&second), [7 + 7 * 24]);
+    assert_eq!(objects(&third), [0]);
+    let sum = |f: fn(&docpipe::app::streams::StreamRun) -> u64| -> u64 {
+        [&first, &second, &third]
+            .iter()
+            .flat_map(|r| r.runs.iter().map(f))
+            .sum()
+    };
+    assert_eq!(sum(|x| x.added), late.events + rest.events);
+    assert_eq!(sum(|x| x.duplicates), late.repeated + rest.repeated);
+    assert_eq!(truth.repeated, late.repeated);
+    let mut referrals = BTreeMap::new();
+    for (file, project) in partitions(out.path(), "ai_referrals") {
+        for b in docpipe::write::parquet::read_file(&file).unwrap() {
+            let views = b
+                .column_by_name("views")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            let (host, path) = (text_col(&b, "referrer_host"), text_col(&b, "path"));
+            for i in 0..b.num_rows() {
+                let key = (
+                    project.clone(),
+                    host.value(i).to_string(),
+                    path.value(i).to_string(),
+                );
+                *referrals.entry(key).or_default() += views.value(i) as u64;
+            }
+        }
+    }
+    let mut want_referrals = late.referrals.clone();
+    for (k, v) in &rest.referrals {
+        *want_referrals.entry(k.clone()).or_default() += v;
+    }
+    assert_eq!(referrals, want_referrals);
+}
+
+/// Every text value of every Parquet file below `out`, and every other file's bytes as text.
+fn everything_written(out: &Path) -> String {
+    let mut all = String::new();
+    for rel in files_below(out) {
+        let f = out.join(&rel);
+        if f.extension().is_some_and(|e| e == "parquet") {
+            for b in docpipe::write::parquet::read_file(&f).unwrap() {
+                for c in b.columns() {
+                    if let Some(s) = c.as_any().downcast_ref::<StringArray>() {
+                        for v in s.iter().flatten() {
+                            all.push_str(v);
+                            all.push('\n');
+                        }
+                    }
+                }
+            }
+        } else {
+            all.push_str(&String::from_utf8_lossy(&std::fs::read(&f).unwrap()));
+        }
+    }
+    all
+}
+
+#[tokio::test]
+async fn no_ip_user_or_visitor_id_is_written_and_sessions_are_keyed_hashes() {
+    let emu = streamed(1.0, false);
+    let (out, stream) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_stream(&emu, stream.path(), &days()[..2], &[]);
+    let sent = everything_written(stream.path());
+    // The stream carries them (so the test can fail) ...
+    for marker in ["\"ip\"", "203.0.113.", "user-", "anon-", "sess-"] {
+        assert!(sent.contains(marker), "{marker}");
+    }
+    let s = settings(out.path(), stream.path(), "");
+    assert_eq!(read_once(&s).await.runs[0].objects, 48);
+    // ... and nothing docpipe wrote does: the tables, the state, the lake's description.
+    let written = everything_written(out.path());
+    assert!(written.contains("docs.content.md.view"));
+    for marker in ["203.0.113.", "user-", "anon-", "sess-"] {
+        assert!(!written.contains(marker), "{marker} in the output");
+    }
+    // Sessions are 16 hex digits of a key kept in the state: another state, another hash.
+    let other = tempfile::tempdir().unwrap();
+    read_once(&settings(other.path(), stream.path(), "")).await;
+    let sessions = |out: &Path| -> Vec<String> {
+        let (file, _) = &partitions(out, "events")[0];
+        let b = &docpipe::write::parquet::read_file(file).unwrap()[0];
+        text_col(b, "session")
+            .iter()
+            .flatten()
+            .map(str::to_string)
+            .collect()
+    };
+    let (a, b) = (sessions(out.path()), sessions(other.path()));
+    assert_eq!(a.len(), b.len());
+    assert!(
+        a.iter()
+            .all(|s| s.len() == 16 && s.chars().all(|c| c.is_ascii_hexdigit()))
+    );
+    assert!(a.iter().zip(&b).all(|(x, y)| x != y));
+}
+
+#[tokio::test]
+async fn bad_lines_are_counted_and_named_and_the_rest_of_each_object_is_read() {
+    let emu = streamed(1.0, true);
+    let (out, stream) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let truth = write_stream(&emu, stream.path(), &days()[..2], &[]);
+    let s = settings(out.path(), stream.path(), "");
+    let run = read_once(&s).await;
+    let r = &run.runs[0];
+    assert_eq!(r.objects, 48);
+    assert_eq!(agent_daily(out.path()), truth.reads);
+    assert_eq!(r.added, truth.events);
+    // The first bad lines come after the first object's events (and the next one's first,
+    // repeated).
+    let first =
+        std::fs::read_to_string(stream.path().join("2026/03/01/20260301T000000Z.jsonl")).unwrap();
+    let at = first.lines().position(|l| l == "not json {").unwrap() + 1;
+    let place = |n: usize| format!("2026/03/01/20260301T000000Z.jsonl: line {n}");
+    let bad: Vec<(&str, u64, String)> = r
+        .unread
+        .bad
+        .iter()
+        .map(|(k, (n, at))| (*k, *n, at.clone()))
+        .collect();
+    assert_eq!(
+        bad,
+        [
+            ("a payload string that is not JSON", 48, place(at + 1)),
+            ("not JSON", 50, place(at)),
+        ]
+    );
+    assert_eq!(
+        r.unread.unknown_events,
+        BTreeMap::from([("docs.experiment.viewed".to_string(), 48)])
+    );
+    assert_eq!(
+        r.unread.unknown_subdomains,
+        BTreeMap::from([("docs-nobody".to_string(), 48)])
+    );
+    assert_eq!(r.unread.total(), truth.bad);
+    assert_eq!(
+        docpipe::app::streams::lines(&Ok(run))[0],
+        format!(
+            "stream {}: 48 objects, {} events new, {} read again, 4 days written; not read: 48 a payload string that is not JSON (first: {}); 50 not JSON (first: {}); 48 of an unknown event (docs.experiment.viewed ×48); 48 of a subdomain no project maps (docs-nobody ×48)",
+            stream.path().display(),
+            truth.events,
+            truth.repeated,
+            place(at + 1),
+            place(at)
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_users_agents_file_reclassifies_every_day_on_the_next_run_with_its_version() {
+    let emu = streamed(1.0, false);
+    let (out, stream) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let truth = write_stream(&emu, stream.path(), &days()[..3], &[]);
+    let project = truth
+        .reads
+        .keys()
+        .find(|k| k.1 == "NovaCrawlBot")
+        .map(|k| k.0.clone())
+        .unwrap();
+    let nova = |class: &str| {
+        (
+            project.clone(),
+            "NovaCrawlBot".to_string(),
+            class.to_string(),
+            "html".to_string(),
+        )
+    };
+    let first = read_once(&settings(out.path(), stream.path(), "")).await;
+    assert_eq!(first.agents_version, "2026-11-28");
+    let unknown = agent_daily(out.path())[&nova("unknown")];
+    assert_eq!(unknown, truth.reads[&nova("unknown")]);
+    let file = out.path().join("agents.toml");
+    std::fs::write(
+        &file,
+        "version = \"test-1\"\n[[agents]]\nagent = \"NovaCrawlBot\"\noperator = \"Nova\"\nclass = \"training\"\npatterns = [\"NovaCrawlBot\"]\n",
+    )
+    .unwrap();
+    let extra = format!("[agents]\nfile = \"{}\"\n", file.display());
+    let second = read_once(&settings(out.path(), stream.path(), &extra)).await;
+    assert_eq!((second.reclassified, second.runs[0].objects), (6, 0));
+    assert_eq!(second.agents_version, "2026-11-28+test-1");
+    let rows = agent_daily(out.path());
+    assert_eq!(rows.get(&nova("unknown")), None);
+    assert_eq!(
+        rows.get(&nova("training")),
+        Some(&unknown),
+        "{:?}",
+        rows.keys()
+            .filter(|k| k.1.contains("Nova"))
+            .collect::<Vec<_>>()
+    );
+    let versions: std::collections::BTreeSet<String> = partitions(out.path(), "agent_daily")
+        .iter()
+        .flat_map(|(f, _)| {
+            docpipe::write::parquet::read_file(f)
+                .unwrap()
+                .into_iter()
+                .flat_map(|b| {
+                    text_col(&b, "agents_version")
+                        .iter()
+                        .flatten()
+                        .map(str::to_string)
+                        .collect::<Vec<_>>()
+                })
+        })
+        .collect();
+    assert_eq!(versions, ["2026-11-28+test-1".to_string()].into());
+    // The same table again: nothing to classify.
+    let third = read_once(&settings(out.path(), stream.path(), &extra)).await;
+    assert_eq!(third.reclassified, 0);
+}
+
+#[tokio::test]
+async fn coverage_says_the_share_of_the_apis_ai_views_the_stream_holds() {
+    let mut data = small();
+    data.stream = Some(StreamData {
+        projects: vec!["beta".into(), "gamma".into()],
+        agent_fraction: 0.5,
+        bad_lines: false,
+    });
+    let live = Live::start(data).await;
+    let (out, stream) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    exported(&live, out.path(), &[("2026-03-01", "2026-03-07")]).await;
+    write_stream(live.emu(), stream.path(), &days()[..7], &[]);
+    let run = read_once(&settings(out.path(), stream.path(), "")).await;
+    let (project, rows) = &run.coverage[0];
+    assert_eq!(project, "beta");
+    assert_eq!(rows.len(), 7);
+    for c in rows {
+        let truth = live
+            .emu()
+            .truth("beta", c.date, c.date.succ_opt().unwrap())
+            .unwrap();
+        let api_ai: u64 = truth.iter().map(|r| r.ai).sum();
+        let half: u64 = truth.iter().map(|r| r.ai / 2).sum();
+        let human: u64 = truth.iter().map(|r| r.human).sum();
+        assert_eq!(
+            (c.api_ai, c.stream_ai, c.api_human, c.stream_human),
+            (
+                Some(api_ai as i64),
+                half as i64,
+                Some(human as i64),
+                human as i64
+            ),
+            "{}",
+            c.date
+        );
+        assert_eq!(c.human_coverage(), Some(1.0));
+    }
+    let (stream_ai, api_ai) = rows
+        .iter()
+        .fold((0, 0), |(s, a), c| (s + c.stream_ai, a + c.api_ai.unwrap()));
+    let line = docpipe::app::streams::lines(&Ok(run))
+        .into_iter()
+        .find(|l| l.starts_with("  beta"))
+        .unwrap();
+    assert_eq!(
+        line,
+        format!(
+            "  beta: the stream holds {:.1}% of the API's ai views ({stream_ai} of {api_ai}, 7 days)",
+            100.0 * stream_ai as f64 / api_ai as f64
+        )
+    );
+    assert!(stream_ai * 2 <= api_ai && stream_ai > 0);
+    let file = out
+        .path()
+        .join("stream_coverage/project=beta/part-00000.parquet");
+    assert_eq!(
+        docpipe::write::parquet::read_file(&file).unwrap()[0].num_rows(),
+        7
+    );
+}
+
+#[tokio::test]
+async fn each_stream_table_has_the_catalogues_columns() {
+    let emu = streamed(1.0, false);
+    let (out, stream) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_stream(&emu, stream.path(), &days()[..2], &[]);
+    read_once(&settings(out.path(), stream.path(), "")).await;
+    for t in docpipe::tables::STREAM {
+        assert!(out.path().join(t.name).is_dir(), "{}", t.name);
+        let (file, _) = partitions(out.path(), t.name).into_iter().next().unwrap();
+        let batch = &docpipe::write::parquet::read_file(&file).unwrap()[0];
+        let got: Vec<(String, String, bool)> = batch
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| (f.name().clone(), f.data_type().to_string(), f.is_nullable()))
+            .collect();
+        let want: Vec<(String, String, bool)> = t
+            .columns
+            .iter()
+            .map(|c| {
+                let ty = match c.ty {
+                    docpipe::tables::Ty::Text => "Utf8",
+                    docpipe::tables::Ty::Int => "Int64",
+                    docpipe::tables::Ty::Float => "Float64",
+                    docpipe::tables::Ty::Date => "Date32",
+                    docpipe::tables::Ty::Time => "Timestamp(µs, \"UTC\")",
+                    other => panic!("{other:?}"),
+                };
+                (c.name.to_string(), ty.to_string(), c.nullable)
+            })
+            .collect();
+        assert_eq!(got, want, "{}", t.name);
+    }
+}
