@@ -26,6 +26,16 @@ const TARGET: &str = "docpipe::streams";
 /// Events held before they are written (about 64 bytes each).
 pub const FLUSH_EVENTS: u64 = 200_000;
 
+/// The events held before a flush: [`FLUSH_EVENTS`], or `DOCPIPE_STREAM_FLUSH` (the tests of
+/// crash safety flush often, so that a kill falls between flushes).
+fn flush_events() -> u64 {
+    std::env::var("DOCPIPE_STREAM_FLUSH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(FLUSH_EVENTS)
+}
+
 /// What a run read of one stream.
 #[derive(Debug, Default)]
 pub struct StreamRun {
@@ -207,14 +217,16 @@ async fn read_stream(
         setup,
         batch: Batch::default(),
         done: Vec::new(),
+        crash: crate::dataset::walk::CrashPoints::from_var("DOCPIPE_CRASH_AT_STREAM"),
     };
+    let flush_at = flush_events();
     for object in todo {
         if let Err(e) = reading.object(&remote, &object).await {
             run.error = Some(e);
             break;
         }
         reading.done.push(object);
-        if reading.batch.events >= FLUSH_EVENTS
+        if reading.batch.events >= flush_at
             && let Err(e) = reading.flush(classify, &mut run, &mut state, store)
         {
             run.error = Some(e);
@@ -234,6 +246,8 @@ struct Reading<'a> {
     setup: &'a Setup,
     batch: Batch,
     done: Vec<String>,
+    /// The tests' crash points: after each day written, after the objects are marked read.
+    crash: crate::dataset::walk::CrashPoints,
 }
 
 impl Reading<'_> {
@@ -296,6 +310,8 @@ impl Reading<'_> {
                 .map_err(|e| e.to_string())?;
             added += w.added;
             again += w.duplicates;
+            self.crash
+                .hit("a stream's day written, its objects not yet marked read");
             run.files.extend(w.files);
             if w.added > 0 {
                 run.days.insert((project.clone(), date));
@@ -318,6 +334,7 @@ impl Reading<'_> {
         state.last_read_at = Some(Utc::now());
         state.mark_read(done);
         store.set_stream_state(state).map_err(|e| e.to_string())?;
+        self.crash.hit("a stream's objects marked read");
         tracing::info!(target: TARGET, stream = %run.name, objects = run.objects, added = run.added, "stream read");
         Ok(())
     }

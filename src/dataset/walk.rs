@@ -80,10 +80,13 @@ pub struct CrashPoints {
 impl CrashPoints {
     /// Reads `DOCPIPE_CRASH_AT`.
     pub fn from_env() -> Self {
+        Self::from_var("DOCPIPE_CRASH_AT")
+    }
+
+    /// Reads the crash point from the variable `name` (the stream's: `DOCPIPE_CRASH_AT_STREAM`).
+    pub fn from_var(name: &str) -> Self {
         Self {
-            at: std::env::var("DOCPIPE_CRASH_AT")
-                .ok()
-                .and_then(|v| v.parse().ok()),
+            at: std::env::var(name).ok().and_then(|v| v.parse().ok()),
             seen: AtomicU64::new(0),
         }
     }

@@ -590,3 +590,147 @@ fn a_fractional_count_is_found_and_shares_and_durations_are_not() {
         ["207.6 without", "2.5 views."]
     );
 }
+
+/// Every `agent_daily` row of a lake as `(project, agent, class, surface) -> events`, and the
+/// number of rows of its `events` table.
+type Reads = std::collections::BTreeMap<(String, String, String, String), u64>;
+
+fn stream_tables(out: &Path) -> (Reads, u64) {
+    use arrow_array::{Array, Int64Array, StringArray};
+    let mut rows = std::collections::BTreeMap::new();
+    for rel in files_below(&out.join("agent_daily")) {
+        let project = rel
+            .components()
+            .find_map(|c| c.as_os_str().to_str()?.strip_prefix("project="))
+            .unwrap()
+            .to_string();
+        for b in docpipe::write::parquet::read_file(&out.join("agent_daily").join(&rel)).unwrap() {
+            let text = |n: &str| {
+                b.column_by_name(n)
+                    .unwrap()
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap()
+                    .clone()
+            };
+            let (agent, class, surface) = (text("agent"), text("class"), text("surface"));
+            let events = b.column_by_name("events").unwrap();
+            let events = events.as_any().downcast_ref::<Int64Array>().unwrap();
+            for i in 0..b.num_rows() {
+                let key = (
+                    project.clone(),
+                    agent.value(i).to_string(),
+                    class.value(i).to_string(),
+                    surface.value(i).to_string(),
+                );
+                *rows.entry(key).or_default() += events.value(i) as u64;
+            }
+        }
+    }
+    let (_, events) = docpipe::write::parquet::count_rows(&out.join("events")).unwrap();
+    (rows, events as u64)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_month_of_stream_in_a_bucket_killed_at_ten_moments_equals_the_emulators_truth() {
+    use docpipe::emulator::stream::{StreamData, day as stream_day};
+    let today = chrono::Utc::now().date_naive();
+    let mut data = small();
+    data.start_date = today - chrono::Duration::days(30);
+    // The month's page views in one run, without waiting for the next hour's budget.
+    data.limits.analytics_per_hour = 100_000;
+    data.stream = Some(StreamData {
+        projects: vec!["beta".into(), "gamma".into()],
+        agent_fraction: 1.0,
+        bad_lines: false,
+    });
+    let live = Live::start_at(data, chrono::Utc::now()).await;
+    let moto = Moto::start();
+    moto.bucket("events");
+    let dir = tempfile::tempdir().unwrap();
+    let objects = dir.path().join("objects");
+    // The month's objects, as the service writes them; the truth counted as they were made.
+    let (mut reads, mut events, mut repeated) = (std::collections::BTreeMap::new(), 0, 0);
+    for d in data_days(today) {
+        let (made, truth) = stream_day(live.emu(), d);
+        for o in made {
+            let path = objects.join(&o.name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, &o.bytes).unwrap();
+        }
+        for (k, v) in truth.reads {
+            *reads.entry(k).or_insert(0u64) += v;
+        }
+        events += truth.events;
+        repeated += truth.repeated;
+    }
+    let sent = moto.python(&format!(
+        r#"
+import boto3, os
+s3 = boto3.client('s3', endpoint_url=os.environ['AWS_ENDPOINT_URL'])
+root = {root:?}
+n = 0
+for d, _, files in os.walk(root):
+    for f in files:
+        p = os.path.join(d, f)
+        s3.upload_file(p, 'events', 'stream/' + os.path.relpath(p, root))
+        n += 1
+print(n)
+"#,
+        root = objects.display().to_string()
+    ));
+    assert_eq!(sent.trim(), "720");
+    let cfg = dir.path().join("docpipe.toml");
+    let out = dir.path().join("out");
+    let body = format!(
+        "{}\n[[streams]]\nurl = \"s3://events\"\nprefix = \"stream\"\nsubdomains = {{ \"docs-beta\" = \"beta\", \"docs-gamma\" = \"gamma\" }}\n",
+        config(
+            &live.server.base_url(),
+            &out,
+            "timezone = \"UTC\"\ntrends_after_export = false"
+        )
+    );
+    std::fs::write(&cfg, body).unwrap();
+    let mut env = moto.env();
+    // A flush every 1,500 events: the kills fall between flushes, within them, and after the
+    // objects are marked read.
+    env.push(("DOCPIPE_STREAM_FLUSH", "1500".to_string()));
+    let mut moments = std::collections::BTreeSet::new();
+    for n in [2, 7, 3, 11, 5, 16, 1, 9, 23, 4] {
+        let mut cmd = docpipe_command(&cfg, &["export"]);
+        cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+        cmd.env("DOCPIPE_CRASH_AT_STREAM", n.to_string());
+        let killed = cmd.output().unwrap();
+        assert!(!killed.status.success(), "{}", text(&killed));
+        assert!(
+            text(&killed).contains(&format!("crash point {n}: a stream's")),
+            "{}",
+            text(&killed)
+        );
+        let said = text(&killed);
+        moments.insert(said.contains("objects marked read"));
+    }
+    // Killed both before the objects were marked read and after.
+    assert_eq!(moments.len(), 2);
+    let last = docpipe_env(&cfg, &["export"], &env, None);
+    assert!(last.status.success(), "{}", text(&last));
+    assert_eq!(stream_tables(&out), (reads, events));
+    // Every object read once: nothing left, nothing added.
+    let again = docpipe_env(&cfg, &["export"], &env, None);
+    let said = text(&again);
+    assert!(
+        said.contains(
+            "stream s3://events/stream: 0 objects, 0 events new, 0 read again, 0 days written"
+        ),
+        "{said}"
+    );
+    assert!(repeated > 0);
+}
+
+/// The days the month's stream covers: from the data's start to yesterday.
+fn data_days(today: chrono::NaiveDate) -> Vec<chrono::NaiveDate> {
+    (today - chrono::Duration::days(30))
+        .iter_days()
+        .take_while(|d| *d < today)
+        .collect()
+}

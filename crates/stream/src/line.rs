@@ -2,6 +2,7 @@
 //! object or a JSON-encoded string of one. Only the fields docpipe keeps are read: `ip`,
 //! `user_id`, `anon_id` and `properties` are skipped by the parser and never held.
 
+use chrono::Datelike;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use std::borrow::Cow;
@@ -181,6 +182,9 @@ fn checked<'a>(event_type: Option<&'a str>, p: &'a Payload<'a>) -> Result<Fields
 /// An ISO 8601 instant (`2026-11-27T10:00:00Z`, with fractions or an offset; without a zone it
 /// is UTC), in microseconds since the epoch.
 pub fn parse_time(s: &str) -> Option<i64> {
+    if let Some(t) = utc_time(s.as_bytes()) {
+        return Some(t);
+    }
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
         return Some(t.timestamp_micros());
     }
@@ -188,6 +192,47 @@ pub fn parse_time(s: &str) -> Option<i64> {
         .or_else(|_| chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f"))
         .ok()?;
     Some(naive.and_utc().timestamp_micros())
+}
+
+/// The service's own shape, read without a general parser: `YYYY-MM-DDTHH:MM:SS`, up to six
+/// digits of fraction, `Z` (anything else: `None`, and the general parser reads it).
+fn utc_time(b: &[u8]) -> Option<i64> {
+    let (head, rest) = (b.get(..19)?, b.get(19..)?);
+    let rest = rest.strip_suffix(b"Z")?;
+    let digits = |r: std::ops::Range<usize>| -> Option<i64> {
+        head[r].iter().try_fold(0i64, |n, c| {
+            c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0'))
+        })
+    };
+    if head[4] != b'-'
+        || head[7] != b'-'
+        || head[10] != b'T'
+        || head[13] != b':'
+        || head[16] != b':'
+    {
+        return None;
+    }
+    let (y, m, d) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
+    let (hh, mm, ss) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 59 {
+        return None;
+    }
+    let micros = match rest {
+        [] => 0,
+        [b'.', frac @ ..]
+            if !frac.is_empty() && frac.len() <= 9 && frac.iter().all(u8::is_ascii_digit) =>
+        {
+            let mut v = 0i64;
+            for i in 0..6 {
+                v = v * 10 + frac.get(i).map_or(0, |c| i64::from(c - b'0'));
+            }
+            v
+        }
+        _ => return None,
+    };
+    let date = chrono::NaiveDate::from_ymd_opt(y as i32, m as u32, d as u32)?;
+    let days = i64::from(date.num_days_from_ce()) - 719_163;
+    Some(((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1_000_000) + micros)
 }
 
 /// The host of a referrer URL (`https://chatgpt.com/c/...` -> `chatgpt.com`), lower case, with
@@ -237,13 +282,13 @@ fn uuid_bits(s: &str) -> Option<u128> {
 
 /// A UUID's canonical text (lower case, hyphenated).
 pub fn uuid_text(v: u128) -> String {
-    let hex = format!("{v:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(36);
+    for i in 0..32 {
+        if matches!(i, 8 | 12 | 16 | 20) {
+            out.push('-');
+        }
+        out.push(HEX[((v >> (124 - 4 * i)) & 0xf) as usize] as char);
+    }
+    out
 }

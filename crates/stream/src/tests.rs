@@ -71,6 +71,25 @@ fn each_bad_line_says_why() {
     for (line, want) in cases {
         assert_eq!(fields(line).unwrap_err(), want, "{line}");
     }
+    // The service's shape and others agree; a day that does not exist is not read.
+    use crate::line::parse_time;
+    for (a, b) in [
+        ("2026-11-27T10:00:00Z", "2026-11-27T10:00:00+00:00"),
+        ("2026-11-27T10:00:00.5Z", "2026-11-27T11:00:00.500+01:00"),
+        (
+            "1969-12-31T23:59:59.123456Z",
+            "1969-12-31T23:59:59.123456+00:00",
+        ),
+        (
+            "2024-02-29T00:00:00.000000001Z",
+            "2024-02-29T00:00:00+00:00",
+        ),
+    ] {
+        assert_eq!(parse_time(a), parse_time(b), "{a}");
+        assert!(parse_time(a).is_some());
+    }
+    assert_eq!(parse_time("2026-02-30T00:00:00Z"), None);
+    assert_eq!(parse_time("2026-11-27T24:00:00Z"), None);
     // Without a zone, UTC; the payload's event name when the line has none.
     let naive = r#"{"payload":{"event":"docs.search.query","event_id":"x","subdomain":"a","created_at":"2026-11-27 10:00:00"}}"#;
     assert!(
