@@ -1459,15 +1459,15 @@ impl RawConfig {
         };
         let alerts = self.alerts.check(&mut problems);
         let warehouse = self.warehouse.check(&mut problems);
-        let streams: Vec<StreamSettings> = self
+        let checked: Vec<(usize, StreamSettings)> = self
             .streams
             .iter()
             .enumerate()
-            .filter_map(|(i, st)| st.check(i, &organizations, &projects, &mut problems))
+            .filter_map(|(i, st)| Some((i, st.check(i, &organizations, &projects, &mut problems)?)))
             .collect();
         let mut mapped = BTreeMap::new();
-        for (i, st) in streams.iter().enumerate() {
-            if streams[..i].iter().any(|o| o.location == st.location) {
+        for (k, (i, st)) in checked.iter().enumerate() {
+            if checked[..k].iter().any(|(_, o)| o.location == st.location) {
                 problems.push(format!(
                     "[[streams]] {}: {} is named by an earlier stream (one [[streams]] maps all its subdomains)",
                     i + 1,
@@ -1537,7 +1537,7 @@ impl RawConfig {
             freshness,
             alerts,
             warehouse,
-            streams,
+            streams: checked.into_iter().map(|(_, st)| st).collect(),
             agents_file: self.agents.file.clone(),
         })
     }

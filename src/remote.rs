@@ -36,6 +36,8 @@ CREATE TABLE IF NOT EXISTS mirror (
 /// An output location opened: the store and the prefix the tables go under.
 #[derive(Clone)]
 pub struct Remote {
+    /// What it is to the user: `output`, or `stream` (an event stream read).
+    role: &'static str,
     name: String,
     store: Arc<dyn ObjectStore>,
     prefix: ObjectPath,
@@ -51,8 +53,10 @@ impl std::fmt::Debug for Remote {
 /// A storage failure, in one line without secrets; `user` when the user must fix it (the
 /// credentials, the bucket, the endpoint).
 #[derive(Debug, thiserror::Error)]
-#[error("output {name}: {message}")]
+#[error("{role} {name}: {message}")]
 pub struct RemoteError {
+    /// What the location is to the user: `output`, or `stream`.
+    pub role: &'static str,
     /// The output's URL.
     pub name: String,
     /// What went wrong.
@@ -124,6 +128,7 @@ impl Remote {
     pub fn open(location: &Location) -> Result<Self, RemoteError> {
         let name = location.to_string();
         let fail = |message: String, user: bool| RemoteError {
+            role: "output",
             name: name.clone(),
             message: redact(message),
             user,
@@ -180,10 +185,22 @@ impl Remote {
         let prefix = ObjectPath::parse(&prefix)
             .map_err(|e| fail(format!("the prefix is not a valid path: {e}"), true))?;
         Ok(Self {
+            role: "output",
             name,
             store,
             prefix,
         })
+    }
+
+    /// Opens an event stream's location (`[[streams]] url`): as [`Remote::open`], its errors
+    /// naming it a stream.
+    pub fn open_stream(location: &Location) -> Result<Self, RemoteError> {
+        let mut remote = Self::open(location).map_err(|e| RemoteError {
+            role: "stream",
+            ..e
+        })?;
+        remote.role = "stream";
+        Ok(remote)
     }
 
     /// The output's name (its URL).
@@ -248,6 +265,7 @@ impl Remote {
             _ => (format!("{doing}: {detail}"), false),
         };
         RemoteError {
+            role: self.role,
             name: self.name.clone(),
             message: redact(message),
             user,
@@ -481,6 +499,7 @@ impl Mirror {
 
     fn local_error(&self, message: String) -> RemoteError {
         RemoteError {
+            role: self.remote.role,
             name: self.remote.name.clone(),
             message: format!("working copy {}: {message}", self.local.display()),
             user: false,

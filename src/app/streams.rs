@@ -197,7 +197,7 @@ async fn read_stream(
             return run;
         }
     };
-    let listed = match Remote::open(&stream.location) {
+    let listed = match Remote::open_stream(&stream.location) {
         Ok(remote) => match remote.list_after(state.list_after()).await {
             Ok(names) => Ok((remote, names)),
             Err(e) => Err(e.to_string()),
@@ -386,4 +386,107 @@ pub fn lines(run: &Result<StreamsRun, String>) -> Vec<String> {
         }
     }
     out
+}
+
+/// `check --stream`: for each stream, its objects counted and the newest read (nothing
+/// written, nothing marked read): its events by category, the agents seen, what could not be
+/// read; then each project's coverage as the lake has it.
+pub async fn check(ctx: &Context) -> anyhow::Result<Vec<String>> {
+    if ctx.settings.streams.is_empty() {
+        return Err(crate::error::UserError::new(
+            "no [[streams]] in the config: docs/streams.md says how to add one",
+        )
+        .into());
+    }
+    let agents = agents(ctx).map_err(crate::error::UserError::new)?;
+    let mut out = Vec::new();
+    for stream in &ctx.settings.streams {
+        let remote = Remote::open_stream(&stream.location).map_err(|e| e.into_anyhow())?;
+        let names = remote.list_after(None).await.map_err(|e| e.into_anyhow())?;
+        let Some(newest) = names.last() else {
+            out.push(format!(
+                "stream {}: no object yet (the service writes none until a category and a deployment are selected)",
+                stream.location
+            ));
+            continue;
+        };
+        let setup = setup(ctx, stream, (0, 0));
+        let mut reading = Reading {
+            out: ctx.output(),
+            setup: &setup,
+            batch: Batch::default(),
+            done: Vec::new(),
+            crash: crate::dataset::walk::CrashPoints::default(),
+        };
+        reading
+            .object(&remote, newest)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        out.push(newest_line(
+            stream,
+            names.len(),
+            newest,
+            &reading.batch,
+            &agents,
+        ));
+        for p in stream.subdomains.values() {
+            if let Some((days, s, a)) = docpipe_stream::coverage::summed(ctx.output(), p)?
+                && a > 0
+            {
+                out.push(format!(
+                    "  {p}: the stream holds {:.1}% of the API's ai views ({s} of {a}, {days} days)",
+                    100.0 * s as f64 / a as f64
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What the newest object holds, one line.
+fn newest_line(
+    stream: &StreamSettings,
+    objects: usize,
+    newest: &str,
+    batch: &Batch,
+    agents: &Agents,
+) -> String {
+    let mut classify = Classifier::new(agents);
+    let mut categories: std::collections::BTreeMap<String, i64> = Default::default();
+    let mut seen: std::collections::BTreeMap<String, i64> = Default::default();
+    for events in batch.days.values() {
+        for e in events {
+            let name = batch.strings.get(e.event).unwrap_or("");
+            let category: String = name.splitn(3, '.').take(2).collect::<Vec<_>>().join(".");
+            *categories.entry(category).or_default() += 1;
+            let (who, _) = classify.read(&batch.strings, e);
+            let who = classify.who(who);
+            let key = format!(
+                "{} ({})",
+                docpipe_stream::batch::shown(&who.agent),
+                who.class
+            );
+            *seen.entry(key).or_default() += 1;
+        }
+    }
+    let list = |m: &std::collections::BTreeMap<String, i64>| {
+        docpipe_stream::report::top(m, 8)
+            .into_iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut line = format!(
+        "stream {}: {objects} objects; the newest, {}: {} lines, {} events ({}); readers: {}",
+        stream.location,
+        docpipe_stream::batch::shown(newest),
+        batch.lines,
+        batch.events,
+        list(&categories),
+        list(&seen)
+    );
+    if let Some(u) = batch.unread.line() {
+        line += &format!("; not read: {u}");
+    }
+    line
 }

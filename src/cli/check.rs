@@ -42,6 +42,10 @@ pub struct Args {
     /// announced first). The state remembers the answer; `status` shows it.
     #[arg(long)]
     pub deep: bool,
+    /// Check the `[[streams]]` instead: each one's objects counted and the newest read (what
+    /// it holds, the agents seen), nothing written or marked read, no request to the API.
+    #[arg(long)]
+    pub stream: bool,
 }
 
 /// What one line of the table proves.
@@ -543,6 +547,19 @@ fn rows_seen(rows: usize, more: bool, day: chrono::NaiveDate) -> String {
 
 /// Runs `check`.
 pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
+    if args.stream {
+        let ctx = crate::app::Context::open(
+            settings.clone(),
+            crate::clock::system(),
+            Access::Shared,
+            crate::app::Keys::None,
+        )
+        .await?;
+        for line in crate::app::streams::check(&ctx).await? {
+            crate::outln!("{line}");
+        }
+        return Ok(());
+    }
     let probes = probes(settings, &args.projects, args.assistant, args.deep)?;
     let ctx = super::export::open(
         settings,

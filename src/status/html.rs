@@ -107,6 +107,17 @@ pub fn render(s: &Status) -> String {
             esc(&super::text::warehouse_summary(w))
         );
     }
+    if !s.streams.is_empty() {
+        out.push_str("<section id=\"streams\"><h2>Event streams</h2><ul>");
+        for st in &s.streams {
+            let _ = write!(out, "<li>{}", esc(&super::text::stream_summary(st)));
+            for c in &st.coverage {
+                let _ = write!(out, "<br>{}", esc(&super::text::coverage_summary(c)));
+            }
+            out.push_str("</li>");
+        }
+        out.push_str("</ul></section>");
+    }
     rules_section(&mut out, s);
     trends_section(&mut out, s);
     out.push_str("</body></html>\n");

@@ -56,6 +56,44 @@ pub struct Status {
     pub trends: Vec<ProjectTrends>,
     /// The warehouse's last load (`None`: no `[warehouse]`).
     pub warehouse: Option<WarehouseStatus>,
+    /// Each `[[streams]]` entry and what was read of it.
+    pub streams: Vec<StreamStatus>,
+}
+
+/// An analytics event stream and what was read of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamStatus {
+    /// Its URL or folder.
+    pub name: String,
+    /// Objects read in all.
+    pub objects: u64,
+    /// Events kept in all.
+    pub events: u64,
+    /// Events read again (the same id).
+    pub duplicates: u64,
+    /// Lines or events not read in all.
+    pub unread: u64,
+    /// The last run's line on what it could not read.
+    pub last_unread: Option<String>,
+    /// When an object was last read.
+    pub last_read_at: Option<DateTime<Utc>>,
+    /// Per project it maps, the stream's agent views against the API's `ai`.
+    pub coverage: Vec<StreamCoverage>,
+}
+
+/// How much of the API's `ai` views a project's stream holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamCoverage {
+    /// The project.
+    pub project: String,
+    /// Days with both counts.
+    pub days: u64,
+    /// The stream's agent page views over them.
+    pub stream_ai: i64,
+    /// The API's `ai` over them.
+    pub api_ai: i64,
+    /// Their ratio (`None`: no API views).
+    pub ai_coverage: Option<f64>,
 }
 
 /// The PostgreSQL warehouse the lake is loaded into.
@@ -634,6 +672,7 @@ pub fn collect(ctx: &Context, firings: usize) -> anyhow::Result<Status> {
         url_env: w.url_env.clone(),
         last_load: crate::app::warehouse::last_load(ctx),
     });
+    status.streams = streams(ctx);
     status.backfills = view
         .queued
         .iter()
@@ -665,6 +704,46 @@ pub fn collect(ctx: &Context, firings: usize) -> anyhow::Result<Status> {
     Ok(status)
 }
 
+/// Each configured stream's state and its projects' coverage (a stream whose state cannot be
+/// read shows none read).
+fn streams(ctx: &Context) -> Vec<StreamStatus> {
+    ctx.settings
+        .streams
+        .iter()
+        .map(|st| {
+            let name = st.location.to_string();
+            let state = ctx.store().stream_state(&name).unwrap_or_default();
+            let mut projects: Vec<&String> = st.subdomains.values().collect();
+            projects.sort();
+            projects.dedup();
+            let coverage = projects
+                .into_iter()
+                .filter_map(|p| {
+                    let (days, stream_ai, api_ai) =
+                        crate::stream::coverage::summed(ctx.output(), p).ok()??;
+                    Some(StreamCoverage {
+                        project: p.clone(),
+                        days,
+                        stream_ai,
+                        api_ai,
+                        ai_coverage: (api_ai > 0).then(|| stream_ai as f64 / api_ai as f64),
+                    })
+                })
+                .collect();
+            StreamStatus {
+                name,
+                objects: state.objects,
+                events: state.events,
+                duplicates: state.duplicates,
+                unread: state.unread,
+                last_unread: state.last_unread,
+                last_read_at: state.last_read_at,
+                coverage,
+            }
+        })
+        .collect()
+}
+
 impl Status {
     /// The status of an output nothing was exported to yet (its state at `state`).
     fn nothing_yet(now: DateTime<Utc>, state: String) -> Self {
@@ -686,6 +765,7 @@ impl Status {
             backfills: Vec::new(),
             daemons: Vec::new(),
             warehouse: None,
+            streams: Vec::new(),
             agent_budgets: Vec::new(),
             rules: Rules {
                 firings_total: 0,

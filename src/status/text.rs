@@ -112,6 +112,7 @@ pub fn render(s: &Status) -> String {
         );
     }
     warehouse_line(&mut out, s);
+    stream_lines(&mut out, s);
     rule_lines(&mut out, s);
     out
 }
@@ -337,6 +338,46 @@ fn daemon_lines(out: &mut String, s: &Status) {
 }
 
 /// The last rule firings, then the rules that failed.
+/// Each event stream and its projects' coverage.
+fn stream_lines(out: &mut String, s: &Status) {
+    for st in &s.streams {
+        let _ = writeln!(out, "{}", stream_summary(st));
+        for c in &st.coverage {
+            let _ = writeln!(out, "  {}", coverage_summary(c));
+        }
+    }
+}
+
+/// An event stream: what was read of it, one line (the page shows it too).
+pub(super) fn stream_summary(st: &super::StreamStatus) -> String {
+    let last = st.last_read_at.map_or("nothing read yet".to_string(), |t| {
+        format!("last read {}", t.format("%Y-%m-%d %H:%M UTC"))
+    });
+    let mut line = format!(
+        "stream {}: {} objects read, {} events kept, {} read again, {} not read; {last}",
+        st.name, st.objects, st.events, st.duplicates, st.unread
+    );
+    if let Some(u) = &st.last_unread {
+        line += &format!(" (last run: {u})");
+    }
+    line
+}
+
+/// A project's stream against the API, one line.
+pub(super) fn coverage_summary(c: &super::StreamCoverage) -> String {
+    match c.ai_coverage {
+        Some(r) => format!(
+            "{}: the stream holds {:.1}% of the API's ai views ({} of {}, {} days)",
+            c.project,
+            100.0 * r,
+            c.stream_ai,
+            c.api_ai,
+            c.days
+        ),
+        None => format!("{}: no day with the API's ai views yet", c.project),
+    }
+}
+
 /// The warehouse's last load.
 fn warehouse_line(out: &mut String, s: &Status) {
     if let Some(w) = &s.warehouse {

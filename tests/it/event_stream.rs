@@ -389,7 +389,8 @@ async fn coverage_says_the_share_of_the_apis_ai_views_the_stream_holds() {
     let (out, stream) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     exported(&live, out.path(), &[("2026-03-01", "2026-03-07")]).await;
     write_stream(live.emu(), stream.path(), &days()[..7], &[]);
-    let run = read_once(&settings(out.path(), stream.path(), "")).await;
+    let s = settings(out.path(), stream.path(), "");
+    let run = read_once(&s).await;
     let (project, rows) = &run.coverage[0];
     assert_eq!(project, "beta");
     assert_eq!(rows.len(), 7);
@@ -436,6 +437,33 @@ async fn coverage_says_the_share_of_the_apis_ai_views_the_stream_holds() {
         docpipe::write::parquet::read_file(&file).unwrap()[0].num_rows(),
         7
     );
+    // status says it, in text, JSON and on the page.
+    let ctx = Context::open(s, docpipe::clock::system(), Access::Shared, Keys::None)
+        .await
+        .unwrap();
+    let status = docpipe::status::collect(&ctx, 10).unwrap();
+    let text = docpipe::status::text::render(&status);
+    let st = &status.streams[0];
+    assert_eq!(
+        (st.objects, st.unread, st.last_unread.as_deref()),
+        (7 * 24, 0, None)
+    );
+    assert!(
+        text.contains(&format!(
+            "stream {}: 168 objects read, {} events kept, {} read again, 0 not read; last read ",
+            stream.path().display(),
+            st.events,
+            st.duplicates
+        )),
+        "{text}"
+    );
+    assert!(text.contains(&format!("\n{line}\n")), "{text}");
+    let json = serde_json::to_value(&status).unwrap();
+    assert_eq!(json["streams"][0]["coverage"][0]["stream_ai"], stream_ai);
+    assert_eq!(json["streams"][0]["coverage"][0]["days"], 7);
+    assert!(
+        docpipe::status::html::render(&status).contains(&docpipe::status::html::esc(&line[2..]))
+    );
 }
 
 #[tokio::test]
@@ -471,4 +499,76 @@ async fn each_stream_table_has_the_catalogues_columns() {
             .collect();
         assert_eq!(got, want, "{}", t.name);
     }
+}
+
+#[tokio::test]
+async fn check_stream_reads_the_newest_object_and_writes_nothing() {
+    let emu = streamed(1.0, false);
+    let (out, stream) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_stream(&emu, stream.path(), &days()[..1], &[]);
+    let s = settings(out.path(), stream.path(), "");
+    let ctx = Context::open(s, docpipe::clock::system(), Access::Shared, Keys::None)
+        .await
+        .unwrap();
+    let lines = docpipe::app::streams::check(&ctx).await.unwrap();
+    let newest = "2026/03/01/20260301T230000Z.jsonl";
+    let text = std::fs::read_to_string(stream.path().join(newest)).unwrap();
+    let n = text.lines().count();
+    let count = |category: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{{\"eventType\":\"{category}.")))
+            .count()
+    };
+    let (content, search) = (count("docs.content"), count("docs.search"));
+    assert_eq!(content + search, n);
+    assert_eq!(lines.len(), 1);
+    assert!(
+        lines[0].starts_with(&format!(
+            "stream {}: 24 objects; the newest, {newest}: {n} lines, {n} events (docs.content {content}, docs.search {search}); readers: browser (human) ",
+            stream.path().display()
+        )),
+        "{}",
+        lines[0]
+    );
+    // Nothing written, nothing marked read.
+    assert!(!out.path().join("events").exists());
+    assert_eq!(
+        ctx.store()
+            .stream_state(&stream.path().display().to_string())
+            .unwrap()
+            .objects,
+        0
+    );
+    // No stream configured: one line, a user error.
+    let bare = RawConfig::parse(&config("http://127.0.0.1:9", out.path(), ""), "t.toml")
+        .unwrap()
+        .validate("t.toml")
+        .unwrap();
+    let ctx = Context::open(bare, docpipe::clock::system(), Access::Shared, Keys::None)
+        .await
+        .unwrap();
+    let e = docpipe::app::streams::check(&ctx).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "no [[streams]] in the config: docs/streams.md says how to add one"
+    );
+    assert!(e.downcast_ref::<docpipe::error::UserError>().is_some());
+}
+
+#[test]
+fn a_stream_entry_that_cannot_be_read_is_named_in_the_configs_problems() {
+    let out = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{}\n[[streams]]\nurl = \"ftp://x\"\nsubdomains = {{ \"a\" = \"nowhere\" }}\n\n[[streams]]\nurl = \"s3://b\"\norganization = \"org-b\"\nsubdomains = {{ \"docs-beta\" = \"beta\" }}\n\n[[streams]]\nurl = \"s3://b\"\nsubdomains = {{}}\n",
+        config("http://127.0.0.1:9", out.path(), "")
+    );
+    let e = RawConfig::parse(&text, "t.toml")
+        .unwrap()
+        .validate("t.toml")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "invalid config t.toml: 5 problems:\n  [[streams]] 1 url: unknown scheme ftp://: use s3://, gs://, az:// or a local folder\n  [[streams]] 1 subdomains.a: project \"nowhere\" is not among [[projects]]\n  [[streams]] 2 subdomains.docs-beta: project \"beta\" is not of organization \"org-b\"\n  [[streams]] 3 subdomains: none given (subdomains = { \"<subdomain>\" = \"<project id>\" })\n  [[streams]] 3: s3://b is named by an earlier stream (one [[streams]] maps all its subdomains)"
+    );
 }

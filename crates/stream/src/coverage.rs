@@ -110,3 +110,32 @@ pub fn write_coverage(
         .write_in(&dir)?;
     Ok((rows, Some(file)))
 }
+
+/// A project's coverage summed over the days its `stream_coverage` file has the API's counts
+/// for: `(days, stream_ai, api_ai)` (`None`: no file).
+pub fn summed(out: &Path, project: &str) -> Result<Option<(u64, i64, i64)>, WriteError> {
+    let file = project_dir(out, tables::STREAM_COVERAGE.name, project).join(PART);
+    if !file.is_file() {
+        return Ok(None);
+    }
+    let mut sums = (0, 0, 0);
+    for b in read_file(&file)? {
+        let col = |name: &str| {
+            b.column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+                .ok_or_else(|| WriteError::Encode {
+                    path: file.display().to_string(),
+                    message: format!("no column {name}"),
+                })
+        };
+        let (stream, api) = (col("stream_ai")?, col("api_ai")?);
+        for i in 0..b.num_rows() {
+            if !api.is_null(i) {
+                sums.0 += 1;
+                sums.1 += stream.value(i);
+                sums.2 += api.value(i);
+            }
+        }
+    }
+    Ok(Some(sums))
+}
