@@ -826,15 +826,29 @@ async fn every_table_is_loaded_into_the_warehouse_a_day_at_a_time_without_duplic
     // Room for two exports of every dataset within the emulator's hour.
     let mut data = small();
     data.limits.analytics_per_hour = 10_000;
+    // The event stream's tables go with the others: beta's last three days.
+    data.stream = Some(docpipe::emulator::stream::StreamData {
+        projects: vec!["beta".into()],
+        agent_fraction: 1.0,
+        bad_lines: false,
+    });
     let live = Live::start_at(data, chrono::Utc::now()).await;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
+    let stream = dir.path().join("stream");
+    let today = chrono::Utc::now().date_naive();
+    for d in (today - chrono::Duration::days(3)).iter_days().take(3) {
+        for o in docpipe::emulator::stream::day(live.emu(), d).0 {
+            docpipe::layout::write_whole(&stream.join(&o.name), &o.bytes).unwrap();
+        }
+    }
     let with_schema = |schema: &str| {
         TestConfig {
             datasets: String::new(),
             start: Some(chrono::Utc::now().date_naive() - chrono::Duration::days(3)),
             extra: format!(
-                "[warehouse]\npostgres_url_env = \"DOCPIPE_IT_WAREHOUSE\"\nschema = \"{schema}\"\n"
+                "[warehouse]\npostgres_url_env = \"DOCPIPE_IT_WAREHOUSE\"\nschema = \"{schema}\"\n\n[[streams]]\nurl = {:?}\nsubdomains = {{ \"docs-beta\" = \"beta\" }}\n",
+                stream.display().to_string()
             ),
             ..TestConfig::new(&live.server.base_url(), &out)
         }
@@ -864,6 +878,13 @@ async fn every_table_is_loaded_into_the_warehouse_a_day_at_a_time_without_duplic
         lake["page_views"] > 0 && lake["assistant_turns"] > 0,
         "{lake:?}"
     );
+    for t in docpipe::tables::STREAM {
+        assert!(
+            lake.get(t.name).is_some_and(|n| *n > 0),
+            "{}: {lake:?}",
+            t.name
+        );
+    }
     assert_eq!(warehouse_rows(&server, "docs", &lake), lake);
     let files: usize = server
         .psql("SELECT count(*) FROM docs._docpipe_files")
