@@ -572,3 +572,59 @@ fn a_stream_entry_that_cannot_be_read_is_named_in_the_configs_problems() {
         "invalid config t.toml: 5 problems:\n  [[streams]] 1 url: unknown scheme ftp://: use s3://, gs://, az:// or a local folder\n  [[streams]] 1 subdomains.a: project \"nowhere\" is not among [[projects]]\n  [[streams]] 2 subdomains.docs-beta: project \"beta\" is not of organization \"org-b\"\n  [[streams]] 3 subdomains: none given (subdomains = { \"<subdomain>\" = \"<project id>\" })\n  [[streams]] 3: s3://b is named by an earlier stream (one [[streams]] maps all its subdomains)"
     );
 }
+
+#[tokio::test]
+async fn the_week_a_person_reads_first_adds_up_to_the_truth() {
+    let emu = streamed(1.0, false);
+    let (out, stream) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let truth = write_stream(&emu, stream.path(), &days()[..7], &[]);
+    read_once(&settings(out.path(), stream.path(), "")).await;
+    let week = docpipe::stream::report::week(out.path(), "beta", days()[0], days()[6]).unwrap();
+    let mut agents = BTreeMap::new();
+    let mut operators: BTreeMap<String, i64> = BTreeMap::new();
+    let mut human = 0;
+    let operator = |agent: &str| match agent {
+        "GPTBot" | "ChatGPT-User" | "OAI-SearchBot" => Some("OpenAI"),
+        "ClaudeBot" | "claude-code" | "Claude-User" => Some("Anthropic"),
+        "PerplexityBot" => Some("Perplexity"),
+        "Cursor" => Some("Anysphere"),
+        _ => None,
+    };
+    for ((p, agent, class, _), n) in &truth.reads {
+        if p != "beta" {
+            continue;
+        }
+        if class == "human" {
+            human += *n as i64;
+            continue;
+        }
+        *agents.entry((agent.clone(), class.clone())).or_insert(0) += *n as i64;
+        if let Some(op) = operator(agent) {
+            *operators.entry(op.to_string()).or_default() += *n as i64;
+        }
+    }
+    let mut referrals: BTreeMap<String, i64> = BTreeMap::new();
+    for ((p, host, _), n) in &truth.referrals {
+        if p == "beta" {
+            let op = match host.as_str() {
+                "chatgpt.com" => "OpenAI",
+                "perplexity.ai" => "Perplexity",
+                _ => "Anthropic",
+            };
+            *referrals.entry(op.to_string()).or_default() += *n as i64;
+        }
+    }
+    assert_eq!(
+        (&week.agents, &week.operators, &week.referrals, week.human),
+        (&agents, &operators, &referrals, human)
+    );
+    let lines = week.lines("beta");
+    let ratio = |op: &str| operators[op] as f64 / referrals[op] as f64;
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with("    agent reads per reader sent back: "))
+        .unwrap();
+    for op in referrals.keys() {
+        assert!(line.contains(&format!("{op} {:.1}", ratio(op))), "{line}");
+    }
+}

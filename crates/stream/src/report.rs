@@ -17,6 +17,8 @@ pub struct Week {
     pub agents: BTreeMap<(String, String), i64>,
     /// `surface -> reads by agents`.
     pub surfaces: BTreeMap<String, i64>,
+    /// `operator -> reads by its agents`.
+    pub operators: BTreeMap<String, i64>,
     /// `operator -> human views sent`.
     pub referrals: BTreeMap<String, i64>,
     /// `user agent -> events` of the agents the table does not name.
@@ -53,11 +55,12 @@ pub fn week(out: &Path, project: &str, from: NaiveDate, to: NaiveDate) -> Result
     for date in from.iter_days().take_while(|d| *d <= to) {
         let day = Day { out, project, date };
         each(&day, tables::AGENT_DAILY.name, |b, i| {
-            let (Some(agent), Some(class), Some(surface), Some(events)) = (
+            let (Some(agent), Some(class), Some(surface), Some(events), Some(operator)) = (
                 col::<StringArray>(b, "agent"),
                 col::<StringArray>(b, "class"),
                 col::<StringArray>(b, "surface"),
                 col::<Int64Array>(b, "events"),
+                col::<StringArray>(b, "operator"),
             ) else {
                 return;
             };
@@ -69,6 +72,11 @@ pub fn week(out: &Path, project: &str, from: NaiveDate, to: NaiveDate) -> Result
             let key = (agent.value(i).to_string(), class.value(i).to_string());
             *w.agents.entry(key).or_default() += n;
             *w.surfaces.entry(surface.value(i).to_string()).or_default() += n;
+            if !operator.is_null(i) {
+                *w.operators
+                    .entry(operator.value(i).to_string())
+                    .or_default() += n;
+            }
         })?;
         each(&day, tables::AI_REFERRALS.name, |b, i| {
             if let (Some(op), Some(views)) = (
@@ -142,6 +150,19 @@ impl Week {
                 String::new()
             }
         ));
+        let ratios: Vec<String> = top(&self.referrals, 5)
+            .into_iter()
+            .filter_map(|(op, sent)| {
+                let reads = *self.operators.get(&op)?;
+                (sent > 0).then(|| format!("{op} {:.1}", reads as f64 / sent as f64))
+            })
+            .collect();
+        if !ratios.is_empty() {
+            out.push(format!(
+                "    agent reads per reader sent back: {}",
+                joined(ratios)
+            ));
+        }
         if !self.unknown.is_empty() {
             out.push(format!(
                 "    user agents not named (add them to your agents file): {}",
