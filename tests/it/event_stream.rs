@@ -12,7 +12,7 @@ use docpipe::config::RawConfig;
 use docpipe::emulator::Emulator;
 use docpipe::emulator::stream::{DayTruth, StreamData, day as stream_day};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// The small data with beta and gamma streamed.
@@ -85,62 +85,6 @@ async fn read_once(settings: &docpipe::config::Settings) -> StreamsRun {
     read(&ctx).await.unwrap().unwrap()
 }
 
-fn text_col<'a>(b: &'a arrow_array::RecordBatch, name: &str) -> &'a StringArray {
-    b.column_by_name(name)
-        .unwrap()
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .unwrap()
-}
-
-/// Every `agent_daily` row of the lake as `(project, agent, class, surface) -> events`.
-fn agent_daily(out: &Path) -> BTreeMap<(String, String, String, String), u64> {
-    let mut rows = BTreeMap::new();
-    for (file, project) in partitions(out, "agent_daily") {
-        for b in docpipe::write::parquet::read_file(&file).unwrap() {
-            let events = b
-                .column_by_name("events")
-                .unwrap()
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap();
-            let (agent, class, surface) = (
-                text_col(&b, "agent"),
-                text_col(&b, "class"),
-                text_col(&b, "surface"),
-            );
-            for i in 0..b.num_rows() {
-                let key = (
-                    project.clone(),
-                    agent.value(i).to_string(),
-                    class.value(i).to_string(),
-                    surface.value(i).to_string(),
-                );
-                *rows.entry(key).or_default() += events.value(i) as u64;
-            }
-        }
-    }
-    rows
-}
-
-/// The files of a table's partitions and their project.
-fn partitions(out: &Path, table: &str) -> Vec<(PathBuf, String)> {
-    let mut files: Vec<(PathBuf, String)> = files_below(&out.join(table))
-        .into_iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "parquet"))
-        .map(|f| {
-            let project = f
-                .components()
-                .find_map(|c| c.as_os_str().to_str()?.strip_prefix("project="))
-                .unwrap()
-                .to_string();
-            (out.join(table).join(f), project)
-        })
-        .collect();
-    files.sort();
-    files
-}
-
 #[tokio::test]
 async fn two_weeks_of_stream_equal_the_emulators_truth_late_objects_and_duplicates_once() {
     let emu = streamed(1.0, false);
@@ -158,7 +102,7 @@ async fn two_weeks_of_stream_equal_the_emulators_truth_late_objects_and_duplicat
     for (k, v) in &rest.reads {
         *want.entry(k.clone()).or_default() += v;
     }
-    assert_eq!(agent_daily(out.path()), want);
+    assert_eq!(stream_reads(out.path()), want);
     let objects = |r: &StreamsRun| r.runs.iter().map(|x| x.objects).collect::<Vec<_>>();
     assert_eq!(objects(&first), [7 * 23]);
     assert_eq!(objects(&second), [7 + 7 * 24]);
@@ -270,7 +214,7 @@ async fn bad_lines_are_counted_and_named_and_the_rest_of_each_object_is_read() {
     let run = read_once(&s).await;
     let r = &run.runs[0];
     assert_eq!(r.objects, 48);
-    assert_eq!(agent_daily(out.path()), truth.reads);
+    assert_eq!(stream_reads(out.path()), truth.reads);
     assert_eq!(r.added, truth.events);
     // The first bad lines come after the first object's events (and the next one's first,
     // repeated).
@@ -334,7 +278,7 @@ async fn a_users_agents_file_reclassifies_every_day_on_the_next_run_with_its_ver
     };
     let first = read_once(&settings(out.path(), stream.path(), "")).await;
     assert_eq!(first.agents_version, "2026-11-28");
-    let unknown = agent_daily(out.path())[&nova("unknown")];
+    let unknown = stream_reads(out.path())[&nova("unknown")];
     assert_eq!(unknown, truth.reads[&nova("unknown")]);
     let file = out.path().join("agents.toml");
     std::fs::write(
@@ -346,7 +290,7 @@ async fn a_users_agents_file_reclassifies_every_day_on_the_next_run_with_its_ver
     let second = read_once(&settings(out.path(), stream.path(), &extra)).await;
     assert_eq!((second.reclassified, second.runs[0].objects), (6, 0));
     assert_eq!(second.agents_version, "2026-11-28+test-1");
-    let rows = agent_daily(out.path());
+    let rows = stream_reads(out.path());
     assert_eq!(rows.get(&nova("unknown")), None);
     assert_eq!(
         rows.get(&nova("training")),

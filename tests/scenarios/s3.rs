@@ -591,44 +591,11 @@ fn a_fractional_count_is_found_and_shares_and_durations_are_not() {
     );
 }
 
-/// Every `agent_daily` row of a lake as `(project, agent, class, surface) -> events`, and the
-/// number of rows of its `events` table.
-type Reads = std::collections::BTreeMap<(String, String, String, String), u64>;
-
+/// Every `agent_daily` row of a lake (as `stream_reads` gives them), and the number of rows of
+/// its `events` table.
 fn stream_tables(out: &Path) -> (Reads, u64) {
-    use arrow_array::{Array, Int64Array, StringArray};
-    let mut rows = std::collections::BTreeMap::new();
-    for rel in files_below(&out.join("agent_daily")) {
-        let project = rel
-            .components()
-            .find_map(|c| c.as_os_str().to_str()?.strip_prefix("project="))
-            .unwrap()
-            .to_string();
-        for b in docpipe::write::parquet::read_file(&out.join("agent_daily").join(&rel)).unwrap() {
-            let text = |n: &str| {
-                b.column_by_name(n)
-                    .unwrap()
-                    .as_any()
-                    .downcast_ref::<StringArray>()
-                    .unwrap()
-                    .clone()
-            };
-            let (agent, class, surface) = (text("agent"), text("class"), text("surface"));
-            let events = b.column_by_name("events").unwrap();
-            let events = events.as_any().downcast_ref::<Int64Array>().unwrap();
-            for i in 0..b.num_rows() {
-                let key = (
-                    project.clone(),
-                    agent.value(i).to_string(),
-                    class.value(i).to_string(),
-                    surface.value(i).to_string(),
-                );
-                *rows.entry(key).or_default() += events.value(i) as u64;
-            }
-        }
-    }
     let (_, events) = docpipe::write::parquet::count_rows(&out.join("events")).unwrap();
-    (rows, events as u64)
+    (stream_reads(out), events as u64)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -685,3 +685,66 @@ pub async fn http_get(url: impl reqwest::IntoUrl) -> reqwest::Result<reqwest::Re
 pub async fn get_json(url: impl reqwest::IntoUrl) -> serde_json::Value {
     http_get(url).await.unwrap().json().await.unwrap()
 }
+
+// The event stream's tables, read back (both tiers).
+
+/// `(project, agent, class, surface) -> events`.
+pub type Reads = std::collections::BTreeMap<(String, String, String, String), u64>;
+
+pub fn text_col<'a>(b: &'a arrow_array::RecordBatch, name: &str) -> &'a arrow_array::StringArray {
+    use arrow_array::Array;
+    b.column_by_name(name)
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()
+        .unwrap()
+}
+
+/// Every `agent_daily` row of the lake as `(project, agent, class, surface) -> events`.
+pub fn stream_reads(out: &std::path::Path) -> Reads {
+    use arrow_array::{Array, Int64Array};
+    let mut rows = std::collections::BTreeMap::new();
+    for (file, project) in partitions(out, "agent_daily") {
+        for b in docpipe::write::parquet::read_file(&file).unwrap() {
+            let events = b
+                .column_by_name("events")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            let (agent, class, surface) = (
+                text_col(&b, "agent"),
+                text_col(&b, "class"),
+                text_col(&b, "surface"),
+            );
+            for i in 0..b.num_rows() {
+                let key = (
+                    project.clone(),
+                    agent.value(i).to_string(),
+                    class.value(i).to_string(),
+                    surface.value(i).to_string(),
+                );
+                *rows.entry(key).or_default() += events.value(i) as u64;
+            }
+        }
+    }
+    rows
+}
+
+/// The files of a table's partitions and their project.
+pub fn partitions(out: &std::path::Path, table: &str) -> Vec<(std::path::PathBuf, String)> {
+    let mut files: Vec<(std::path::PathBuf, String)> = files_below(&out.join(table))
+        .into_iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "parquet"))
+        .map(|f| {
+            let project = f
+                .components()
+                .find_map(|c| c.as_os_str().to_str()?.strip_prefix("project="))
+                .unwrap()
+                .to_string();
+            (out.join(table).join(f), project)
+        })
+        .collect();
+    files.sort();
+    files
+}
