@@ -2,7 +2,7 @@
 //! agent page views (`agent_daily`) against the API's `human` and `ai` (`site_totals`), so a
 //! user learns on their own account whether agents' fetches are in the stream.
 
-use crate::day::{Day, reads_of};
+use crate::day::{Day, column, reads_of};
 use arrow_array::{Array, Int64Array};
 use chrono::NaiveDate;
 use docpipe_catalog::layout::{PART, partition_days, partition_dir, project_dir};
@@ -51,12 +51,11 @@ fn api_of(out: &Path, project: &str, date: NaiveDate) -> Result<Option<(i64, i64
     let mut sums = (0, 0);
     for b in read_file(&file)? {
         let col = |name: &str| {
-            b.column_by_name(name)
-                .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+            column::<Int64Array>(&b, name)
                 .map(|a| (0..a.len()).map(|i| a.value(i)).sum::<i64>())
-                .ok_or_else(|| WriteError::Encode {
+                .map_err(|message| WriteError::Encode {
                     path: file.display().to_string(),
-                    message: format!("no column {name}"),
+                    message,
                 })
         };
         sums.0 += col("human")?;
@@ -121,12 +120,10 @@ pub fn summed(out: &Path, project: &str) -> Result<Option<(u64, i64, i64)>, Writ
     let mut sums = (0, 0, 0);
     for b in read_file(&file)? {
         let col = |name: &str| {
-            b.column_by_name(name)
-                .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-                .ok_or_else(|| WriteError::Encode {
-                    path: file.display().to_string(),
-                    message: format!("no column {name}"),
-                })
+            column::<Int64Array>(&b, name).map_err(|message| WriteError::Encode {
+                path: file.display().to_string(),
+                message,
+            })
         };
         let (stream, api) = (col("stream_ai")?, col("api_ai")?);
         for i in 0..b.num_rows() {

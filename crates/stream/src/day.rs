@@ -150,11 +150,17 @@ pub fn read_events(day: &Day<'_>, strings: &mut Strings) -> Result<Vec<Ev>, Writ
     Ok(out)
 }
 
-fn text<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b StringArray, String> {
+/// A column of a file read back, as the Arrow array docpipe writes it (`T`), or one line saying
+/// it is not there.
+pub(crate) fn column<'b, T: 'static>(batch: &'b RecordBatch, name: &str) -> Result<&'b T, String> {
     batch
         .column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-        .ok_or_else(|| format!("no text column {name}"))
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| format!("no column {name} of the type docpipe writes"))
+}
+
+fn text<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b StringArray, String> {
+    column(batch, name)
 }
 
 fn opt(a: &StringArray, i: usize) -> Option<&str> {
@@ -163,10 +169,7 @@ fn opt(a: &StringArray, i: usize) -> Option<&str> {
 
 fn events_of(batch: &RecordBatch, strings: &mut Strings, out: &mut Vec<Ev>) -> Result<(), String> {
     let ids = text(batch, "event_id")?;
-    let at = batch
-        .column_by_name("at")
-        .and_then(|c| c.as_any().downcast_ref::<TimestampMicrosecondArray>())
-        .ok_or("no time column at")?;
+    let at = column::<TimestampMicrosecondArray>(batch, "at")?;
     let (event, path, ua) = (
         text(batch, "event")?,
         text(batch, "path")?,
@@ -478,10 +481,7 @@ pub fn reads_of(day: &Day<'_>) -> Result<Option<(i64, i64)>, WriteError> {
             text(&b, "class").map_err(bad)?,
             text(&b, "surface").map_err(bad)?,
         );
-        let events = b
-            .column_by_name("events")
-            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-            .ok_or_else(|| bad("no column events".into()))?;
+        let events = column::<Int64Array>(&b, "events").map_err(bad)?;
         for i in 0..b.num_rows() {
             if !matches!(surface.value(i), "html" | "markdown") {
                 continue;

@@ -28,7 +28,7 @@ pub struct Week {
 }
 
 fn col<'b, T: 'static>(b: &'b RecordBatch, name: &str) -> Option<&'b T> {
-    b.column_by_name(name)?.as_any().downcast_ref::<T>()
+    crate::day::column(b, name).ok()
 }
 
 fn each(
