@@ -133,24 +133,13 @@ async fn read_all(ctx: &Context) -> Result<StreamsRun, String> {
         run.runs
             .push(read_stream(ctx, stream, &setup, &mut classify).await);
     }
-    let touched: BTreeSet<&str> = run
-        .runs
-        .iter()
-        .flat_map(|r| r.days.iter().map(|(p, _)| p.as_str()))
-        .collect();
+    // Every run: the API's counts of a day may have come since the stream's (the export
+    // writes `site_totals` on its own schedule), so the file is never left behind them.
     for project in ctx.settings.project_ids() {
-        let has = !partition_days(&out, tables::AGENT_DAILY.name, &project).is_empty();
-        if !has {
-            continue;
+        let (rows, _) = write_coverage(&out, &project).map_err(|e| e.to_string())?;
+        if !rows.is_empty() {
+            run.coverage.push((project, rows));
         }
-        // Rewritten when the stream wrote the project's days; read as they are otherwise.
-        let rows = if touched.contains(project.as_str()) || run.reclassified > 0 {
-            write_coverage(&out, &project).map(|(rows, _)| rows)
-        } else {
-            docpipe_stream::coverage::coverage(&out, &project)
-        };
-        run.coverage
-            .push((project, rows.map_err(|e| e.to_string())?));
     }
     Ok(run)
 }

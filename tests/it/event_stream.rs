@@ -4,7 +4,7 @@
 //! the stream's coverage of the API's counts.
 
 use crate::common::*;
-use arrow_array::{Array, Int64Array, StringArray};
+use arrow_array::{Array, StringArray};
 use chrono::NaiveDate;
 use docpipe::app::streams::{StreamsRun, read};
 use docpipe::app::{Access, Context, Keys};
@@ -119,12 +119,7 @@ async fn two_weeks_of_stream_equal_the_emulators_truth_late_objects_and_duplicat
     let mut referrals = BTreeMap::new();
     for (file, project) in partitions(out.path(), "ai_referrals") {
         for b in docpipe::write::parquet::read_file(&file).unwrap() {
-            let views = b
-                .column_by_name("views")
-                .unwrap()
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap();
+            let views = int_col(&b, "views");
             let (host, path) = (text_col(&b, "referrer_host"), text_col(&b, "path"));
             for i in 0..b.num_rows() {
                 let key = (
@@ -331,10 +326,26 @@ async fn coverage_says_the_share_of_the_apis_ai_views_the_stream_holds() {
     });
     let live = Live::start(data).await;
     let (out, stream) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    exported(&live, out.path(), &[("2026-03-01", "2026-03-07")]).await;
+    // The stream read before the API's days are exported: no day to set it beside yet.
     write_stream(live.emu(), stream.path(), &days()[..7], &[]);
     let s = settings(out.path(), stream.path(), "");
+    let before = read_once(&s).await;
+    assert_eq!(
+        before.coverage[0]
+            .1
+            .iter()
+            .filter(|c| c.api_ai.is_some())
+            .count(),
+        0
+    );
+    assert_eq!(
+        docpipe::stream::coverage::summed(out.path(), "beta").unwrap(),
+        Some((0, 0, 0))
+    );
+    // The export comes after: the next run, with no object new, sets the file beside it.
+    exported(&live, out.path(), &[("2026-03-01", "2026-03-07")]).await;
     let run = read_once(&s).await;
+    assert_eq!(run.runs[0].objects, 0);
     let (project, rows) = &run.coverage[0];
     assert_eq!(project, "beta");
     assert_eq!(rows.len(), 7);

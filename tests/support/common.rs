@@ -700,18 +700,22 @@ pub fn text_col<'a>(b: &'a arrow_array::RecordBatch, name: &str) -> &'a arrow_ar
         .unwrap()
 }
 
+/// An integer column of a file read back.
+pub fn int_col<'a>(b: &'a arrow_array::RecordBatch, name: &str) -> &'a arrow_array::Int64Array {
+    use arrow_array::Array;
+    b.column_by_name(name)
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow_array::Int64Array>()
+        .unwrap()
+}
+
 /// Every `agent_daily` row of the lake as `(project, agent, class, surface) -> events`.
 pub fn stream_reads(out: &std::path::Path) -> Reads {
-    use arrow_array::{Array, Int64Array};
     let mut rows = std::collections::BTreeMap::new();
     for (file, project) in partitions(out, "agent_daily") {
         for b in docpipe::write::parquet::read_file(&file).unwrap() {
-            let events = b
-                .column_by_name("events")
-                .unwrap()
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap();
+            let events = int_col(&b, "events");
             let (agent, class, surface) = (
                 text_col(&b, "agent"),
                 text_col(&b, "class"),
