@@ -23,10 +23,14 @@ use std::sync::Arc;
 pub const DEMO_ANALYTICS_PER_HOUR: u32 = 1_000_000;
 
 /// The example rules of `jobs/`, built into the binary so that the demo runs from any folder.
-pub const DEMO_RULES: [(&str, &str); 5] = [
+pub const DEMO_RULES: [(&str, &str); 6] = [
     (
         "jobs/agent-heavy-pages.toml",
         include_str!("../../jobs/agent-heavy-pages.toml"),
+    ),
+    (
+        "jobs/agent-only-markdown.toml",
+        include_str!("../../jobs/agent-only-markdown.toml"),
     ),
     (
         "jobs/ai-share-movers.toml",

@@ -6,24 +6,33 @@
 use crate::common::*;
 use arrow_array::{Array, StringArray};
 use chrono::NaiveDate;
-use docpipe::app::streams::{StreamsRun, read};
+use docpipe::app::streams::StreamsRun;
 use docpipe::app::{Access, Context, Keys};
 use docpipe::config::RawConfig;
 use docpipe::emulator::Emulator;
-use docpipe::emulator::stream::{DayTruth, StreamData, day as stream_day};
+use docpipe::emulator::stream::StreamData;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 /// The small data with beta and gamma streamed.
 fn streamed(agent_fraction: f64, bad_lines: bool) -> Arc<Emulator> {
+    let mut data = streamed_data();
+    if let Some(s) = data.stream.as_mut() {
+        (s.agent_fraction, s.bad_lines) = (agent_fraction, bad_lines);
+    }
+    emulator(data)
+}
+
+/// The small data with beta and gamma streamed, every agent view in the stream.
+fn streamed_data() -> docpipe::emulator::data::DataFile {
     let mut data = small();
     data.stream = Some(StreamData {
         projects: vec!["beta".into(), "gamma".into()],
-        agent_fraction,
-        bad_lines,
+        agent_fraction: 1.0,
+        bad_lines: false,
     });
-    emulator(data)
+    data
 }
 
 /// The days the stream covers in these tests: the first two weeks of the small data.
@@ -32,33 +41,6 @@ fn days() -> Vec<NaiveDate> {
         .iter_days()
         .take_while(|d| *d < day("2026-03-15"))
         .collect()
-}
-
-/// Writes the objects of `days` into `dir` but those `held` keeps back (named by the hour); the
-/// truth of every day written.
-fn write_stream(emu: &Emulator, dir: &Path, days: &[NaiveDate], held: &[&str]) -> DayTruth {
-    let mut all = DayTruth::default();
-    for d in days {
-        let (objects, truth) = stream_day(emu, *d);
-        for o in objects {
-            if held.iter().any(|h| o.name.ends_with(h)) {
-                continue;
-            }
-            let path = dir.join(&o.name);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, &o.bytes).unwrap();
-        }
-        for (k, v) in truth.reads {
-            *all.reads.entry(k).or_default() += v;
-        }
-        for (k, v) in truth.referrals {
-            *all.referrals.entry(k).or_default() += v;
-        }
-        all.events += truth.events;
-        all.repeated += truth.repeated;
-        all.bad += truth.bad;
-    }
-    all
 }
 
 fn settings(out: &Path, stream: &Path, extra: &str) -> docpipe::config::Settings {
@@ -73,18 +55,6 @@ fn settings(out: &Path, stream: &Path, extra: &str) -> docpipe::config::Settings
         .unwrap()
 }
 
-async fn read_once(settings: &docpipe::config::Settings) -> StreamsRun {
-    let ctx = Context::open(
-        settings.clone(),
-        docpipe::clock::system(),
-        Access::Export,
-        Keys::None,
-    )
-    .await
-    .unwrap();
-    read(&ctx).await.unwrap().unwrap()
-}
-
 #[tokio::test]
 async fn two_weeks_of_stream_equal_the_emulators_truth_late_objects_and_duplicates_once() {
     let emu = streamed(1.0, false);
@@ -92,12 +62,12 @@ async fn two_weeks_of_stream_equal_the_emulators_truth_late_objects_and_duplicat
     // Each day's 13:00 object of the first week lands late, after the first read.
     let truth = write_stream(&emu, stream.path(), &days()[..7], &["T130000Z.jsonl"]);
     let s = settings(out.path(), stream.path(), "");
-    let first = read_once(&s).await;
+    let first = read_stream_once(&s).await;
     assert_eq!(first.runs.len(), 1);
     let late = write_stream(&emu, stream.path(), &days()[..7], &[]);
     let rest = write_stream(&emu, stream.path(), &days()[7..], &[]);
-    let second = read_once(&s).await;
-    let third = read_once(&s).await;
+    let second = read_stream_once(&s).await;
+    let third = read_stream_once(&s).await;
     let mut want = late.reads.clone();
     for (k, v) in &rest.reads {
         *want.entry(k.clone()).or_default() += v;
@@ -172,7 +142,7 @@ async fn no_ip_user_or_visitor_id_is_written_and_sessions_are_keyed_hashes() {
         assert!(sent.contains(marker), "{marker}");
     }
     let s = settings(out.path(), stream.path(), "");
-    assert_eq!(read_once(&s).await.runs[0].objects, 48);
+    assert_eq!(read_stream_once(&s).await.runs[0].objects, 48);
     // ... and nothing docpipe wrote does: the tables, the state, the lake's description.
     let written = everything_written(out.path());
     assert!(written.contains("docs.content.md.view"));
@@ -181,7 +151,7 @@ async fn no_ip_user_or_visitor_id_is_written_and_sessions_are_keyed_hashes() {
     }
     // Sessions are 16 hex digits of a key kept in the state: another state, another hash.
     let other = tempfile::tempdir().unwrap();
-    read_once(&settings(other.path(), stream.path(), "")).await;
+    read_stream_once(&settings(other.path(), stream.path(), "")).await;
     let sessions = |out: &Path| -> Vec<String> {
         let (file, _) = &partitions(out, "events")[0];
         let b = &docpipe::write::parquet::read_file(file).unwrap()[0];
@@ -206,7 +176,7 @@ async fn bad_lines_are_counted_and_named_and_the_rest_of_each_object_is_read() {
     let (out, stream) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let truth = write_stream(&emu, stream.path(), &days()[..2], &[]);
     let s = settings(out.path(), stream.path(), "");
-    let run = read_once(&s).await;
+    let run = read_stream_once(&s).await;
     let r = &run.runs[0];
     assert_eq!(r.objects, 48);
     assert_eq!(stream_reads(out.path()), truth.reads);
@@ -271,7 +241,7 @@ async fn a_users_agents_file_reclassifies_every_day_on_the_next_run_with_its_ver
             "html".to_string(),
         )
     };
-    let first = read_once(&settings(out.path(), stream.path(), "")).await;
+    let first = read_stream_once(&settings(out.path(), stream.path(), "")).await;
     assert_eq!(first.agents_version, "2026-11-28");
     let unknown = stream_reads(out.path())[&nova("unknown")];
     assert_eq!(unknown, truth.reads[&nova("unknown")]);
@@ -282,7 +252,7 @@ async fn a_users_agents_file_reclassifies_every_day_on_the_next_run_with_its_ver
     )
     .unwrap();
     let extra = format!("[agents]\nfile = \"{}\"\n", file.display());
-    let second = read_once(&settings(out.path(), stream.path(), &extra)).await;
+    let second = read_stream_once(&settings(out.path(), stream.path(), &extra)).await;
     assert_eq!((second.reclassified, second.runs[0].objects), (6, 0));
     assert_eq!(second.agents_version, "2026-11-28+test-1");
     let rows = stream_reads(out.path());
@@ -312,7 +282,7 @@ async fn a_users_agents_file_reclassifies_every_day_on_the_next_run_with_its_ver
         .collect();
     assert_eq!(versions, ["2026-11-28+test-1".to_string()].into());
     // The same table again: nothing to classify.
-    let third = read_once(&settings(out.path(), stream.path(), &extra)).await;
+    let third = read_stream_once(&settings(out.path(), stream.path(), &extra)).await;
     assert_eq!(third.reclassified, 0);
 }
 
@@ -329,7 +299,7 @@ async fn coverage_says_the_share_of_the_apis_ai_views_the_stream_holds() {
     // The stream read before the API's days are exported: no day to set it beside yet.
     write_stream(live.emu(), stream.path(), &days()[..7], &[]);
     let s = settings(out.path(), stream.path(), "");
-    let before = read_once(&s).await;
+    let before = read_stream_once(&s).await;
     assert_eq!(
         before.coverage[0]
             .1
@@ -344,7 +314,7 @@ async fn coverage_says_the_share_of_the_apis_ai_views_the_stream_holds() {
     );
     // The export comes after: the next run, with no object new, sets the file beside it.
     exported(&live, out.path(), &[("2026-03-01", "2026-03-07")]).await;
-    let run = read_once(&s).await;
+    let run = read_stream_once(&s).await;
     assert_eq!(run.runs[0].objects, 0);
     let (project, rows) = &run.coverage[0];
     assert_eq!(project, "beta");
@@ -426,7 +396,7 @@ async fn each_stream_table_has_the_catalogues_columns() {
     let emu = streamed(1.0, false);
     let (out, stream) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     write_stream(&emu, stream.path(), &days()[..2], &[]);
-    read_once(&settings(out.path(), stream.path(), "")).await;
+    read_stream_once(&settings(out.path(), stream.path(), "")).await;
     for t in docpipe::tables::STREAM {
         assert!(out.path().join(t.name).is_dir(), "{}", t.name);
         let (file, _) = partitions(out.path(), t.name).into_iter().next().unwrap();
@@ -533,7 +503,7 @@ async fn the_week_a_person_reads_first_adds_up_to_the_truth() {
     let emu = streamed(1.0, false);
     let (out, stream) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let truth = write_stream(&emu, stream.path(), &days()[..7], &[]);
-    read_once(&settings(out.path(), stream.path(), "")).await;
+    read_stream_once(&settings(out.path(), stream.path(), "")).await;
     let week = docpipe::stream::report::week(out.path(), "beta", days()[0], days()[6]).unwrap();
     let mut agents = BTreeMap::new();
     let mut operators: BTreeMap<String, i64> = BTreeMap::new();
@@ -582,4 +552,178 @@ async fn the_week_a_person_reads_first_adds_up_to_the_truth() {
     for op in referrals.keys() {
         assert!(line.contains(&format!("{op} {:.1}", ratio(op))), "{line}");
     }
+}
+
+/// A rule over the stream's trends (`jobs/agent-only-markdown.toml` for beta, and two
+/// queries of its own), evaluated: what it reads adds up to the emulator's truth, and which
+/// of its outputs are readers' words follows the columns' lineage, not their names.
+#[tokio::test]
+async fn rules_read_the_streams_trends_and_a_path_or_an_agents_name_stays_a_readers_words() {
+    // Beta read almost only by agents: some of its pages no person reaches.
+    let mut data = streamed_data();
+    let beta = data.projects.iter_mut().find(|p| p.id == "beta").unwrap();
+    (beta.ai_share_start, beta.ai_share_end) = (0.995, 0.995);
+    let live = Live::start(data).await;
+    let (out, stream) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // 2026-03-01 to 03-13 are complete (a later day has events); 03-14 may still be filling.
+    let complete = write_stream(live.emu(), stream.path(), &days()[..13], &[]);
+    let last = write_stream(live.emu(), stream.path(), &days()[13..], &[]);
+    exported(&live, out.path(), &[("2026-03-01", "2026-03-14")]).await;
+    read_stream_once(&settings(out.path(), stream.path(), "")).await;
+    let tables =
+        docpipe::trends::compute(out.path(), &docpipe::trends::Selection::default()).unwrap();
+    let g = &tables.gaps;
+    // agent_page_reads: 28 days to 03-13 hold the 13 complete days, every agent's reads of a
+    // page (no browser's), by agent, class and surface as the truth counts them.
+    let reads = &g.agent_page_reads;
+    let col = |df: &polars::prelude::DataFrame, c: &str| df.column(c).unwrap().clone();
+    let mut got: BTreeMap<(String, String, String, String), u64> = BTreeMap::new();
+    for i in 0..reads.height() {
+        let text = |c: &str| col(reads, c).str().unwrap().get(i).unwrap().to_string();
+        let n = col(reads, "reads_28d").i64().unwrap().get(i).unwrap();
+        let key = (
+            text("project"),
+            text("agent"),
+            text("class"),
+            text("surface"),
+        );
+        *got.entry(key).or_default() += n as u64;
+    }
+    let want: BTreeMap<_, _> = complete
+        .reads
+        .iter()
+        .filter(|(k, _)| k.2 != "human")
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    assert_eq!(got, want);
+    // ai_operators_daily: every referred view of the 14 days, each day's ratio its reads over
+    // its views, and the last day not complete.
+    let ops = &g.ai_operators_daily;
+    let views: i64 = col(ops, "referred_views")
+        .i64()
+        .unwrap()
+        .iter()
+        .flatten()
+        .sum();
+    let sent: u64 = complete
+        .referrals
+        .values()
+        .chain(last.referrals.values())
+        .sum();
+    assert_eq!(views as u64, sent);
+    for i in 0..ops.height() {
+        let n = |c: &str| col(ops, c).i64().unwrap().get(i).unwrap();
+        let ratio = col(ops, "reads_per_referral").f64().unwrap().get(i);
+        let want =
+            (n("referred_views") > 0).then(|| n("agent_reads") as f64 / n("referred_views") as f64);
+        assert_eq!(ratio, want);
+        let date = col(ops, "date")
+            .date()
+            .unwrap()
+            .as_date_iter()
+            .nth(i)
+            .unwrap()
+            .unwrap();
+        let complete = col(ops, "complete").bool().unwrap().get(i).unwrap();
+        assert_eq!(complete, date < day("2026-03-14"), "{date}");
+    }
+    // The example rule and two queries: the outputs that carry readers' words.
+    let projects = ["alpha", "beta", "gamma"].map(String::from);
+    let example = std::fs::read_to_string(root().join("jobs/agent-only-markdown.toml"))
+        .unwrap()
+        .replace("project = \"acme-api\"", "project = \"beta\"");
+    let query = |sql: &str| {
+        format!(
+            "name = \"q\"\nproject = \"beta\"\njob = \"job_docs_refresh\"\nwhen = \"\"\"\n{sql}\n\"\"\"\nprompt = \"{{{{ rows | length }}}}\"\n"
+        )
+    };
+    let rules: Vec<_> = [
+        example,
+        query("SELECT operator, SUM(agent_reads) AS reads, SUM(referred_views) AS sent FROM ai_operators_daily GROUP BY operator ORDER BY operator"),
+        query("SELECT agent AS who, SUM(reads_28d) AS reads FROM agent_page_reads WHERE class = 'unknown' GROUP BY agent ORDER BY who"),
+    ]
+    .iter()
+    .map(|t| docpipe::rules::Rule::parse(t, "r.toml", &projects).unwrap())
+    .collect();
+    let evals: Vec<_> = docpipe::rules::evaluate(&rules, &tables, None)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let readers: Vec<Vec<String>> = evals.iter().map(|e| e.reader_columns.clone()).collect();
+    assert_eq!(
+        readers,
+        [vec!["path".to_string()], vec![], vec!["who".to_string()]]
+    );
+    // The operators' query: one row per operator of the agents table that read or sent.
+    let operators = &evals[1].rows;
+    let names: Vec<String> = col(operators, "operator")
+        .str()
+        .unwrap()
+        .iter()
+        .flatten()
+        .map(String::from)
+        .collect();
+    assert_eq!(names, ["Anthropic", "Anysphere", "OpenAI", "Perplexity"]);
+    // The example rule: beta's pages read as Markdown to 03-13 (from the lake's agent_pages)
+    // that no person viewed to 03-14 (the emulator's truth), most read first, 10 at most.
+    let mut md: BTreeMap<String, (i64, std::collections::BTreeSet<String>)> = BTreeMap::new();
+    for (file, project) in partitions(out.path(), "agent_pages") {
+        if project != "beta" || file.to_string_lossy().contains("date=2026-03-14") {
+            continue;
+        }
+        for b in docpipe::write::parquet::read_file(&file).unwrap() {
+            let (path, agent, surface) = (
+                text_col(&b, "path"),
+                text_col(&b, "agent"),
+                text_col(&b, "surface"),
+            );
+            let events = int_col(&b, "events");
+            for i in 0..b.num_rows() {
+                if surface.value(i) != "markdown" {
+                    continue;
+                }
+                let page = path.value(i).strip_suffix(".md").unwrap_or(path.value(i));
+                let e = md.entry(page.to_string()).or_default();
+                e.0 += events.value(i);
+                e.1.insert(agent.value(i).to_string());
+            }
+        }
+    }
+    let truth = live
+        .emu()
+        .truth("beta", day("2026-03-01"), day("2026-03-15"))
+        .unwrap();
+    let mut human: BTreeMap<&str, u64> = BTreeMap::new();
+    for r in truth.iter() {
+        *human.entry(r.path.as_str()).or_default() += r.human;
+    }
+    let mut want: Vec<(String, i64, i64)> = md
+        .into_iter()
+        .filter(|(page, _)| human.get(page.as_str()).copied().unwrap_or(0) == 0)
+        .map(|(page, (reads, agents))| (page, reads, agents.len() as i64))
+        .collect();
+    want.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    want.truncate(10);
+    let rows = &evals[0].rows;
+    let got: Vec<(String, i64, i64)> = (0..rows.height())
+        .map(|i| {
+            (
+                col(rows, "path").str().unwrap().get(i).unwrap().to_string(),
+                col(rows, "markdown_reads_28d")
+                    .i64()
+                    .unwrap()
+                    .get(i)
+                    .unwrap(),
+                col(rows, "agents")
+                    .cast(&polars::prelude::DataType::Int64)
+                    .unwrap()
+                    .i64()
+                    .unwrap()
+                    .get(i)
+                    .unwrap(),
+            )
+        })
+        .collect();
+    assert!(!want.is_empty(), "beta has pages only agents read");
+    assert_eq!(got, want);
 }

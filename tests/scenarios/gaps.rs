@@ -95,6 +95,22 @@ SELECT project, date_trunc('week', date)::DATE AS week_start, count(*) AS days,
   CASE WHEN sum(total) > 0 THEN sum(api) / sum(total) END AS api_share,
   CASE WHEN sum(total) > 0 THEN sum(other) / sum(total) END AS other_share
 FROM {src('assistant_callers')} GROUP BY ALL""")
+Q["agent_page_reads"] = (["project", "path", "agent", "surface"], f"""
+WITH last AS (SELECT project, max(date) - 1 AS last_day FROM {src('agent_daily')} GROUP BY ALL),
+p AS (SELECT p.*, last_day, last_day - p.date AS age FROM {src('agent_pages')} p JOIN last USING (project)
+      WHERE last_day - p.date BETWEEN 0 AND 27)
+SELECT project, path, agent, operator, class, surface, any_value(last_day) AS last_day,
+  coalesce(sum(events) FILTER (age < 7), 0) AS reads_7d, sum(events) AS reads_28d
+FROM p GROUP BY project, path, agent, operator, class, surface""")
+Q["ai_operators_daily"] = (["project", "date", "operator"], f"""
+WITH r AS (SELECT project, date, operator, sum(events) AS agent_reads FROM {src('agent_daily')}
+           WHERE class <> 'human' AND operator IS NOT NULL GROUP BY ALL),
+s AS (SELECT project, date, operator, sum(views) AS referred_views FROM {src('ai_referrals')} GROUP BY ALL),
+last AS (SELECT project, max(date) AS stream_last_day FROM {src('agent_daily')} GROUP BY ALL)
+SELECT project, date, operator, coalesce(agent_reads, 0) AS agent_reads, coalesce(referred_views, 0) AS referred_views,
+  CASE WHEN coalesce(referred_views, 0) > 0 THEN coalesce(agent_reads, 0) / referred_views END AS reads_per_referral,
+  date < stream_last_day AS complete
+FROM r FULL JOIN s USING (project, date, operator) JOIN last USING (project)""")
 def same(a, b):
     if isinstance(a, float) or isinstance(b, float):
         if a is None or b is None:
@@ -127,6 +143,11 @@ sys.exit(1 if bad else 0)
 async fn every_gap_table_equals_duckdb_over_the_same_parquet() {
     let mut data = small();
     data.limits.analytics_per_hour = 100_000;
+    data.stream = Some(docpipe::emulator::stream::StreamData {
+        projects: vec!["alpha".into()],
+        agent_fraction: 1.0,
+        bad_lines: false,
+    });
     let live = Live::start_frozen(data).await;
     let out = tempfile::tempdir().unwrap();
     let mut targets = targets(&live, open_limits());
@@ -149,6 +170,23 @@ async fn every_gap_table_equals_duckdb_over_the_same_parquet() {
     let summary = exporter.run(&targets, &plan).await;
     assert!(summary.failed.is_empty(), "{:?}", summary.failed);
     drop(exporter);
+    // The event stream of the same days, read into the same lake.
+    let stream = tempfile::tempdir().unwrap();
+    let days: Vec<_> = day("2026-02-25")
+        .iter_days()
+        .take_while(|d| *d <= day("2026-03-15"))
+        .collect();
+    write_stream(live.emu(), stream.path(), &days, &[]);
+    let text = format!(
+        "{}\n[[streams]]\nurl = \"{}\"\nsubdomains = {{ \"docs-alpha\" = \"alpha\" }}\n",
+        config("http://127.0.0.1:9", out.path(), "timezone = \"UTC\""),
+        stream.path().display(),
+    );
+    let settings = docpipe::config::RawConfig::parse(&text, "t.toml")
+        .unwrap()
+        .validate("t.toml")
+        .unwrap();
+    read_stream_once(&settings).await;
     let mut tables = compute(out.path(), &Selection::default()).unwrap();
     write_tables(out.path(), &mut tables).unwrap();
     let g = &tables.gaps;

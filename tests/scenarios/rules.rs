@@ -141,7 +141,7 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
         ("d-column", format!("name = \"d\"\n{ok}when = \"SELECT nope FROM daily\"\nprompt = \"x\"\n"),
          "when: not found: unable to find column \"nope\" (no column of the query's tables is named so; docs/output.md lists them)"),
         ("e-table", format!("name = \"e\"\n{ok}when = \"SELECT path FROM pagez\"\nprompt = \"x\"\n"),
-         "when: table pagez is not a trend table (daily, weekly, pages, search_terms, search_daily, assistant_daily, assistant_categories, unanswered_questions, feedback_pages, visitors_daily, callers_weekly)"),
+         "when: table pagez is not a trend table (daily, weekly, pages, search_terms, search_daily, assistant_daily, assistant_categories, unanswered_questions, feedback_pages, visitors_daily, callers_weekly, agent_page_reads, ai_operators_daily)"),
         ("f-template", format!("name = \"f\"\n{ok}when = \"SELECT path FROM pages\"\nprompt = \"{{% for r in rows %}}\"\n"),
          "prompt: syntax error: unexpected end of input, expected end of block (in <string>:1)"),
         ("g-undefined", format!("name = \"g\"\n{ok}when = \"SELECT path FROM pages\"\nprompt = \"{{{{ rows[0].pathz }}}}\"\n"),
@@ -165,7 +165,7 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
         // What an attacker's rule file tried: read a local file, overflow the cooldown, ask for
         // a 24 TB allocation, render for minutes.
         ("p-read-file", format!("name = \"p\"\n{ok}when = \"SELECT * FROM read_csv('/etc/passwd')\"\nprompt = \"x\"\n"),
-         "when: read_csv(...) is a table function; a rule reads only the trend tables (daily, weekly, pages, search_terms, search_daily, assistant_daily, assistant_categories, unanswered_questions, feedback_pages, visitors_daily, callers_weekly)"),
+         "when: read_csv(...) is a table function; a rule reads only the trend tables (daily, weekly, pages, search_terms, search_daily, assistant_daily, assistant_categories, unanswered_questions, feedback_pages, visitors_daily, callers_weekly, agent_page_reads, ai_operators_daily)"),
         ("q-cooldown", format!("name = \"q\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\ncooldown = \"1000000years\"\n"),
          "cooldown \"1000000years\" is longer than 366 days"),
         ("r-min-rows", format!("name = \"r\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\nmin_rows = 1000000000000\n"),

@@ -752,3 +752,50 @@ pub fn partitions(out: &std::path::Path, table: &str) -> Vec<(std::path::PathBuf
     files.sort();
     files
 }
+
+/// Writes the emulator's stream objects of `days` into `dir` but those `held` keeps back (named
+/// by the hour); the truth of every day written.
+pub fn write_stream(
+    emu: &Emulator,
+    dir: &std::path::Path,
+    days: &[NaiveDate],
+    held: &[&str],
+) -> docpipe::emulator::stream::DayTruth {
+    let mut all = docpipe::emulator::stream::DayTruth::default();
+    for d in days {
+        let (objects, truth) = docpipe::emulator::stream::day(emu, *d);
+        for o in objects {
+            if held.iter().any(|h| o.name.ends_with(h)) {
+                continue;
+            }
+            let path = dir.join(&o.name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, &o.bytes).unwrap();
+        }
+        for (k, v) in truth.reads {
+            *all.reads.entry(k).or_default() += v;
+        }
+        for (k, v) in truth.referrals {
+            *all.referrals.entry(k).or_default() += v;
+        }
+        all.events += truth.events;
+        all.repeated += truth.repeated;
+        all.bad += truth.bad;
+    }
+    all
+}
+
+/// One read of the streams `settings` names, on the system clock.
+pub async fn read_stream_once(
+    settings: &docpipe::config::Settings,
+) -> docpipe::app::streams::StreamsRun {
+    let ctx = docpipe::app::Context::open(
+        settings.clone(),
+        docpipe::clock::system(),
+        docpipe::app::Access::Export,
+        docpipe::app::Keys::None,
+    )
+    .await
+    .unwrap();
+    docpipe::app::streams::read(&ctx).await.unwrap().unwrap()
+}

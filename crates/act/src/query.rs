@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 /// The tables a rule's query can name.
-pub const TABLES: [&str; 11] = docpipe_derive::NAMES;
+pub const TABLES: [&str; 13] = docpipe_derive::NAMES;
 
 /// The longest text `LPAD` and `RPAD` may make, in characters: the only functions of polars'
 /// SQL that make text from a number, so that a rule's evaluation stays within its memory

@@ -16,7 +16,7 @@ pub const MAX_CHARS: usize = 200;
 /// The columns of docpipe's tables (raw and trend) whose text a reader wrote or chose, with
 /// what each is. A string column a query computes or renames is treated as a reader's too:
 /// only the columns of [`SERVICE_COLUMNS`] render as they are.
-pub const READER_COLUMNS: [(&str, &str); 16] = [
+pub const READER_COLUMNS: [(&str, &str); 17] = [
     (
         "path",
         "a page's path, as the reader's browser asked for it",
@@ -48,6 +48,10 @@ pub const READER_COLUMNS: [(&str, &str); 16] = [
         "a row the service sent that docpipe set aside, as it came",
     ),
     (
+        "agent",
+        "an agent's name: an unknown program's is the product token its user agent sent",
+    ),
+    (
         "response",
         "the assistant's answer to a reader's question (it may repeat the reader's words)",
     ),
@@ -59,7 +63,7 @@ pub const JOINED_COLUMNS: [&str; 1] = ["latest_comments"];
 
 /// String columns of docpipe's tables that hold no reader's text: identifiers, enums and
 /// what the service or docpipe computed. They render as they are.
-pub const SERVICE_COLUMNS: [&str; 13] = [
+pub const SERVICE_COLUMNS: [&str; 16] = [
     "project",
     "status",
     "source",
@@ -73,6 +77,9 @@ pub const SERVICE_COLUMNS: [&str; 13] = [
     "thread_id",
     "cited_pages",
     "reason",
+    "operator",
+    "class",
+    "surface",
 ];
 
 /// Whether a column's text renders as it is (docpipe's or the service's own words).

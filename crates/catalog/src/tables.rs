@@ -462,6 +462,26 @@ const CALLERS_WEEKLY_COLUMNS: &[Column] = &[
     n("other_share", Ty::Float),
     n("complete", Ty::Bool),
 ];
+const AGENT_PAGE_READS_COLUMNS: &[Column] = &[
+    n("project", Ty::Text),
+    n("path", Ty::Text),
+    n("agent", Ty::Text),
+    n("operator", Ty::Text),
+    n("class", Ty::Text),
+    n("surface", Ty::Text),
+    n("last_day", Ty::Date),
+    n("reads_7d", Ty::Int),
+    n("reads_28d", Ty::Int),
+];
+const AI_OPERATORS_DAILY_COLUMNS: &[Column] = &[
+    n("project", Ty::Text),
+    n("date", Ty::Date),
+    n("operator", Ty::Text),
+    n("agent_reads", Ty::Int),
+    n("referred_views", Ty::Int),
+    n("reads_per_referral", Ty::Float),
+    n("complete", Ty::Bool),
+];
 
 /// The folder of the trend tables under the output.
 pub const TRENDS_FOLDER: &str = "trends";
@@ -839,6 +859,20 @@ pub const CALLERS_WEEKLY: Table = trend(
     "one ISO week of the assistant's callers",
     CALLERS_WEEKLY_COLUMNS,
 );
+/// One page read by one agent on one surface over the stream's last 7 and 28 complete days.
+pub const AGENT_PAGE_READS: Table = trend(
+    "agent_page_reads",
+    &["project", "path", "agent", "surface"],
+    "one page read by one agent (not a browser) on one surface over the event stream's last 7 and 28 complete days",
+    AGENT_PAGE_READS_COLUMNS,
+);
+/// One day of one AI product's operator: its agents' reads against the readers it sent.
+pub const AI_OPERATORS_DAILY: Table = trend(
+    "ai_operators_daily",
+    &["project", "date", "operator"],
+    "one day of the event stream for one AI operator: its agents' page reads against the human page views its products sent (the crawl-to-referral ratio)",
+    AI_OPERATORS_DAILY_COLUMNS,
+);
 
 /// The tables' names as constants, for a `match` (a pattern takes a constant, not a field).
 pub mod name {
@@ -900,6 +934,16 @@ pub mod name {
     pub const VISITORS_DAILY: &str = super::VISITORS_DAILY.name;
     /// `CALLERS_WEEKLY`'s name.
     pub const CALLERS_WEEKLY: &str = super::CALLERS_WEEKLY.name;
+    /// `AGENT_PAGE_READS`'s name.
+    pub const AGENT_PAGE_READS: &str = super::AGENT_PAGE_READS.name;
+    /// `AI_OPERATORS_DAILY`'s name.
+    pub const AI_OPERATORS_DAILY: &str = super::AI_OPERATORS_DAILY.name;
+    /// `AGENT_DAILY`'s name.
+    pub const AGENT_DAILY: &str = super::AGENT_DAILY.name;
+    /// `AGENT_PAGES`'s name.
+    pub const AGENT_PAGES: &str = super::AGENT_PAGES.name;
+    /// `AI_REFERRALS`'s name.
+    pub const AI_REFERRALS: &str = super::AI_REFERRALS.name;
 }
 
 /// One event of the analytics stream.
@@ -983,8 +1027,9 @@ pub const WRITTEN: [&Table; 18] = [
     &AGENT_IMPACT,
 ];
 
-/// The trend tables: the three of page views first, then the docs gaps', in the lake's order.
-pub const TRENDS: [&Table; 11] = [
+/// The trend tables: the three of page views first, then the docs gaps', then the event stream's, in
+/// the lake's order.
+pub const TRENDS: [&Table; 13] = [
     &DAILY_TREND,
     &WEEKLY_TREND,
     &PAGES_TREND,
@@ -996,6 +1041,8 @@ pub const TRENDS: [&Table; 11] = [
     &FEEDBACK_PAGES,
     &VISITORS_DAILY,
     &CALLERS_WEEKLY,
+    &AGENT_PAGE_READS,
+    &AI_OPERATORS_DAILY,
 ];
 
 /// A table by its name (a `<table>_fractions` companion is not among them: [`fractions_of`]).
@@ -1027,7 +1074,7 @@ mod tests {
             .copied()
             .collect();
         let names: HashSet<&str> = all.iter().map(|t| t.name).collect();
-        assert_eq!(names.len(), 35);
+        assert_eq!(names.len(), 37);
         for t in &all {
             assert!(!t.key.is_empty() && !t.row.is_empty(), "{}", t.name);
             for k in t.partitioning {

@@ -6,7 +6,7 @@
 //! table with the same columns (what rule queries are checked against). Windows end at the
 //! project's last exported day of the dataset (`last_day`), as the page table's do.
 
-use super::{TrendsError, pct, share};
+use super::{TrendsError, aged, named, pct, share};
 use docpipe_catalog::datasets;
 use docpipe_catalog::tables::{self, name};
 use polars::prelude::*;
@@ -39,11 +39,15 @@ pub struct Gaps {
     pub visitors_daily: DataFrame,
     /// Per project and ISO week: assistant callers.
     pub callers_weekly: DataFrame,
+    /// Per project, page, agent and surface: the event stream's reads over 7 and 28 days.
+    pub agent_page_reads: DataFrame,
+    /// Per project, day and AI operator: its agents' reads against the readers it sent.
+    pub ai_operators_daily: DataFrame,
 }
 
 /// The gap tables' names, in the order they are written (`trends/<name>.parquet`), the order
 /// of [`Gaps::frames`].
-pub const NAMES: [&str; 8] = [
+pub const NAMES: [&str; 10] = [
     name::SEARCH_TERMS,
     name::SEARCH_DAILY,
     name::ASSISTANT_DAILY,
@@ -52,11 +56,13 @@ pub const NAMES: [&str; 8] = [
     name::FEEDBACK_PAGES,
     name::VISITORS_DAILY,
     name::CALLERS_WEEKLY,
+    name::AGENT_PAGE_READS,
+    name::AI_OPERATORS_DAILY,
 ];
 
 impl Gaps {
     /// The tables with their names, in the order they are written.
-    pub fn named(&mut self) -> [(&'static str, &mut DataFrame); 8] {
+    pub fn named(&mut self) -> [(&'static str, &mut DataFrame); 10] {
         let frames = [
             &mut self.search_terms,
             &mut self.search_daily,
@@ -66,13 +72,15 @@ impl Gaps {
             &mut self.feedback_pages,
             &mut self.visitors_daily,
             &mut self.callers_weekly,
+            &mut self.agent_page_reads,
+            &mut self.ai_operators_daily,
         ];
         let mut frames = frames.into_iter();
         NAMES.map(|name| (name, frames.next().expect("one frame per name")))
     }
 
     /// The tables by name, for rule queries.
-    pub fn frames(&self) -> [(&'static str, &DataFrame); 8] {
+    pub fn frames(&self) -> [(&'static str, &DataFrame); 10] {
         let frames = [
             &self.search_terms,
             &self.search_daily,
@@ -82,6 +90,8 @@ impl Gaps {
             &self.feedback_pages,
             &self.visitors_daily,
             &self.callers_weekly,
+            &self.agent_page_reads,
+            &self.ai_operators_daily,
         ];
         let mut frames = frames.into_iter();
         NAMES.map(|name| (name, frames.next().expect("one frame per name")))
@@ -111,6 +121,9 @@ fn columns(table: &str) -> Vec<(&'static str, DataType)> {
         ],
         name::FEEDBACK => &["path", "comment", "created_at", "source", "helpful"],
         name::ASSISTANT_CALLERS => &["web", "api", "other", "total"],
+        name::AGENT_DAILY => &["operator", "class", "events"],
+        name::AGENT_PAGES => &["path", "agent", "operator", "class", "surface", "events"],
+        name::AI_REFERRALS => &["operator", "views"],
         // site_visitors, site_totals
         _ => &["human", "ai", "total"],
     };
@@ -152,20 +165,6 @@ fn source(
 fn last_day(days: LazyFrame) -> LazyFrame {
     days.group_by([col("project")])
         .agg([col("date").max().alias("last_day")])
-}
-
-/// `rows` with `last_day` and `age` (days before `last_day`), keeping ages `0..within`.
-fn aged(rows: LazyFrame, last: LazyFrame, within: i32) -> LazyFrame {
-    rows.join(
-        last,
-        [col("project")],
-        [col("project")],
-        JoinArgs::new(JoinType::Inner),
-    )
-    .with_column(
-        (col("last_day").cast(DataType::Int32) - col("date").cast(DataType::Int32)).alias("age"),
-    )
-    .filter(col("age").gt_eq(lit(0)).and(col("age").lt(lit(within))))
 }
 
 /// A 1-based rank within each project after sorting by `by` (the frame's order breaks no
@@ -313,11 +312,6 @@ pub fn search_terms(searches: LazyFrame, totals: LazyFrame) -> PolarsResult<Lazy
         ["project", "gap_rank_7d", "search_query"],
         SortMultipleOptions::default().with_nulls_last(true),
     ))
-}
-
-/// The columns named, in this order (a table's columns as it is written).
-fn named(names: &[&str]) -> Vec<Expr> {
-    names.iter().map(|n| col(*n)).collect()
 }
 
 /// Days exported per project in the last 7 days and the 21 before (`days_7d`,
@@ -745,12 +739,14 @@ pub fn dataset_of_trend(trend: &str) -> &'static str {
         name::FEEDBACK_PAGES => name::FEEDBACK,
         name::VISITORS_DAILY => name::SITE_VISITORS,
         name::CALLERS_WEEKLY => name::ASSISTANT_CALLERS,
+        name::AGENT_PAGE_READS => name::AGENT_PAGES,
+        name::AI_OPERATORS_DAILY => name::AGENT_DAILY,
         _ => name::SITE_TOTALS,
     })
 }
 
 /// The tables a gap table is computed from, by name in the output folder.
-pub(crate) const SOURCES: [&str; 7] = [
+pub(crate) const SOURCES: [&str; 10] = [
     name::SEARCHES,
     name::SEARCH_TOTALS,
     name::ASSISTANT_TURNS,
@@ -758,6 +754,9 @@ pub(crate) const SOURCES: [&str; 7] = [
     name::SITE_VISITORS,
     name::SITE_TOTALS,
     name::ASSISTANT_CALLERS,
+    name::AGENT_DAILY,
+    name::AGENT_PAGES,
+    name::AI_REFERRALS,
 ];
 
 /// The gap table `name`'s query over its sources (`rows` gives a source table's rows, with
@@ -778,6 +777,12 @@ fn query(
             visitors_daily(rows(name::SITE_VISITORS)?, rows(name::SITE_TOTALS)?)
         }
         name::CALLERS_WEEKLY => callers_weekly(rows(name::ASSISTANT_CALLERS)?),
+        name::AGENT_PAGE_READS => {
+            super::reading::agent_page_reads(rows(name::AGENT_PAGES)?, rows(name::AGENT_DAILY)?)
+        }
+        name::AI_OPERATORS_DAILY => {
+            super::reading::ai_operators_daily(rows(name::AGENT_DAILY)?, rows(name::AI_REFERRALS)?)?
+        }
         other => {
             return Err(
                 PolarsError::ComputeError(format!("{other} is not a gap table").into()).into(),
@@ -834,7 +839,7 @@ fn compute_in(
         sources.insert(table, rows?);
     }
     let queries = NAMES.map(|name| query(name, &|t| Ok(sources[t].clone())));
-    let [a, b, c, d, e, f, g, h] =
+    let [a, b, c, d, e, f, g, h, i, j] =
         in_parallel(queries.map(|q| move || Ok::<_, TrendsError>(q?.collect()?)));
     Ok(Gaps {
         search_terms: a?,
@@ -845,6 +850,8 @@ fn compute_in(
         feedback_pages: f?,
         visitors_daily: g?,
         callers_weekly: h?,
+        agent_page_reads: i?,
+        ai_operators_daily: j?,
     })
 }
 

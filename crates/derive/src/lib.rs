@@ -7,6 +7,7 @@
 pub mod arrow;
 pub mod chart;
 pub mod gaps;
+pub mod reading;
 
 use chrono::NaiveDate;
 use docpipe_catalog::datasets::LEADING;
@@ -314,6 +315,25 @@ fn if_complete(c: &str) -> Expr {
         .then(col(c))
         .otherwise(lit(Null {}))
         .alias(c)
+}
+
+/// `rows` with `last_day` and `age` (days before `last_day`), keeping ages `0..within`.
+pub(crate) fn aged(rows: LazyFrame, last: LazyFrame, within: i32) -> LazyFrame {
+    rows.join(
+        last,
+        [col("project")],
+        [col("project")],
+        JoinArgs::new(JoinType::Inner),
+    )
+    .with_column(
+        (col("last_day").cast(DataType::Int32) - col("date").cast(DataType::Int32)).alias("age"),
+    )
+    .filter(col("age").gt_eq(lit(0)).and(col("age").lt(lit(within))))
+}
+
+/// The columns named, in this order (a table's columns as it is written).
+pub(crate) fn named(names: &[&str]) -> Vec<Expr> {
+    names.iter().map(|n| col(*n)).collect()
 }
 
 /// `a / b` as a float, null where `b` is zero (or null).

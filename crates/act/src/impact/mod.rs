@@ -365,7 +365,7 @@ mod tests {
             ),
             (
                 format!("{base}better = \"higher\"\ntable = \"secrets\"\n"),
-                "impact.table \"secrets\" is not a trend table (daily, weekly, pages, search_terms, search_daily, assistant_daily, assistant_categories, unanswered_questions, feedback_pages, visitors_daily, callers_weekly)",
+                "impact.table \"secrets\" is not a trend table (daily, weekly, pages, search_terms, search_daily, assistant_daily, assistant_categories, unanswered_questions, feedback_pages, visitors_daily, callers_weekly, agent_page_reads, ai_operators_daily)",
             ),
             (
                 "[impact]\nmetric = \"x FROM read_csv('/etc/passwd') --\"\ncount = \"1\"\nbetter = \"lower\"\n".to_string(),
