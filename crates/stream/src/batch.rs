@@ -2,7 +2,7 @@
 //! event a few numbers, grouped by project and local day; and what could not be read, counted.
 
 use crate::line::{self, Bad, Fields};
-use chrono::{NaiveDate, TimeZone};
+use chrono::NaiveDate;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The longest line read; a longer one is counted, its bytes not held.
@@ -212,6 +212,64 @@ pub struct Batch {
     pub unread: Unread,
     /// Lines read (good or not).
     pub lines: u64,
+    hour: Hour,
+    /// Where a payload string's text is undone, line after line.
+    scratch: Vec<u8>,
+}
+
+/// The time zone's offset over the UTC hours events fell in lately, each when it held the
+/// whole hour: an event's local day without a look-up in the zone's table.
+#[derive(Debug)]
+pub(crate) struct Hour {
+    /// By hour (since the epoch) modulo their number: the zone, the hour and its offset in
+    /// seconds (`None`: it changed within the hour).
+    slots: Box<[Option<HourOffset>; 64]>,
+}
+
+/// A zone, an hour since the epoch, and the zone's offset over all of it in seconds.
+type HourOffset = (chrono_tz::Tz, i64, Option<i64>);
+
+impl Default for Hour {
+    fn default() -> Self {
+        Self {
+            slots: Box::new([None; 64]),
+        }
+    }
+}
+
+impl Hour {
+    const MICROS: i64 = 3_600_000_000;
+
+    pub(crate) fn day(&mut self, tz: chrono_tz::Tz, micros: i64) -> Option<NaiveDate> {
+        use chrono::{Offset, TimeZone};
+        let hour = micros.div_euclid(Self::MICROS);
+        let slot = &mut self.slots[hour.rem_euclid(64) as usize];
+        let offset = match *slot {
+            Some((z, h, off)) if z == tz && h == hour => off,
+            _ => {
+                let at = |m: i64| {
+                    chrono::DateTime::from_timestamp_micros(m).map(|t| {
+                        i64::from(
+                            tz.offset_from_utc_datetime(&t.naive_utc())
+                                .fix()
+                                .local_minus_utc(),
+                        )
+                    })
+                };
+                let (a, b) = (at(hour * Self::MICROS), at((hour + 1) * Self::MICROS - 1));
+                let off = a.filter(|a| Some(*a) == b);
+                *slot = Some((tz, hour, off));
+                off
+            }
+        };
+        match offset {
+            Some(off) => {
+                let days = (micros + off * 1_000_000).div_euclid(86_400 * 1_000_000);
+                NaiveDate::from_num_days_from_ce_opt(i32::try_from(days + 719_163).ok()?)
+            }
+            None => tz.timestamp_micros(micros).single().map(|t| t.date_naive()),
+        }
+    }
 }
 
 impl Batch {
@@ -240,10 +298,13 @@ impl Batch {
         let kept = if text.len() > MAX_LINE {
             Err(Kept::Bad(TOO_LONG))
         } else {
-            match line::decode(text, |f| self.keep(setup, f)) {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            let kept = match line::decode_in(text, &mut scratch, |f| self.keep(setup, f)) {
                 Ok(k) => k,
                 Err(bad) => Err(Kept::Bad(bad_name(bad))),
-            }
+            };
+            self.scratch = scratch;
+            kept
         };
         match kept {
             Ok(()) => {}
@@ -271,11 +332,9 @@ impl Batch {
         if !self.ids.insert(id) {
             return Err(Kept::Duplicate);
         }
-        let day = setup
-            .tz
-            .timestamp_micros(f.at_micros)
-            .single()
-            .map(|t| t.date_naive())
+        let day = self
+            .hour
+            .day(setup.tz, f.at_micros)
             .ok_or(Kept::Bad("no readable created_at"))?;
         let ev = Ev {
             id,

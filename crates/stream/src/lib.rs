@@ -13,6 +13,7 @@ pub mod coverage;
 pub mod day;
 pub mod line;
 pub mod report;
+mod scan;
 
 pub use batch::{Batch, Setup, Unread};
 

@@ -2,6 +2,7 @@
 //! object or a JSON-encoded string of one. Only the fields docpipe keeps are read: `ip`,
 //! `user_id`, `anon_id` and `properties` are skipped by the parser and never held.
 
+use crate::scan::Found;
 use chrono::Datelike;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -36,6 +37,21 @@ pub struct Payload<'a> {
     /// The reader's user agent.
     #[serde(borrow, default)]
     pub user_agent: Option<Cow<'a, str>>,
+}
+
+impl<'a> From<crate::scan::Kept<'a>> for Payload<'a> {
+    fn from(k: crate::scan::Kept<'a>) -> Self {
+        Self {
+            event_id: k.event_id.map(Cow::Borrowed),
+            subdomain: k.subdomain.map(Cow::Borrowed),
+            session_id: k.session_id.map(Cow::Borrowed),
+            created_at: k.created_at.map(Cow::Borrowed),
+            event: k.event.map(Cow::Borrowed),
+            path: k.path.map(Cow::Borrowed),
+            referrer: k.referrer.map(Cow::Borrowed),
+            user_agent: k.user_agent.map(Cow::Borrowed),
+        }
+    }
 }
 
 /// `payload`: an object, or a string that should hold one.
@@ -142,6 +158,34 @@ pub struct Fields<'a> {
 /// Reads one line and hands its fields to `f` (they borrow from the line, or from the payload
 /// string's decoded text).
 pub fn decode<R>(line: &[u8], f: impl FnOnce(&Fields<'_>) -> R) -> Result<R, Bad> {
+    decode_in(line, &mut Vec::new(), f)
+}
+
+/// [`decode`], a payload string's text undone into `scratch` (kept by a reader of many lines:
+/// no allocation a line).
+pub fn decode_in<R>(
+    line: &[u8],
+    scratch: &mut Vec<u8>,
+    f: impl FnOnce(&Fields<'_>) -> R,
+) -> Result<R, Bad> {
+    // The common line without a general parser; serde_json reads whatever it gives up on.
+    if let Some(env) = crate::scan::envelope(line) {
+        match env.payload {
+            None | Some(Found::Null) => return Err(Bad::NoPayload),
+            Some(Found::Object(p)) => return checked(env.event_type, &p.into()).map(|x| f(&x)),
+            Some(Found::Text(raw)) => {
+                let text = crate::scan::unescape(raw, scratch);
+                if let Some(p) = text.and_then(crate::scan::payload_text) {
+                    return checked(env.event_type, &p.into()).map(|x| f(&x));
+                }
+            }
+        }
+    }
+    decode_parsed(line, f)
+}
+
+/// [`decode`] by serde_json alone (what the fast reader is held to).
+pub fn decode_parsed<R>(line: &[u8], f: impl FnOnce(&Fields<'_>) -> R) -> Result<R, Bad> {
     let env: Envelope<'_> = serde_json::from_slice(line).map_err(|_| Bad::NotJson)?;
     match env.payload {
         None => Err(Bad::NoPayload),

@@ -6,20 +6,23 @@ use std::collections::HashMap;
 
 const OBJECT: &str = r#"{"event_id":"6f1c2a4e-0b7d-4c2a-9e1f-3a5b7c9d1e2f","subdomain":"acme","user_id":"u-1","anon_id":"a-1","session_id":"s-1","created_at":"2026-11-27T10:00:00.250Z","event":"docs.content.view","path":"/guides/a","referrer":"https://www.perplexity.ai/search?q=x","user_agent":"Mozilla/5.0 (compatible; GPTBot/1.2)","ip":"203.0.113.9","properties":{"title":"A"}}"#;
 
+/// A line's fields, as text.
+fn show(f: &crate::line::Fields<'_>) -> String {
+    format!(
+        "{} {} {} {} {:?} {:?} {:?} {:?}",
+        f.event,
+        f.event_id,
+        f.subdomain,
+        f.at_micros,
+        f.session_id,
+        f.path,
+        f.referrer,
+        f.user_agent
+    )
+}
+
 fn fields(line: &str) -> Result<String, Bad> {
-    decode(line.as_bytes(), |f| {
-        format!(
-            "{} {} {} {} {:?} {:?} {:?} {:?}",
-            f.event,
-            f.event_id,
-            f.subdomain,
-            f.at_micros,
-            f.session_id,
-            f.path,
-            f.referrer,
-            f.user_agent
-        )
-    })
+    decode(line.as_bytes(), show)
 }
 
 #[test]
@@ -175,4 +178,137 @@ fn the_classifiers_caches_hold_for_one_table_of_texts_only() {
         (c.who(wa).agent.as_str(), c.who(wb).agent.as_str()),
         ("GPTBot", "Cursor")
     );
+}
+
+/// What a decoder made of a line, as text.
+fn read_by(line: &[u8], fast: bool) -> String {
+    let r = if fast {
+        decode(line, show)
+    } else {
+        crate::line::decode_parsed(line, show)
+    };
+    format!("{r:?}")
+}
+
+#[test]
+fn the_fast_reader_reads_every_line_as_serde_json_does_mutated_lines_included() {
+    let string_form = |payload: &str| {
+        format!(
+            r#"{{"eventType":"docs.content.view","payload":{}}}"#,
+            serde_json::Value::String(payload.to_string())
+        )
+    };
+    let mut lines: Vec<String> = vec![
+        format!(r#"{{"eventType":"docs.content.view","payload":{OBJECT}}}"#),
+        string_form(OBJECT),
+        format!(" \t{{ \"payload\" : {OBJECT} , \"eventType\" : null }}\r\n "),
+        r#"{"eventType":"e","payload":{"event_id":"x","subdomain":"a","created_at":"2026-11-27T10:00:00Z","path":"/p\"q","n":[1,-0.5,2e9,true,false,null,{"a":[]}]}}"#.into(),
+        r#"{"eventType":"e","payload":{"event_id":"x","subdomain":"a","created_at":"2026-11-27T10:00:00Z","p\u0061th":"/a"}}"#.into(),
+        r#"{"eventType":"e","payload":{"event_id":"x","event_id":"y","subdomain":"a","created_at":"2026-11-27T10:00:00Z"}}"#.into(),
+        r#"{"eventType":"e","eventType":"f","payload":{"event_id":"x","subdomain":"a","created_at":"2026-11-27T10:00:00Z"}}"#.into(),
+        r#"{"eventType":"e","payload":{"event_id":"x","subdomain":"a","created_at":"2026-11-27T10:00:00Z","x":"\ud800"}}"#.into(),
+        r#"{"eventType":"e","payload":{"event_id":"x","subdomain":"a","created_at":"2026-11-27T10:00:00Z","path":5}}"#.into(),
+        r#"{"eventType":"e","payload":["x","a"]}"#.into(),
+        r#"["e",{"event_id":"x"}]"#.into(),
+        r#"{"eventType":"e","payload":7}"#.into(),
+        string_form(r#"{"event_id":"x","subdomain":"a","created_at":"2026-11-27T10:00:00Z","user_agent":"Mozilla/5.0 \"quoted\" é \u00e9"}"#),
+        string_form(r#"  {"event_id":"x","subdomain":"a","created_at":"2026-11-27T10:00:00Z"}  "#),
+        string_form(r#"{"event_id":"x","subdomain":"a","created_at":"2026-11-27T10:00:00Z"} x"#),
+    ];
+    let mut deep = String::from(
+        r#"{"eventType":"e","payload":{"event_id":"x","subdomain":"a","created_at":"2026-11-27T10:00:00Z","d":"#,
+    );
+    deep.push_str(&"[".repeat(100));
+    deep.push_str(&"]".repeat(100));
+    deep.push_str("}}");
+    lines.push(deep);
+    for n in [
+        "0", "-0", "01", "1.", "1.5e", "1e+5", "-", "1E-2", "2.50", "+1", ".5", "tru", "nul",
+        "true", "false",
+    ] {
+        lines.push(format!(
+            r#"{{"eventType":"e","payload":{{"v":{n},"event_id":"x","subdomain":"a","created_at":"2026-11-27T10:00:00Z"}}}}"#
+        ));
+    }
+    // Every line, then each with one byte taken out, put in or replaced, at every place.
+    let tricky: &[u8] = b"\"\\{}[],:0-.eu \x01\x0b\xff\xc3nt/";
+    let (mut checked, mut fast) = (0, 0);
+    for line in [&lines[0], &lines[1], &lines[2], &lines[13]] {
+        assert!(read_fast(line.as_bytes()), "{line}");
+    }
+    let mut check = |line: &[u8]| {
+        fast += usize::from(read_fast(line));
+        assert_eq!(
+            read_by(line, true),
+            read_by(line, false),
+            "{}",
+            String::from_utf8_lossy(line)
+        );
+        checked += 1;
+    };
+    for line in &lines {
+        let b = line.as_bytes();
+        check(b);
+        for i in 0..b.len() {
+            let mut cut = b.to_vec();
+            cut.remove(i);
+            check(&cut);
+            let c = tricky[i % tricky.len()];
+            let mut put = b.to_vec();
+            put.insert(i, c);
+            check(&put);
+            let mut swapped = b.to_vec();
+            swapped[i] = tricky[(i * 7 + 3) % tricky.len()];
+            check(&swapped);
+        }
+    }
+    assert!(checked > 10_000, "{checked}");
+    // Many mutations stay with the fast reader (it reads them, or says why not): the rest are
+    // broken JSON or escapes, which serde_json reads.
+    assert!(fast * 4 > checked, "{fast} of {checked}");
+}
+
+/// Whether the fast reader reads a line to the end (serde_json is not asked).
+fn read_fast(line: &[u8]) -> bool {
+    match crate::scan::envelope(line).map(|e| e.payload) {
+        Some(Some(crate::scan::Found::Text(raw))) => crate::scan::unescape(raw, &mut Vec::new())
+            .and_then(crate::scan::payload_text)
+            .is_some(),
+        Some(_) => true,
+        None => false,
+    }
+}
+
+#[test]
+fn the_local_day_from_the_hours_offset_equals_the_zones_own_across_its_changes() {
+    use chrono::TimeZone;
+    // Paris and New York change by an hour, Lord Howe by half of one (at 15:30 UTC in
+    // October), Kathmandu by a quarter at its local midnight (1986), Kolkata never; the minutes
+    // of two days around each change, in order and then back and forth.
+    let cases = [
+        (chrono_tz::Europe::Paris, "2026-03-28T12:00:00Z"),
+        (chrono_tz::Europe::Paris, "2026-10-24T12:00:00Z"),
+        (chrono_tz::America::New_York, "2026-11-01T00:00:00Z"),
+        (chrono_tz::Australia::Lord_Howe, "2026-04-04T00:00:00Z"),
+        (chrono_tz::Australia::Lord_Howe, "2026-10-03T00:00:00Z"),
+        (chrono_tz::Asia::Kathmandu, "1985-12-31T00:00:00Z"),
+        (chrono_tz::Asia::Kolkata, "2026-11-27T00:00:00Z"),
+    ];
+    let mut checked = 0;
+    for (tz, from) in cases {
+        let start = chrono::DateTime::parse_from_rfc3339(from)
+            .unwrap()
+            .timestamp_micros();
+        let mut hour = crate::batch::Hour::default();
+        for step in 0..(2 * 24 * 60) {
+            let m = start + step * 60_000_000 + (step % 7) * 1_000_000;
+            let back = start + ((step * 37) % (2 * 24 * 60)) * 60_000_000;
+            for micros in [m, back, m - 1] {
+                let want = tz.timestamp_micros(micros).single().map(|t| t.date_naive());
+                assert_eq!(hour.day(tz, micros), want, "{tz} {micros}");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 7 * 2 * 24 * 60 * 3);
 }
