@@ -278,24 +278,70 @@ fn add(acc: &mut Acc, path: u32, session: u64) {
     }
 }
 
+/// Each key of `rows` in order, with its rows, its distinct pages and its distinct sessions
+/// (0 is none, not counted).
+pub(crate) fn tally<K: Ord + Copy>(mut rows: Vec<(K, u32, u64)>) -> Vec<(K, i64, i64, i64)> {
+    rows.sort_unstable();
+    let mut out: Vec<(K, i64, i64, i64)> = Vec::new();
+    let mut last: Option<(K, u32)> = None;
+    for &(k, path, _) in &rows {
+        if out.last().is_none_or(|o| o.0 != k) {
+            out.push((k, 0, 0, 0));
+        }
+        let o = out.last_mut().expect("pushed");
+        o.1 += 1;
+        if path != 0 && last != Some((k, path)) {
+            o.2 += 1;
+        }
+        last = Some((k, path));
+    }
+    rows.sort_unstable_by_key(|&(k, _, session)| (k, session));
+    let (mut at, mut last) = (0, None);
+    for &(k, _, session) in &rows {
+        while out[at].0 != k {
+            at += 1;
+        }
+        if session != 0 && last != Some((k, session)) {
+            out[at].3 += 1;
+        }
+        last = Some((k, session));
+    }
+    out
+}
+
+/// Each distinct value of `rows` in order, with how many times it comes.
+pub(crate) fn runs<K: Ord + Copy>(mut rows: Vec<K>) -> Vec<(K, i64)> {
+    rows.sort_unstable();
+    let mut out: Vec<(K, i64)> = Vec::new();
+    for k in rows {
+        match out.last_mut() {
+            Some(o) if o.0 == k => o.1 += 1,
+            _ => out.push((k, 1)),
+        }
+    }
+    out
+}
+
 fn count<T>(s: &BTreeSet<T>) -> i64 {
     s.len() as i64
 }
 
 impl Rows {
     fn of(events: &[Ev], reads: &[(u32, Surface)], strings: &Strings, c: &Classifier<'_>) -> Self {
-        let mut daily: BTreeMap<(u32, Surface), Acc> = BTreeMap::new();
-        let mut pages: BTreeMap<(u32, u32, Surface), i64> = BTreeMap::new();
+        // The two tables with a row per read are counted from sorted lists (a set per key
+        // cost more than the rest of the day); the rare ones from ordered maps.
+        let mut daily: Vec<((u32, Surface), u32, u64)> = Vec::new();
+        let mut pages: Vec<(u32, u32, Surface)> = Vec::new();
         let mut referrals: BTreeMap<(String, u32, u32), Acc> = BTreeMap::new();
         let mut unknown: BTreeMap<(u32, u32), Acc> = BTreeMap::new();
         for (e, &(who, surface)) in events.iter().zip(reads) {
             if !is_read(strings.get(e.event).unwrap_or("")) {
                 continue;
             }
-            add(daily.entry((who, surface)).or_default(), e.path, e.session);
+            daily.push(((who, surface), e.path, e.session));
             let class = c.who(who).class;
             if class != Class::Human && e.path != 0 {
-                *pages.entry((e.path, who, surface)).or_default() += 1;
+                pages.push((e.path, who, surface));
             }
             if class == Class::Unknown && c.who(who).agent != docpipe_agents::MASKED {
                 add(unknown.entry((e.user_agent, who)).or_default(), e.path, 0);
@@ -307,17 +353,17 @@ impl Rows {
             }
         }
         Self {
-            daily: daily
+            daily: tally(daily)
                 .into_iter()
-                .map(|((who, surface), (n, p, s))| AgentDay {
+                .map(|((who, surface), events, pages, sessions)| AgentDay {
                     who,
                     surface,
-                    events: n,
-                    pages: count(&p),
-                    sessions: count(&s),
+                    events,
+                    pages,
+                    sessions,
                 })
                 .collect(),
-            pages: pages
+            pages: runs(pages)
                 .into_iter()
                 .map(|((path, who, surface), events)| AgentPage {
                     path,

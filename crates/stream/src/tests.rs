@@ -312,3 +312,41 @@ fn the_local_day_from_the_hours_offset_equals_the_zones_own_across_its_changes()
     }
     assert_eq!(checked, 7 * 2 * 24 * 60 * 3);
 }
+
+#[test]
+fn a_days_reads_are_tallied_as_ordered_sets_would_count_them() {
+    use std::collections::{BTreeMap, BTreeSet};
+    // 5,000 reads over 7 keys, 40 pages and 90 sessions, some without a page or a session.
+    let rows: Vec<(u8, u32, u64)> = (0..5_000u64)
+        .map(|i| {
+            let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 7;
+            ((h % 7) as u8, ((h >> 8) % 41) as u32, (h >> 20) % 91)
+        })
+        .collect();
+    let mut want: BTreeMap<u8, (i64, BTreeSet<u32>, BTreeSet<u64>)> = BTreeMap::new();
+    for &(k, path, session) in &rows {
+        let e = want.entry(k).or_default();
+        e.0 += 1;
+        if path != 0 {
+            e.1.insert(path);
+        }
+        if session != 0 {
+            e.2.insert(session);
+        }
+    }
+    let want: Vec<(u8, i64, i64, i64)> = want
+        .into_iter()
+        .map(|(k, (n, p, s))| (k, n, p.len() as i64, s.len() as i64))
+        .collect();
+    assert_eq!(crate::day::tally(rows.clone()), want);
+    assert_eq!(want.len(), 7);
+    let mut counted: BTreeMap<(u8, u32), i64> = BTreeMap::new();
+    for &(k, path, _) in &rows {
+        *counted.entry((k, path)).or_default() += 1;
+    }
+    let keys: Vec<(u8, u32)> = rows.iter().map(|&(k, p, _)| (k, p)).collect();
+    assert_eq!(
+        crate::day::runs(keys),
+        counted.into_iter().collect::<Vec<_>>()
+    );
+}
