@@ -594,3 +594,59 @@ async fn a_redirect_is_reported_with_where_it_points_and_not_followed() {
         "not retried"
     );
 }
+
+/// The automation trigger: an active custom-schedule automation starts a run whose job the
+/// agent-job operations read; the documented 400s and 404s are their own lines, naming the
+/// automation and the project; each trigger that started a run is what the emulator saw.
+#[tokio::test]
+async fn a_trigger_starts_a_run_and_each_refusal_says_why() {
+    use docpipe::emulator::data::Automation;
+    let automation = |id: &str, project: &str, active: bool, custom_schedule: bool| Automation {
+        id: id.into(),
+        project: project.into(),
+        active,
+        custom_schedule,
+    };
+    let live = Live::start(faulty(|d| {
+        d.automations = vec![
+            automation("wf_refresh", "alpha", true, true),
+            automation("wf_paused", "alpha", false, true),
+            automation("wf_on_merge", "alpha", true, false),
+            automation("wf_beta", "beta", true, true),
+        ];
+    }))
+    .await;
+    let client = live.client(Some(ADMIN_A), None, open_limits());
+    let run = client.trigger("alpha", "wf_refresh").await.unwrap();
+    assert_eq!(run.schema_id, "wf_refresh");
+    let job = run.job_id.clone().unwrap();
+    assert!(run.instance_id.starts_with("run_"), "{run:?}");
+    let read = client.get_job("alpha", &job).await.unwrap();
+    assert_eq!(read.status, Some(JobStatus::Active));
+    let refused = |id: &'static str| {
+        let client = &client;
+        async move { client.trigger("alpha", id).await.unwrap_err().to_string() }
+    };
+    let lines = [
+        refused("wf_paused").await,
+        refused("wf_on_merge").await,
+        refused("wf_beta").await,
+        refused("wf_gone").await,
+        refused("wf bad").await,
+    ];
+    assert_eq!(
+        lines,
+        [
+            "trigger for automation wf_paused of project alpha: invalid request (400: Workflow wf_paused is not active)",
+            "trigger for automation wf_on_merge of project alpha: invalid request (400: Workflow wf_on_merge is not a custom schedule workflow)",
+            "trigger for automation wf_beta of project alpha: not found (404: Workflow wf_beta not found)",
+            "trigger for automation wf_gone of project alpha: not found (404: Workflow wf_gone not found)",
+            "trigger for automation wf bad of project alpha: invalid request (400: Invalid workflow schema id)",
+        ]
+    );
+    assert_eq!(
+        live.emu().triggers(),
+        [("alpha".to_string(), "wf_refresh".to_string(), job)]
+    );
+    assert_eq!(live.emu().requests(Op::Trigger, "alpha"), 6);
+}

@@ -186,6 +186,7 @@ fn every_field_of_the_emulators_data_file_is_in_docs_service_md() {
         "[impact]",
         "[[readers]]",
         "[stream]",
+        "[[automations]]",
     ] {
         let fields = data_fields_of(section);
         assert!(fields.len() > 2, "{section}: {fields:?}");

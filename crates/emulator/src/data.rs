@@ -73,6 +73,29 @@ pub struct DataFile {
     /// The analytics event stream the emulator writes (none when left out).
     #[serde(default)]
     pub stream: Option<StreamData>,
+    /// The automations a trigger may start.
+    #[serde(default)]
+    pub automations: Vec<Automation>,
+}
+
+/// An automation of a project (`[[automations]]`), which the trigger operation starts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Automation {
+    /// Its id (the trigger's `workflowSchemaId`).
+    pub id: String,
+    /// Its project.
+    pub project: String,
+    /// Whether it is active (an inactive one answers 400).
+    #[serde(default = "yes")]
+    pub active: bool,
+    /// Whether it is a *Custom schedule* automation, the only kind a trigger starts (400 else).
+    #[serde(default = "yes")]
+    pub custom_schedule: bool,
+}
+
+const fn yes() -> bool {
+    true
 }
 
 /// The data file's `[stream]`.

@@ -29,6 +29,7 @@ pub fn classify(method: &Method, path: &str) -> Option<(Op, String)> {
             Some((op, p.to_string()))
         }
         (&Method::POST, ["v2", "agent", p, "job"]) => Some((Op::JobCreate, p.to_string())),
+        (&Method::POST, ["v1", "workflow", p, _, "trigger"]) => Some((Op::Trigger, p.to_string())),
         (&Method::GET, ["v2", "agent", p, "job", _]) => Some((Op::JobGet, p.to_string())),
         (&Method::POST, ["v2", "agent", p, "job", _, "message"]) => {
             Some((Op::JobMessage, p.to_string()))

@@ -148,6 +148,45 @@ fn admit(emu: &Emulator, headers: &HeaderMap, project: &str, write: bool) -> Res
 }
 
 impl Emulator {
+    /// A new agent job of `project` with its first prompt, active: its id and its JSON.
+    fn start_job(&self, project: &str, prompt: String) -> (String, Value) {
+        let id = self.next_id("job");
+        let now = self.now();
+        let data = self.data();
+        let template = data.jobs.iter().find(|j| j.project == project);
+        let org = data
+            .projects
+            .iter()
+            .find(|p| p.id == project)
+            .map(|p| p.organization.clone())
+            .unwrap_or_default();
+        let seed = JobSeed {
+            id: id.clone(),
+            project: project.to_string(),
+            repository: template
+                .map(|t| t.repository.clone())
+                .unwrap_or_else(|| format!("{org}/{project}")),
+            r#ref: template
+                .and_then(|t| t.r#ref.clone())
+                .or(Some("main".to_string())),
+            status: SeedStatus::Active,
+            outcome: template.map(|t| t.outcome).unwrap_or_default(),
+        };
+        let mut job = Job::seeded(&seed, now);
+        job.prompts.push(prompt);
+        let body = job.to_json();
+        self.lock()
+            .jobs
+            .insert((project.to_string(), id.clone()), job);
+        (id, body)
+    }
+
+    /// Each trigger that started a run, in order: project, automation, the run's job (for
+    /// tests).
+    pub fn triggers(&self) -> Vec<(String, String, String)> {
+        self.lock().triggers.clone()
+    }
+
     fn run_time(&self) -> chrono::Duration {
         chrono::Duration::seconds(self.data().limits.job_duration_secs as i64)
     }
@@ -187,33 +226,62 @@ pub async fn create(
 ) -> Reply {
     admit(&emu, &headers, &project, true)?;
     let prompt = prompt_of(&body)?;
-    let id = emu.next_id("job");
-    let now = emu.now();
-    let data = emu.data();
-    let template = data.jobs.iter().find(|j| j.project == project);
-    let org = data
-        .projects
-        .iter()
-        .find(|p| p.id == project)
-        .map(|p| p.organization.clone())
-        .unwrap_or_default();
-    let seed = JobSeed {
-        id: id.clone(),
-        project: project.clone(),
-        repository: template
-            .map(|t| t.repository.clone())
-            .unwrap_or_else(|| format!("{org}/{project}")),
-        r#ref: template
-            .and_then(|t| t.r#ref.clone())
-            .or(Some("main".to_string())),
-        status: SeedStatus::Active,
-        outcome: template.map(|t| t.outcome).unwrap_or_default(),
-    };
-    let mut job = Job::seeded(&seed, now);
-    job.prompts.push(prompt);
-    let body = job.to_json();
-    emu.lock().jobs.insert((project, id), job);
+    let (_, body) = emu.start_job(&project, prompt);
     Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+/// `POST /v1/workflow/{project}/{automation}/trigger`: an active *Custom schedule*
+/// automation of the project starts a run, an agent job (202 with `schemaId`, `instanceId`,
+/// `jobId`; the job is read with the agent-job operations); 400 for a malformed id, an
+/// inactive automation or one of another kind; 404 for one not found or of another project.
+pub async fn trigger(
+    State(emu): State<Arc<Emulator>>,
+    Path((project, automation)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Reply {
+    admit(&emu, &headers, &project, true)?;
+    let well_formed = !automation.is_empty()
+        && automation.len() <= 64
+        && automation
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !well_formed {
+        return Err(error(StatusCode::BAD_REQUEST, "Invalid workflow schema id"));
+    }
+    let data = emu.data();
+    let Some(a) = data
+        .automations
+        .iter()
+        .find(|a| a.id == automation && a.project == project)
+    else {
+        return Err(error(
+            StatusCode::NOT_FOUND,
+            format!("Workflow {automation} not found"),
+        ));
+    };
+    if !a.active {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("Workflow {automation} is not active"),
+        ));
+    }
+    if !a.custom_schedule {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("Workflow {automation} is not a custom schedule workflow"),
+        ));
+    }
+    let (job, _) = emu.start_job(&project, format!("Run of automation {automation}"));
+    let instance = emu.next_id("run");
+    emu.lock()
+        .triggers
+        .push((project, automation.clone(), job.clone()));
+    let body = serde_json::json!({
+        "schemaId": automation,
+        "instanceId": instance,
+        "jobId": job,
+    });
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
 }
 
 /// `GET /v2/agent/{project}/job/{id}`.

@@ -61,6 +61,8 @@ pub enum Op {
     Thread,
     /// GET assistant caller stats.
     CallerStats,
+    /// POST an automation's trigger.
+    Trigger,
 }
 
 impl Op {
@@ -86,6 +88,7 @@ impl Op {
             Op::Conversations => "conversations",
             Op::Thread => "thread",
             Op::CallerStats => "caller_stats",
+            Op::Trigger => "trigger",
         }
     }
 }
@@ -121,6 +124,8 @@ struct Inner {
     agent: HashMap<String, SlidingWindow>,
     assistant: HashMap<String, SlidingWindow>,
     jobs: HashMap<(String, String), jobs::Job>,
+    /// Each trigger that started a run: project, automation and the run's job.
+    triggers: Vec<(String, String, String)>,
     threads: HashMap<String, Thread>,
     stats: BTreeMap<&'static str, OpStats>,
     next_id: u64,
@@ -588,6 +593,10 @@ pub fn router(emulator: Arc<Emulator>) -> Router {
             get(datasets::caller_stats),
         )
         .route("/v2/agent/{project}/job", post(jobs::create))
+        .route(
+            "/v1/workflow/{project}/{automation}/trigger",
+            post(jobs::trigger),
+        )
         .route("/v2/agent/{project}/job/{id}", get(jobs::get_job))
         .route("/v2/agent/{project}/job/{id}/message", post(jobs::message))
         .route(

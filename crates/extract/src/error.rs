@@ -15,6 +15,8 @@ pub enum Operation {
     FollowUp,
     /// POST assistant message.
     AssistantMessage,
+    /// POST an automation's trigger.
+    TriggerAutomation,
     /// GET of another analytics dataset (its name).
     Analytics(&'static str),
 }
@@ -28,6 +30,7 @@ impl Operation {
             Operation::GetJob => "get job",
             Operation::FollowUp => "follow-up",
             Operation::AssistantMessage => "assistant message",
+            Operation::TriggerAutomation => "trigger",
             Operation::Analytics(name) => name,
         }
     }
@@ -41,18 +44,24 @@ impl Operation {
         }
     }
 
-    /// Whether it is an agent job's (created, read or followed up): counted as purpose `job`,
-    /// outside the analytics budget.
+    /// Whether it is an agent job's (created, read, followed up, or started by an
+    /// automation's trigger): counted as purpose `job`, outside the analytics budget.
     pub fn is_job(self) -> bool {
         matches!(
             self,
-            Operation::CreateJob | Operation::GetJob | Operation::FollowUp
+            Operation::CreateJob
+                | Operation::GetJob
+                | Operation::FollowUp
+                | Operation::TriggerAutomation
         )
     }
 
     /// Whether sending it twice is harmless.
     pub fn idempotent(self) -> bool {
-        !matches!(self, Operation::CreateJob | Operation::FollowUp)
+        !matches!(
+            self,
+            Operation::CreateJob | Operation::FollowUp | Operation::TriggerAutomation
+        )
     }
 }
 

@@ -112,6 +112,25 @@ fn decode_job(body: &[u8]) -> Result<Job, String> {
     serde_json::from_slice(body).map_err(|e| format!("job body: {e}"))
 }
 
+/// What an automation's trigger started (`202`): the automation, the run, and its agent job
+/// (the premise, which docs/service.md states: the job is read with the agent-job operations).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Triggered {
+    /// The automation (`schemaId`).
+    #[serde(rename = "schemaId")]
+    pub schema_id: String,
+    /// The run (`instanceId`).
+    #[serde(rename = "instanceId")]
+    pub instance_id: String,
+    /// The run's agent job (`jobId`), when the service gives one.
+    #[serde(rename = "jobId", default)]
+    pub job_id: Option<String>,
+}
+
+fn decode_triggered(body: &[u8]) -> Result<Triggered, String> {
+    serde_json::from_slice(body).map_err(|e| format!("trigger body: {e}"))
+}
+
 /// Polling schedule of `wait`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Polling {
@@ -147,6 +166,11 @@ impl Client {
                 Method::POST,
                 format!("/v2/agent/{}/job", escape(project)),
                 format!("project {project}"),
+            ),
+            (Operation::TriggerAutomation, Some(id)) => (
+                Method::POST,
+                format!("/v1/workflow/{}/{}/trigger", escape(project), escape(id)),
+                format!("automation {id} of project {project}"),
             ),
             (Operation::FollowUp, Some(id)) => (
                 Method::POST,
@@ -202,6 +226,18 @@ impl Client {
             return Err(self.empty_prompt(&call));
         }
         self.send_json(&call, decode_job).await
+    }
+
+    /// Starts a run of an automation of `project` (an active *Custom schedule* one). Not
+    /// idempotent: retried only when it surely did not arrive.
+    pub async fn trigger(&self, project: &str, automation: &str) -> Result<Triggered, ApiError> {
+        let call = self.job_call(
+            Operation::TriggerAutomation,
+            project,
+            Some(automation),
+            None,
+        );
+        self.send_json(&call, decode_triggered).await
     }
 
     /// Reads a job.
