@@ -315,12 +315,12 @@ impl Reading<'_> {
             return Ok(());
         }
         run.objects += done.len() as u64;
-        state.objects += done.len() as u64;
-        state.events += added;
-        state.duplicates += again;
-        state.unread += batch.unread.total();
-        state.last_unread = run.unread.line();
-        state.last_read_at = Some(Utc::now());
+        state.counts.objects += done.len() as u64;
+        state.counts.events += added;
+        state.counts.duplicates += again;
+        state.counts.unread += batch.unread.total();
+        state.counts.last_unread = run.unread.line();
+        state.counts.last_read_at = Some(Utc::now());
         state.mark_read(done);
         store.set_stream_state(state).map_err(|e| e.to_string())?;
         self.crash.hit("a stream's objects marked read");

@@ -65,18 +65,9 @@ pub struct Status {
 pub struct StreamStatus {
     /// Its URL or folder.
     pub name: String,
-    /// Objects read in all.
-    pub objects: u64,
-    /// Events kept in all.
-    pub events: u64,
-    /// Events read again (the same id).
-    pub duplicates: u64,
-    /// Lines or events not read in all.
-    pub unread: u64,
-    /// The last run's line on what it could not read.
-    pub last_unread: Option<String>,
-    /// When an object was last read.
-    pub last_read_at: Option<DateTime<Utc>>,
+    /// What was read of it in all, as the state keeps it.
+    #[serde(flatten)]
+    pub counts: crate::store::streams::StreamCounts,
     /// Per project it maps, the stream's agent views against the API's `ai`.
     pub coverage: Vec<StreamCoverage>,
 }
@@ -732,12 +723,7 @@ fn streams(ctx: &Context) -> Vec<StreamStatus> {
                 .collect();
             StreamStatus {
                 name,
-                objects: state.objects,
-                events: state.events,
-                duplicates: state.duplicates,
-                unread: state.unread,
-                last_unread: state.last_unread,
-                last_read_at: state.last_read_at,
+                counts: state.counts,
                 coverage,
             }
         })

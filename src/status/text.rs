@@ -350,14 +350,17 @@ fn stream_lines(out: &mut String, s: &Status) {
 
 /// An event stream: what was read of it, one line (the page shows it too).
 pub(super) fn stream_summary(st: &super::StreamStatus) -> String {
-    let last = st.last_read_at.map_or("nothing read yet".to_string(), |t| {
-        format!("last read {}", t.format("%Y-%m-%d %H:%M UTC"))
-    });
+    let last = st
+        .counts
+        .last_read_at
+        .map_or("nothing read yet".to_string(), |t| {
+            format!("last read {}", t.format("%Y-%m-%d %H:%M UTC"))
+        });
     let mut line = format!(
         "stream {}: {} objects read, {} events kept, {} read again, {} not read; {last}",
-        st.name, st.objects, st.events, st.duplicates, st.unread
+        st.name, st.counts.objects, st.counts.events, st.counts.duplicates, st.counts.unread
     );
-    if let Some(u) = &st.last_unread {
+    if let Some(u) = &st.counts.last_unread {
         line += &format!(" (last run: {u})");
     }
     line

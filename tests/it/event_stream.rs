@@ -370,15 +370,19 @@ async fn coverage_says_the_share_of_the_apis_ai_views_the_stream_holds() {
     let text = docpipe::status::text::render(&status);
     let st = &status.streams[0];
     assert_eq!(
-        (st.objects, st.unread, st.last_unread.as_deref()),
+        (
+            st.counts.objects,
+            st.counts.unread,
+            st.counts.last_unread.as_deref()
+        ),
         (7 * 24, 0, None)
     );
     assert!(
         text.contains(&format!(
             "stream {}: 168 objects read, {} events kept, {} read again, 0 not read; last read ",
             stream.path().display(),
-            st.events,
-            st.duplicates
+            st.counts.events,
+            st.counts.duplicates
         )),
         "{text}"
     );
@@ -461,6 +465,7 @@ async fn check_stream_reads_the_newest_object_and_writes_nothing() {
         ctx.store()
             .stream_state(&stream.path().display().to_string())
             .unwrap()
+            .counts
             .objects,
         0
     );

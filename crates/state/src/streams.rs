@@ -22,6 +22,14 @@ pub struct StreamState {
     /// The names of the newest objects read, in order (at most [`KEPT_NAMES`]); every object
     /// named before the first is read.
     pub read: Vec<String>,
+    /// What was read of it in all (stored beside the names, flat).
+    #[serde(flatten)]
+    pub counts: StreamCounts,
+}
+
+/// What was read of a stream in all (what `status` shows of it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamCounts {
     /// Objects read in all.
     pub objects: u64,
     /// Events kept in all (new to the lake).
