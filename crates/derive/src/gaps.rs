@@ -6,7 +6,7 @@
 //! table with the same columns (what rule queries are checked against). Windows end at the
 //! project's last exported day of the dataset (`last_day`), as the page table's do.
 
-use super::{TrendsError, aged, named, pct, share};
+use super::{TrendsError, aged, last_day, named, pct, share};
 use docpipe_catalog::datasets;
 use docpipe_catalog::tables::{self, name};
 use polars::prelude::*;
@@ -159,12 +159,6 @@ fn source(
         schema.insert(name.into(), dtype);
     }
     Ok(DataFrame::empty_with_schema(&schema).lazy())
-}
-
-/// The project's last day in `days` (a frame with `project` and `date`) as `last_day`.
-fn last_day(days: LazyFrame) -> LazyFrame {
-    days.group_by([col("project")])
-        .agg([col("date").max().alias("last_day")])
 }
 
 /// A 1-based rank within each project after sorting by `by` (the frame's order breaks no

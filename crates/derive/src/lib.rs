@@ -317,6 +317,12 @@ fn if_complete(c: &str) -> Expr {
         .alias(c)
 }
 
+/// The project's last day in `days` (a frame with `project` and `date`) as `last_day`.
+pub(crate) fn last_day(days: LazyFrame) -> LazyFrame {
+    days.group_by([col("project")])
+        .agg([col("date").max().alias("last_day")])
+}
+
 /// `rows` with `last_day` and `age` (days before `last_day`), keeping ages `0..within`.
 pub(crate) fn aged(rows: LazyFrame, last: LazyFrame, within: i32) -> LazyFrame {
     rows.join(
@@ -351,7 +357,7 @@ fn change(now: &str, before: &str) -> Expr {
 }
 
 /// A date shifted by whole days.
-fn plus_days(e: Expr, days: i32) -> Expr {
+pub(crate) fn plus_days(e: Expr, days: i32) -> Expr {
     (e.cast(DataType::Int32) + lit(days)).cast(DataType::Date)
 }
 

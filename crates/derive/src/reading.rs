@@ -12,11 +12,8 @@ use polars::prelude::*;
 /// The last complete stream day of each project (`last_day`): the day before its last day
 /// with events.
 fn last_complete(agent_daily: LazyFrame) -> LazyFrame {
-    agent_daily
-        .group_by([col("project")])
-        .agg([(col("date").max().cast(DataType::Int32) - lit(1))
-            .cast(DataType::Date)
-            .alias("last_day")])
+    super::last_day(agent_daily)
+        .with_column(super::plus_days(col("last_day"), -1).alias("last_day"))
 }
 
 /// Per project, page, agent and surface: the agent's reads of the page over the last 7 and 28
@@ -95,9 +92,7 @@ pub fn ai_operators_daily(
         lit(0i64).cast(DataType::Int64).alias("agent_reads"),
         col("views").cast(DataType::Int64).alias("referred_views"),
     ]);
-    let last = agent_daily
-        .group_by([col("project")])
-        .agg([col("date").max().alias("stream_last_day")]);
+    let last = last_complete(agent_daily);
     Ok(concat([reads, sent], UnionArgs::default())?
         .group_by(keys())
         .agg([col("agent_reads").sum(), col("referred_views").sum()])
@@ -109,7 +104,7 @@ pub fn ai_operators_daily(
         )
         .with_columns([
             share("agent_reads", "referred_views").alias("reads_per_referral"),
-            col("date").lt(col("stream_last_day")).alias("complete"),
+            col("date").lt_eq(col("last_day")).alias("complete"),
         ])
         .sort_by_exprs(
             keys(),
