@@ -60,6 +60,9 @@ enum Probe {
     Thread { project: String },
     /// The agent job a rule follows up.
     Job { project: String, job: String },
+    /// An automation a rule triggers: nothing is sent (no operation reads an automation, and a
+    /// trigger starts a run), so check says it cannot tell.
+    Automation { project: String, automation: String },
     /// Whether the organization's admin key may write agent jobs: a follow-up to a job that
     /// cannot exist (404: it may; 401 or 403: it may not).
     Write { org: String, project: String },
@@ -92,7 +95,10 @@ impl Probe {
     fn requests(&self) -> usize {
         match self {
             Probe::Halves { .. } => halves::REQUESTS,
-            Probe::Thread { .. } | Probe::RuleFile(_) | Probe::NoHalves { .. } => 0,
+            Probe::Thread { .. }
+            | Probe::RuleFile(_)
+            | Probe::NoHalves { .. }
+            | Probe::Automation { .. } => 0,
             _ => 1,
         }
     }
@@ -111,6 +117,10 @@ impl Probe {
             Probe::Dataset { project, dataset } => (project.clone(), dataset.to_string()),
             Probe::Thread { project } => (project.clone(), probe::threads().to_string()),
             Probe::Job { project, job } => (project.clone(), format!("job {job}")),
+            Probe::Automation {
+                project,
+                automation,
+            } => (project.clone(), format!("automation {automation}")),
             Probe::Write { project, .. } => (project.clone(), "agent jobs (write)".into()),
             Probe::Assistant { org, domain } => (org.clone(), format!("assistant {domain}")),
             Probe::RuleFile(_) => ("-".into(), "rules".into()),
@@ -174,32 +184,7 @@ fn probes(
         let loaded = crate::app::rules::load(&settings.rules_dir, settings, &[])?;
         // A rule file's problem is the set-up's too; the service is checked all the same.
         out.extend(loaded.problems.into_iter().map(Probe::RuleFile));
-        let jobs: BTreeSet<(String, String)> = loaded
-            .rules
-            .iter()
-            .filter(|r| selected.iter().any(|p| p.id == r.project))
-            .filter_map(|r| match &r.action {
-                Action::FollowUp(job) => Some((r.project.clone(), job.clone())),
-                Action::Create => None,
-            })
-            .collect();
-        out.extend(
-            jobs.into_iter()
-                .map(|(project, job)| Probe::Job { project, job }),
-        );
-        // One write probe per organization a rule would act for, on the first such project.
-        let mut orgs: BTreeSet<&str> = BTreeSet::new();
-        for r in &loaded.rules {
-            let Some(p) = selected.iter().find(|p| p.id == r.project) else {
-                continue;
-            };
-            if orgs.insert(p.organization.as_str()) {
-                out.push(Probe::Write {
-                    org: p.organization.clone(),
-                    project: p.id.clone(),
-                });
-            }
-        }
+        out.extend(rule_probes(&loaded.rules, &selected));
     }
     if assistant {
         let orgs: BTreeSet<&str> = selected.iter().map(|p| p.organization.as_str()).collect();
@@ -218,6 +203,45 @@ fn probes(
         }
     }
     Ok(out)
+}
+
+/// The probes of the rules' targets on `selected`: each job a rule follows up, each automation
+/// a rule triggers, one write probe per organization a rule acts for.
+fn rule_probes(rules: &[crate::rules::Rule], selected: &[&crate::config::Project]) -> Vec<Probe> {
+    let mut out = Vec::new();
+    let acted: BTreeSet<(bool, String, String)> = rules
+        .iter()
+        .filter(|r| selected.iter().any(|p| p.id == r.project))
+        .filter_map(|r| match &r.action {
+            Action::FollowUp(job) => Some((false, r.project.clone(), job.clone())),
+            Action::Trigger(a) => Some((true, r.project.clone(), a.clone())),
+            Action::Create => None,
+        })
+        .collect();
+    out.extend(acted.into_iter().map(|(trigger, project, id)| {
+        if trigger {
+            Probe::Automation {
+                project,
+                automation: id,
+            }
+        } else {
+            Probe::Job { project, job: id }
+        }
+    }));
+    // One write probe per organization a rule would act for, on the first such project.
+    let mut orgs: BTreeSet<&str> = BTreeSet::new();
+    for r in rules {
+        let Some(p) = selected.iter().find(|p| p.id == r.project) else {
+            continue;
+        };
+        if orgs.insert(p.organization.as_str()) {
+            out.push(Probe::Write {
+                org: p.organization.clone(),
+                project: p.id.clone(),
+            });
+        }
+    }
+    out
 }
 
 /// The probes of `--deep`: for each organization of `selected`, the datasets whose day is
@@ -254,6 +278,7 @@ fn org_of<'s>(settings: &'s Settings, probe: &Probe) -> &'s str {
         Probe::Dataset { project, .. }
         | Probe::Thread { project }
         | Probe::Job { project, .. }
+        | Probe::Automation { project, .. }
         | Probe::Write { project, .. } => project,
         Probe::Assistant { org, .. } | Probe::Halves { org, .. } | Probe::NoHalves { org } => {
             return settings.organization(org).map_or("", |o| &o.id);
@@ -412,6 +437,12 @@ async fn send(
             Ok((write_probe(client, org, project).await, Learned::Nothing))
         }
         Probe::RuleFile(problem) => Ok((Found::Problem(problem.clone()), Learned::Nothing)),
+        Probe::Automation { .. } => Ok((
+            Found::NotSent(
+                "cannot tell without starting a run: the service has no operation that reads an automation; the first firing's answer says (400: not active or not a Custom schedule automation; 404: not in this project)".into(),
+            ),
+            Learned::Nothing,
+        )),
         Probe::NoHalves { org } => Ok((
             Found::NotSent(format!(
                 "no project of organization {org} exports {}, the datasets --deep compares",

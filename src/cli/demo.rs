@@ -23,7 +23,7 @@ use std::sync::Arc;
 pub const DEMO_ANALYTICS_PER_HOUR: u32 = 1_000_000;
 
 /// The example rules of `jobs/`, built into the binary so that the demo runs from any folder.
-pub const DEMO_RULES: [(&str, &str); 6] = [
+pub const DEMO_RULES: [(&str, &str); 7] = [
     (
         "jobs/agent-heavy-pages.toml",
         include_str!("../../jobs/agent-heavy-pages.toml"),
@@ -39,6 +39,10 @@ pub const DEMO_RULES: [(&str, &str); 6] = [
     (
         "jobs/feedback-down-votes.toml",
         include_str!("../../jobs/feedback-down-votes.toml"),
+    ),
+    (
+        "jobs/help-questions-run.toml",
+        include_str!("../../jobs/help-questions-run.toml"),
     ),
     (
         "jobs/search-gaps.toml",

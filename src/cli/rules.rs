@@ -128,7 +128,7 @@ pub struct ValidateArgs {
 
 fn describe_rule(r: &Rule) -> String {
     format!(
-        "rule {} ({}): {}, project {}, {}, review {}, cooldown {}, {}{}",
+        "rule {} ({}): {}, project {}, {}, {}, cooldown {}, {}{}",
         r.name,
         r.file,
         if r.enabled {
@@ -138,7 +138,10 @@ fn describe_rule(r: &Rule) -> String {
         },
         r.project,
         r.target(),
-        r.review.as_str(),
+        match r.action.automation() {
+            Some(_) => "no review (a trigger sends no readers' words)".to_string(),
+            None => format!("review {}", r.review.as_str()),
+        },
         crate::text::duration(r.cooldown),
         match &r.schedule {
             Some(s) => format!("schedule {s:?}"),
@@ -205,35 +208,56 @@ pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<us
             crate::outln!("  does not fire");
             continue;
         };
-        crate::outln!(
-            "  prompt (sha256 {}, {} bytes):",
-            crate::rules::short_hash(&prompt_hash(prompt)),
-            prompt.len()
-        );
-        for line in prompt.lines() {
-            crate::outln!("    | {line}");
-        }
-        let skip = engine
-            .would_skip(r, prompt)
-            .map_err(UserError::from_source)?;
-        match (r.enabled, e.hold(r), skip) {
-            (false, hold, _) => crate::outln!(
-                "  preview: the rule is not enabled, so nothing is sent; `enabled = true` in {} sends it{}",
-                r.file,
-                hold.map(|h| format!(" (it would then wait for review: {h})"))
-                    .unwrap_or_default()
-            ),
-            (true, _, Some(skip)) => crate::outln!("  would not send now: {skip}"),
-            (true, Some(hold), None) => crate::outln!(
-                "  would be held for review ({hold}): `docpipe rules pending` would list it"
-            ),
-            (true, None, None) => {
-                sending += 1;
-                crate::outln!("  would send now")
-            }
+        if print_prompt(engine, r, e, prompt)? {
+            sending += 1;
         }
     }
     Ok(sending)
+}
+
+/// Prints a firing rule's prompt (a trigger's record: never sent) and whether it would send
+/// now; whether it would.
+fn print_prompt(
+    engine: &Engine,
+    r: &Rule,
+    e: &Evaluation,
+    prompt: &str,
+) -> Result<bool, UserError> {
+    let full = prompt_hash(prompt);
+    let hash = crate::rules::short_hash(&full);
+    match r.action.automation() {
+        Some(_) => crate::outln!(
+            "  record (sha256 {hash}, {} bytes; a trigger sends none of it, so it waits for no review):",
+            prompt.len()
+        ),
+        None => crate::outln!("  prompt (sha256 {hash}, {} bytes):", prompt.len()),
+    }
+    for line in prompt.lines() {
+        crate::outln!("    | {line}");
+    }
+    let skip = engine
+        .would_skip(r, prompt)
+        .map_err(UserError::from_source)?;
+    match (r.enabled, e.hold(r), skip) {
+        (false, hold, _) => crate::outln!(
+            "  preview: the rule is not enabled, so nothing is sent; `enabled = true` in {} sends it{}",
+            r.file,
+            hold.map(|h| format!(" (it would then wait for review: {h})"))
+                .unwrap_or_default()
+        ),
+        (true, _, Some(skip)) => crate::outln!("  would not send now: {skip}"),
+        (true, Some(hold), None) => crate::outln!(
+            "  would be held for review ({hold}): `docpipe rules pending` would list it"
+        ),
+        (true, None, None) => {
+            match r.action.automation() {
+                Some(a) => crate::outln!("  would start a run of automation {a} now"),
+                None => crate::outln!("  would send now"),
+            }
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Prints what firing did: a line per rule, and the outcome log's files.

@@ -464,6 +464,24 @@ fn ran(secs: f64) -> String {
 }
 
 /// The flagged readers' values of a firing, as a list (read only).
+/// A firing's job cell: the job, or the automation a trigger started, its run and the run's job.
+fn job_cell(f: &super::FiringStatus) -> String {
+    let job = f.job.as_deref().map_or(String::new(), esc);
+    match &f.automation {
+        None => job,
+        Some(a) => {
+            let mut cell = format!("automation {}", esc(a));
+            if let Some(run) = &f.run {
+                let _ = write!(cell, ", run {}", esc(run));
+            }
+            if !job.is_empty() {
+                let _ = write!(cell, ", job {job}");
+            }
+            cell
+        }
+    }
+}
+
 fn flag_list(out: &mut String, flags: &[crate::rules::RowFlag]) {
     if flags.is_empty() {
         return;
@@ -579,7 +597,7 @@ fn rules_section(out: &mut String, s: &Status) {
                 esc(&f.project),
                 f.rows,
                 sent,
-                f.job.as_deref().map_or(String::new(), esc),
+                job_cell(f),
                 f.job_status
                     .as_deref()
                     .or(f.error.as_deref())

@@ -498,7 +498,7 @@ pub struct PendingStatus {
     pub rows: i64,
     /// Why it waits.
     pub why: String,
-    /// `follow_up` or `create`.
+    /// `follow_up`, `create` (a trigger is never held).
     pub action: &'static str,
     /// The job it follows up (none: a creation).
     pub job: Option<String>,
@@ -546,10 +546,14 @@ pub struct FiringStatus {
     pub rule: String,
     /// Project.
     pub project: String,
-    /// `follow_up` or `create`.
+    /// `follow_up`, `create` or `trigger`.
     pub kind: &'static str,
-    /// The job.
+    /// The job (a trigger's: its run's `jobId`).
     pub job: Option<String>,
+    /// The automation a trigger started.
+    pub automation: Option<String>,
+    /// The run it started (the service's `instanceId`).
+    pub run: Option<String>,
     /// Rows the query matched.
     pub rows: i64,
     /// `sent`, `sending`, `unknown`, `refused`, `not_sent`.
@@ -1099,6 +1103,8 @@ fn rules(ctx: &Context, firings: usize, now: DateTime<Utc>) -> anyhow::Result<Ru
             project: f.project.clone(),
             kind: f.kind.as_str(),
             job: f.job.clone(),
+            automation: f.run.as_ref().map(|r| r.automation.clone()),
+            run: f.run.as_ref().and_then(|r| r.instance_id.clone()),
             rows: f.rows_matched,
             sent: f.sent.as_str(),
             job_status: f.status.clone(),

@@ -606,6 +606,7 @@ async fn a_trigger_starts_a_run_and_each_refusal_says_why() {
         project: project.into(),
         active,
         custom_schedule,
+        outcome: None,
     };
     let live = Live::start(faulty(|d| {
         d.automations = vec![

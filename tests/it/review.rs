@@ -835,20 +835,23 @@ async fn the_shipped_rules_send_nothing_a_person_has_not_seen_in_a_week_of_plant
         .flat_map(|f| f.texts)
         .map(|t| (t, true))
         .collect();
-    let live = Live::start(planted(small(), &texts)).await;
+    let mut data = planted(small(), &texts);
+    data.automations = vec![automation("wf_help_questions", "alpha")];
+    let live = Live::start(data).await;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     export_alpha(&live, &out, "2026-03-08", "2026-03-15").await;
     let tables = compute(&out, &Selection::default()).unwrap();
     let e = engine(&live, &out);
     let projects = ["alpha", "beta", "gamma"].map(String::from);
-    let mut held = Vec::new();
+    let (mut held, mut started) = (Vec::new(), Vec::new());
     for file in std::fs::read_dir(root().join("jobs")).unwrap() {
         let path = file.unwrap().path();
         let text = std::fs::read_to_string(&path)
             .unwrap()
             .replace("project = \"acme-docs\"", "project = \"alpha\"")
             .replace("project = \"acme-api\"", "project = \"alpha\"")
+            .replace("project = \"globex-help\"", "project = \"alpha\"")
             .replace("job_docs_refresh", "job_ok")
             .replace("enabled = false", "enabled = true")
             .replace("min_rows = 3", "min_rows = 1");
@@ -858,9 +861,20 @@ async fn the_shipped_rules_send_nothing_a_person_has_not_seen_in_a_week_of_plant
         match e.fire(&r, &ev).await.unwrap() {
             Report::Held(f) => held.push(f.rule),
             Report::Quiet { .. } => {}
+            // A trigger sends no reader's word: it is not held.
+            Report::Fired(f) if f.kind == docpipe::store::ledger::Kind::Trigger => {
+                started.push(f.rule)
+            }
             other => panic!("{}: {}", r.file, other.line()),
         }
     }
+    assert_eq!(started, ["help-questions-run"]);
+    let runs = live.emu().triggers();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        live.emu().job_prompts("alpha", &runs[0].2).unwrap(),
+        ["Run of automation wf_help_questions"]
+    );
     held.sort();
     assert_eq!(
         held,

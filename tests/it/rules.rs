@@ -198,7 +198,7 @@ async fn a_rule_that_fires_sends_one_follow_up_with_the_rendered_prompt() {
     );
     assert!(
         rows[0].ends_with(&format!(
-            "rows_matched=3,sent=\"sent\",status=\"completed\",pr_link=\"{pr}\",seconds_to_done=7.0,error=null,flags=null,dropped=null,held_because=null,decided_by=null,decided_at=null,review_note=null"
+            "rows_matched=3,sent=\"sent\",status=\"completed\",pr_link=\"{pr}\",seconds_to_done=7.0,error=null,flags=null,dropped=null,held_because=null,decided_by=null,decided_at=null,review_note=null,automation=null,schema_id=null,instance_id=null"
         )),
         "{}",
         rows[0]
@@ -604,6 +604,7 @@ fn a_job_id_or_pull_request_link_with_terminal_escapes_is_printed_escaped() {
         seconds_to_done: None,
         error: None,
         trail: Default::default(),
+        run: None,
     };
     let line = docpipe::rules::engine::firing_line(&f);
     assert_eq!(
@@ -611,4 +612,141 @@ fn a_job_id_or_pull_request_link_with_terminal_escapes_is_printed_escaped() {
         "rule r (alpha): created new job job_1\\u{1b}[2J\\u{d}rule ok (1 rows, prompt 0123456789ab) -> completed\\u{1b}[0m, PR https://x/pull/1\\u{a}\\u{7}"
     );
     assert!(!line.chars().any(char::is_control));
+}
+
+/// A rule with `trigger`: a rule file without a prompt; once its rows pass it starts one run of
+/// the automation (the emulator sees exactly that trigger, and the run's job receives no word of
+/// docpipe's), is not held for review though its rows are readers' paths, follows the run's job
+/// to its pull request, and cools down as a job's rule does; the ledger and `agent_runs` hold
+/// the run's ids. A 400 and a 404 are each their own line and fail that rule alone.
+#[tokio::test]
+async fn a_rule_that_triggers_starts_one_run_follows_its_job_and_a_refusal_fails_that_rule_alone() {
+    use docpipe::store::ledger::Kind;
+    let mut data = small();
+    let paused = docpipe::emulator::data::Automation {
+        active: false,
+        ..automation("wf_paused", "alpha")
+    };
+    data.automations = vec![automation("wf_refresh", "alpha"), paused];
+    let s = setup(data).await;
+    let engine = engine(&s);
+    let projects: Vec<String> = PROJECTS.iter().map(|p| p.to_string()).collect();
+    let trigger = |name: &str, id: &str| {
+        let text = format!(
+            "enabled = true\nname = {name:?}\nproject = \"alpha\"\ntrigger = {id:?}\nwhen = {TOP3:?}\n"
+        );
+        Rule::parse(&text, &format!("jobs/{name}.toml"), &projects).unwrap()
+    };
+    // The refusals first: each fails its own rule, and the next rule still starts its run.
+    let paused = fire(&engine, &trigger("paused", "wf_paused"), &s.tables).await;
+    let gone = fire(&engine, &trigger("gone", "wf_gone"), &s.tables).await;
+    let refresh = trigger("refresh", "wf_refresh");
+    let f = fired(fire(&engine, &refresh, &s.tables).await);
+    let refused: Vec<(bool, String)> = [paused, gone]
+        .into_iter()
+        .map(|r| (r.failed(), r.line()))
+        .collect();
+    let record_hash = &f.prompt_hash[..12];
+    assert_eq!(
+        refused,
+        [
+            (
+                true,
+                format!(
+                    "rule paused (alpha): refused by the service: automation wf_paused (3 rows, record {record_hash}); trigger for automation wf_paused of project alpha: invalid request (400: Workflow wf_paused is not active)"
+                )
+            ),
+            (
+                true,
+                format!(
+                    "rule gone (alpha): refused by the service: automation wf_gone (3 rows, record {record_hash}); trigger for automation wf_gone of project alpha: not found (404: Workflow wf_gone not found)"
+                )
+            ),
+        ]
+    );
+    // The run: one trigger seen, its job the firing's, followed to its end.
+    let triggers = s.live.emu().triggers();
+    assert_eq!(triggers.len(), 1);
+    let (project, id, job) = triggers[0].clone();
+    assert_eq!((project.as_str(), id.as_str()), ("alpha", "wf_refresh"));
+    assert_eq!(s.live.emu().requests(Op::Trigger, "alpha"), 3);
+    assert_eq!(
+        (f.kind, f.sent, f.job.as_deref(), f.trail.hold.as_deref()),
+        (Kind::Trigger, Sent::Sent, Some(job.as_str()), None)
+    );
+    let run = f.run.clone().unwrap();
+    assert_eq!(
+        (run.automation.as_str(), run.schema_id.as_deref()),
+        ("wf_refresh", Some("wf_refresh"))
+    );
+    let instance = run.instance_id.unwrap();
+    assert!(instance.starts_with("run_"), "{instance}");
+    assert_eq!(
+        s.live.emu().job_prompts("alpha", &job).unwrap(),
+        ["Run of automation wf_refresh"]
+    );
+    assert_eq!(s.live.emu().requests(Op::JobCreate, "alpha"), 0);
+    assert_eq!(s.live.emu().requests(Op::JobMessage, "alpha"), 0);
+    let pr = f.pr_link.clone().unwrap();
+    assert_eq!(
+        Report::Fired(f.clone()).line(),
+        format!(
+            "rule refresh (alpha): started automation wf_refresh as run {instance}, job {job} (3 rows, record {record_hash}) -> completed after 7.0 s, PR {pr}"
+        )
+    );
+    // The record: the rows, numbered, as the ledger keeps them (never sent).
+    let truth = top3_from_truth(&s.live, "alpha");
+    let mut expected = "Rows that started the automation (nothing of them was sent):\n".to_string();
+    let top = truth.trim_start_matches(docpipe::rules::readers::PREAMBLE);
+    for (i, pair) in top.trim_start_matches("Top pages: ").split(' ').enumerate() {
+        let (path, total) = pair.rsplit_once('=').unwrap();
+        expected.push_str(&format!(
+            "{}. {{\"path\": {path}, \"total_7d\": {total}}}\n",
+            i + 1
+        ));
+    }
+    assert_eq!(f.prompt, expected);
+    // Cooldown as for jobs: at once, cooling down; after it, the same rows are not run again.
+    match fire(&engine, &refresh, &s.tables).await {
+        Report::Skipped {
+            skip: Skip::CoolingDown { last, .. },
+            ..
+        } => assert_eq!(last, f.fired_at),
+        other => panic!("{}", other.line()),
+    }
+    s.live.clock.advance(Duration::from_secs(25 * 3600));
+    match fire(&engine, &refresh, &s.tables).await {
+        Report::Skipped {
+            skip: Skip::SamePrompt { at },
+            ..
+        } => assert_eq!(at, f.fired_at),
+        other => panic!("{}", other.line()),
+    }
+    assert_eq!(s.live.emu().triggers().len(), 1);
+    // The ledger and the outcome log hold the run's ids.
+    let kept = engine.ledger().all().unwrap();
+    assert_eq!(kept.len(), 3);
+    assert_eq!(kept[2], f);
+    let rows = parquet_rows(&engine.write_log().unwrap()[0]);
+    assert_eq!(rows.len(), 3);
+    assert!(
+        rows[2].starts_with(&format!(
+            "firing_id=3,rule=\"refresh\",action=\"trigger\",job=\"{job}\","
+        )),
+        "{}",
+        rows[2]
+    );
+    assert!(
+        rows[2].ends_with(&format!(
+            "review_note=null,automation=\"wf_refresh\",schema_id=\"wf_refresh\",instance_id=\"{instance}\""
+        )),
+        "{}",
+        rows[2]
+    );
+    assert!(
+        rows[0]
+            .ends_with("review_note=null,automation=\"wf_paused\",schema_id=null,instance_id=null"),
+        "{}",
+        rows[0]
+    );
 }

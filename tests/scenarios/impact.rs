@@ -53,6 +53,15 @@ fn no_pr_rule(name: &str, asks: bool) -> String {
         }
 }
 
+/// A rule that starts an automation, measured as a job's rule is (the run's job has a pull
+/// request; the emulator's automation changes no page, so its keys stay).
+fn trigger_rule() -> String {
+    let impact = &RULE[RULE.find("[impact]").unwrap()..];
+    format!(
+        "name = \"refresh\"\nproject = \"alpha\"\nenabled = true\ntrigger = \"wf_refresh\"\nwhen = \"SELECT path, total_7d FROM pages ORDER BY rank_7d LIMIT 2 OFFSET 4\"\ncooldown = \"30d\"\ntimeout = \"10m\"\n\n{impact}"
+    )
+}
+
 fn keys() -> Keys {
     let key = |k: &str| AdminKey::parse(k, "mint", "test").unwrap();
     Keys::Given(BTreeMap::from([
@@ -160,12 +169,15 @@ fn truth(live: &Live, path: &str, from: NaiveDate, to: NaiveDate) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_are_final() {
-    let live = Live::start(small()).await;
+    let mut data = small();
+    data.automations = vec![automation("wf_refresh", "alpha")];
+    let live = Live::start(data).await;
     let dir = tempfile::tempdir().unwrap();
     let rules = [
         ("views.toml", RULE.to_string()),
         ("nopr.toml", no_pr_rule("nopr", false)),
         ("nopr-asks.toml", no_pr_rule("nopr-asks", true)),
+        ("refresh.toml", trigger_rule()),
     ];
     let config = TestConfig {
         start: Some(day("2026-03-01")),
@@ -174,7 +186,7 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
     // 2026-03-15 12:00: the rules fire; the jobs are left running (the daemon's way).
     let (ctx, loaded, e, ids) = fired_once(&live, dir.path(), &rules, config).await;
     let out = ctx.output().to_path_buf();
-    let (nopr_asks, nopr, views) = (ids[0], ids[1], ids[2]);
+    let (nopr_asks, nopr, refresh, views) = (ids[0], ids[1], ids[2], ids[3]);
     // The figures before: the 7 final days up to the last (the lookback is 3 days).
     let plans = e.ledger().plans().unwrap();
     let plan = &plans[&views];
@@ -201,7 +213,7 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
     // The jobs end (job_ok with a pull request); the days after are not final yet.
     live.clock.advance(std::time::Duration::from_secs(10));
     let ended = e.poll_step().await.unwrap();
-    assert_eq!(ended.len(), 3);
+    assert_eq!(ended.len(), 4);
     let m = e.measure_impact().unwrap();
     assert_eq!(m.measured, 0);
     let given: HashMap<i64, String> = m.given_up.into_iter().collect();
@@ -233,7 +245,7 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
     live.clock.advance(Duration::days(1).to_std().unwrap());
     export(&ctx).await;
     let m = e.measure_impact().unwrap();
-    assert_eq!(m.measured, 2);
+    assert_eq!(m.measured, 3);
     assert_eq!(
         m.files,
         vec![out.join("agent_impact/project=alpha/part-00000.parquet")]
@@ -285,6 +297,18 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
     // The job without a pull request is measured when its rule asks, and not otherwise.
     assert_eq!(rows.iter().filter(|r| r.firing_id == nopr_asks).count(), 2);
     assert_eq!(rows.iter().filter(|r| r.firing_id == nopr).count(), 0);
+    // The automation's run: measured as a job, each of its two keys the same days each side.
+    let run: Vec<_> = rows.iter().filter(|r| r.firing_id == refresh).collect();
+    assert_eq!(run.len(), 2);
+    for r in &run {
+        let before = truth(&live, &r.key, day("2026-03-05"), day("2026-03-11"));
+        let after = truth(&live, &r.key, from, to);
+        assert_eq!(
+            (r.before, r.after),
+            (Some(before as f64), Some(after as f64))
+        );
+        assert_eq!(r.verdict, Verdict::Stayed, "{} {before} -> {after}", r.key);
+    }
     let report =
         docpipe::rules::impact::text::text(&loaded.rules, e.ledger(), e.calendar()).unwrap();
     assert!(
@@ -295,11 +319,11 @@ async fn a_job_with_a_pull_request_is_measured_key_by_key_once_the_days_after_ar
         report.contains("rule views (alpha): total_7d per path in pages, higher is better, 7 days each side, from 2 days after the job ended\n  jobs measured: 1; keys: 2 improved, 2 stayed, 0 worse; median change "),
         "{report}"
     );
-    check_parquet_with_python(&out);
+    check_parquet_with_python(&out, 8);
 }
 
 /// The file read by pyarrow: its columns and a row count.
-fn check_parquet_with_python(out: &Path) {
+fn check_parquet_with_python(out: &Path, rows: usize) {
     let got = run_python(
         "import sys, pyarrow.parquet as pq\n\
          t = pq.read_table(sys.argv[1])\n\
@@ -310,7 +334,9 @@ fn check_parquet_with_python(out: &Path) {
     );
     assert_eq!(
         got.trim(),
-        "6 firing_id,rule,job,job_status,pr_link,fired_at,key,metric,better,before,after,change,relative_change,verdict,enough_data,rows_before,rows_after,days_before,days_after,before_from,before_to,after_from,after_to,measured_at"
+        format!(
+            "{rows} firing_id,rule,job,job_status,pr_link,fired_at,key,metric,better,before,after,change,relative_change,verdict,enough_data,rows_before,rows_after,days_before,days_after,before_from,before_to,after_from,after_to,measured_at"
+        )
     );
 }
 

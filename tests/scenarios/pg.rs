@@ -90,14 +90,14 @@ fn processes_starting_at_once_migrate_the_schema_once_and_a_newer_schema_is_refu
     assert!(opened.iter().all(Result::is_ok), "{opened:?}");
     assert_eq!(
         server.psql("SELECT version || ' ' || name FROM docpipe_migrations ORDER BY version"),
-        "1 the rate budget's request log\n2 the backfill queue, claimed with a lease\n3 the daemons' heartbeats\n4 every other piece of state: windows, walks and their pages, looks, rules, claims\n5 looks no longer count their changes (nothing read the counts)\n6 the days of every dataset in one table (windows)\n7 every dataset's walks in progress in one table (walks), their pages in walk_pages; the walks in progress before are walked again\n8 what the status page shows: requests spent by hour, windows' failures, rules' last runs\n9 the impact of agent jobs: each firing's plan, and its keys' figures before and after\n10 the review of rule firings: previews, held firings and their trail\n11 windows stuck on the service's paging: how, how often, when tried again\n12 when each dataset's and project's days were last written, found in one seek\n13 the review row by row: a held firing's rows, the keys a person rejected"
+        "1 the rate budget's request log\n2 the backfill queue, claimed with a lease\n3 the daemons' heartbeats\n4 every other piece of state: windows, walks and their pages, looks, rules, claims\n5 looks no longer count their changes (nothing read the counts)\n6 the days of every dataset in one table (windows)\n7 every dataset's walks in progress in one table (walks), their pages in walk_pages; the walks in progress before are walked again\n8 what the status page shows: requests spent by hour, windows' failures, rules' last runs\n9 the impact of agent jobs: each firing's plan, and its keys' figures before and after\n10 the review of rule firings: previews, held firings and their trail\n11 windows stuck on the service's paging: how, how often, when tried again\n12 when each dataset's and project's days were last written, found in one seek\n13 the review row by row: a held firing's rows, the keys a person rejected\n14 rules that start automations: the automation, the run's schema and instance ids"
     );
     server.psql("INSERT INTO docpipe_migrations (version, name) VALUES (99, 'from the future')");
     let err = Pg::open(&server.url()).unwrap_err().to_string();
     assert_eq!(
         err,
         format!(
-            "state database {}: its schema is version 99, newer than this docpipe's 13: run a newer docpipe",
+            "state database {}: its schema is version 99, newer than this docpipe's 14: run a newer docpipe",
             server.url()
         )
     );
@@ -594,6 +594,43 @@ fn impact_rules(ledger: docpipe::store::ledger::Ledger) {
             .unwrap()
             .is_empty()
     );
+    // A trigger's firing: its automation recorded first, the run's ids once answered.
+    use docpipe::store::ledger::{NewFiring, Run, Sent, Trail};
+    let trigger = RuleKey {
+        name: "run",
+        kind: Kind::Trigger,
+        keyed: false,
+        ..rule
+    };
+    let id = ledger
+        .record(NewFiring {
+            rule: trigger,
+            job: None,
+            automation: Some("wf_a"),
+            prompt: "record",
+            hash: "h2",
+            rows_matched: 1,
+            keys: &[],
+            now: t0(),
+            state: Sent::Sending,
+            trail: Trail::default(),
+        })
+        .unwrap()
+        .unwrap();
+    let mut f = ledger.firing(id).unwrap().unwrap();
+    let run = |schema: Option<&str>, instance: Option<&str>| Run {
+        automation: "wf_a".into(),
+        schema_id: schema.map(Into::into),
+        instance_id: instance.map(Into::into),
+    };
+    assert_eq!(
+        (f.kind, f.run.clone()),
+        (Kind::Trigger, Some(run(None, None)))
+    );
+    (f.sent, f.job) = (Sent::Sent, Some("job_9".into()));
+    f.run = Some(run(Some("wf_a"), Some("run_1")));
+    ledger.update(&f, t0()).unwrap();
+    assert_eq!(ledger.firing(id).unwrap().unwrap(), f);
 }
 
 #[test]

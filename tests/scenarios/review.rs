@@ -180,13 +180,23 @@ async fn check_proves_the_key_may_write_agent_jobs_and_a_read_only_key_gets_its_
         latest_day_rule("follow", "job_ok", ""),
     )
     .unwrap();
+    // A rule that starts an automation: check cannot tell without starting a run, and says so.
+    std::fs::write(
+        dir.path().join("jobs/refresh.toml"),
+        "name = \"refresh\"\nproject = \"alpha\"\ntrigger = \"wf_refresh\"\nwhen = \"SELECT date FROM daily\"\n",
+    )
+    .unwrap();
     let cfg = TestConfig::new(&live.server.base_url(), &dir.path().join("out"))
         .write(&dir.path().join("docpipe.toml"));
     let args = ["check", "--project", "alpha", "--day", "2026-03-14"];
     let ok = docpipe(&cfg, &args, None);
     assert!(ok.status.success(), "{}", out_text(&ok));
     assert!(out_text(&ok).contains(
-        "alpha    agent jobs (write)  works: the admin key of organization org-a may write agent jobs (a follow-up to a job that cannot exist got 404: Job docpipe-check-no-such-job-0000 not found)"
+        "alpha    automation wf_refresh  not sent: cannot tell without starting a run: the service has no operation that reads an automation; the first firing's answer says (400: not active or not a Custom schedule automation; 404: not in this project)\n"
+    ), "{}", out_text(&ok));
+    assert!(live.emu().triggers().is_empty());
+    assert!(out_text(&ok).contains(
+        "alpha    agent jobs (write)     works: the admin key of organization org-a may write agent jobs (a follow-up to a job that cannot exist got 404: Job docpipe-check-no-such-job-0000 not found)"
     ), "{}", out_text(&ok));
     assert_eq!(
         live.emu()
@@ -199,7 +209,7 @@ async fn check_proves_the_key_may_write_agent_jobs_and_a_read_only_key_gets_its_
         .unwrap();
     assert_eq!(ro.status.code(), Some(2), "{}", out_text(&ro));
     assert!(out_text(&ro).contains(
-        "alpha    agent jobs (write)  PROBLEM: the admin key of organization org-a cannot write agent jobs (403: Read-only API key cannot be used for this request): the rules cannot create jobs or send follow-ups; use an admin key with write access"
+        "alpha    agent jobs (write)     PROBLEM: the admin key of organization org-a cannot write agent jobs (403: Read-only API key cannot be used for this request): the rules cannot create jobs or send follow-ups; use an admin key with write access"
     ), "{}", out_text(&ro));
 }
 

@@ -81,6 +81,87 @@ async fn two_processes_and_a_restart_keep_the_cooldown_and_the_hourly_limit() {
     assert_eq!(parquet_rows(&log).len(), 2);
 }
 
+/// A rule that starts an automation, as a new user meets it: `rules check` shows the record it
+/// keeps (no prompt, no review) and starts nothing; `rules run` starts one run; `status`, its
+/// JSON and the page show the automation, the run and its job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_that_triggers_is_checked_run_and_shown_by_status_and_the_page() {
+    let mut data = small();
+    data.automations = vec![automation("wf_refresh", "alpha")];
+    let live = Live::start(data).await;
+    let dir = two_weeks_exported(&live).await;
+    let rules = dir.path().join("jobs");
+    write_rule(
+        &rules,
+        "refresh",
+        &format!(
+            "enabled = true\nname = \"refresh\"\nproject = \"alpha\"\ntrigger = \"wf_refresh\"\nwait = false\nwhen = {TOP3:?}\n"
+        ),
+    );
+    let cfg = rules_config(&live, dir.path(), &rules, "");
+    let check = docpipe(&cfg, &["rules", "check"], None);
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check.stderr));
+    let stdout = text(&check.stdout);
+    let file = rules.join("refresh.toml");
+    assert!(
+        stdout.starts_with(&format!(
+            "rule refresh ({}): enabled, project alpha, a run of automation wf_refresh, no review (a trigger sends no readers' words), cooldown 1 day, after each export, does not poll\n  query: 3 rows (fires at 1 or more)\n",
+            file.display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("; a trigger sends none of it, so it waits for no review):\n    | Rows that started the automation (nothing of them was sent):\n    | 1. {\"path\": "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with(
+            "  would start a run of automation wf_refresh now\n1 rules; 1 would send now; nothing sent\n"
+        ),
+        "{stdout}"
+    );
+    assert!(live.emu().triggers().is_empty());
+    let run = docpipe(&cfg, &["rules", "run"], None);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let triggers = live.emu().triggers();
+    assert_eq!(triggers.len(), 1);
+    let job = &triggers[0].2;
+    let json: serde_json::Value =
+        serde_json::from_slice(&docpipe(&cfg, &["status", "--json"], None).stdout).unwrap();
+    let firing = &json["rules"]["firings"][0];
+    assert_eq!(
+        (&firing["kind"], &firing["automation"], &firing["job"]),
+        (
+            &serde_json::json!("trigger"),
+            &serde_json::json!("wf_refresh"),
+            &serde_json::json!(job)
+        )
+    );
+    let instance = firing["run"].as_str().unwrap().to_string();
+    assert!(instance.starts_with("run_"), "{firing}");
+    let started = format!(
+        "rule refresh (alpha): started automation wf_refresh as run {instance}, job {job} (3 rows, record "
+    );
+    assert!(
+        text(&run.stdout).contains(&started),
+        "{}",
+        text(&run.stdout)
+    );
+    let status = text(&docpipe(&cfg, &["status"], None).stdout);
+    assert!(status.contains(&started), "{status}");
+    let settings = docpipe::config::Settings::load(&cfg).unwrap();
+    let s = docpipe::status::read(&settings, live.clock.clone(), 5)
+        .await
+        .unwrap();
+    let page = docpipe::status::html::render(&s);
+    assert!(
+        page.contains(&format!(
+            "<td>automation wf_refresh, run {instance}, job {job}</td>"
+        )),
+        "{page}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rules_check_shows_the_prompt_and_sends_nothing() {
     let live = Live::start(small()).await;
@@ -132,9 +213,9 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("jobs");
     let ok = "project = \"alpha\"\njob = \"job_ok\"\n";
-    let cases: [(&str, String, &str); 21] = [
+    let cases: [(&str, String, &str); 25] = [
         ("a-unknown-field", format!("name = \"a\"\n{ok}when = \"SELECT path FROM pages\"\nprompt = \"x\"\ncooldwn = \"1h\"\n"),
-         "line 6: unknown field `cooldwn`, expected one of `name`, `description`, `project`, `job`, `create`, `when`, `min_rows`, `prompt`, `cooldown`, `wait`, `timeout`, `schedule`"),
+         "line 6: unknown field `cooldwn`, expected one of `name`, `description`, `project`, `job`, `create`, `trigger`, `when`, `min_rows`, `prompt`, `cooldown`, `wait`, `timeout`, `schedule`"),
         ("b-toml", "name = \"b\"\nproject".to_string(), "line 2: key with no value, expected `=`"),
         ("c-sql", format!("name = \"c\"\n{ok}when = \"SELEC path FROM pages\"\nprompt = \"x\"\n"),
          "when: the query does not parse: sql parser error: Expected: an SQL statement, found: SELEC at Line: 1, Column: 1"),
@@ -151,9 +232,9 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
         ("i-project", "name = \"i\"\nproject = \"nope\"\njob = \"j\"\nwhen = \"SELECT 1\"\nprompt = \"x\"\n".to_string(),
          "project nope is not configured (configured: alpha, beta, gamma)"),
         ("j-both", "name = \"j\"\nproject = \"alpha\"\njob = \"j\"\ncreate = true\nwhen = \"SELECT 1\"\nprompt = \"x\"\n".to_string(),
-         "give either job or create = true, not both"),
+         "give one of job, create = true or trigger, not several"),
         ("k-neither", "name = \"k\"\nproject = \"alpha\"\nwhen = \"SELECT 1\"\nprompt = \"x\"\n".to_string(),
-         "say which job to message (job = \"<id>\") or create = true"),
+         "say which job to message (job = \"<id>\"), create = true, or which automation to start (trigger = \"<id>\")"),
         ("l-duration", format!("name = \"l\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\ncooldown = \"soon\"\n"),
          "cooldown \"soon\" is not a duration like \"24h\" or \"30m\" (expected number at 0)"),
         ("m-cron", format!("name = \"m\"\n{ok}when = \"SELECT 1\"\nprompt = \"x\"\nschedule = \"61 * * * *\"\n"),
@@ -177,6 +258,15 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
          "when: LPAD's length 100000000 is more than 1000: a rule's evaluation stays within its memory"),
         ("u-rpad", format!("name = \"u\"\n{ok}when = \"SELECT RPAD(path, total_7d * 100000, 'x') AS p FROM pages\"\nprompt = \"x\"\n"),
          "when: RPAD's length must be a whole number written in the query, at most 1000 (not an expression): a rule's evaluation stays within its memory"),
+        // A trigger: an id that is not one, a prompt it would not send, a review it never waits for.
+        ("v-trigger-id", "name = \"v\"\nproject = \"alpha\"\ntrigger = \"wf/../x\"\nwhen = \"SELECT 1\"\n".to_string(),
+         "trigger \"wf/../x\" is not an automation id (1 to 100 letters, digits, - or _)"),
+        ("w-trigger-prompt", "name = \"w\"\nproject = \"alpha\"\ntrigger = \"wf_refresh\"\nwhen = \"SELECT 1\"\nprompt = \"x\"\n".to_string(),
+         "a trigger sends no prompt (the automation has its own instructions): remove prompt"),
+        ("x-trigger-review", "name = \"x\"\nproject = \"alpha\"\ntrigger = \"wf_refresh\"\nwhen = \"SELECT 1\"\nreview = \"always\"\n".to_string(),
+         "a trigger sends no readers' words, so nothing of it waits for review: remove review and flagged"),
+        ("y-no-prompt", format!("name = \"y\"\n{ok}when = \"SELECT 1\"\n"),
+         "prompt is missing: what the job is told (prompt = \"...\")"),
     ];
     for (file, body, _) in &cases {
         write_rule(&rules, file, body);

@@ -21,6 +21,18 @@ pub fn small() -> DataFile {
     DataFile::load(&root().join("sample_data/small.toml")).expect("small.toml loads")
 }
 
+/// An automation of `project` a trigger starts (active, a *Custom schedule* one, its runs
+/// ending as the project's jobs do).
+pub fn automation(id: &str, project: &str) -> docpipe::emulator::data::Automation {
+    docpipe::emulator::data::Automation {
+        id: id.into(),
+        project: project.into(),
+        active: true,
+        custom_schedule: true,
+        outcome: None,
+    }
+}
+
 pub fn root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

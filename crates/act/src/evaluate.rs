@@ -301,11 +301,14 @@ pub fn render(
     let text = environment(readers.clone())
         .render_str(template, ctx)
         .map_err(|e| format!("prompt: {e}"))?;
-    Ok(if readers.load(Ordering::Relaxed) {
-        (format!("{}{text}", readers::PREAMBLE), true)
-    } else {
-        (text, false)
-    })
+    // A trigger's record is never sent: it needs no word to an agent about readers' words.
+    Ok(
+        if readers.load(Ordering::Relaxed) && rule.action.automation().is_none() {
+            (format!("{}{text}", readers::PREAMBLE), true)
+        } else {
+            (text, false)
+        },
+    )
 }
 
 /// A frame without the rows whose `key` is in `sent`, and the keys of the rows kept.

@@ -259,6 +259,10 @@ impl RowFlag {
 impl Evaluation {
     /// Why a firing of `rule` waits for a person's review, if it does.
     pub fn hold(&self, rule: &Rule) -> Option<String> {
+        if rule.action.automation().is_some() {
+            // A trigger sends no readers' words (nothing but the automation's id).
+            return None;
+        }
         match rule.review {
             Review::Never => None,
             Review::Always => Some("the rule's review is \"always\"".to_string()),

@@ -35,6 +35,22 @@ pub enum Action {
     FollowUp(String),
     /// Create a new job.
     Create,
+    /// Start a run of this automation (no prompt: the automation has its own instructions).
+    Trigger(String),
+}
+
+/// What a trigger's firing records in the ledger in place of a prompt: its rows, as docpipe
+/// writes them (nothing of them is sent; the same rows are not triggered for twice).
+pub const TRIGGER_RECORD: &str = "Rows that started the automation (nothing of them was sent):
+{% for row in rows %}{{ loop.index }}. {{ row }}
+{% endfor %}";
+
+/// Whether an automation id can be sent as one segment of the trigger's path.
+pub fn automation_id_ok(id: &str) -> bool {
+    (1..=100).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 impl Rule {
@@ -56,6 +72,15 @@ impl Action {
         match self {
             Action::FollowUp(_) => ledger::Kind::FollowUp,
             Action::Create => ledger::Kind::Create,
+            Action::Trigger(_) => ledger::Kind::Trigger,
+        }
+    }
+
+    /// The automation a trigger starts.
+    pub fn automation(&self) -> Option<&str> {
+        match self {
+            Action::Trigger(a) => Some(a),
+            _ => None,
         }
     }
 }
@@ -170,10 +195,13 @@ pub(crate) struct RawRule {
     job: Option<String>,
     #[serde(default)]
     create: bool,
+    #[serde(default)]
+    trigger: Option<String>,
     when: String,
     #[serde(default = "one")]
     min_rows: i64,
-    prompt: String,
+    #[serde(default)]
+    prompt: Option<String>,
     #[serde(default)]
     cooldown: Option<String>,
     #[serde(default = "yes")]
@@ -266,21 +294,7 @@ impl Rule {
                 projects.join(", ")
             )));
         }
-        let action = match (raw.job, raw.create) {
-            (Some(_), true) => {
-                return Err(fail("give either job or create = true, not both".into()));
-            }
-            (None, false) => {
-                return Err(fail(
-                    "say which job to message (job = \"<id>\") or create = true".into(),
-                ));
-            }
-            (Some(j), false) if j.trim().is_empty() => {
-                return Err(fail("job must not be empty".into()));
-            }
-            (Some(j), false) => Action::FollowUp(j),
-            (None, true) => Action::Create,
-        };
+        let action = action(raw.job, raw.create, raw.trigger.clone()).map_err(fail)?;
         if raw.when.trim().is_empty() {
             return Err(fail("when: the query is empty".into()));
         }
@@ -291,11 +305,9 @@ impl Rule {
                 raw.min_rows
             )));
         }
-        if raw.prompt.trim().is_empty() {
-            return Err(fail("prompt is empty".into()));
-        }
+        let prompt = prompt_of(&action, raw.prompt, &raw.review, &raw.flagged).map_err(fail)?;
         environment(Arc::default())
-            .template_from_str(&raw.prompt)
+            .template_from_str(&prompt)
             .map_err(|e| fail(format!("prompt: {e}")))?;
         let review = match raw.review.as_deref() {
             None | Some("readers") => Review::Readers,
@@ -347,7 +359,7 @@ impl Rule {
             ),
             None => None,
         };
-        let unescaped = unescaped_places(&raw.prompt);
+        let unescaped = unescaped_places(&prompt);
         Ok(Rule {
             name,
             file: file.to_string(),
@@ -356,7 +368,7 @@ impl Rule {
             action,
             when: raw.when,
             min_rows: raw.min_rows as usize,
-            prompt: raw.prompt,
+            prompt,
             cooldown,
             wait: raw.wait,
             timeout,
@@ -397,6 +409,49 @@ impl Rule {
         match &self.action {
             Action::FollowUp(j) => format!("follow-up to job {j}"),
             Action::Create => "a new job".to_string(),
+            Action::Trigger(a) => format!("a run of automation {a}"),
         }
+    }
+}
+
+/// What the rule's file says it does: a follow-up to `job`, a new job, or a run of `trigger`.
+fn action(job: Option<String>, create: bool, trigger: Option<String>) -> Result<Action, String> {
+    match (job, create, trigger) {
+        (None, false, None) => Err(
+            "say which job to message (job = \"<id>\"), create = true, or which automation to start (trigger = \"<id>\")"
+                .into(),
+        ),
+        (Some(j), false, None) if j.trim().is_empty() => Err("job must not be empty".into()),
+        (Some(j), false, None) => Ok(Action::FollowUp(j)),
+        (None, true, None) => Ok(Action::Create),
+        (None, false, Some(a)) if !automation_id_ok(&a) => Err(format!(
+            "trigger {a:?} is not an automation id (1 to 100 letters, digits, - or _)"
+        )),
+        (None, false, Some(a)) => Ok(Action::Trigger(a)),
+        _ => Err("give one of job, create = true or trigger, not several".into()),
+    }
+}
+
+/// The rule's template: its `prompt`, or for a trigger (which sends none, and so waits for no
+/// review) docpipe's record of its rows.
+fn prompt_of(
+    action: &Action,
+    prompt: Option<String>,
+    review: &Option<String>,
+    flagged: &Option<String>,
+) -> Result<String, String> {
+    if let Action::Trigger(_) = action {
+        if prompt.is_some() {
+            return Err("a trigger sends no prompt (the automation has its own instructions): remove prompt".into());
+        }
+        if review.is_some() || flagged.is_some() {
+            return Err("a trigger sends no readers' words, so nothing of it waits for review: remove review and flagged".into());
+        }
+        return Ok(TRIGGER_RECORD.to_string());
+    }
+    match prompt {
+        None => Err("prompt is missing: what the job is told (prompt = \"...\")".into()),
+        Some(p) if p.trim().is_empty() => Err("prompt is empty".into()),
+        Some(p) => Ok(p),
     }
 }

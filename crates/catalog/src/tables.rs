@@ -261,6 +261,9 @@ const AGENT_RUNS_COLUMNS: &[Column] = &[
     n("decided_by", Ty::Text),
     n("decided_at", Ty::Time),
     n("review_note", Ty::Text),
+    n("automation", Ty::Text),
+    n("schema_id", Ty::Text),
+    n("instance_id", Ty::Text),
 ];
 const AGENT_IMPACT_COLUMNS: &[Column] = &[
     c("firing_id", Ty::Int),

@@ -92,6 +92,9 @@ pub struct Automation {
     /// Whether it is a *Custom schedule* automation, the only kind a trigger starts (400 else).
     #[serde(default = "yes")]
     pub custom_schedule: bool,
+    /// How its runs end (default: as the project's first job of `[[jobs]]` does).
+    #[serde(default)]
+    pub outcome: Option<JobOutcome>,
 }
 
 const fn yes() -> bool {

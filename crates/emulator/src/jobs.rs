@@ -148,8 +148,14 @@ fn admit(emu: &Emulator, headers: &HeaderMap, project: &str, write: bool) -> Res
 }
 
 impl Emulator {
-    /// A new agent job of `project` with its first prompt, active: its id and its JSON.
-    fn start_job(&self, project: &str, prompt: String) -> (String, Value) {
+    /// A new agent job of `project` with its first prompt, active, ending as `outcome` says (or
+    /// as the project's first job does): its id and its JSON.
+    fn start_job(
+        &self,
+        project: &str,
+        prompt: String,
+        outcome: Option<JobOutcome>,
+    ) -> (String, Value) {
         let id = self.next_id("job");
         let now = self.now();
         let data = self.data();
@@ -170,7 +176,7 @@ impl Emulator {
                 .and_then(|t| t.r#ref.clone())
                 .or(Some("main".to_string())),
             status: SeedStatus::Active,
-            outcome: template.map(|t| t.outcome).unwrap_or_default(),
+            outcome: outcome.or(template.map(|t| t.outcome)).unwrap_or_default(),
         };
         let mut job = Job::seeded(&seed, now);
         job.prompts.push(prompt);
@@ -226,7 +232,7 @@ pub async fn create(
 ) -> Reply {
     admit(&emu, &headers, &project, true)?;
     let prompt = prompt_of(&body)?;
-    let (_, body) = emu.start_job(&project, prompt);
+    let (_, body) = emu.start_job(&project, prompt, None);
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
@@ -271,7 +277,8 @@ pub async fn trigger(
             format!("Workflow {automation} is not a custom schedule workflow"),
         ));
     }
-    let (job, _) = emu.start_job(&project, format!("Run of automation {automation}"));
+    let outcome = a.outcome;
+    let (job, _) = emu.start_job(&project, format!("Run of automation {automation}"), outcome);
     let instance = emu.next_id("run");
     emu.lock()
         .triggers

@@ -85,6 +85,15 @@ pub const TRAIL_COLUMNS: [(&str, &str); 8] = [
     ("review_rows", "TEXT"),
 ];
 
+/// The columns `rule_firings` gained with the automation trigger (nullable: only a trigger's
+/// firing has them): the automation the rule names, and the run's `schemaId` and `instanceId`
+/// as the service answered (its `jobId` is the firing's `job`).
+pub const RUN_COLUMNS: [(&str, &str); 3] = [
+    ("automation", "TEXT"),
+    ("schema_id", "TEXT"),
+    ("instance_id", "TEXT"),
+];
+
 /// The columns `rule_firing_keys` gained with the impact (nullable: the keys of firings
 /// recorded before hold none), and with the review row by row: `rejected` is 1 for a key whose
 /// row a person rejected (it cools down; the others of a rejected firing do not).
@@ -122,6 +131,8 @@ pub enum Kind {
     FollowUp,
     /// A job creation.
     Create,
+    /// An automation's run started (its instructions are its own: no prompt is sent).
+    Trigger,
 }
 
 impl Kind {
@@ -130,6 +141,16 @@ impl Kind {
         match self {
             Kind::FollowUp => "follow_up",
             Kind::Create => "create",
+            Kind::Trigger => "trigger",
+        }
+    }
+
+    /// The kind of a stored word (`follow_up` for any word it does not know).
+    pub fn parse(word: &str) -> Self {
+        match word {
+            "create" => Kind::Create,
+            "trigger" => Kind::Trigger,
+            _ => Kind::FollowUp,
         }
     }
 }
@@ -240,6 +261,20 @@ pub struct Firing {
     pub error: Option<String>,
     /// Its review: flagged and dropped rows, why it waited, who decided.
     pub trail: Trail,
+    /// The automation run it started (a trigger's firing).
+    pub run: Option<Run>,
+}
+
+/// An automation run a trigger started: the automation the rule names, and what the service
+/// answered (none while unanswered, or when it refused).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Run {
+    /// The automation's id (the trigger's `workflowSchemaId`).
+    pub automation: String,
+    /// The answer's `schemaId`.
+    pub schema_id: Option<String>,
+    /// The answer's `instanceId`: the run.
+    pub instance_id: Option<String>,
 }
 
 /// What a firing's review left: so that a pull request can be traced to the rows and the
@@ -364,9 +399,11 @@ impl std::fmt::Display for Skip {
 pub struct NewFiring<'a> {
     /// The rule.
     pub rule: RuleKey<'a>,
-    /// The job messaged (none: a creation).
+    /// The job messaged (none: a creation or a trigger).
     pub job: Option<&'a str>,
-    /// The prompt.
+    /// The automation a trigger starts.
+    pub automation: Option<&'a str>,
+    /// The prompt (a trigger's: docpipe's record of its rows, never sent).
     pub prompt: &'a str,
     /// Its hash.
     pub hash: &'a str,
@@ -533,6 +570,7 @@ impl Ledger {
         db.ensure(REVIEW_SCHEMA)?;
         db.with_conn(|c| add_columns(c, "rule_firing_keys", &KEY_COLUMNS))?;
         db.with_conn(|c| add_columns(c, "rule_firings", &TRAIL_COLUMNS))?;
+        db.with_conn(|c| add_columns(c, "rule_firings", &RUN_COLUMNS))?;
         db.with_conn(|c| {
             let has: bool = c
                 .prepare(
@@ -583,6 +621,7 @@ impl Ledger {
         self.record(NewFiring {
             rule,
             job,
+            automation: None,
             prompt,
             hash,
             rows_matched,
@@ -617,6 +656,7 @@ impl Ledger {
             t.hold.clone().into(),
             t.held_at.map(ms).into(),
             t.rows.clone().into(),
+            new.automation.into(),
         ];
         let keys = new.keys.to_vec();
         self.sql.tx(move |tx| {
@@ -631,8 +671,8 @@ impl Ledger {
             }
             let id = tx
                 .row(
-                    "INSERT INTO rule_firings (rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched, sent, updated_at_ms, action, flags, dropped, hold, held_at_ms, review_rows)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?9, ?4, ?8, ?10, ?11, ?12, ?13, ?14) RETURNING id",
+                    "INSERT INTO rule_firings (rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched, sent, updated_at_ms, action, flags, dropped, hold, held_at_ms, review_rows, automation)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?9, ?4, ?8, ?10, ?11, ?12, ?13, ?14, ?15) RETURNING id",
                     &p,
                 )?
                 .map_or(Ok(0), |r| r.int(0))?;
@@ -908,12 +948,14 @@ impl Ledger {
             f.trail.flags.clone().into(),
             f.trail.dropped.clone().into(),
             f.trail.hold.clone().into(),
+            f.run.as_ref().and_then(|r| r.schema_id.clone()).into(),
+            f.run.as_ref().and_then(|r| r.instance_id.clone()).into(),
         ];
         self.sql.tx(move |tx| {
             tx.exec(
                 "UPDATE rule_firings SET job = ?2, sent = ?3, status = ?4, pr_link = ?5,
                  seconds_to_done = ?6, error = ?7, updated_at_ms = ?8, flags = ?9, dropped = ?10,
-                 hold = ?11 WHERE id = ?1",
+                 hold = ?11, schema_id = ?12, instance_id = ?13 WHERE id = ?1",
                 &p,
             )
             .map(|_| ())
@@ -1039,7 +1081,8 @@ impl Ledger {
                 &format!(
                     "SELECT id, rule, project, job, fired_at_ms, prompt_hash, prompt, rows_matched,
                      sent, status, pr_link, seconds_to_done, error, action, poll_until_ms,
-                     flags, dropped, hold, decided_by, decided_at_ms, note, held_at_ms, review_rows
+                     flags, dropped, hold, decided_by, decided_at_ms, note, held_at_ms, review_rows,
+                     automation, schema_id, instance_id
                      FROM rule_firings {filter} ORDER BY id"
                 ),
                 &params,
@@ -1050,11 +1093,7 @@ impl Ledger {
                     id: r.int(0)?,
                     rule: r.text(1)?,
                     project: r.text(2)?,
-                    kind: if r.text(13)? == "create" {
-                        Kind::Create
-                    } else {
-                        Kind::FollowUp
-                    },
+                    kind: Kind::parse(&r.text(13)?),
                     job: r.opt_text(3)?,
                     fired_at: from_ms(r.int(4)?),
                     prompt_hash: r.text(5)?,
@@ -1074,6 +1113,14 @@ impl Ledger {
                         note: r.opt_text(20)?,
                         held_at: r.opt_int(21)?.map(from_ms),
                         rows: r.opt_text(22)?,
+                    },
+                    run: match r.opt_text(23)? {
+                        Some(automation) => Some(Run {
+                            automation,
+                            schema_id: r.opt_text(24)?,
+                            instance_id: r.opt_text(25)?,
+                        }),
+                        None => None,
                     },
                 };
                 Ok((f, extra(r)?))

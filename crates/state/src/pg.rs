@@ -386,6 +386,13 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "ALTER TABLE rule_firings ADD COLUMN review_rows TEXT;
         ALTER TABLE rule_firing_keys ADD COLUMN rejected BIGINT;",
     ),
+    (
+        14,
+        "rules that start automations: the automation, the run's schema and instance ids",
+        "ALTER TABLE rule_firings ADD COLUMN automation TEXT;
+        ALTER TABLE rule_firings ADD COLUMN schema_id TEXT;
+        ALTER TABLE rule_firings ADD COLUMN instance_id TEXT;",
+    ),
 ];
 
 /// The advisory lock key that serializes migrations ("docpipe" in ASCII).

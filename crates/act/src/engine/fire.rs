@@ -83,7 +83,7 @@ impl Engine {
         let rows = eval.rows.height();
         let job = match &rule.action {
             Action::FollowUp(j) => Some(j.clone()),
-            Action::Create => None,
+            Action::Create | Action::Trigger(_) => None,
         };
         let trail = Trail {
             flags: json_of(&eval.flags),
@@ -99,6 +99,7 @@ impl Engine {
         let id = match self.ledger.record(NewFiring {
             rule: rule.key(),
             job: job.as_deref(),
+            automation: rule.action.automation(),
             prompt,
             hash,
             rows_matched: rows,
@@ -130,6 +131,13 @@ impl Engine {
             seconds_to_done: None,
             error: None,
             trail,
+            run: rule
+                .action
+                .automation()
+                .map(|a| docpipe_state::ledger::Run {
+                    automation: a.to_string(),
+                    ..Default::default()
+                }),
         }))
     }
 

@@ -65,6 +65,15 @@ pub(super) fn agent_runs_columns(c: Columns<'_, Firing>) -> Columns<'_, Firing> 
         .text("decided_by", true, |f| f.trail.decided_by.as_deref())
         .time("decided_at", true, |f| f.trail.decided_at)
         .text("review_note", true, |f| f.trail.note.as_deref())
+        .text("automation", true, |f| {
+            f.run.as_ref().map(|r| r.automation.as_str())
+        })
+        .text("schema_id", true, |f| {
+            f.run.as_ref().and_then(|r| r.schema_id.as_deref())
+        })
+        .text("instance_id", true, |f| {
+            f.run.as_ref().and_then(|r| r.instance_id.as_deref())
+        })
 }
 
 /// Schema of `agent_runs` (the project is the partition).

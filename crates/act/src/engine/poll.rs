@@ -6,7 +6,7 @@ use crate::{Action, Rule};
 use docpipe_extract::jobs::{Job, Polling};
 use docpipe_extract::{ApiError, Client, ErrorKind, Operation};
 use docpipe_state::StoreError;
-use docpipe_state::ledger::{Firing, Sent};
+use docpipe_state::ledger::{Firing, Run, Sent};
 
 /// The target of this file's log lines, as before the rules had a crate of their own (a
 /// `RUST_LOG` filter names it).
@@ -86,10 +86,11 @@ impl Engine {
                 }
             },
             Action::Create => None,
+            Action::Trigger(a) => return self.start(client, rule, a, f).await,
         };
         let result = match &rule.action {
             Action::FollowUp(j) => client.follow_up(&rule.project, j, &f.prompt).await,
-            Action::Create => client.create_job(&rule.project, &f.prompt).await,
+            _ => client.create_job(&rule.project, &f.prompt).await,
         };
         match result {
             Ok(job) => {
@@ -102,26 +103,48 @@ impl Engine {
                     }
                 }
             }
-            Err(e) => match &e.kind {
-                ErrorKind::OutcomeUnknown(_) => {
-                    f.sent = Sent::Unknown;
-                    f.error = Some(format!("{e}; not sent again"));
-                    if let (Action::FollowUp(j), Some(before)) = (&rule.action, before) {
-                        self.resolve(client, rule, j, &before, f).await;
-                    }
+            Err(e) => {
+                failed(f, &e)?;
+                if let (ErrorKind::OutcomeUnknown(_), Action::FollowUp(j), Some(before)) =
+                    (&e.kind, &rule.action, before)
+                {
+                    self.resolve(client, rule, j, &before, f).await;
                 }
-                ErrorKind::LimitReached { limit, .. } => return Err(*limit),
-                ErrorKind::RateLimited { .. } | ErrorKind::Connect(_) => {
-                    f.sent = Sent::NotSent;
-                    f.error = Some(e.to_string());
-                }
-                _ => {
-                    f.sent = Sent::Refused;
-                    f.error = Some(e.to_string());
-                }
-            },
+            }
         }
         Ok(())
+    }
+
+    /// Starts a run of `automation` once: the run's ids in the firing (its job is then polled
+    /// as a created job's). `Err(limit)` when the hourly limit was reached before sending.
+    async fn start(
+        &self,
+        client: &Client,
+        rule: &Rule,
+        automation: &str,
+        f: &mut Firing,
+    ) -> Result<(), u32> {
+        match client.trigger(&rule.project, automation).await {
+            Ok(run) => {
+                f.sent = Sent::Sent;
+                f.job = run.job_id;
+                if f.job.is_none() {
+                    f.error = Some(
+                        "the service started a run but returned no jobId: it cannot be followed"
+                            .into(),
+                    );
+                }
+                f.run = Some(Run {
+                    automation: automation.to_string(),
+                    schema_id: Some(run.schema_id),
+                    instance_id: Some(run.instance_id),
+                });
+                Ok(())
+            }
+            // A lost answer leaves no job to read: the run may have started, and is not
+            // started again.
+            Err(e) => failed(f, &e),
+        }
     }
 
     /// After a lost answer: a job that had ended and is active again received the follow-up.
@@ -175,6 +198,27 @@ impl Engine {
             }
         }
     }
+}
+
+/// Records a send the service did not accept: `Err(limit)` when the hourly limit was reached
+/// before sending (nothing left docpipe).
+fn failed(f: &mut Firing, e: &ApiError) -> Result<(), u32> {
+    match &e.kind {
+        ErrorKind::OutcomeUnknown(_) => {
+            f.sent = Sent::Unknown;
+            f.error = Some(format!("{e}; not sent again"));
+        }
+        ErrorKind::LimitReached { limit, .. } => return Err(*limit),
+        ErrorKind::RateLimited { .. } | ErrorKind::Connect(_) => {
+            f.sent = Sent::NotSent;
+            f.error = Some(e.to_string());
+        }
+        _ => {
+            f.sent = Sent::Refused;
+            f.error = Some(e.to_string());
+        }
+    }
+    Ok(())
 }
 
 /// Whether a firing's job is polled after it is sent: the rule waits, and a job may have the

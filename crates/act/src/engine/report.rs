@@ -158,14 +158,27 @@ pub fn firing_line(f: &Firing) -> String {
     let what = match (f.kind, f.job.as_deref()) {
         (Kind::Create, Some(j)) => format!("new job {}", one_line(j)),
         (Kind::Create, None) => "a new job".to_string(),
+        (Kind::Trigger, j) => {
+            let automation = f.run.as_ref().map_or("?", |r| r.automation.as_str());
+            match (f.run.as_ref().and_then(|r| r.instance_id.as_deref()), j) {
+                (Some(run), Some(j)) => format!(
+                    "automation {automation} as run {}, job {}",
+                    one_line(run),
+                    one_line(j)
+                ),
+                (Some(run), None) => format!("automation {automation} as run {}", one_line(run)),
+                _ => format!("automation {automation}"),
+            }
+        }
         (_, j) => format!("follow-up to job {}", one_line(j.unwrap_or("?"))),
     };
     let mut line = format!(
-        "rule {} ({}): {} {what} ({} rows, prompt {})",
+        "rule {} ({}): {} {what} ({} rows, {} {})",
         f.rule,
         f.project,
         match (f.sent, f.kind) {
             (Sent::Sent, Kind::Create) => "created",
+            (Sent::Sent, Kind::Trigger) => "started",
             (Sent::Sent, _) => "sent",
             (Sent::Sending, _) => "sending",
             (Sent::Unknown, _) => "outcome unknown (not sent again) of",
@@ -176,6 +189,12 @@ pub fn firing_line(f: &Firing) -> String {
             (Sent::Expired, _) => "expired unreviewed:",
         },
         f.rows_matched,
+        // A trigger sends no prompt: its hash is of docpipe's record of the rows.
+        if f.kind == Kind::Trigger {
+            "record"
+        } else {
+            "prompt"
+        },
         crate::short_hash(&f.prompt_hash)
     );
     if let Some(status) = &f.status {

@@ -64,6 +64,12 @@ impl Engine {
 
         let action = match (held.kind, &held.job) {
             (Kind::Create, _) => Action::Create,
+            (Kind::Trigger, _) => Action::Trigger(
+                held.run
+                    .as_ref()
+                    .map(|r| r.automation.clone())
+                    .unwrap_or_default(),
+            ),
             (_, job) => Action::FollowUp(job.clone().unwrap_or_default()),
         };
         // The rule as it was held: its project and action; its polling and impact from the

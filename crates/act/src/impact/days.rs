@@ -148,6 +148,7 @@ mod tests {
             seconds_to_done: None,
             error: Some("polling: job j of project p: 500".into()),
             trail: Default::default(),
+            run: None,
         };
         let due = |polled| due(&firing, &plan, &impact, &[], polled, chrono_tz::UTC);
         assert_eq!(due(true), Due::Wait("the job is running".into()));
