@@ -69,6 +69,8 @@ pub struct Context {
     mirror: Option<Mirror>,
     /// What the last run that forecast left due (the daemon's), read by the status while fresh.
     ahead: std::sync::Mutex<Option<Arc<plan_view::Ahead>>>,
+    /// Assistant keys given as they are (the demo's), by organization, before its config's.
+    assistant_keys: BTreeMap<String, AssistantKey>,
 }
 
 /// Whether two paths name the same file (which may not exist yet).
@@ -236,6 +238,7 @@ impl Context {
             events: Arc::new(Quiet),
             mirror,
             ahead: std::sync::Mutex::default(),
+            assistant_keys: BTreeMap::new(),
         })
     }
 
@@ -435,7 +438,59 @@ impl Context {
             self.shaped_settings().settle(self.settings.lookback_days),
         )
         .with_review_expires(self.settings.review_expires)
-        .with_clients(clients))
+        .with_clients(clients)
+        .with_askers(self.askers()))
+    }
+
+    /// Uses these assistant keys (by organization) instead of reading the config's.
+    pub fn with_assistant_keys(mut self, keys: BTreeMap<String, AssistantKey>) -> Self {
+        self.assistant_keys = keys;
+        self
+    }
+
+    /// Where each project's questions are asked again: its organization's assistant (its
+    /// domain and key; the asks count in the shared request log's assistant hour), or why not.
+    fn askers(&self) -> std::collections::HashMap<String, crate::rules::engine::Asker> {
+        use crate::rules::engine::Asker;
+        let asker = |org: &Organization| -> Asker {
+            let Some(domain) = org.assistant_domain.clone() else {
+                return Asker::Missing(format!("organization {} has no assistant_domain", org.id));
+            };
+            let read = match (self.assistant_keys.get(&org.id), &org.assistant_key) {
+                (Some(given), _) => Ok(given.clone()),
+                (None, Some(origin)) => AssistantKey::read(origin, &self.settings.brand),
+                (None, None) => {
+                    return Asker::Missing(format!(
+                        "organization {} has no assistant key (assistant_key_env or assistant_key_file)",
+                        org.id
+                    ));
+                }
+            };
+            match read {
+                Ok(key) => Asker::Ready {
+                    client: Box::new(Client::new(
+                        client_settings(&self.settings, org),
+                        &org.id,
+                        None,
+                        Some(key),
+                        self.clock.clone(),
+                        self.budget.clone(),
+                    )),
+                    domain,
+                },
+                Err(e) => Asker::Missing(format!("organization {}: {e}", org.id)),
+            }
+        };
+        self.settings
+            .projects
+            .iter()
+            .filter_map(|p| {
+                Some((
+                    p.id.clone(),
+                    asker(self.settings.organization(&p.organization)?),
+                ))
+            })
+            .collect()
     }
 }
 

@@ -143,6 +143,8 @@ pub struct Fired {
     pub log: Vec<PathBuf>,
     /// What the impact measurement did after the firings.
     pub impact: crate::rules::impact::Measured,
+    /// The questions asked again of the assistant after the firings.
+    pub reasked: crate::rules::engine::Reasked,
     /// Held firings that expired unreviewed before the rules ran (nothing was sent).
     pub expired: Vec<i64>,
     /// Firings waiting for review after the run.
@@ -190,11 +192,13 @@ pub async fn fire_all(
         Vec::new()
     };
     let impact = engine.measure_impact()?;
+    let reasked = engine.reask(rules).await?;
     let pending = engine.ledger().pending()?.len();
     Ok(Fired {
         reports,
         log,
         impact,
+        reasked,
         expired,
         pending,
     })

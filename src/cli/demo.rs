@@ -92,10 +92,18 @@ pub fn demo_settings(
     }
     for org in &data.organizations {
         text += &format!(
-            // The keys come from the emulator's data (`Keys::Given`); the variable is not read.
+            // The keys come from the emulator's data (`Keys::Given`, and the assistant's by
+            // `Context::with_assistant_keys`); the variables are not read.
             "[[organizations]]\nid = {}\nadmin_key_env = \"DOCPIPE_DEMO_ADMIN_KEY\"\nanalytics_per_hour = {DEMO_ANALYTICS_PER_HOUR}\n",
             quote(&org.id)
         );
+        // The organization's assistant: the domain of its first project that has one.
+        if let Some(d) = data.domains.iter().find(|d| d.organization == org.id) {
+            text += &format!(
+                "assistant_domain = {}\nassistant_key_env = \"DOCPIPE_DEMO_ASSISTANT_KEY\"\n",
+                quote(&d.id)
+            );
+        }
     }
     for p in &data.projects {
         text += &format!(
@@ -199,7 +207,8 @@ pub async fn run(args: Args, o: &crate::config::Overrides) -> anyhow::Result<()>
     let output_dir = settings.output_dir.clone();
     let ctx = Context::open(settings, clock.clone(), Access::Export, demo_keys(&data)?)
         .await?
-        .with_events(Arc::new(super::progress::Bar::on_terminal()));
+        .with_events(Arc::new(super::progress::Bar::on_terminal()))
+        .with_assistant_keys(demo_assistant_keys(&data)?);
     let targets = ctx.targets(&[])?;
     let loaded = demo_rules(&ctx, &targets);
     let engine = ctx.engine()?.with_polling(Polling {
@@ -282,6 +291,22 @@ pub fn demo_keys(data: &crate::emulator::data::DataFile) -> anyhow::Result<Keys>
         }
     }
     Ok(Keys::Given(keys))
+}
+
+/// Each demo organization's first assistant key.
+pub fn demo_assistant_keys(
+    data: &crate::emulator::data::DataFile,
+) -> anyhow::Result<BTreeMap<String, crate::api::AssistantKey>> {
+    let mut keys = BTreeMap::new();
+    for org in &data.organizations {
+        if let Some(key) = org.assistant_keys.first() {
+            keys.insert(
+                org.id.clone(),
+                crate::api::AssistantKey::parse(key, &data.brand, "demo data")?,
+            );
+        }
+    }
+    Ok(keys)
 }
 
 /// Each project's latest day written: its totals and its three most viewed pages.
@@ -419,6 +444,10 @@ async fn approve_as_demo(
     }
     fired.pending = engine.ledger().pending()?.len();
     engine.write_log()?;
+    // The approved jobs ended: their questions asked again where their rules say.
+    for line in engine.reask(&loaded.rules).await?.lines {
+        crate::outln!("{line}");
+    }
     Ok(())
 }
 

@@ -128,7 +128,7 @@ pub struct ValidateArgs {
 
 fn describe_rule(r: &Rule) -> String {
     format!(
-        "rule {} ({}): {}, project {}, {}, {}, cooldown {}, {}{}",
+        "rule {} ({}): {}, project {}, {}, {}, cooldown {}, {}{}{}",
         r.name,
         r.file,
         if r.enabled {
@@ -151,6 +151,14 @@ fn describe_rule(r: &Rule) -> String {
             format!(", polls up to {}", crate::text::duration(r.timeout))
         } else {
             ", does not poll".to_string()
+        },
+        match r.reask {
+            Some(q) => format!(
+                ", asks the assistant its questions again after a pull request (at most {}, once more {} later if it found nothing)",
+                q.max,
+                crate::text::duration(q.again)
+            ),
+            None => String::new(),
         }
     )
 }
@@ -198,6 +206,9 @@ pub fn check(engine: &Engine, rules: &[Rule], evals: &[Evaluation]) -> Result<us
         }
         if let Some(w) = r.review_warning() {
             crate::outln!("  warning: {w}");
+        }
+        if let Some(why) = r.reask.and_then(|_| engine.cannot_reask(&r.project)) {
+            crate::outln!("  warning: its questions will not be asked again: {why}");
         }
         for place in crate::rules::verbatim_places(&r.prompt, &e.reader_columns) {
             crate::outln!(
@@ -279,6 +290,9 @@ pub fn print_fired(fired: &Fired) {
         for f in &fired.log {
             crate::outln!("  {}", f.display());
         }
+    }
+    for line in &fired.reasked.lines {
+        crate::outln!("{line}");
     }
     let m = &fired.impact;
     for (id, why) in &m.given_up {

@@ -43,21 +43,6 @@ fn corpus() -> Vec<(String, bool)> {
 }
 
 /// Alpha's page views, searches, feedback and assistant turns over `from..=to`, into `out`.
-async fn export_alpha(live: &Live, out: &Path, from: &str, to: &str) {
-    let targets = vec![docpipe::export::Target {
-        project: "alpha".into(),
-        client: live.client(Some(ADMIN_A), None, open_limits()),
-        start: None,
-        datasets: vec!["page_views", "searches", "feedback", "assistant"],
-    }];
-    let exporter = docpipe::export::Exporter::open(out, live.clock.clone(), 3)
-        .await
-        .unwrap();
-    let plan = exporter.plan(&targets, day(from), day(to)).unwrap();
-    let run = exporter.run(&targets, &plan).await;
-    assert!(run.failed.is_empty(), "{:?}", run.failed);
-}
-
 /// An engine over `out` sending for alpha with org-a's admin key.
 fn engine(live: &Live, out: &Path) -> Engine {
     let budget: Arc<dyn Budget> = Arc::new(SqliteBudget::open(&state_path(out)).unwrap());

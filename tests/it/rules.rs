@@ -750,3 +750,163 @@ async fn a_rule_that_triggers_starts_one_run_follows_its_job_and_a_refusal_fails
         rows[0]
     );
 }
+
+/// Asking again: after a job with a pull request, the project's assistant receives exactly the
+/// firing's questions (its keys, at most `reask_max`: 5 by default), as `docpipe ask` sends
+/// them; each record is what the emulator answered; a question it still cannot answer is asked
+/// once more two days later on the manual clock (the pull request's change in force by then
+/// for the questions it answers), then left; a job without a pull request is not asked about;
+/// the assistant key is in no log line and no record.
+#[tokio::test]
+async fn a_questions_rule_asks_its_questions_again_after_the_pull_request_once_more_then_leaves_them()
+ {
+    use docpipe::rules::engine::Asker;
+    use docpipe::store::reask::Resolution;
+    let (capture, _guard) = Capture::start();
+    let live = Live::start(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    export_alpha(&live, &out, "2026-03-01", "2026-03-15").await;
+    let tables = compute(&out, &Selection::default()).unwrap();
+    let s = Setup {
+        live,
+        _dir: dir,
+        out,
+        tables,
+    };
+    let assistant = s.live.client(None, Some(ASSIST_A), open_limits());
+    let engine = engine(&s).with_askers(HashMap::from([(
+        "alpha".to_string(),
+        Asker::Ready {
+            client: Box::new(assistant),
+            domain: "alpha-docs".into(),
+        },
+    )]));
+    let questions = |name: &str, job: &str| {
+        rule(
+            name,
+            "alpha",
+            &format!("job = {job:?}"),
+            "SELECT question, latest_wording, cited_pages FROM unanswered_questions ORDER BY rank LIMIT 7",
+            "{% for r in rows %}- {{ r.latest_wording }}: it cited {{ r.cited_pages }}\n{% endfor %}",
+            "key = \"question\"",
+        )
+    };
+    let r = questions("questions", "job_ok");
+    assert_eq!(
+        r.reask,
+        Some(docpipe::rules::Reask {
+            max: 5,
+            again: Duration::from_secs(2 * 86_400)
+        })
+    );
+    let f = fired(fire(&engine, &r, &s.tables).await);
+    assert_eq!(f.rows_matched, 7);
+    assert!(f.pr_link.is_some());
+    let keys = engine.ledger().firing_keys(f.id).unwrap();
+    let asked_of = |from: usize| -> Vec<String> {
+        let asked = s.live.emu().asked();
+        assert!(asked.iter().all(|(d, _)| d == "alpha-docs"), "{asked:?}");
+        asked[from..].iter().map(|(_, q)| q.clone()).collect()
+    };
+    // Right after the pull request: the first five questions, none answered yet (the change
+    // is in force from two days after the job ended).
+    let first = engine.reask(std::slice::from_ref(&r)).await.unwrap();
+    assert_eq!(first.planned, 1);
+    assert_eq!(asked_of(0), keys[..5]);
+    let quoted = |k: &str| docpipe::rules::readers::quote(k);
+    assert_eq!(
+        first.lines,
+        keys[..5]
+            .iter()
+            .map(|k| format!(
+                "firing {} (rule questions, alpha): asked again {}: not found",
+                f.id,
+                quoted(k)
+            ))
+            .collect::<Vec<_>>()
+    );
+    // Two days on: asked once more; the emulator answers those the job's change answers,
+    // citing first the page the prompt named with the question.
+    s.live.clock.advance(Duration::from_secs(2 * 86_400 + 60));
+    let second = engine.reask(std::slice::from_ref(&r)).await.unwrap();
+    assert_eq!(asked_of(5), keys[..5]);
+    let today = docpipe::clock::Clock::now(s.live.clock.as_ref()).date_naive();
+    let records = engine.ledger().reasks().unwrap();
+    assert_eq!(records.len(), 10);
+    let (mut answered, mut citing) = (0, 0);
+    for (k, line) in keys[..5].iter().zip(&second.lines) {
+        let rec = records
+            .iter()
+            .find(|x| &x.question == k && x.attempt == 2)
+            .unwrap();
+        match s.live.emu().answering("alpha", k, today) {
+            Some(change) => {
+                answered += 1;
+                assert_eq!(rec.resolution, Some(Resolution::Answered), "{k}");
+                // The page the prompt named with the question first, when it named one.
+                if let Some(page) = &change.page {
+                    assert_eq!(&rec.sources[0], page);
+                    assert!(rec.cites_named);
+                }
+                let named = rec
+                    .sources
+                    .iter()
+                    .any(|p| docpipe::rules::engine::names_page(&f.prompt, p));
+                assert_eq!(rec.cites_named, named);
+                citing += usize::from(named);
+                assert_eq!(
+                    *line,
+                    format!(
+                        "firing {} (rule questions, alpha): asked again {} (2nd time): answered, citing {}{}",
+                        f.id,
+                        quoted(k),
+                        rec.sources.join(", "),
+                        if named {
+                            " (a page the firing named)"
+                        } else {
+                            ""
+                        }
+                    )
+                );
+            }
+            None => {
+                assert_eq!(rec.resolution, Some(Resolution::NotFound), "{k}");
+                assert!(line.ends_with(" (2nd time): not found"), "{line}");
+            }
+        }
+    }
+    // Every other text the prompt quoted responds (the data file's respond_every = 2).
+    assert!(answered > 0 && answered < 5, "{answered}");
+    // Then left: nothing more is asked, however long after.
+    s.live.clock.advance(Duration::from_secs(5 * 86_400));
+    let third = engine.reask(std::slice::from_ref(&r)).await.unwrap();
+    assert_eq!((third.planned, third.lines.len()), (0, 0));
+    assert_eq!(s.live.emu().asked().len(), 10);
+    // The reading beside the 7-day one.
+    let text = docpipe::rules::impact::text::text(
+        std::slice::from_ref(&r),
+        engine.ledger(),
+        engine.calendar(),
+    )
+    .unwrap();
+    assert!(
+        text.contains(&format!(
+            "\n  asked again: firing {}: {answered} of 5 questions answered now, {citing} citing a page the firing named\n",
+            f.id
+        )),
+        "{text}"
+    );
+    // A job that ends without a pull request: its questions are not asked again.
+    let nopr = questions("nopr", "job_nochange");
+    let g = fired(fire(&engine, &nopr, &s.tables).await);
+    assert!(g.pr_link.is_none());
+    let none = engine.reask(&[r, nopr]).await.unwrap();
+    assert_eq!((none.planned, none.lines.len()), (0, 0));
+    assert_eq!(s.live.emu().asked().len(), 10);
+    // The assistant key: in no log line, no record.
+    let logs = capture.text();
+    assert!(logs.contains("asked again"), "{logs}");
+    assert!(!logs.contains(ASSIST_A));
+    assert!(records.iter().all(|r| r.error.is_none()));
+}

@@ -2,32 +2,10 @@
 
 use crate::common::*;
 use docpipe::calendar::Window;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[tokio::test]
 async fn no_key_appears_in_logs_errors_or_debug_output() {
-    let capture = Capture::default();
-    let sink = capture.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (capture, _guard) = Capture::start();
     let live = Live::start({
         let mut d = small();
         d.faults.error_rate = 0.5;
@@ -63,7 +41,7 @@ async fn no_key_appears_in_logs_errors_or_debug_output() {
     if let Err(e) = wrong.get_job("alpha", "job_ok").await {
         seen += &format!("{e} {e:?}");
     }
-    let logs = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let logs = capture.text();
     assert!(logs.contains("retrying"), "the run logged its retries");
     for secret in [ADMIN_A, ASSIST_A, "mint_test_admin_b"] {
         assert!(!logs.contains(secret), "log leaks {secret}");

@@ -585,12 +585,12 @@ async fn a_storage_failure_stops_the_sending_at_once_with_one_line_and_exit_code
         ),
     )
     .unwrap();
-    // Files may not grow past 220 KiB (440 blocks of 512 bytes; the empty state is 168 KiB, more while it is made): a
+    // Files may not grow past 240 KiB (480 blocks of 512 bytes; the empty state is 176 KiB, more while it is made): a
     // full disk, as the process sees it (EFBIG instead of ENOSPC); the signal that would kill
     // the process is ignored, so writes fail.
     let run = std::process::Command::new("bash")
         .arg("-c")
-        .arg("trap '' XFSZ; ulimit -f 440; exec \"$0\" \"$@\"")
+        .arg("trap '' XFSZ; ulimit -f 480; exec \"$0\" \"$@\"")
         .arg(env!("CARGO_BIN_EXE_docpipe"))
         .arg("--config")
         .arg(&cfg)

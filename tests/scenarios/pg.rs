@@ -90,14 +90,14 @@ fn processes_starting_at_once_migrate_the_schema_once_and_a_newer_schema_is_refu
     assert!(opened.iter().all(Result::is_ok), "{opened:?}");
     assert_eq!(
         server.psql("SELECT version || ' ' || name FROM docpipe_migrations ORDER BY version"),
-        "1 the rate budget's request log\n2 the backfill queue, claimed with a lease\n3 the daemons' heartbeats\n4 every other piece of state: windows, walks and their pages, looks, rules, claims\n5 looks no longer count their changes (nothing read the counts)\n6 the days of every dataset in one table (windows)\n7 every dataset's walks in progress in one table (walks), their pages in walk_pages; the walks in progress before are walked again\n8 what the status page shows: requests spent by hour, windows' failures, rules' last runs\n9 the impact of agent jobs: each firing's plan, and its keys' figures before and after\n10 the review of rule firings: previews, held firings and their trail\n11 windows stuck on the service's paging: how, how often, when tried again\n12 when each dataset's and project's days were last written, found in one seek\n13 the review row by row: a held firing's rows, the keys a person rejected\n14 rules that start automations: the automation, the run's schema and instance ids"
+        "1 the rate budget's request log\n2 the backfill queue, claimed with a lease\n3 the daemons' heartbeats\n4 every other piece of state: windows, walks and their pages, looks, rules, claims\n5 looks no longer count their changes (nothing read the counts)\n6 the days of every dataset in one table (windows)\n7 every dataset's walks in progress in one table (walks), their pages in walk_pages; the walks in progress before are walked again\n8 what the status page shows: requests spent by hour, windows' failures, rules' last runs\n9 the impact of agent jobs: each firing's plan, and its keys' figures before and after\n10 the review of rule firings: previews, held firings and their trail\n11 windows stuck on the service's paging: how, how often, when tried again\n12 when each dataset's and project's days were last written, found in one seek\n13 the review row by row: a held firing's rows, the keys a person rejected\n14 rules that start automations: the automation, the run's schema and instance ids\n15 the questions of a firing asked again of the assistant after its pull request"
     );
     server.psql("INSERT INTO docpipe_migrations (version, name) VALUES (99, 'from the future')");
     let err = Pg::open(&server.url()).unwrap_err().to_string();
     assert_eq!(
         err,
         format!(
-            "state database {}: its schema is version 99, newer than this docpipe's 14: run a newer docpipe",
+            "state database {}: its schema is version 99, newer than this docpipe's 15: run a newer docpipe",
             server.url()
         )
     );
@@ -631,6 +631,31 @@ fn impact_rules(ledger: docpipe::store::ledger::Ledger) {
     f.run = Some(run(Some("wf_a"), Some("run_1")));
     ledger.update(&f, t0()).unwrap();
     assert_eq!(ledger.firing(id).unwrap().unwrap(), f);
+    // Its questions asked again: planned once, one of them asked once more two days on.
+    use docpipe::store::reask::Resolution;
+    let questions = ["q1".to_string(), "q2".to_string()];
+    assert!(ledger.plan_reasks(id, &questions, t0()).unwrap());
+    assert!(!ledger.plan_reasks(id, &questions[..1], t0()).unwrap());
+    let due = ledger.due_reasks(t0()).unwrap();
+    assert_eq!(due.len(), 2);
+    let mut a = due[0].clone();
+    (a.asked_at, a.resolution) = (Some(t0()), Some(Resolution::NotFound));
+    let two_days = t0() + chrono::Duration::days(2);
+    ledger.record_reask(&a, Some(two_days)).unwrap();
+    let mut b = due[1].clone();
+    (b.asked_at, b.resolution) = (Some(t0()), Some(Resolution::Answered));
+    (b.sources, b.cites_named) = (vec!["/a".into(), "/b".into()], true);
+    ledger.record_reask(&b, None).unwrap();
+    assert!(ledger.due_reasks(t0()).unwrap().is_empty());
+    let later = ledger.due_reasks(two_days).unwrap();
+    assert_eq!(
+        later
+            .iter()
+            .map(|r| (r.question.as_str(), r.attempt, r.due_at))
+            .collect::<Vec<_>>(),
+        [("q1", 2, two_days)]
+    );
+    assert_eq!(ledger.reasks().unwrap(), vec![a, later[0].clone(), b]);
 }
 
 #[test]

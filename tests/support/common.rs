@@ -428,6 +428,23 @@ pub async fn exported(live: &Live, out: &std::path::Path, ranges: &[(&str, &str)
     }
 }
 
+/// Alpha's page views, searches, feedback and assistant turns exported to `out` from `from` to
+/// `to`.
+pub async fn export_alpha(live: &Live, out: &std::path::Path, from: &str, to: &str) {
+    let targets = vec![docpipe::export::Target {
+        project: "alpha".into(),
+        client: live.client(Some(ADMIN_A), None, open_limits()),
+        start: None,
+        datasets: vec!["page_views", "searches", "feedback", "assistant"],
+    }];
+    let exporter = docpipe::export::Exporter::open(out, live.clock.clone(), 3)
+        .await
+        .unwrap();
+    let plan = exporter.plan(&targets, day(from), day(to)).unwrap();
+    let run = exporter.run(&targets, &plan).await;
+    assert!(run.failed.is_empty(), "{:?}", run.failed);
+}
+
 /// Every Parquet file below `out` and its rows (without `fetched_at`), but `day_status`: like
 /// `fetched_at`, it says how and when the data were fetched (a resumed walk took more requests
 /// than an uninterrupted one), not what they are.
@@ -810,4 +827,37 @@ pub async fn read_stream_once(
     .await
     .unwrap();
     docpipe::app::streams::read(&ctx).await.unwrap().unwrap()
+}
+
+/// What the log lines of a test's thread wrote (see [`Capture::start`]).
+#[derive(Clone, Default)]
+pub struct Capture(pub std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Capture {
+    /// Captures every log line of this thread, at every level, while the guard lives.
+    pub fn start() -> (Self, tracing::subscriber::DefaultGuard) {
+        let capture = Capture::default();
+        let sink = capture.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .finish();
+        (capture, tracing::subscriber::set_default(subscriber))
+    }
+
+    /// The lines written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
 }

@@ -28,6 +28,25 @@ pub const MAX_JOIN_ROWS: u64 = 5_000_000;
 /// The rows of zeros a template is checked with when its rule does not fire.
 pub const SAMPLE_ROWS: usize = 10;
 
+/// How many questions a firing asks again of the assistant, unless `[impact] reask_max` says.
+pub const DEFAULT_REASK_MAX: usize = 5;
+/// The most `reask_max` may be.
+pub const MAX_REASK_MAX: i64 = 50;
+/// How long after a first ask that found nothing a question is asked once more, unless
+/// `[impact] reask_again` says (the pull request's pages may deploy later).
+pub const DEFAULT_REASK_AGAIN: Duration = Duration::from_secs(2 * 24 * 3600);
+
+/// The firing's questions asked again of the project's assistant once its job ended with a
+/// pull request: at most `max` of its keys, each a second time `again` after a first ask that
+/// found nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reask {
+    /// Questions per firing.
+    pub max: usize,
+    /// When to ask once more.
+    pub again: Duration,
+}
+
 /// What a firing does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -119,6 +138,8 @@ pub struct Rule {
     pub key_cooldown: Duration,
     /// How its effect is measured (none: by nothing).
     pub impact: Option<impact::Impact>,
+    /// Whether its questions are asked again of the assistant after a pull request.
+    pub reask: Option<Reask>,
     /// Whether it sends: without `enabled = true` it is previewed (what it would send is
     /// recorded, nothing is sent).
     pub enabled: bool,
@@ -352,6 +373,8 @@ impl Rule {
             DEFAULT_KEY_COOLDOWN,
         )
         .map_err(fail)?;
+        let reask =
+            reask_of(raw.impact.as_ref(), &raw.when, raw.key.is_some(), raw.wait).map_err(fail)?;
         let impact = match raw.impact {
             Some(i) => Some(
                 i.check(&raw.when, raw.key.as_deref(), raw.wait)
@@ -376,6 +399,7 @@ impl Rule {
             key: raw.key,
             key_cooldown,
             impact,
+            reask,
             enabled: raw.enabled.unwrap_or(false),
             // A file that mentions `enabled` in a comment (as `init` writes it) knows of it.
             enabled_given: raw.enabled.is_some()
@@ -412,6 +436,50 @@ impl Rule {
             Action::Trigger(a) => format!("a run of automation {a}"),
         }
     }
+}
+
+/// Whether and how a rule asks its firings' questions again: `[impact] reask`, by default on
+/// for a rule over `unanswered_questions` that has keys (its `key`, or `[impact]`'s) and waits
+/// for its job.
+fn reask_of(
+    impact: Option<&impact::RawImpact>,
+    when: &str,
+    keyed: bool,
+    waits: bool,
+) -> Result<Option<Reask>, String> {
+    let given = impact.and_then(|i| i.reask);
+    let questions =
+        query::tables(when).is_ok_and(|t| t.iter().any(|t| t == "unanswered_questions"));
+    let on = given.unwrap_or(questions && (keyed || impact.is_some()) && waits);
+    let (max, again) = impact.map_or((None, None), |i| (i.reask_max, i.reask_again.as_deref()));
+    if !on {
+        if max.is_some() || again.is_some() {
+            return Err("impact.reask_max and impact.reask_again need reask = true".into());
+        }
+        return Ok(None);
+    }
+    if !waits {
+        return Err("impact.reask needs wait = true: the questions are asked again once the job ends with a pull request".into());
+    }
+    if !keyed && impact.is_none() {
+        return Err(
+            "impact.reask needs keys: the rule's key or [impact] names the questions".into(),
+        );
+    }
+    let max = max.unwrap_or(DEFAULT_REASK_MAX as i64);
+    if !(1..=MAX_REASK_MAX).contains(&max) {
+        return Err(format!(
+            "impact.reask_max {max} must be between 1 and {MAX_REASK_MAX}"
+        ));
+    }
+    let again = duration("impact.reask_again", again, DEFAULT_REASK_AGAIN)?;
+    if again.is_zero() {
+        return Err("impact.reask_again must be more than 0s".into());
+    }
+    Ok(Some(Reask {
+        max: max as usize,
+        again,
+    }))
 }
 
 /// What the rule's file says it does: a follow-up to `job`, a new job, or a run of `trigger`.

@@ -154,6 +154,30 @@ fn search(emu: &Emulator, project: &str, question: &str, n: usize) -> (Vec<Strin
     (pages, found)
 }
 
+/// The pages an answer cites, and whether it found any: a question a job's change answers cites
+/// the page the job put the answer on first; one the analytics left unanswered lately is not
+/// found; any other is searched for.
+fn answer_pages(
+    emu: &Emulator,
+    project: &str,
+    ask: &Ask,
+    now: chrono::DateTime<chrono::Utc>,
+) -> (Vec<String>, bool) {
+    if let Some(change) = emu.answering(project, &ask.question, now.date_naive()) {
+        let (mut pages, _) = search(emu, project, &ask.question, ask.page_size);
+        if let Some(page) = change.page {
+            pages.retain(|p| *p != page);
+            pages.insert(0, page);
+            pages.truncate(ask.page_size.max(1));
+        }
+        return (pages, true);
+    }
+    if emu.unanswered_lately(project, &ask.question) {
+        return (Vec::new(), false);
+    }
+    search(emu, project, &ask.question, ask.page_size)
+}
+
 fn line(code: char, v: &Value) -> String {
     format!("{code}:{v}\n")
 }
@@ -249,6 +273,12 @@ fn stream_parts(
 }
 
 impl Emulator {
+    /// Each question the v1 assistant was asked, in order: its domain and the question (for
+    /// tests).
+    pub fn asked(&self) -> Vec<(String, String)> {
+        self.lock().asked.clone()
+    }
+
     /// The roles of the conversation each request of a thread sent, in order (none for a
     /// thread it does not know).
     pub fn thread_conversations(&self, thread: &str) -> Option<Vec<Vec<String>>> {
@@ -275,7 +305,7 @@ pub async fn message(
     emu.take(Limit::Assistant, &org)?;
     let ask = parse(&body)?;
     let now = emu.now();
-    let (thread_id, new_key) = match ask.thread {
+    let (thread_id, new_key) = match ask.thread.clone() {
         Some((id, key)) => {
             let known = emu.lock().threads.get(&id).cloned();
             match known {
@@ -302,8 +332,11 @@ pub async fn message(
             (id, Some(key))
         }
     };
-    let (results, found) = search(&emu, &dom.project, &ask.question, ask.page_size);
+    let (results, found) = answer_pages(&emu, &dom.project, &ask, now);
     let (parts, answer) = stream_parts(&emu, &ask.question, &results, found, &thread_id);
+    emu.lock()
+        .asked
+        .push((domain.clone(), ask.question.clone()));
     if let Some(t) = emu.lock().threads.get_mut(&thread_id) {
         t.received.push(ask.roles.clone());
         t.messages.push(("user", ask.question.clone(), now));

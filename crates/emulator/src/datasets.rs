@@ -605,6 +605,21 @@ fn turns_truth(
     Some(turns)
 }
 
+impl Emulator {
+    /// Whether the assistant's turns of the last 28 days left `question` (in any case or
+    /// punctuation) unanswered, as the analytics show them now: the v1 assistant does not
+    /// answer it either, until a job's change answers it.
+    pub fn unanswered_lately(&self, project: &str, question: &str) -> bool {
+        let now = self.now().naive_utc();
+        let asked = super::effects::normalised(question);
+        turns_truth(self, project, now - chrono::Duration::days(28), now).is_some_and(|turns| {
+            turns
+                .iter()
+                .any(|t| !t.answered && super::effects::normalised(&t.query) == asked)
+        })
+    }
+}
+
 fn turn_json(t: &records::Turn) -> Value {
     let mut v = json!({
         "id": t.id, "timestamp": ts(t.at), "query": t.query, "response": t.response,

@@ -28,6 +28,9 @@ pub struct Effect {
     pub from: NaiveDate,
     /// By how much.
     pub change: f64,
+    /// A question's page: the first page the prompt named after it (before the next quoted
+    /// text), where the job put the answer; the assistant cites it once the change is in force.
+    pub page: Option<String>,
 }
 
 /// A question's text as the trends group it: lower case, every run of what is not a letter
@@ -94,6 +97,25 @@ pub fn named(prompt: &str, paths: &[String]) -> Vec<Named> {
     out
 }
 
+/// The first page of the project the prompt names on the line of quoted text `quoted` after
+/// it (a path, or a URL whose path is one): where the job was told the answer goes.
+pub fn page_named_after(prompt: &str, quoted: &str, paths: &[String]) -> Option<String> {
+    let literal = serde_json::to_string(quoted).ok()?;
+    let at = prompt
+        .find(&literal)
+        .map(|i| i + literal.len())
+        .or_else(|| prompt.find(quoted).map(|i| i + quoted.len()))?;
+    let line = prompt[at..].lines().next().unwrap_or("");
+    line.split(|c: char| c.is_whitespace() || matches!(c, '"' | ',' | '|' | ';' | '(' | ')'))
+        .map(|w| w.trim_end_matches(['.', ':']))
+        .map(|w| match w.split_once("://") {
+            Some((_, rest)) => rest.find('/').map_or("", |i| &rest[i..]),
+            None => w,
+        })
+        .find(|w| w.starts_with('/') && paths.iter().any(|p| p == w))
+        .map(str::to_string)
+}
+
 /// The keys of `named` that respond: every `every`-th of each kind, from the first.
 pub fn responding(named: Vec<Named>, every: u32) -> Vec<Named> {
     if every == 0 {
@@ -122,16 +144,32 @@ impl Emulator {
             return;
         };
         let from = ended.date_naive() + chrono::Duration::days(i64::from(impact.delay_days));
-        let keys = responding(named(prompt, g.paths()), impact.respond_every);
-        let mut inner = self.lock();
-        for key in keys {
-            inner.effects.push(Effect {
+        let all = named(prompt, g.paths());
+        let page_after = |key: &Named| match key {
+            Named::Quoted(q) => page_named_after(prompt, q, g.paths()),
+            Named::Page(_) => None,
+        };
+        let keys = responding(all.clone(), impact.respond_every);
+        let effects: Vec<Effect> = keys
+            .into_iter()
+            .map(|key| Effect {
                 project: project.to_string(),
+                page: page_after(&key),
                 key,
                 from,
                 change: impact.change,
-            });
-        }
+            })
+            .collect();
+        self.lock().effects.extend(effects);
+    }
+
+    /// The change in force on `day` that answers `question` now (the same question in other
+    /// case or punctuation), if a job's pull request made one.
+    pub fn answering(&self, project: &str, question: &str, day: NaiveDate) -> Option<Effect> {
+        let asked = normalised(question);
+        self.effects(project)
+            .into_iter()
+            .find(|e| e.from <= day && matches!(&e.key, Named::Quoted(q) if normalised(q) == asked))
     }
 
     /// The changes in force for a project.

@@ -127,6 +127,8 @@ struct Inner {
     /// Each trigger that started a run: project, automation and the run's job.
     triggers: Vec<(String, String, String)>,
     threads: HashMap<String, Thread>,
+    /// Each question the v1 assistant was asked, in order: its domain and the question.
+    asked: Vec<(String, String)>,
     stats: BTreeMap<&'static str, OpStats>,
     next_id: u64,
     /// When each wave added by hand came.

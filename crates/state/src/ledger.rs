@@ -56,6 +56,23 @@ CREATE TABLE IF NOT EXISTS impact_plans (
 );
 ";
 
+/// The questions of a firing asked again (see the `reask` module; PostgreSQL's table is
+/// migration 15).
+const REASK_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS reasks (
+    firing_id INTEGER NOT NULL,
+    question TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    due_at_ms INTEGER NOT NULL,
+    asked_at_ms INTEGER,
+    resolution TEXT,
+    sources TEXT,
+    cites_named INTEGER,
+    error TEXT,
+    PRIMARY KEY (firing_id, question, attempt)
+);
+";
+
 /// The review of a rule's firings: the latest preview of each rule that is not enabled.
 const REVIEW_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS rule_previews (
@@ -568,6 +585,7 @@ impl Ledger {
         db.ensure(SCHEMA)?;
         db.ensure(IMPACT_SCHEMA)?;
         db.ensure(REVIEW_SCHEMA)?;
+        db.ensure(REASK_SCHEMA)?;
         db.with_conn(|c| add_columns(c, "rule_firing_keys", &KEY_COLUMNS))?;
         db.with_conn(|c| add_columns(c, "rule_firings", &TRAIL_COLUMNS))?;
         db.with_conn(|c| add_columns(c, "rule_firings", &RUN_COLUMNS))?;

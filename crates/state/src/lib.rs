@@ -24,6 +24,7 @@ mod pages;
 pub mod pg;
 mod queue;
 pub mod rate;
+pub mod reask;
 mod shaped;
 pub mod sql;
 pub mod streams;

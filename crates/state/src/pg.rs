@@ -393,6 +393,22 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         ALTER TABLE rule_firings ADD COLUMN schema_id TEXT;
         ALTER TABLE rule_firings ADD COLUMN instance_id TEXT;",
     ),
+    (
+        15,
+        "the questions of a firing asked again of the assistant after its pull request",
+        "CREATE TABLE reasks (
+            firing_id BIGINT NOT NULL,
+            question TEXT NOT NULL,
+            attempt BIGINT NOT NULL,
+            due_at_ms BIGINT NOT NULL,
+            asked_at_ms BIGINT,
+            resolution TEXT,
+            sources TEXT,
+            cites_named BIGINT,
+            error TEXT,
+            PRIMARY KEY (firing_id, question, attempt)
+        );",
+    ),
 ];
 
 /// The advisory lock key that serializes migrations ("docpipe" in ASCII).

@@ -6,11 +6,13 @@
 mod fire;
 mod log;
 mod poll;
+mod reask;
 mod report;
 mod review;
 
 pub use log::{AGENT_RUNS, LogError, agent_runs_schema, write_log};
 pub use poll::polls;
+pub use reask::{Asker, REASK_FP, REASK_WITHIN, Reasked, names_page, reask_line, resolution};
 pub use report::{Report, firing_line};
 
 use crate::{Evaluation, Rule, RuleError, prompt_hash};
@@ -44,6 +46,7 @@ pub struct Engine {
     pub(crate) tz: chrono_tz::Tz,
     pub(crate) settle: Settle,
     review_expires: std::time::Duration,
+    askers: HashMap<String, reask::Asker>,
 }
 
 impl Engine {
@@ -109,6 +112,7 @@ impl Engine {
             tz: chrono_tz::UTC,
             settle: Settle::default(),
             review_expires: DEFAULT_REVIEW_EXPIRES,
+            askers: HashMap::new(),
         })
     }
 

@@ -90,6 +90,7 @@ impl Engine {
             key: None,
             key_cooldown: crate::DEFAULT_KEY_COOLDOWN,
             impact: None,
+            reask: None,
             enabled: true,
             enabled_given: true,
             review: crate::Review::Readers,

@@ -89,15 +89,21 @@ pub(super) fn due(
             "{how} (without_pull_request = true in its [impact] measures it)"
         ));
     }
-    let end = f.fired_at
-        + chrono::Duration::milliseconds((f.seconds_to_done.unwrap_or(0.0) * 1000.0) as i64)
-        + chrono::Duration::seconds(impact.wait_secs.min(i64::MAX as u64) as i64);
-    let from = shift(end.with_timezone(&tz).date_naive(), 1);
-    let to = shift(from, impact.days - 1);
+    let (from, to) = after_days(f, impact, tz);
     if final_count(finals, from, to) < impact.days {
         return Due::Wait(format!("the days {from}..{to} are not all final yet"));
     }
     Due::Measure(from, to)
+}
+
+/// The days after a firing whose job ended: from the day after its end plus the rule's wait,
+/// the rule's number of days.
+pub(crate) fn after_days(f: &Firing, impact: &Impact, tz: chrono_tz::Tz) -> (NaiveDate, NaiveDate) {
+    let end = f.fired_at
+        + chrono::Duration::milliseconds((f.seconds_to_done.unwrap_or(0.0) * 1000.0) as i64)
+        + chrono::Duration::seconds(impact.wait_secs.min(i64::MAX as u64) as i64);
+    let from = shift(end.with_timezone(&tz).date_naive(), 1);
+    (from, shift(from, impact.days - 1))
 }
 
 /// The firings whose jobs are being polled.

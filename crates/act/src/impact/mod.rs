@@ -170,6 +170,16 @@ pub(super) struct RawImpact {
     tolerance: Option<f64>,
     #[serde(default)]
     without_pull_request: bool,
+    /// Ask the firing's questions again of the assistant once its job ends with a pull request
+    /// (default: for a rule over `unanswered_questions`); read by the rule, not by the measure.
+    #[serde(default)]
+    pub(crate) reask: Option<bool>,
+    /// At most this many questions per firing.
+    #[serde(default)]
+    pub(crate) reask_max: Option<i64>,
+    /// A question the first ask found nothing for is asked once more this long after.
+    #[serde(default)]
+    pub(crate) reask_again: Option<String>,
 }
 
 /// The dataset whose final days a trend table's days are.
@@ -381,7 +391,23 @@ mod tests {
             ),
             (
                 format!("{base}better = \"higher\"\nmin_rows = 2\n"),
-                "line 11: unknown field `min_rows`, expected one of `table`, `key`, `metric`, `count`, `better`, `days`, `wait`, `absent`, `min_count`, `tolerance`, `without_pull_request`",
+                "line 11: unknown field `min_rows`, expected one of `table`, `key`, `metric`, `count`, `better`, `days`, `wait`, `absent`, `min_count`, `tolerance`, `without_pull_request`, `reask`, `reask_max`, `reask_again`",
+            ),
+            (
+                format!("wait = false\n{base}better = \"higher\"\nreask = true\n"),
+                "impact.reask needs wait = true: the questions are asked again once the job ends with a pull request",
+            ),
+            (
+                format!("{base}better = \"higher\"\nreask = true\nreask_max = 0\n"),
+                "impact.reask_max 0 must be between 1 and 50",
+            ),
+            (
+                format!("{base}better = \"higher\"\nreask_again = \"2d\"\n"),
+                "impact.reask_max and impact.reask_again need reask = true",
+            ),
+            (
+                format!("{base}better = \"higher\"\nreask = true\nreask_again = \"0s\"\n"),
+                "impact.reask_again must be more than 0s",
             ),
         ] {
             let e = rule(&extra).unwrap_err();

@@ -3,6 +3,8 @@
 use crate::impact::report::{MIN_KEYS, MeasuredFiring, Measures, RuleImpact};
 use crate::impact::{MIN_DAYS, Verdict, pct};
 use docpipe_catalog::text::one_line;
+use docpipe_state::reask::{Reask, Resolution};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// The how-to-read line the report starts with.
@@ -16,11 +18,118 @@ pub fn text(
     cal: crate::impact::Calendar,
 ) -> Result<String, docpipe_state::StoreError> {
     let model = crate::impact::report::report(rules, ledger, cal)?;
-    Ok(render(&model, cal.tz))
+    let reading = asked_again(rules, ledger, cal)?;
+    Ok(render_with(&model, &reading, cal.tz))
+}
+
+/// The immediate reading of each rule whose questions were asked again, by rule and project:
+/// per firing, how many of its questions the assistant answers now and how many of those
+/// answers cite a page the firing named; then each question's last ask.
+fn asked_again(
+    rules: &[crate::Rule],
+    ledger: &docpipe_state::ledger::Ledger,
+    cal: crate::impact::Calendar,
+) -> Result<HashMap<(String, String), Vec<String>>, docpipe_state::StoreError> {
+    let asks = ledger.reasks()?;
+    if asks.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let firings = ledger.all()?;
+    let plans = ledger.plans()?;
+    let mut out: HashMap<(String, String), Vec<String>> = HashMap::new();
+    for f in &firings {
+        let mine: Vec<&Reask> = asks.iter().filter(|a| a.firing_id == f.id).collect();
+        let Some(rule) = rules
+            .iter()
+            .find(|r| r.name == f.rule && r.project == f.project)
+            .filter(|_| !mine.is_empty())
+        else {
+            continue;
+        };
+        // Each question's latest ask that was sent, and whether another is planned.
+        let mut last: Vec<&Reask> = Vec::new();
+        let mut again = Vec::new();
+        for a in &mine {
+            if a.asked_at.is_none() {
+                again.push(a.due_at);
+                continue;
+            }
+            match last.iter_mut().find(|l| l.question == a.question) {
+                Some(l) if l.attempt < a.attempt => *l = a,
+                Some(_) => {}
+                None => last.push(a),
+            }
+        }
+        let questions = mine
+            .iter()
+            .map(|a| &a.question)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        let answered = last
+            .iter()
+            .filter(|a| a.resolution == Some(Resolution::Answered))
+            .count();
+        let citing = last
+            .iter()
+            .filter(|a| a.resolution == Some(Resolution::Answered) && a.cites_named)
+            .count();
+        let mut line = format!(
+            "  asked again: firing {}: {answered} of {questions} questions answered now, {citing} citing a page the firing named",
+            f.id
+        );
+        if let Some(next) = again.iter().min() {
+            let _ = write!(
+                line,
+                "; {} asked once more on {}",
+                again.len(),
+                next.with_timezone(&cal.tz).format("%Y-%m-%d %H:%M")
+            );
+        }
+        if let Some(impact) = &rule.impact {
+            let (from, to) = crate::impact::days::after_days(f, impact, cal.tz);
+            let measured = plans.get(&f.id).is_some_and(|p| p.after.is_some());
+            let _ = if measured {
+                write!(
+                    line,
+                    "; the {}-day measure over {from}..{to} is above",
+                    impact.days
+                )
+            } else {
+                write!(
+                    line,
+                    "; the {}-day measure follows once {from}..{to} are final",
+                    impact.days
+                )
+            };
+        }
+        let lines = out.entry((f.rule.clone(), f.project.clone())).or_default();
+        lines.push(line);
+        for a in &last {
+            lines.push(format!(
+                "    {} asked {}: {}",
+                crate::readers::quote(&a.question),
+                a.asked_at.map_or(String::new(), |t| t
+                    .with_timezone(&cal.tz)
+                    .format("%Y-%m-%d %H:%M")
+                    .to_string()),
+                asked_what(a)
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// The report, a paragraph per rule; times in `tz`.
 pub fn render(rules: &[RuleImpact], tz: chrono_tz::Tz) -> String {
+    render_with(rules, &HashMap::new(), tz)
+}
+
+/// [`render`], each rule's paragraph ending with its lines of `reading` (by rule and project).
+fn render_with(
+    rules: &[RuleImpact],
+    reading: &HashMap<(String, String), Vec<String>>,
+    tz: chrono_tz::Tz,
+) -> String {
     let mut out = format!("impact of the agent jobs: {READING}\n");
     for r in rules {
         let _ = write!(out, "\nrule {} ({}): ", r.rule, r.project);
@@ -29,6 +138,13 @@ pub fn render(rules: &[RuleImpact], tz: chrono_tz::Tz) -> String {
                 let _ = writeln!(out, "measured by nothing (no [impact] in {})", r.file);
             }
             Some(m) => measures(&mut out, m, tz),
+        }
+        for line in reading
+            .get(&(r.rule.clone(), r.project.clone()))
+            .into_iter()
+            .flatten()
+        {
+            let _ = writeln!(out, "{line}");
         }
     }
     out
@@ -130,5 +246,23 @@ fn firing(out: &mut String, f: &MeasuredFiring, tz: chrono_tz::Tz) {
                 " (too little data)"
             }
         );
+    }
+}
+
+/// How an ask went: `answered, citing /a, /b (a page the firing named)`, `not found`, ...
+pub fn asked_what(r: &Reask) -> String {
+    match (&r.error, r.resolution) {
+        (Some(e), _) => format!("failed: {}", one_line(e)),
+        (None, Some(Resolution::Answered)) => format!(
+            "answered, citing {}{}",
+            r.sources.join(", "),
+            if r.cites_named {
+                " (a page the firing named)"
+            } else {
+                ""
+            }
+        ),
+        (None, Some(other)) => other.as_str().replace('_', " "),
+        (None, None) => "no answer".to_string(),
     }
 }

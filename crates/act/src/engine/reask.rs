@@ -1,0 +1,238 @@
+//! The firing's questions asked again: once a job (or an automation's run) ended with a pull
+//! request, each question of the firing (its keys, at most the rule's `reask_max`) goes to the
+//! project's assistant as `docpipe ask` sends one; a question the first ask found nothing for
+//! is asked once more `reask_again` later (the pull request's pages may deploy later), then
+//! left. Each answer's resolution and cited pages are kept in the ledger.
+
+use super::*;
+use crate::Rule;
+use docpipe_extract::assistant::{AskRequest, Message};
+use docpipe_extract::stream::Event;
+use docpipe_state::ledger::Firing;
+use docpipe_state::reask::{Reask, Resolution};
+
+/// The target of this file's log lines.
+const TARGET: &str = "docpipe::rules::engine::reask";
+
+/// A firing's questions are asked again only while it is this recent: a ledger older than
+/// the re-ask is not asked about all at once.
+pub const REASK_WITHIN: chrono::Duration = chrono::Duration::days(14);
+
+/// The fingerprint the re-asks send (the service's analytics count them as turns).
+pub const REASK_FP: &str = "docpipe-reask";
+
+/// Where a project's questions are asked: its organization's assistant, or why it cannot be.
+#[derive(Debug, Clone)]
+pub enum Asker {
+    /// The client (with the assistant key) and the domain.
+    Ready {
+        /// The client.
+        client: Box<Client>,
+        /// The assistant's domain.
+        domain: String,
+    },
+    /// Why the project's questions cannot be asked (no domain, no key).
+    Missing(String),
+}
+
+/// What one step of asking again did.
+#[derive(Debug, Default)]
+pub struct Reasked {
+    /// Firings whose questions were planned in this step.
+    pub planned: usize,
+    /// The asks sent, each as its line.
+    pub lines: Vec<String>,
+}
+
+impl Engine {
+    /// Where each project's questions are asked again.
+    pub fn with_askers(mut self, askers: HashMap<String, Asker>) -> Self {
+        self.askers = askers;
+        self
+    }
+
+    /// Why `project`'s questions cannot be asked again, if they cannot.
+    pub fn cannot_reask(&self, project: &str) -> Option<String> {
+        match self.askers.get(project) {
+            Some(Asker::Ready { .. }) => None,
+            Some(Asker::Missing(why)) => Some(why.clone()),
+            None => Some(format!("project {project} has no assistant to ask")),
+        }
+    }
+
+    /// Plans the questions of each firing of `rules` that re-ask whose job ended with a pull
+    /// request, then asks every question due now, one at a time; each answer in the ledger.
+    pub async fn reask(&self, rules: &[Rule]) -> Result<Reasked, StoreError> {
+        let now = self.clock.now();
+        let firings = self.ledger.all()?;
+        let mut out = Reasked::default();
+        for f in firings
+            .iter()
+            .filter(|f| f.pr_link.is_some() && now - f.fired_at <= REASK_WITHIN)
+        {
+            let Some(reask) = rule_of(rules, f).and_then(|r| r.reask) else {
+                continue;
+            };
+            match self.askers.get(&f.project) {
+                Some(Asker::Ready { .. }) => {}
+                Some(Asker::Missing(why)) => {
+                    tracing::debug!(target: TARGET, firing = f.id, "its questions are not asked again: {why}");
+                    continue;
+                }
+                None => continue,
+            }
+            let mut keys = self.ledger.firing_keys(f.id)?;
+            keys.truncate(reask.max);
+            if !keys.is_empty() && self.ledger.plan_reasks(f.id, &keys, now)? {
+                out.planned += 1;
+            }
+        }
+        for mut due in self.ledger.due_reasks(now)? {
+            let Some(f) = firings.iter().find(|f| f.id == due.firing_id) else {
+                continue;
+            };
+            let asked_at = self.clock.now();
+            due.asked_at = Some(asked_at);
+            match self.ask_once(f, &due.question, asked_at).await {
+                Ok((resolution, sources)) => {
+                    due.cites_named = sources.iter().any(|s| names_page(&f.prompt, s));
+                    due.resolution = Some(resolution);
+                    due.sources = sources;
+                }
+                Err(e) => due.error = Some(e),
+            }
+            let again = rule_of(rules, f)
+                .and_then(|r| r.reask)
+                .map_or(crate::DEFAULT_REASK_AGAIN, |r| r.again);
+            let next = (due.attempt == 1 && due.resolution != Some(Resolution::Answered))
+                .then(|| chrono::Duration::from_std(again).ok())
+                .flatten()
+                .map(|d| asked_at + d);
+            self.ledger.record_reask(&due, next)?;
+            let line = reask_line(f, &due);
+            tracing::debug!(target: TARGET, "{line}");
+            out.lines.push(line);
+        }
+        Ok(out)
+    }
+
+    /// Asks one question of the firing's project's assistant: how it answered, and the pages it
+    /// cited.
+    async fn ask_once(
+        &self,
+        f: &Firing,
+        question: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(Resolution, Vec<String>), String> {
+        let (client, domain) = match self.askers.get(&f.project) {
+            Some(Asker::Ready { client, domain }) => (client, domain),
+            Some(Asker::Missing(why)) => return Err(why.clone()),
+            None => return Err(format!("project {} has no assistant to ask", f.project)),
+        };
+        let request = AskRequest {
+            fp: REASK_FP.to_string(),
+            messages: vec![Message::user_at(
+                &format!("m{}", now.timestamp_millis()),
+                question,
+                now,
+            )],
+            thread_id: None,
+            thread_key: None,
+            retrieval_page_size: 5,
+            current_path: None,
+        };
+        let mut answer = client
+            .ask(domain.as_str(), &request)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (mut text, mut marked) = (String::new(), false);
+        while let Some(event) = answer.next().await {
+            match event.map_err(|e| e.to_string())? {
+                Event::Text { text: t } => text.push_str(&t),
+                Event::ToolCall { name, .. } | Event::ToolCallStart { name, .. }
+                    if name == "markNotFound" =>
+                {
+                    marked = true;
+                }
+                _ => {}
+            }
+        }
+        let sources: Vec<String> = answer
+            .sources
+            .iter()
+            .map(|s| page_of(&s.location))
+            .collect();
+        Ok((resolution(marked, &sources, &text), sources))
+    }
+}
+
+/// The rule a firing was fired by, among those loaded now (its name and project).
+fn rule_of<'r>(rules: &'r [Rule], f: &Firing) -> Option<&'r Rule> {
+    rules
+        .iter()
+        .find(|r| r.name == f.rule && r.project == f.project)
+}
+
+/// How an answer resolved: not found when the assistant marked it so (its `markNotFound`
+/// tool) or cited no page; a clarifying question when it cited none and ended asking; else
+/// answered. The v1 stream has no marker for a clarifying question: its text says.
+pub fn resolution(marked: bool, sources: &[String], text: &str) -> Resolution {
+    if marked {
+        Resolution::NotFound
+    } else if sources.is_empty() && text.trim_end().ends_with('?') {
+        Resolution::Clarifying
+    } else if sources.is_empty() {
+        Resolution::NotFound
+    } else {
+        Resolution::Answered
+    }
+}
+
+/// A source's page: its path (a URL's path, without query or fragment).
+fn page_of(location: &str) -> String {
+    let path = match location.split_once("://") {
+        Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
+        None => location,
+    };
+    path.split(['?', '#']).next().unwrap_or(path).to_string()
+}
+
+/// Whether `text` names page `path` as a whole path, alone or as a URL's path (not as the start
+/// of a longer path: a sentence's full stop after it is fine, `/a.md` does not name `/a`).
+pub fn names_page(text: &str, path: &str) -> bool {
+    let part = |c: char| c.is_alphanumeric() || matches!(c, '/' | '-' | '_');
+    !path.is_empty()
+        && text.match_indices(path).any(|(i, _)| {
+            let mut after = text[i + path.len()..].chars();
+            let whole_after = match after.next() {
+                None => true,
+                Some('.') => !after.next().is_some_and(char::is_alphanumeric),
+                Some(c) => !part(c),
+            };
+            // What comes before, back to white space or a quote: nothing, or a URL's
+            // `scheme://host`.
+            let start = text[..i]
+                .rfind(|c: char| c.is_whitespace() || matches!(c, '"' | '(' | ','))
+                .map_or(0, |j| j + 1);
+            let before = &text[start..i];
+            let whole_before = before.is_empty()
+                || before.split_once("://").is_some_and(|(scheme, host)| {
+                    matches!(scheme, "http" | "https") && !host.is_empty() && !host.contains('/')
+                });
+            whole_before && whole_after
+        })
+}
+
+/// `firing 12 (rule q, acme-docs): asked again "how do i ..." (2nd time): answered, citing
+/// /guides/webhooks (a page the firing named)`.
+pub fn reask_line(f: &Firing, r: &Reask) -> String {
+    format!(
+        "firing {} (rule {}, {}): asked again {}{}: {}",
+        f.id,
+        f.rule,
+        f.project,
+        crate::readers::quote(&r.question),
+        if r.attempt > 1 { " (2nd time)" } else { "" },
+        crate::impact::text::asked_what(r)
+    )
+}
