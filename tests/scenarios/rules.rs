@@ -294,3 +294,71 @@ async fn every_kind_of_bad_rule_file_gets_one_clear_line_and_nothing_is_sent() {
     assert!(live.emu().stats().is_empty());
     assert!(!dir.path().join("out/agent_runs").exists());
 }
+
+/// The demo's simulated week shows the loop's two new ends: its trigger rule starts
+/// globex-help's automation each week, and the impact table reads the questions asked again:
+/// the automation's run changes nothing (none of its questions is answered, at either ask),
+/// while the job that was sent the unanswered questions makes some of them answered by the
+/// week after, each citing a page its prompt named.
+#[test]
+fn the_demos_week_starts_an_automation_and_reads_the_questions_asked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_docpipe"))
+        .current_dir(dir.path())
+        .args(["demo", "--weeks", "1", "--output"])
+        .arg(dir.path().join("out"))
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}");
+    assert_eq!(
+        stdout
+            .matches("rule help-questions-run (globex-help): started automation wf_help_questions as run run_")
+            .count(),
+        2,
+        "{stdout}"
+    );
+    // The impact table's paragraphs, by rule.
+    let table = &stdout[stdout.find("impact of the agent jobs: ").unwrap()..];
+    let paragraph = |rule: &str| -> Vec<&str> {
+        let at = table.find(&format!("\nrule {rule} ")).unwrap();
+        table[at + 1..]
+            .lines()
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .filter(|l| l.starts_with("  asked again: firing "))
+            .collect()
+    };
+    let counts = |line: &str| -> (usize, usize, usize) {
+        let (_, rest) = line.split_once(": ").unwrap();
+        let (_, rest) = rest.split_once(": ").unwrap();
+        let n: Vec<usize> = rest
+            .split([' ', ','])
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        (n[0], n[1], n[2])
+    };
+    let automation = paragraph("help-questions-run");
+    assert_eq!(automation.len(), 2, "{table}");
+    assert!(
+        automation.iter().all(|l| counts(l) == (0, 5, 0)),
+        "{automation:?}"
+    );
+    // Its first firing's questions were asked twice (the second time the week after).
+    assert!(
+        !automation[0].contains("asked once more"),
+        "{}",
+        automation[0]
+    );
+    let questions = paragraph("unanswered-questions");
+    assert_eq!(questions.len(), 2, "{table}");
+    let (answered, of, citing) = counts(questions[0]);
+    assert_eq!(of, 5);
+    assert!(answered >= 1 && citing == answered, "{}", questions[0]);
+    assert!(
+        questions[0].contains("; the 7-day measure follows once "),
+        "{}",
+        questions[0]
+    );
+}
