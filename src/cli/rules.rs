@@ -646,6 +646,12 @@ async fn approve(approve: &ApproveArgs, settings: &Settings) -> anyhow::Result<(
     }
     crate::outln!("approved by {by}: {}", report.line());
     engine.write_log()?;
+    // Its job ended with a pull request: its questions asked again now, where its rule says.
+    if let Some(rule) = &rule {
+        for line in engine.reask(std::slice::from_ref(rule)).await?.lines {
+            crate::outln!("{line}");
+        }
+    }
     ctx.push().await?;
     outcome(std::slice::from_ref(&report))
 }

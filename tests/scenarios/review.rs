@@ -457,3 +457,64 @@ async fn a_flagged_review_and_a_template_that_copies_a_readers_wording_are_warne
     );
     crate::status::assert_valid_status(&json, dir.path());
 }
+
+/// `rules approve` of a firing over unanswered questions: its job ends with a pull request
+/// while approve waits, and its questions are asked again of the assistant at once (the same
+/// day as the pull request), one line each; the assistant key is in no line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approving_a_questions_firing_asks_its_questions_again_once_its_pull_request_is_there() {
+    let (live, now) = live_now(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = dir.path().join("jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::write(
+        jobs.join("questions.toml"),
+        "enabled = true\nname = \"questions\"\nproject = \"alpha\"\njob = \"job_ok\"\nkey = \"question\"\n\
+         when = \"SELECT question, latest_wording FROM unanswered_questions ORDER BY rank LIMIT 3\"\n\
+         prompt = \"{% for r in rows %}- {{ r.latest_wording }}\\n{% endfor %}\"\n",
+    )
+    .unwrap();
+    let cfg = assistant_config(dir.path(), &live.server.base_url());
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "datasets = [\"page_views\"]",
+        "datasets = [\"page_views\", \"assistant\"]",
+    ) + &format!("[rules]\ndir = \"{}\"\n", jobs.display());
+    std::fs::write(&cfg, text).unwrap();
+    let from = (now.date_naive() - chrono::Duration::days(8)).to_string();
+    let run = |args: &[&str]| {
+        docpipe_command(&cfg, args)
+            .env("DOCPIPE_IT_ASSIST_A", ASSIST_A)
+            .output()
+            .unwrap()
+    };
+    assert!(run(&["backfill", "--from", &from]).status.success());
+    let export = run(&["export"]);
+    let shown = out_text(&export);
+    assert!(
+        shown.contains("rule questions (alpha): held for review as firing 1 (3 rows, prompt "),
+        "{shown}"
+    );
+    assert!(live.emu().asked().is_empty());
+    let approve = run(&["rules", "approve", "1", "--as", "alice"]);
+    let shown = out_text(&approve);
+    assert!(approve.status.success(), "{shown}");
+    let asked: Vec<&str> = shown
+        .lines()
+        .filter(|l| l.starts_with("firing 1 (rule questions, alpha): asked again \""))
+        .collect();
+    assert_eq!(asked.len(), 3, "{shown}");
+    // Asked the same day as the pull request: the job's change is not in force yet.
+    assert!(
+        asked.iter().all(|l| l.ends_with("\": not found")),
+        "{shown}"
+    );
+    let questions: Vec<String> = live.emu().asked().into_iter().map(|(_, q)| q).collect();
+    assert_eq!(questions.len(), 3);
+    for (line, q) in asked.iter().zip(&questions) {
+        assert!(
+            line.contains(&docpipe::rules::readers::quote(q)),
+            "{line} {q}"
+        );
+    }
+    assert!(!shown.contains(ASSIST_A));
+}

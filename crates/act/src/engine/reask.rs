@@ -88,7 +88,12 @@ impl Engine {
             }
         }
         for mut due in self.ledger.due_reasks(now)? {
-            let Some(f) = firings.iter().find(|f| f.id == due.firing_id) else {
+            // Only the firings of `rules` (a rule's own `reask_again` plans its next ask).
+            let Some((f, reask)) = firings
+                .iter()
+                .find(|f| f.id == due.firing_id)
+                .and_then(|f| Some((f, rule_of(rules, f)?.reask?)))
+            else {
                 continue;
             };
             let asked_at = self.clock.now();
@@ -101,11 +106,8 @@ impl Engine {
                 }
                 Err(e) => due.error = Some(e),
             }
-            let again = rule_of(rules, f)
-                .and_then(|r| r.reask)
-                .map_or(crate::DEFAULT_REASK_AGAIN, |r| r.again);
             let next = (due.attempt == 1 && due.resolution != Some(Resolution::Answered))
-                .then(|| chrono::Duration::from_std(again).ok())
+                .then(|| chrono::Duration::from_std(reask.again).ok())
                 .flatten()
                 .map(|d| asked_at + d);
             self.ledger.record_reask(&due, next)?;
