@@ -198,7 +198,7 @@ pub fn tables(out: &Path) -> Result<Vec<Table>, String> {
             }
         }
     }
-    let own: [(&str, SchemaRef); 3] = [
+    let own: [(&str, SchemaRef); 4] = [
         (
             crate::export::DAY_STATUS,
             crate::export::day_status_schema(),
@@ -210,6 +210,10 @@ pub fn tables(out: &Path) -> Result<Vec<Table>, String> {
         (
             crate::rules::impact::AGENT_IMPACT,
             crate::rules::impact::schema(),
+        ),
+        (
+            crate::rules::engine::AGENT_REASKS,
+            crate::rules::engine::agent_reasks_schema(),
         ),
     ];
     for (name, schema) in own {

@@ -294,6 +294,15 @@ pub fn print_fired(fired: &Fired) {
     for line in &fired.reasked.lines {
         crate::outln!("{line}");
     }
+    if !fired.reasked.files.is_empty() {
+        crate::outln!(
+            "questions asked again ({}):",
+            crate::rules::engine::AGENT_REASKS
+        );
+        for f in &fired.reasked.files {
+            crate::outln!("  {}", f.display());
+        }
+    }
     let m = &fired.impact;
     for (id, why) in &m.given_up {
         crate::outln!("impact of firing {id}: not measured: {why}");

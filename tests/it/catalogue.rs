@@ -69,6 +69,10 @@ fn written_schemas() -> Vec<(&'static str, std::sync::Arc<Schema>)> {
         docpipe::rules::engine::agent_runs_schema(),
     ));
     out.push((tables::AGENT_IMPACT.name, docpipe::rules::impact::schema()));
+    out.push((
+        tables::AGENT_REASKS.name,
+        docpipe::rules::engine::agent_reasks_schema(),
+    ));
     out
 }
 

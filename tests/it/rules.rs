@@ -878,6 +878,28 @@ async fn a_questions_rule_asks_its_questions_again_after_the_pull_request_once_m
     }
     // Every other text the prompt quoted responds (the data file's respond_every = 2).
     assert!(answered > 0 && answered < 5, "{answered}");
+    // The lake's table: the ten asks, as the ledger has them.
+    assert_eq!(
+        second.files,
+        vec![s.out.join("agent_reasks/project=alpha/part-00000.parquet")]
+    );
+    let rows = parquet_rows(&second.files[0]);
+    assert_eq!(rows.len(), 10);
+    let first_ask = &records[0];
+    assert_eq!(
+        rows[0],
+        format!(
+            "firing_id={},rule=\"questions\",pr_link=\"{}\",question={},attempt=1,due_at={},asked_at={},resolution=\"not_found\",sources=\"[]\",cites_named_page=false,error=null",
+            f.id,
+            f.pr_link.as_deref().unwrap(),
+            serde_json::to_string(&first_ask.question).unwrap(),
+            first_ask.due_at.format("%Y-%m-%d %H:%M:%S%.6f +00:00"),
+            first_ask
+                .asked_at
+                .unwrap()
+                .format("%Y-%m-%d %H:%M:%S%.6f +00:00"),
+        )
+    );
     // Then left: nothing more is asked, however long after.
     s.live.clock.advance(Duration::from_secs(5 * 86_400));
     let third = engine.reask(std::slice::from_ref(&r)).await.unwrap();

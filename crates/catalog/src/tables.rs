@@ -265,6 +265,19 @@ const AGENT_RUNS_COLUMNS: &[Column] = &[
     n("schema_id", Ty::Text),
     n("instance_id", Ty::Text),
 ];
+const AGENT_REASKS_COLUMNS: &[Column] = &[
+    c("firing_id", Ty::Int),
+    c("rule", Ty::Text),
+    n("pr_link", Ty::Text),
+    c("question", Ty::Text),
+    c("attempt", Ty::Int),
+    c("due_at", Ty::Time),
+    n("asked_at", Ty::Time),
+    n("resolution", Ty::Text),
+    n("sources", Ty::Text),
+    c("cites_named_page", Ty::Bool),
+    n("error", Ty::Text),
+];
 const AGENT_IMPACT_COLUMNS: &[Column] = &[
     c("firing_id", Ty::Int),
     c("rule", Ty::Text),
@@ -785,6 +798,16 @@ pub const AGENT_IMPACT: Table = Table {
     columns: AGENT_IMPACT_COLUMNS,
 };
 
+/// One ask of one question of a firing, asked again of the assistant after its pull request.
+pub const AGENT_REASKS: Table = Table {
+    name: "agent_reasks",
+    key: &["project", "firing_id", "question", "attempt"],
+    partitioning: PER_PROJECT,
+    row: "one ask of a firing's question, asked again of the assistant after the job's pull request: how it answered, the pages it cited",
+    writer: Writer::Rules,
+    columns: AGENT_REASKS_COLUMNS,
+};
+
 /// One day of a project's views.
 pub const DAILY_TREND: Table = trend(
     "daily",
@@ -915,6 +938,8 @@ pub mod name {
     pub const AGENT_RUNS: &str = super::AGENT_RUNS.name;
     /// `AGENT_IMPACT`'s name.
     pub const AGENT_IMPACT: &str = super::AGENT_IMPACT.name;
+    /// `AGENT_REASKS`'s name.
+    pub const AGENT_REASKS: &str = super::AGENT_REASKS.name;
     /// `DAILY_TREND`'s name.
     pub const DAILY_TREND: &str = super::DAILY_TREND.name;
     /// `WEEKLY_TREND`'s name.
@@ -1009,7 +1034,7 @@ pub const STREAM: [&Table; 6] = [
 ];
 
 /// The tables the datasets, the export and the rules write, in the lake's order.
-pub const WRITTEN: [&Table; 18] = [
+pub const WRITTEN: [&Table; 19] = [
     &PAGE_VIEWS,
     &SITE_TOTALS,
     &REJECTS,
@@ -1028,6 +1053,7 @@ pub const WRITTEN: [&Table; 18] = [
     &DAY_STATUS,
     &AGENT_RUNS,
     &AGENT_IMPACT,
+    &AGENT_REASKS,
 ];
 
 /// The trend tables: the three of page views first, then the docs gaps', then the event stream's, in
@@ -1077,7 +1103,7 @@ mod tests {
             .copied()
             .collect();
         let names: HashSet<&str> = all.iter().map(|t| t.name).collect();
-        assert_eq!(names.len(), 37);
+        assert_eq!(names.len(), 38);
         for t in &all {
             assert!(!t.key.is_empty() && !t.row.is_empty(), "{}", t.name);
             for k in t.partitioning {

@@ -12,7 +12,10 @@ mod review;
 
 pub use log::{AGENT_RUNS, LogError, agent_runs_schema, write_log};
 pub use poll::polls;
-pub use reask::{Asker, REASK_FP, REASK_WITHIN, Reasked, names_page, reask_line, resolution};
+pub use reask::{
+    AGENT_REASKS, Asker, REASK_FP, REASK_WITHIN, ReaskRow, Reasked, agent_reasks_schema,
+    names_page, reask_line, reask_rows, resolution,
+};
 pub use report::{Report, firing_line};
 
 use crate::{Evaluation, Rule, RuleError, prompt_hash};

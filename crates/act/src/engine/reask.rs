@@ -42,6 +42,8 @@ pub struct Reasked {
     pub planned: usize,
     /// The asks sent, each as its line.
     pub lines: Vec<String>,
+    /// `agent_reasks`' files, rewritten when anything was planned or asked.
+    pub files: Vec<std::path::PathBuf>,
 }
 
 impl Engine {
@@ -62,7 +64,7 @@ impl Engine {
 
     /// Plans the questions of each firing of `rules` that re-ask whose job ended with a pull
     /// request, then asks every question due now, one at a time; each answer in the ledger.
-    pub async fn reask(&self, rules: &[Rule]) -> Result<Reasked, StoreError> {
+    pub async fn reask(&self, rules: &[Rule]) -> Result<Reasked, LogError> {
         let now = self.clock.now();
         let firings = self.ledger.all()?;
         let mut out = Reasked::default();
@@ -114,6 +116,9 @@ impl Engine {
             let line = reask_line(f, &due);
             tracing::debug!(target: TARGET, "{line}");
             out.lines.push(line);
+        }
+        if out.planned > 0 || !out.lines.is_empty() {
+            out.files = self.write_reasks()?;
         }
         Ok(out)
     }
@@ -237,4 +242,91 @@ pub fn reask_line(f: &Firing, r: &Reask) -> String {
         if r.attempt > 1 { " (2nd time)" } else { "" },
         crate::impact::text::asked_what(r)
     )
+}
+
+/// The questions asked again, in the lake: `agent_reasks/project=<id>/part-00000.parquet`.
+pub const AGENT_REASKS: &str = docpipe_catalog::tables::AGENT_REASKS.name;
+
+/// One ask as `agent_reasks` has it: the ask, and its firing's rule and pull request.
+#[derive(Debug, Clone)]
+pub struct ReaskRow {
+    /// The firing's project (the partition).
+    pub project: String,
+    /// Its rule.
+    pub rule: String,
+    /// Its job's pull request.
+    pub pr_link: Option<String>,
+    /// The ask.
+    pub ask: Reask,
+    /// The pages cited, as a JSON array (none before the ask).
+    sources: Option<String>,
+}
+
+/// The rows of `agent_reasks`: every ask of every firing in the ledger.
+pub fn reask_rows(ledger: &docpipe_state::ledger::Ledger) -> Result<Vec<ReaskRow>, StoreError> {
+    let firings = ledger.all()?;
+    Ok(ledger
+        .reasks()?
+        .into_iter()
+        .filter_map(|ask| {
+            let f = firings.iter().find(|f| f.id == ask.firing_id)?;
+            Some(ReaskRow {
+                project: f.project.clone(),
+                rule: f.rule.clone(),
+                pr_link: f.pr_link.clone(),
+                sources: ask
+                    .asked_at
+                    .and_then(|_| serde_json::to_string(&ask.sources).ok()),
+                ask,
+            })
+        })
+        .collect())
+}
+
+/// The columns of `agent_reasks` (the project is the partition).
+fn agent_reasks_columns(
+    c: docpipe_write::derived::Columns<'_, ReaskRow>,
+) -> docpipe_write::derived::Columns<'_, ReaskRow> {
+    c.int("firing_id", false, |r| Some(r.ask.firing_id))
+        .text("rule", false, |r| Some(&r.rule))
+        .text("pr_link", true, |r| r.pr_link.as_deref())
+        .text("question", false, |r| Some(&r.ask.question))
+        .int("attempt", false, |r| Some(r.ask.attempt))
+        .time("due_at", false, |r| Some(r.ask.due_at))
+        .time("asked_at", true, |r| r.ask.asked_at)
+        .text("resolution", true, |r| r.ask.resolution.map(|x| x.as_str()))
+        .text("sources", true, |r| r.sources.as_deref())
+        .flag("cites_named_page", |r| r.ask.cites_named)
+        .text("error", true, |r| r.ask.error.as_deref())
+}
+
+/// Schema of `agent_reasks` (the project is the partition).
+pub fn agent_reasks_schema() -> arrow_schema::SchemaRef {
+    docpipe_write::derived::schema(agent_reasks_columns)
+}
+
+impl Engine {
+    /// Rewrites `agent_reasks/project=<p>/part-00000.parquet` from the ledger (processes take
+    /// turns through a lock file, as for the outcome log); returns the files.
+    pub fn write_reasks(&self) -> Result<Vec<std::path::PathBuf>, LogError> {
+        let dir = self.out.join(AGENT_REASKS);
+        let lock_path = dir.join(".lock");
+        let io = |source| {
+            LogError::Write(docpipe_write::parquet::WriteError::Io {
+                path: lock_path.display().to_string(),
+                source,
+            })
+        };
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let lock = std::fs::File::create(&lock_path).map_err(io)?;
+        lock.lock().map_err(io)?;
+        let rows = reask_rows(&self.ledger)?;
+        Ok(docpipe_write::derived::write(
+            &self.out,
+            AGENT_REASKS,
+            &rows,
+            |r| &r.project,
+            agent_reasks_columns,
+        )?)
+    }
 }
