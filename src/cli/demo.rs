@@ -522,6 +522,10 @@ fn print_tables(
         crate::rules::impact::AGENT_IMPACT
     );
     crate::outln!(
+        "  {shown}/{}/project=<id>/{PART}  (the questions asked again of the assistant after a pull request)",
+        crate::rules::engine::AGENT_REASKS
+    );
+    crate::outln!(
         "  {shown}/{}/project=<id>/{PART}  (each dataset's days: partial, provisional or final)",
         crate::export::DAY_STATUS
     );
