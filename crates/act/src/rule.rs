@@ -315,7 +315,7 @@ impl Rule {
                 projects.join(", ")
             )));
         }
-        let action = action(raw.job, raw.create, raw.trigger.clone()).map_err(fail)?;
+        let action = action(raw.job, raw.create, raw.trigger).map_err(fail)?;
         if raw.when.trim().is_empty() {
             return Err(fail("when: the query is empty".into()));
         }

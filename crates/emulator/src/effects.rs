@@ -28,8 +28,9 @@ pub struct Effect {
     pub from: NaiveDate,
     /// By how much.
     pub change: f64,
-    /// A question's page: the first page the prompt named after it (before the next quoted
-    /// text), where the job put the answer; the assistant cites it once the change is in force.
+    /// A question's page: the first page the prompt named after it on its line
+    /// ([`page_named_after`]), where the job put the answer; the assistant cites it once the
+    /// change is in force.
     pub page: Option<String>,
 }
 
@@ -144,17 +145,15 @@ impl Emulator {
             return;
         };
         let from = ended.date_naive() + chrono::Duration::days(i64::from(impact.delay_days));
-        let all = named(prompt, g.paths());
-        let page_after = |key: &Named| match key {
-            Named::Quoted(q) => page_named_after(prompt, q, g.paths()),
-            Named::Page(_) => None,
-        };
-        let keys = responding(all.clone(), impact.respond_every);
+        let keys = responding(named(prompt, g.paths()), impact.respond_every);
         let effects: Vec<Effect> = keys
             .into_iter()
             .map(|key| Effect {
                 project: project.to_string(),
-                page: page_after(&key),
+                page: match &key {
+                    Named::Quoted(q) => page_named_after(prompt, q, g.paths()),
+                    Named::Page(_) => None,
+                },
                 key,
                 from,
                 change: impact.change,

@@ -500,11 +500,11 @@ pub struct Ledger {
     pub(super) sql: Sql,
 }
 
-fn ms(t: DateTime<Utc>) -> i64 {
+pub(super) fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
 
-fn from_ms(v: i64) -> DateTime<Utc> {
+pub(super) fn from_ms(v: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(v).unwrap_or_default()
 }
 

@@ -5,7 +5,7 @@
 //! with the ledger's (`ledger::REASK_SCHEMA`).
 
 use super::StoreError;
-use super::ledger::Ledger;
+use super::ledger::{Ledger, from_ms, ms};
 use super::sql::{Row, SqlError, Value};
 use chrono::{DateTime, Utc};
 
@@ -61,14 +61,6 @@ pub struct Reask {
     pub cites_named: bool,
     /// Why the ask failed.
     pub error: Option<String>,
-}
-
-fn ms(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
-}
-
-fn from_ms(v: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(v).unwrap_or_default()
 }
 
 fn reask(r: &Row) -> Result<Reask, SqlError> {

@@ -17,7 +17,16 @@ impl Engine {
     /// Processes take turns (a lock file in the folder), each reading the ledger once it has
     /// its turn: the last one to write has every firing that was recorded before it.
     pub fn write_log(&self) -> Result<Vec<PathBuf>, LogError> {
-        let dir = self.out.join(AGENT_RUNS);
+        let _turn = self.turn(AGENT_RUNS)?;
+        let firings = self.ledger.all()?;
+        write_log(&self.out, &firings)
+    }
+
+    /// Waits for this process's turn to rewrite a table derived from the ledger (a lock file in
+    /// its folder, made if missing), held until the file returned is dropped: the ledger read
+    /// after it has every row recorded before.
+    pub(super) fn turn(&self, table: &str) -> Result<std::fs::File, LogError> {
+        let dir = self.out.join(table);
         let lock_path = dir.join(".lock");
         let io = |source| {
             LogError::Write(WriteError::Io {
@@ -28,8 +37,7 @@ impl Engine {
         std::fs::create_dir_all(&dir).map_err(io)?;
         let lock = std::fs::File::create(&lock_path).map_err(io)?;
         lock.lock().map_err(io)?;
-        let firings = self.ledger.all()?;
-        write_log(&self.out, &firings)
+        Ok(lock)
     }
 }
 

@@ -75,13 +75,9 @@ impl Engine {
             let Some(reask) = rule_of(rules, f).and_then(|r| r.reask) else {
                 continue;
             };
-            match self.askers.get(&f.project) {
-                Some(Asker::Ready { .. }) => {}
-                Some(Asker::Missing(why)) => {
-                    tracing::debug!(target: TARGET, firing = f.id, "its questions are not asked again: {why}");
-                    continue;
-                }
-                None => continue,
+            if let Some(why) = self.cannot_reask(&f.project) {
+                tracing::debug!(target: TARGET, firing = f.id, "its questions are not asked again: {why}");
+                continue;
             }
             let mut keys = self.ledger.firing_keys(f.id)?;
             keys.truncate(reask.max);
@@ -309,17 +305,7 @@ impl Engine {
     /// Rewrites `agent_reasks/project=<p>/part-00000.parquet` from the ledger (processes take
     /// turns through a lock file, as for the outcome log); returns the files.
     pub fn write_reasks(&self) -> Result<Vec<std::path::PathBuf>, LogError> {
-        let dir = self.out.join(AGENT_REASKS);
-        let lock_path = dir.join(".lock");
-        let io = |source| {
-            LogError::Write(docpipe_write::parquet::WriteError::Io {
-                path: lock_path.display().to_string(),
-                source,
-            })
-        };
-        std::fs::create_dir_all(&dir).map_err(io)?;
-        let lock = std::fs::File::create(&lock_path).map_err(io)?;
-        lock.lock().map_err(io)?;
+        let _turn = self.turn(AGENT_REASKS)?;
         let rows = reask_rows(&self.ledger)?;
         Ok(docpipe_write::derived::write(
             &self.out,
