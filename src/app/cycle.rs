@@ -11,7 +11,7 @@ pub use super::export::{Intent, WindowId};
 use super::export::{Planned, plan};
 use super::plan_view::Ahead;
 use super::rules::{Fired, Loaded, Wait, evaluate_each, fire_all};
-use crate::export::{ExportError, Exporter, Plan, Summary, Target};
+use crate::export::{Due, ExportError, Exporter, Plan, Step, Summary, Target};
 use crate::remote::Synced;
 use crate::rules::engine::Engine;
 use crate::trends::{Selection, Tables, TrendsError, compute, write_tables};
@@ -35,6 +35,9 @@ pub struct Options<'a> {
     /// Forecast, after the run, what is left to do within each organization's budget (the
     /// daemon's reserve for the next runs, its gauges and its status page).
     pub forecast: bool,
+    /// Walk the newest window of each daily dataset never walked before the plan is made and
+    /// shown (see [`Plan::measuring`]); off in a dry run, which sends nothing.
+    pub measure: bool,
 }
 
 impl Options<'_> {
@@ -47,6 +50,7 @@ impl Options<'_> {
             push,
             announce: None,
             forecast: false,
+            measure: true,
         }
     }
 }
@@ -205,17 +209,86 @@ pub async fn run(
     intent: Intent<'_>,
     opts: Options<'_>,
 ) -> Result<Outcome, ExportError> {
-    let (plan, targets) = match plan(ctx, exporter, targets, intent)? {
+    let (mut plan, targets) = match plan(ctx, exporter, targets, intent)? {
         Planned::Run(plan, targets) => (plan, targets),
         Planned::Drained(plan) => return Ok(Outcome::Drained(plan)),
         Planned::Waits => return Ok(Outcome::Waits),
+    };
+    let first = if opts.measure && !matches!(intent, Intent::Next { .. }) {
+        measure(ctx, exporter, &targets, intent, &mut plan).await?
+    } else {
+        None
     };
     if opts.announce.is_some_and(|go| !go(&plan)) {
         return Ok(Outcome::Stopped(plan));
     }
     Ok(Outcome::Ran(Box::new(
-        run_plan(ctx, exporter, &targets, plan, opts).await,
+        run_plan(ctx, exporter, &targets, plan, first, opts).await,
     )))
+}
+
+/// A window as the first step's failures name it.
+fn window(d: &Due) -> (&'static str, &str, chrono::NaiveDate) {
+    (d.dataset(), d.project.as_str(), d.day)
+}
+
+/// A first run's first step: the newest window of each daily dataset never walked (see
+/// [`Plan::measuring`]) is walked, then the rest planned again from what it took, so that the
+/// plan's estimate holds. Returns the first windows' summary, which the run goes on from (see
+/// [`Exporter::run_on`]).
+async fn measure(
+    ctx: &Context,
+    exporter: &Exporter,
+    targets: &[Target],
+    intent: Intent<'_>,
+    plan: &mut Plan,
+) -> Result<Option<Summary>, ExportError> {
+    let today = ctx.settings.today(ctx.clock.now());
+    let Some(first) = plan.measuring(today) else {
+        return Ok(None);
+    };
+    let of = plan.due.len() as u64;
+    let summary = exporter.run_on(targets, &first, Step::First { of }).await;
+    let mut again = match super::export::plan(ctx, exporter, targets, intent) {
+        Ok(Planned::Run(again, _)) => again,
+        // The state cannot be read again (the first step's failure says why): the rest of the
+        // plan as it was.
+        _ => {
+            let mut rest = plan.clone();
+            rest.due
+                .retain(|d| !first.due.iter().any(|f| window(f) == window(d)));
+            rest
+        }
+    };
+    // A window that failed in the first step failed once: not tried again.
+    again.due.retain(|d| {
+        !summary
+            .failed
+            .iter()
+            .any(|f| (f.dataset, f.project.as_str(), f.day) == window(d))
+    });
+    again.measured = (
+        first
+            .due
+            .iter()
+            .map(|d| (d.dataset(), d.project.clone()))
+            .collect(),
+        summary.requests,
+    );
+    again.expected_requests =
+        summary.requests + again.due.iter().map(|d| d.expected_requests).sum::<u64>();
+    // The windows the first step wrote are the run's, not windows found final or looked at
+    // recently.
+    for w in summary.windows.iter().chain(&summary.others) {
+        let count = if w.is_final {
+            &mut again.skipped_final
+        } else {
+            &mut again.fresh
+        };
+        *count = count.saturating_sub(1);
+    }
+    *plan = again;
+    Ok(Some(summary))
 }
 
 /// Runs `plan` over `targets`, then what `opts` asks for after it.
@@ -224,10 +297,12 @@ async fn run_plan(
     exporter: &Exporter,
     targets: &[Target],
     plan: Plan,
+    first: Option<Summary>,
     opts: Options<'_>,
 ) -> Report {
     warn_instants(ctx);
-    let summary = exporter.run(targets, &plan).await;
+    let step = first.map_or(Step::Whole, |s| Step::Rest(Box::new(s)));
+    let summary = exporter.run_on(targets, &plan, step).await;
     let streams = super::streams::read(ctx).await;
     let written = Written::since(ctx, &summary);
     let day_status = day_status(ctx, exporter, &written);

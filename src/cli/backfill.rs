@@ -70,6 +70,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
     let shown = |plan: &crate::export::Plan| super::export::announce(plan, args.dry_run);
     let opts = Options {
         announce: Some(&shown),
+        measure: !args.dry_run,
         ..Options::export_only(true)
     };
     let intent = Intent::Range {

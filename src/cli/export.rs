@@ -212,6 +212,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         push: true,
         announce: Some(&shown),
         forecast: false,
+        measure: !args.dry_run,
     };
     match cycle::run(&ctx, &exporter, &targets, intent, opts).await? {
         Outcome::Ran(report) => finish(&ctx, *report, &args.projects),

@@ -138,10 +138,11 @@ impl Events for Bar {
 
     fn event(&self, event: &Event<'_>) {
         match *event {
-            Event::Planned { windows } => {
+            Event::Planned { windows, done } => {
                 PLANNED.store(windows, std::sync::atomic::Ordering::Relaxed);
-                DONE.store(0, std::sync::atomic::Ordering::Relaxed);
+                DONE.store(done, std::sync::atomic::Ordering::Relaxed);
                 self.bar.set_length(windows);
+                self.bar.set_position(done);
                 if !self.bar.is_hidden() {
                     show(&self.bar);
                     // The spinner turns during a budget wait too.

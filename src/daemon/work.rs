@@ -196,6 +196,7 @@ impl Daemon {
             push: true,
             announce: None,
             forecast: true,
+            measure: true,
         };
         let intent = Intent::Fitted {
             backfill_queued: queued,

@@ -192,9 +192,13 @@ pub struct Plan {
     pub asked_again: std::collections::HashSet<String>,
     /// Windows due but stuck on the service's paging, waiting for their next try.
     pub stuck: Vec<crate::store::activity::WindowFailure>,
-    /// The datasets and projects never walked: their windows are counted 1 request each (the
-    /// first walk measures them), so the estimate falls short.
+    /// The datasets and projects never walked: a daily dataset's windows are counted 1
+    /// request each, a span's walk one page a day (the first walk measures them).
     pub unmeasured: std::collections::BTreeSet<(&'static str, String)>,
+    /// The daily datasets and projects whose newest window the run walked before it made this
+    /// plan (see [`Plan::measuring`]), and the requests that took: counted in
+    /// `expected_requests`, so that the estimate is of the whole run.
+    pub measured: (std::collections::BTreeSet<(&'static str, String)>, u64),
 }
 
 impl Plan {
@@ -439,8 +443,22 @@ impl std::fmt::Display for Scope {
     }
 }
 
+/// Which step of a run [`Exporter::run_on`] carries out.
+#[derive(Debug)]
+pub enum Step {
+    /// The whole run.
+    Whole,
+    /// Its first windows (see [`Plan::measuring`]), of `of` it plans in all.
+    First {
+        /// The run's windows in all, as its first plan counted them.
+        of: u64,
+    },
+    /// The rest, after the first step's summary.
+    Rest(Box<Summary>),
+}
+
 /// Organizations (or projects, or the whole run) whose run stopped, and why.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 struct Stops {
     by_scope: HashMap<Scope, Arc<ExportError>>,
     /// A failure of the storage (the output folder, the state, the budget's log): every window
@@ -515,6 +533,9 @@ pub struct Summary {
     /// The run's clients' requests as they sent them: `requests` and `spent` are its count at
     /// the run's end.
     tally: Arc<crate::events::Tally>,
+    /// What stopped for the rest of the run, carried into the plan it goes on with (see
+    /// [`Exporter::run_on`]).
+    stops: Stops,
 }
 
 /// A window another process had: which, and that process.
@@ -1015,6 +1036,27 @@ impl Exporter {
     /// (a fitted plan), a window that no longer fits is deferred, and a probed day that
     /// changed is walked on only with room to spare after the windows still planned.
     pub async fn run(&self, targets: &[Target], plan: &Plan) -> Summary {
+        self.run_on(targets, plan, Step::Whole).await
+    }
+
+    /// [`Exporter::run`] as one step of a run (see [`Step`] and [`Plan::measuring`]): after a
+    /// first step, its windows, failures, requests and what stopped (an organization whose key
+    /// was refused is not asked again) go on; what was deferred or paused is this plan's alone
+    /// (it took them up again).
+    pub async fn run_on(&self, targets: &[Target], plan: &Plan, step: Step) -> Summary {
+        let n = plan.due.len() as u64;
+        // The run's windows in all and those done, for the progress shown.
+        let (mut before, windows, done, last) = match step {
+            Step::Whole => (Summary::default(), n, 0, true),
+            Step::First { of } => (Summary::default(), of, 0, false),
+            Step::Rest(before) => {
+                let before = *before;
+                let done = before.windows.len() + before.others.len() + before.failed.len();
+                let done = done as u64;
+                (before, done + n, done, true)
+            }
+        };
+        let stops = std::mem::take(&mut before.stops);
         let mut r = Running {
             clients: targets
                 .iter()
@@ -1026,18 +1068,18 @@ impl Exporter {
                 skipped_final: plan.skipped_final,
                 expected: plan.expected_requests,
                 budget_used: plan.budget_used(),
-                ..Summary::default()
+                deferred: 0,
+                paused: 0,
+                ..before
             },
-            stops: Stops::default(),
+            stops,
             spend: Spend::new(plan),
             unanswered: BTreeMap::new(),
             unknown: plan.asked_again.clone(),
             held: Vec::new(),
             again: Vec::new(),
         };
-        self.emit(Event::Planned {
-            windows: plan.due.len() as u64,
-        });
+        self.emit(Event::Planned { windows, done });
         let _renewing = self.state().is_shared().then(|| self.renewing());
         for due in &plan.due {
             self.serve(&mut r, due, Turn::First).await;
@@ -1049,9 +1091,12 @@ impl Exporter {
         for t in targets {
             t.client.budget().release();
         }
-        self.emit(Event::Finished);
+        if last {
+            self.emit(Event::Finished);
+        }
         r.summary.requests = r.summary.tally.analytics();
         r.summary.spent = r.summary.tally.spent();
+        r.summary.stops = r.stops;
         r.summary
     }
 

@@ -317,6 +317,43 @@ impl Exporter {
     }
 }
 
+impl Plan {
+    /// The windows a first run walks before it plans the rest: for each daily dataset and
+    /// project never walked, its newest window of a day already over (today's few rows would
+    /// say too little of a day), else its newest. What they take is then what the plan of the
+    /// rest counts for each of their windows, instead of a guess of one request. `None`: none.
+    pub fn measuring(&self, today: NaiveDate) -> Option<Plan> {
+        let mut chosen: Vec<(&'static str, &str, NaiveDate)> = Vec::new();
+        let rank = |day: NaiveDate| (day < today, day);
+        for d in &self.due {
+            if d.dataset.windowing() != Windowing::Daily
+                || !self.unmeasured.contains(&(d.dataset(), d.project.clone()))
+            {
+                continue;
+            }
+            match chosen
+                .iter_mut()
+                .find(|c| c.0 == d.dataset() && c.1 == d.project)
+            {
+                Some(c) if rank(d.day) > rank(c.2) => c.2 = d.day,
+                Some(_) => {}
+                None => chosen.push((d.dataset(), &d.project, d.day)),
+            }
+        }
+        let due: Vec<Due> = self
+            .due
+            .iter()
+            .filter(|d| chosen.contains(&(d.dataset(), d.project.as_str(), d.day)))
+            .cloned()
+            .collect();
+        (!due.is_empty()).then(|| Plan {
+            expected_requests: due.iter().map(|d| d.expected_requests).sum(),
+            due,
+            ..self.clone()
+        })
+    }
+}
+
 /// The runs of days in `from..until` that `covered` lacks, each `first..the day after the
 /// last` (the planner fills them; `status` shows them).
 pub fn holes(

@@ -54,17 +54,7 @@ pub fn describe_plan(plan: &Plan) -> String {
     }
     out += &other_datasets_lines(&others);
     out += &stuck_line(plan);
-    if !plan.unmeasured.is_empty() {
-        let never: Vec<String> = plan
-            .unmeasured
-            .iter()
-            .map(|(d, p)| format!("{d} {p}"))
-            .collect();
-        out += &format!(
-            "  never walked yet, their windows counted 1 request each (the first walk measures them; the run may take more): {}\n",
-            never.join(", ")
-        );
-    }
+    out += &guessed_lines(plan);
     for (org, room) in &plan.budgets {
         out += &format!(
             "  budget of {org}: {} requests/hour, {} used in the last hour\n",
@@ -412,6 +402,42 @@ fn other_process_lines(s: &Summary) -> String {
             crate::text::count(s.left_to_others.len() as u64, "window"),
             s.waited.as_secs(),
             others(&s.left_to_others, "held by")
+        );
+    }
+    out
+}
+
+/// Which estimates of the plan were measured first, and which are guesses, by dataset and
+/// project: the ETA is no better than them.
+fn guessed_lines(plan: &Plan) -> String {
+    let names = |pairs: &mut dyn Iterator<Item = &(&'static str, String)>| {
+        pairs
+            .map(|(d, p)| format!("{d} {p}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = String::new();
+    let (measured, requests) = &plan.measured;
+    if !measured.is_empty() {
+        out += &format!(
+            "  measured first, walked before this plan: the newest day of each never walked ({requests} requests, counted in it): {}\n",
+            names(&mut measured.iter())
+        );
+    }
+    let (daily, spans): (Vec<_>, Vec<_>) = plan
+        .unmeasured
+        .iter()
+        .partition(|(d, _)| crate::dataset::windowing_of(d) == crate::dataset::Windowing::Daily);
+    if !daily.is_empty() {
+        out += &format!(
+            "  guessed, never walked: 1 request a window (the first walk measures them; the run may take more): {}\n",
+            names(&mut daily.into_iter())
+        );
+    }
+    if !spans.is_empty() {
+        out += &format!(
+            "  guessed, never walked: one page a day of their span (the service tells no count of rows before a walk): {}\n",
+            names(&mut spans.into_iter())
         );
     }
     out

@@ -119,13 +119,15 @@ impl Freshness {
 }
 
 /// The requests a walk of `days` days of a span is expected to take, from its latest walk's
-/// `requests` over `walked_days` days (at least 1).
+/// `requests` over `walked_days` days (at least 1). A span never walked is guessed at one page
+/// a day (the service's largest: 100 feedback rows, 1,000 assistant turns), since it tells no
+/// count of rows before they are walked.
 pub fn span_estimate(latest: Option<(u64, u64)>, days: u64) -> u64 {
     match latest {
         Some((requests, walked_days)) => {
             (requests * days.max(1)).div_ceil(walked_days.max(1)).max(1)
         }
-        None => 1,
+        None => days.max(1),
     }
 }
 

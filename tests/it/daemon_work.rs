@@ -349,7 +349,7 @@ async fn a_run_that_sends_nothing_says_whose_budget_is_used_and_when_it_frees_in
         .collect();
     assert!(
         lines[0].ends_with(
-            "export: exported 0 page-view windows (0 final, 0 provisional), 0 rows, 0 analytics requests in all (the plan expected about 0); 1 window already final was skipped; nothing sent: 9 windows wait for the budget of org-a (its 5 requests of the hour are used); next request at 13:00 UTC; 1 window waits for the budget of org-b (its 5 requests of the hour are used); next request at 13:00 UTC"
+            "export: exported 0 page-view windows (0 final, 0 provisional), 0 rows, 0 analytics requests in all (the plan expected about 0); 1 window already final was skipped; nothing sent: 10 windows wait for the budget of org-a (its 5 requests of the hour are used); next request at 13:00 UTC; 1 window waits for the budget of org-b (its 5 requests of the hour are used); next request at 13:00 UTC"
         ),
         "{lines:#?}"
     );

@@ -397,7 +397,7 @@ async fn export_plans_each_project_from_its_start_date_or_the_last_30_days() {
         .collect();
     // Nothing walked yet: the estimate says it counts a request a window.
     assert!(
-        text.contains("  never walked yet, their windows counted 1 request each (the first walk measures them; the run may take more): page_views alpha, page_views beta, page_views gamma\n"),
+        text.contains("  guessed, never walked: 1 request a window (the first walk measures them; the run may take more): page_views alpha, page_views beta, page_views gamma\n"),
         "{text}"
     );
     assert_eq!(

@@ -74,10 +74,14 @@ async fn an_export_opens_each_file_once_plans_once_and_computes_trends_once_for_
     );
     assert_eq!(count(&stderr, "table=\"search_terms\""), 0, "{stderr}");
     // The output folder's state.sqlite (which is also the budget's and the ledger's) once, one
-    // plan for the three projects, and the trend tables once for both the files and the rules.
+    // plan for the three projects (two in a first run: the newest day of each dataset never
+    // walked first, then the rest measured by it), and the trend tables once for both the
+    // files and the rules.
     assert_eq!(count(&stderr, "SQLite file opened"), 1, "{stderr}");
     assert_eq!(count(&stderr, "opens=1"), 1, "{stderr}");
-    assert_eq!(count(&stderr, "plan made"), 1, "{stderr}");
+    assert_eq!(count(&stderr, "plan made windows=60 "), 1, "{stderr}");
+    assert_eq!(count(&stderr, "plan made windows=54 "), 1, "{stderr}");
+    assert_eq!(count(&stderr, "plan made"), 2, "{stderr}");
     assert_eq!(count(&stderr, "trend tables computed"), 1, "{stderr}");
     assert!(stdout.contains("  alpha (to ") && stdout.contains("  gamma (to "));
 
@@ -91,6 +95,7 @@ async fn an_export_opens_each_file_once_plans_once_and_computes_trends_once_for_
         "{stdout}"
     );
     assert_eq!(count(&stderr, "trend tables computed"), 0, "{stderr}");
+    assert_eq!(count(&stderr, "plan made"), 1, "{stderr}");
     assert!(!stdout.contains("rule top"), "{stdout}");
 
     // One project's export, the trend files gone: its summary alone, but the shared trend

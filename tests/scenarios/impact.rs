@@ -81,6 +81,7 @@ async fn export(ctx: &Context) -> docpipe::trends::Tables {
         push: false,
         announce: None,
         forecast: false,
+        measure: true,
     };
     let intent = docpipe::app::cycle::Intent::Due;
     let outcome = docpipe::app::cycle::run(ctx, &exporter, &targets, intent, opts);

@@ -125,10 +125,12 @@ pub struct Troubled<'a> {
 /// What happened in a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event<'a> {
-    /// A run starts with this many windows to do.
+    /// A run starts with this many windows to do, or goes on with them after its first step.
     Planned {
-        /// Windows of the plan.
+        /// Windows of the run in all, as known now.
         windows: u64,
+        /// Of them, the windows its first step did already.
+        done: u64,
     },
     /// A window was written.
     Written {
@@ -500,7 +502,11 @@ mod tests {
                 }
                 .count();
             }
-            Event::Planned { windows: 9 }.count();
+            Event::Planned {
+                windows: 9,
+                done: 0,
+            }
+            .count();
             Event::Finished.count();
         });
         let mut lines: Vec<String> = handle
