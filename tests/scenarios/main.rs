@@ -10,6 +10,7 @@ mod common;
 mod daemon;
 mod daemon_work;
 mod datasets;
+mod dbt;
 mod docs;
 mod emulator;
 mod export;

@@ -582,6 +582,8 @@ fn pages_of(site_totals: LazyFrame, rows: LazyFrame) -> Result<LazyFrame, Trends
         .join(days, by_day.clone(), by_day, JoinArgs::new(JoinType::Left))
         .with_column(age())
         .filter(col("age").lt(lit(56)));
+    // In path order: the ranks' ties go by path (an ordinal rank follows the rows' order), so
+    // that a rank is the same whoever computes it (the dbt models too).
     let mut lf = rows
         .group_by([col("project"), col("path")])
         .agg(window_sums())
@@ -590,7 +592,8 @@ fn pages_of(site_totals: LazyFrame, rows: LazyFrame) -> Result<LazyFrame, Trends
             by_project.clone(),
             by_project,
             JoinArgs::new(JoinType::Left),
-        );
+        )
+        .sort(["project", "path"], SortMultipleOptions::default());
     for w in [7, 28] {
         lf = with_changes(lf, w)?;
     }
@@ -661,7 +664,8 @@ fn window_sums() -> Vec<Expr> {
 }
 
 /// A window's totals, AI shares, change (both windows complete), rank by views, and the rise
-/// of the AI share with its rank (both windows complete and busy enough).
+/// of the AI share with its rank (both windows complete and busy enough); ties rank in the
+/// frame's order.
 fn with_changes(lf: LazyFrame, w: i64) -> Result<LazyFrame, TrendsError> {
     let desc = RankOptions {
         method: RankMethod::Ordinal,
