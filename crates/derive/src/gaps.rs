@@ -10,7 +10,6 @@ use super::{TrendsError, aged, last_day, named, pct, share};
 use docpipe_catalog::datasets;
 use docpipe_catalog::tables::{self, name};
 use polars::prelude::*;
-use std::collections::HashMap;
 use std::path::Path;
 
 /// Votes (thumbs up or down) a page needs in both 28-day windows for its rate's rise to count.
@@ -760,13 +759,24 @@ fn query(
     rows: &dyn Fn(&str) -> Result<LazyFrame, TrendsError>,
 ) -> Result<LazyFrame, TrendsError> {
     let whole = |table: &str| Ok::<_, TrendsError>(rows(table)?.filter(col("complete")));
+    // A table over the last days reads only them: `recent` prunes the older partitions.
+    let last = |table: &str, within: i32| {
+        let rows = whole(table)?;
+        Ok::<_, TrendsError>(recent(rows.clone(), rows, within)?)
+    };
     Ok(match name {
-        name::SEARCH_TERMS => search_terms(whole(name::SEARCHES)?, whole(name::SEARCH_TOTALS)?)?,
+        name::SEARCH_TERMS => {
+            let totals = whole(name::SEARCH_TOTALS)?;
+            search_terms(
+                recent(whole(name::SEARCHES)?, totals.clone(), 28)?,
+                recent(totals.clone(), totals, 28)?,
+            )?
+        }
         name::SEARCH_DAILY => search_daily(rows(name::SEARCHES)?, rows(name::SEARCH_TOTALS)?),
         name::ASSISTANT_DAILY => assistant_daily(rows(name::ASSISTANT_TURNS)?),
         name::ASSISTANT_CATEGORIES => assistant_categories(rows(name::ASSISTANT_TURNS)?),
-        name::UNANSWERED_QUESTIONS => unanswered_questions(whole(name::ASSISTANT_TURNS)?)?,
-        name::FEEDBACK_PAGES => feedback_pages(whole(name::FEEDBACK)?)?,
+        name::UNANSWERED_QUESTIONS => unanswered_questions(last(name::ASSISTANT_TURNS, 7)?)?,
+        name::FEEDBACK_PAGES => feedback_pages(last(name::FEEDBACK, 56)?)?,
         name::VISITORS_DAILY => {
             visitors_daily(rows(name::SITE_VISITORS)?, rows(name::SITE_TOTALS)?)
         }
@@ -782,6 +792,28 @@ fn query(
                 PolarsError::ComputeError(format!("{other} is not a gap table").into()).into(),
             );
         }
+    })
+}
+
+/// `rows` from `within` days before the earliest of the projects' last days in `days` (a frame
+/// with `project` and `date`): the days a window of `within` days to each project's last day
+/// can reach (its query keeps each project's own), so that a scan reads no older partition.
+fn recent(rows: LazyFrame, days: LazyFrame, within: i32) -> PolarsResult<LazyFrame> {
+    let last = super::last_day(days).collect()?;
+    let earliest = last
+        .column("last_day")?
+        .cast(&DataType::Int32)?
+        .i32()?
+        .min();
+    Ok(match earliest {
+        Some(day) => rows.filter(
+            col("date").gt_eq(
+                lit(day - (within - 1))
+                    .cast(DataType::Int32)
+                    .cast(DataType::Date),
+            ),
+        ),
+        None => rows,
     })
 }
 
@@ -817,50 +849,86 @@ fn compute_in(
     sel: &super::Selection,
     partial: &DataFrame,
 ) -> Result<Gaps, TrendsError> {
-    // Most of the work is opening and decoding the tables' files (a file per day: 730 of them
-    // for two years), which leaves the cores idle between small files: the tables are read at
-    // once, each on a thread of its own, and the gap tables then computed at once from memory.
-    // The tables two or three gap tables read are read once.
-    let read = in_parallel(SOURCES.map(|table| {
-        move || -> Result<LazyFrame, TrendsError> {
-            Ok(completed_source(out, table, sel, partial)?
-                .collect()?
-                .lazy())
-        }
-    }));
-    let mut sources = HashMap::new();
-    for (table, rows) in SOURCES.into_iter().zip(read) {
-        sources.insert(table, rows?);
-    }
-    let queries = NAMES.map(|name| query(name, &|t| Ok(sources[t].clone())));
-    let [a, b, c, d, e, f, g, h, i, j] =
-        in_parallel(queries.map(|q| move || Ok::<_, TrendsError>(q?.collect()?)));
+    // Each source table is scanned once for the tables over every day (only the columns they
+    // read), and the tables over the last days scan only those days' partitions (`recent`),
+    // their last day taken from what is already read; one side after the other. The memory is
+    // a source's few columns at a time, not every source whole at once (a million turns and a
+    // million search terms held together took 1 GiB; `cargo bench --bench trends_scale`).
+    let lazy = |t: &str| completed_source(out, t, sel, partial);
+    let [search_terms, search_daily, feedback_pages, callers_weekly] = searches_side(&lazy)?;
+    let [
+        assistant_daily,
+        assistant_categories,
+        unanswered_questions,
+        visitors_daily,
+        agent_page_reads,
+        ai_operators_daily,
+    ] = turns_side(&lazy)?;
     Ok(Gaps {
-        search_terms: a?,
-        search_daily: b?,
-        assistant_daily: c?,
-        assistant_categories: d?,
-        unanswered_questions: e?,
-        feedback_pages: f?,
-        visitors_daily: g?,
-        callers_weekly: h?,
-        agent_page_reads: i?,
-        ai_operators_daily: j?,
+        search_terms,
+        search_daily,
+        assistant_daily,
+        assistant_categories,
+        unanswered_questions,
+        feedback_pages,
+        visitors_daily,
+        callers_weekly,
+        agent_page_reads,
+        ai_operators_daily,
     })
 }
 
-/// Runs each job on a thread of its own and returns their results in order; a job that
-/// panicked gives a polars compute error.
-fn in_parallel<T, E, F, const N: usize>(jobs: [F; N]) -> [Result<T, E>; N]
-where
-    F: FnOnce() -> Result<T, E> + Send,
-    T: Send,
-    E: Send + From<PolarsError>,
-{
-    std::thread::scope(|s| {
-        jobs.map(|job| s.spawn(job))
-            .map(|h| super::joined(h, "a docs gap computation"))
-    })
+/// A source table's rows as [`completed_source`] gives them.
+type Rows<'a> = dyn Fn(&str) -> Result<LazyFrame, TrendsError> + 'a;
+
+/// The rows of complete days.
+fn whole(rows: LazyFrame) -> LazyFrame {
+    rows.filter(col("complete"))
+}
+
+/// `search_terms` (the last 28 days' searches), `search_daily`, `feedback_pages` and
+/// `callers_weekly`.
+fn searches_side(lazy: &Rows<'_>) -> Result<[DataFrame; 4], TrendsError> {
+    let totals = lazy(name::SEARCH_TOTALS)?.collect()?.lazy();
+    let last_28 = recent(whole(lazy(name::SEARCHES)?), whole(totals.clone()), 28)?;
+    Ok([
+        search_terms(last_28, whole(totals.clone()))?.collect()?,
+        search_daily(lazy(name::SEARCHES)?, totals).collect()?,
+        feedback_pages(whole(lazy(name::FEEDBACK)?))?.collect()?,
+        callers_weekly(lazy(name::ASSISTANT_CALLERS)?).collect()?,
+    ])
+}
+
+/// `assistant_daily`, `assistant_categories` (every turn, a few columns of it),
+/// `unanswered_questions` (the last 7 days' turns whole), `visitors_daily` and the stream's
+/// two tables.
+fn turns_side(lazy: &Rows<'_>) -> Result<[DataFrame; 6], TrendsError> {
+    let measures = lazy(name::ASSISTANT_TURNS)?
+        .select(named(&[
+            "project",
+            "date",
+            "complete",
+            "resolution_status",
+            "response_type",
+            "query_category",
+        ]))
+        .collect()?
+        .lazy();
+    let last_7 = recent(
+        whole(lazy(name::ASSISTANT_TURNS)?),
+        whole(measures.clone()),
+        7,
+    )?;
+    Ok([
+        assistant_daily(measures.clone()).collect()?,
+        assistant_categories(measures).collect()?,
+        unanswered_questions(last_7)?.collect()?,
+        visitors_daily(lazy(name::SITE_VISITORS)?, lazy(name::SITE_TOTALS)?).collect()?,
+        super::reading::agent_page_reads(lazy(name::AGENT_PAGES)?, lazy(name::AGENT_DAILY)?)
+            .collect()?,
+        super::reading::ai_operators_daily(lazy(name::AGENT_DAILY)?, lazy(name::AI_REFERRALS)?)?
+            .collect()?,
+    ])
 }
 
 /// A cell as text for the terminal (strings escaped onto one line, floats to 1 decimal).

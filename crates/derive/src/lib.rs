@@ -296,9 +296,27 @@ pub fn partial_days(out: &Path, sel: &Selection) -> Result<DataFrame, TrendsErro
         .collect()?)
 }
 
+/// The most partial days [`completed`] tests one by one (a few days a project are not over);
+/// past it, a join.
+const PARTIAL_TESTED: usize = 256;
+
 /// `rows` (with `project` and `date`) with `complete`: false on the days `partial` (see
-/// [`partial_days`]) names for `dataset`, true on the others.
+/// [`partial_days`]) names for `dataset`, true on the others. The partial days are a handful
+/// (the days not over): tested as one expression, not joined, since a join copies every row of
+/// the source (a million turns, twice).
 pub fn completed(rows: LazyFrame, partial: &DataFrame, dataset: &str) -> LazyFrame {
+    if let Some(days) = partial_pairs(partial, dataset).filter(|d| d.len() <= PARTIAL_TESTED) {
+        let any = days
+            .into_iter()
+            .map(|(project, day)| {
+                col("project")
+                    .eq(lit(project))
+                    .and(col("date").eq(lit(day).cast(DataType::Date)))
+            })
+            .reduce(|a, b| a.or(b));
+        let complete = any.map_or(lit(true), |any| any.not());
+        return rows.with_column(complete.alias("complete"));
+    }
     let partial = partial
         .clone()
         .lazy()
@@ -307,6 +325,30 @@ pub fn completed(rows: LazyFrame, partial: &DataFrame, dataset: &str) -> LazyFra
     let on = [col("project"), col("date")];
     rows.join(partial, on.clone(), on, JoinArgs::new(JoinType::Left))
         .with_column(col("complete").fill_null(lit(true)))
+}
+
+/// The `(project, day)` of `partial`'s days of `dataset`, each day as days since 1970 (`None`:
+/// a column not as [`partial_days`] gives it).
+fn partial_pairs(partial: &DataFrame, dataset: &str) -> Option<Vec<(String, i32)>> {
+    let projects = partial.column("project").ok()?.str().ok()?.clone();
+    let datasets = partial.column("dataset").ok()?.str().ok()?.clone();
+    let days = partial
+        .column("date")
+        .ok()?
+        .cast(&DataType::Int32)
+        .ok()?
+        .i32()
+        .ok()?
+        .clone();
+    let mut out = Vec::new();
+    for ((p, d), day) in projects.iter().zip(datasets.iter()).zip(days.iter()) {
+        if let (Some(p), Some(dataset_of_day), Some(day)) = (p, d, day)
+            && dataset_of_day == dataset
+        {
+            out.push((p.to_string(), day));
+        }
+    }
+    Some(out)
 }
 
 /// `c`, null on a row whose day is not complete (a figure that would compare part of a day).
@@ -544,6 +586,17 @@ pub fn pages(out: &Path, sel: &Selection, partial: &DataFrame) -> Result<LazyFra
 /// `date` and `complete`: the days not complete are left out).
 fn pages_of(site_totals: LazyFrame, rows: LazyFrame) -> Result<LazyFrame, TrendsError> {
     let rows = rows.filter(col("complete"));
+    // The days summed at once: as many as hold about PAGE_ROWS_AT_ONCE rows of the busiest day.
+    let busiest = site_totals
+        .clone()
+        .filter(col("complete"))
+        .group_by([col("date")])
+        .agg([col("rows").sum()])
+        .select([col("rows").max()])
+        .collect()?;
+    let busiest = busiest.column("rows")?.cast(&DataType::Int64)?;
+    let at_once = (PAGE_ROWS_AT_ONCE / busiest.i64()?.max().unwrap_or(1).max(1)).clamp(1, 56);
+    let at_once = i32::try_from(at_once).unwrap_or(56);
     let days = site_totals.filter(col("complete")).select([
         col("project"),
         col("date"),
@@ -556,37 +609,41 @@ fn pages_of(site_totals: LazyFrame, rows: LazyFrame) -> Result<LazyFrame, Trends
         .group_by([col("project")])
         .agg([col("date").max().alias("last_day")])
         .collect()?;
-    let mut views = rows;
-    if let Some(earliest) = last
-        .column("last_day")?
-        .cast(&DataType::Int32)?
-        .i32()?
-        .min()
-    {
-        let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
-        views = views.filter(
-            col("date").gt_eq(lit(epoch + chrono::Duration::days(i64::from(earliest) - 55))),
-        );
-    }
+    let lasts = last.column("last_day")?.cast(&DataType::Int32)?;
+    // No complete day: no week to sum.
+    let (earliest, latest) = match (lasts.i32()?.min(), lasts.i32()?.max()) {
+        (Some(a), Some(b)) => (a, b),
+        _ => (1, 0),
+    };
     let last = last.lazy();
     let by_project = [col("project")];
-    let by_day = [col("project"), col("date")];
     let coverage = coverage(days.clone(), last.clone());
-    let rows = views
-        .join(
-            last,
-            by_project.clone(),
-            by_project.clone(),
-            JoinArgs::new(JoinType::Inner),
-        )
-        .join(days, by_day.clone(), by_day, JoinArgs::new(JoinType::Left))
-        .with_column(age())
-        .filter(col("age").lt(lit(56)));
+    // Each page's sums, some days at a time: the 56 days of a large site (100,000 pages: 5.6
+    // million rows) are never held at once, the sums by page of `at_once` days are, and they add
+    // up. A site of a few thousand pages sums its 56 days at once (each part is one more scan).
+    let mut weeks: Option<DataFrame> = None;
+    let mut from = earliest - 55;
+    while from <= latest {
+        let to = from + at_once - 1;
+        let week = rows
+            .clone()
+            .filter(col("date").gt_eq(day_lit(from)))
+            .filter(col("date").lt_eq(day_lit(to)));
+        let sums = page_sums(week, last.clone(), days.clone()).collect()?;
+        match &mut weeks {
+            Some(all) => {
+                all.vstack_mut(&sums)?;
+            }
+            None => weeks = Some(sums),
+        }
+        from = to + 1;
+    }
+    let weeks = weeks.map_or_else(|| empty_pages().map(DataFrame::lazy), |w| Ok(w.lazy()))?;
     // In path order: the ranks' ties go by path (an ordinal rank follows the rows' order), so
     // that a rank is the same whoever computes it (the dbt models too).
-    let mut lf = rows
+    let mut lf = weeks
         .group_by([col("project"), col("path")])
-        .agg(window_sums())
+        .agg(added_sums())
         .join(
             coverage,
             by_project.clone(),
@@ -598,6 +655,66 @@ fn pages_of(site_totals: LazyFrame, rows: LazyFrame) -> Result<LazyFrame, Trends
         lf = with_changes(lf, w)?;
     }
     Ok(lf.sort(["project", "rank_7d"], SortMultipleOptions::default()))
+}
+
+/// The page-view rows the page table sums at once, at most (see [`pages_of`]).
+const PAGE_ROWS_AT_ONCE: i64 = 1_000_000;
+
+/// A day (days since 1970) as a date literal.
+fn day_lit(day: i32) -> Expr {
+    lit(day).cast(DataType::Date)
+}
+
+/// The pages' window sums ([`window_sums`]) of `rows` (some days of the page views), with each
+/// row's age to its project's `last` day and the day's provisional mark from `days`.
+fn page_sums(rows: LazyFrame, last: LazyFrame, days: LazyFrame) -> LazyFrame {
+    let by_project = [col("project")];
+    let by_day = [col("project"), col("date")];
+    rows.join(
+        last,
+        by_project.clone(),
+        by_project,
+        JoinArgs::new(JoinType::Inner),
+    )
+    .join(days, by_day.clone(), by_day, JoinArgs::new(JoinType::Left))
+    .with_column(age())
+    .filter(col("age").lt(lit(56)))
+    .group_by([col("project"), col("path")])
+    .agg(window_sums())
+}
+
+/// [`window_sums`] of parts added up: the sums summed, `provisional` if any part's is.
+fn added_sums() -> Vec<Expr> {
+    let mut aggs = vec![col("last_day").first()];
+    for w in [7, 28] {
+        for c in ["human", "ai"] {
+            aggs.push(col(format!("{c}_{w}d")).sum());
+            aggs.push(col(format!("{c}_prev_{w}d")).sum());
+        }
+    }
+    aggs.push(col("provisional").any(true));
+    aggs
+}
+
+/// No page's sums: [`page_sums`]' columns, no row.
+fn empty_pages() -> PolarsResult<DataFrame> {
+    let rows = DataFrame::empty_with_schema(&Schema::from_iter([
+        Field::new("project".into(), DataType::String),
+        Field::new("path".into(), DataType::String),
+        Field::new("date".into(), DataType::Date),
+        Field::new("human".into(), DataType::Int64),
+        Field::new("ai".into(), DataType::Int64),
+    ]));
+    let last = DataFrame::empty_with_schema(&Schema::from_iter([
+        Field::new("project".into(), DataType::String),
+        Field::new("last_day".into(), DataType::Date),
+    ]));
+    let days = DataFrame::empty_with_schema(&Schema::from_iter([
+        Field::new("project".into(), DataType::String),
+        Field::new("date".into(), DataType::Date),
+        Field::new("provisional".into(), DataType::Boolean),
+    ]));
+    page_sums(rows.lazy(), last.lazy(), days.lazy()).collect()
 }
 
 /// A row's days before its project's last day.
