@@ -26,6 +26,10 @@ pub struct Eta {
     pub done_at: DateTime<Utc>,
     /// What waits for which hour, in serving order.
     pub parts: Vec<EtaPart>,
+    /// The datasets of its projects never walked (`dataset project`): their windows are a
+    /// guess until a first walk measures them (a daily dataset's 1 request a window, a span's
+    /// one page a day), so the ETA is too.
+    pub guessed: Vec<String>,
 }
 
 /// A part of an organization's ETA: the windows due now, or a queued backfill's.
@@ -43,7 +47,7 @@ pub struct EtaPart {
 
 /// What waits, in serving order: the windows due now, then each queued backfill's, each by
 /// organization. Counted once for every organization's [`of`].
-pub struct Waiting(Vec<(String, ByOrg)>);
+pub struct Waiting(Vec<(String, ByOrg)>, HashMap<String, Vec<String>>);
 
 /// Windows and requests by organization ([`crate::export::Plan::waiting_by_org`]).
 type ByOrg = HashMap<String, (u64, u64)>;
@@ -55,7 +59,16 @@ impl Waiting {
         for (q, plan) in &view.queued {
             parts.push((format!("backfill {}", q.id), plan.waiting_by_org()));
         }
-        Self(parts)
+        let mut guessed: HashMap<String, Vec<String>> = HashMap::new();
+        for (dataset, project) in &view.due.unmeasured {
+            if let Some(org) = view.due.org_of.get(project) {
+                guessed
+                    .entry(org.clone())
+                    .or_default()
+                    .push(format!("{dataset} {project}"));
+            }
+        }
+        Self(parts, guessed)
     }
 }
 
@@ -90,6 +103,7 @@ pub fn of(waiting: &Waiting, org: &str, room: Room, now: DateTime<Utc>) -> Eta {
             hour + Duration::hours(hours as i64)
         },
         parts,
+        guessed: waiting.1.get(org).cloned().unwrap_or_default(),
     }
 }
 
@@ -121,8 +135,16 @@ pub fn line(o: &super::OrgStatus, now: DateTime<Utc>) -> String {
     if parts.is_empty() {
         return format!("ETA {org}: nothing to fetch");
     }
+    let guessed = if e.guessed.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; guessed, never walked (the first walk measures them): {}",
+            e.guessed.join(", ")
+        )
+    };
     format!(
-        "ETA {org}: {} windows, about {} requests at {} an hour ({} left this hour): {}",
+        "ETA {org}: {} windows, about {} requests at {} an hour ({} left this hour): {}{guessed}",
         e.windows,
         e.requests,
         o.limit,

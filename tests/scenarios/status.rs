@@ -485,6 +485,18 @@ async fn status_the_plan_and_the_page_give_one_eta_per_organization_from_one_mod
         "{}",
         etas[0]
     );
+    // Nothing was walked yet: the ETA says whose windows are a guess.
+    assert!(
+        etas[0].ends_with(
+            "; guessed, never walked (the first walk measures them): page_views alpha, page_views beta"
+        ),
+        "{}",
+        etas[0]
+    );
+    assert_eq!(
+        a["eta"]["guessed"],
+        serde_json::json!(["page_views alpha", "page_views beta"])
+    );
     // The plan of `export --dry-run` reckons the same hours for the windows due now.
     assert!(
         plan.contains(&format!("  ETA: about {now_h} h at the budget")),
