@@ -753,22 +753,19 @@ pub(crate) const SOURCES: [&str; 10] = [
 ];
 
 /// The gap table `name`'s query over its sources (`rows` gives a source table's rows, with
-/// `complete`).
-fn query(
-    name: &str,
-    rows: &dyn Fn(&str) -> Result<LazyFrame, TrendsError>,
-) -> Result<LazyFrame, TrendsError> {
-    let whole = |table: &str| Ok::<_, TrendsError>(rows(table)?.filter(col("complete")));
+/// `complete`): one table alone, as an agent job's impact reads it. The trends compute them all
+/// in [`compute_in`], where two or three tables share a source's read.
+fn query(name: &str, rows: &Rows<'_>) -> Result<LazyFrame, TrendsError> {
     // A table over the last days reads only them: `recent` prunes the older partitions.
     let last = |table: &str, within: i32| {
-        let rows = whole(table)?;
+        let rows = whole(rows(table)?);
         Ok::<_, TrendsError>(recent(rows.clone(), rows, within)?)
     };
     Ok(match name {
         name::SEARCH_TERMS => {
-            let totals = whole(name::SEARCH_TOTALS)?;
+            let totals = whole(rows(name::SEARCH_TOTALS)?);
             search_terms(
-                recent(whole(name::SEARCHES)?, totals.clone(), 28)?,
+                recent(whole(rows(name::SEARCHES)?), totals.clone(), 28)?,
                 recent(totals.clone(), totals, 28)?,
             )?
         }
