@@ -60,37 +60,35 @@ sums as (
     group by project, path
 ),
 
-shares as (
+windows as (
     select
         s.*,
         c.days_7d,
         c.days_prev_7d,
         c.days_28d,
-        c.days_prev_28d,
-        s.human_7d + s.ai_7d as total_7d,
-        s.human_prev_7d + s.ai_prev_7d as total_prev_7d,
-        {{ share('s.ai_7d', 's.human_7d + s.ai_7d') }} as ai_share_7d,
-        {{ share('s.ai_prev_7d', 's.human_prev_7d + s.ai_prev_7d') }} as ai_share_prev_7d,
-        s.human_28d + s.ai_28d as total_28d,
-        s.human_prev_28d + s.ai_prev_28d as total_prev_28d,
-        {{ share('s.ai_28d', 's.human_28d + s.ai_28d') }} as ai_share_28d,
-        {{ share('s.ai_prev_28d', 's.human_prev_28d + s.ai_prev_28d') }} as ai_share_prev_28d
+        c.days_prev_28d
+        {%- for w in [7, 28] %},
+        s.human_{{ w }}d + s.ai_{{ w }}d as total_{{ w }}d,
+        s.human_prev_{{ w }}d + s.ai_prev_{{ w }}d as total_prev_{{ w }}d,
+        {{ share('s.ai_' ~ w ~ 'd', 's.human_' ~ w ~ 'd + s.ai_' ~ w ~ 'd') }} as ai_share_{{ w }}d,
+        {{ share('s.ai_prev_' ~ w ~ 'd', 's.human_prev_' ~ w ~ 'd + s.ai_prev_' ~ w ~ 'd') }}
+            as ai_share_prev_{{ w }}d,
+        c.days_{{ w }}d = {{ w }} and c.days_prev_{{ w }}d = {{ w }} as complete_{{ w }}d
+        {%- endfor %}
     from sums as s
     left join coverage as c on c.project = s.project
 ),
 
 rises as (
     select
-        *,
-        case when days_7d = 7 and days_prev_7d = 7 then {{ change('total_7d', 'total_prev_7d') }} end
-            as change_7d,
-        case when days_7d = 7 and days_prev_7d = 7 and total_7d >= 20 and total_prev_7d >= 20
-            then ai_share_7d - ai_share_prev_7d end as ai_share_rise_7d,
-        case when days_28d = 28 and days_prev_28d = 28 then {{ change('total_28d', 'total_prev_28d') }} end
-            as change_28d,
-        case when days_28d = 28 and days_prev_28d = 28 and total_28d >= 20 and total_prev_28d >= 20
-            then ai_share_28d - ai_share_prev_28d end as ai_share_rise_28d
-    from shares
+        *
+        {%- for w in [7, 28] %},
+        case when complete_{{ w }}d then {{ change('total_' ~ w ~ 'd', 'total_prev_' ~ w ~ 'd') }} end
+            as change_{{ w }}d,
+        case when complete_{{ w }}d and total_{{ w }}d >= 20 and total_prev_{{ w }}d >= 20
+            then ai_share_{{ w }}d - ai_share_prev_{{ w }}d end as ai_share_rise_{{ w }}d
+        {%- endfor %}
+    from windows
 )
 
 select
@@ -109,27 +107,19 @@ select
     days_7d,
     days_prev_7d,
     days_28d,
-    days_prev_28d,
-    total_7d,
-    total_prev_7d,
-    ai_share_7d,
-    ai_share_prev_7d,
-    change_7d,
-    cast(row_number() over (partition by project order by total_7d desc, path) as {{ dbt.type_bigint() }})
-        as rank_7d,
-    ai_share_rise_7d,
-    case when ai_share_rise_7d is not null then cast(row_number() over (
-        partition by project order by case when ai_share_rise_7d is null then 1 else 0 end, ai_share_rise_7d desc, path
-    ) as {{ dbt.type_bigint() }}) end as mover_rank_7d,
-    total_28d,
-    total_prev_28d,
-    ai_share_28d,
-    ai_share_prev_28d,
-    change_28d,
-    cast(row_number() over (partition by project order by total_28d desc, path) as {{ dbt.type_bigint() }})
-        as rank_28d,
-    ai_share_rise_28d,
-    case when ai_share_rise_28d is not null then cast(row_number() over (
-        partition by project order by case when ai_share_rise_28d is null then 1 else 0 end, ai_share_rise_28d desc, path
-    ) as {{ dbt.type_bigint() }}) end as mover_rank_28d
+    days_prev_28d
+    {%- for w in [7, 28] %},
+    total_{{ w }}d,
+    total_prev_{{ w }}d,
+    ai_share_{{ w }}d,
+    ai_share_prev_{{ w }}d,
+    change_{{ w }}d,
+    cast(row_number() over (partition by project order by total_{{ w }}d desc, path)
+        as {{ dbt.type_bigint() }}) as rank_{{ w }}d,
+    ai_share_rise_{{ w }}d,
+    case when ai_share_rise_{{ w }}d is not null then cast(row_number() over (
+        partition by project
+        order by case when ai_share_rise_{{ w }}d is null then 1 else 0 end, ai_share_rise_{{ w }}d desc, path
+    ) as {{ dbt.type_bigint() }}) end as mover_rank_{{ w }}d
+    {%- endfor %}
 from rises
