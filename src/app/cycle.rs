@@ -215,7 +215,7 @@ pub async fn run(
         Planned::Waits => return Ok(Outcome::Waits),
     };
     let first = if opts.measure && !matches!(intent, Intent::Next { .. }) {
-        measure(ctx, exporter, &targets, intent, &mut plan).await?
+        measure(ctx, exporter, &targets, intent, &mut plan).await
     } else {
         None
     };
@@ -242,11 +242,9 @@ async fn measure(
     targets: &[Target],
     intent: Intent<'_>,
     plan: &mut Plan,
-) -> Result<Option<Summary>, ExportError> {
+) -> Option<Summary> {
     let today = ctx.settings.today(ctx.clock.now());
-    let Some(first) = plan.measuring(today) else {
-        return Ok(None);
-    };
+    let first = plan.measuring(today)?;
     let of = plan.due.len() as u64;
     let summary = exporter.run_on(targets, &first, Step::First { of }).await;
     let mut again = match super::export::plan(ctx, exporter, targets, intent) {
@@ -288,7 +286,7 @@ async fn measure(
         *count = count.saturating_sub(1);
     }
     *plan = again;
-    Ok(Some(summary))
+    Some(summary)
 }
 
 /// Runs `plan` over `targets`, then what `opts` asks for after it.
