@@ -278,6 +278,28 @@ async fn the_page_table_and_its_movers_equal_an_independent_computation() {
     exported(&live, out.path(), &[("2026-03-01", "2026-03-15")]).await;
     let tables = compute(out.path(), &Selection::default()).unwrap();
     let pages = &tables.pages;
+    // Summed a day at a time (a large site's parts), the table is the same (polars off the
+    // test's runtime, as `compute` runs it).
+    let (whole, in_parts) = std::thread::scope(|s| {
+        s.spawn(|| {
+            let sel = Selection::default();
+            let partial = docpipe::trends::partial_days(out.path(), &sel).unwrap();
+            let at_once = |rows| {
+                docpipe::trends::pages_in_parts(out.path(), &sel, &partial, rows)
+                    .unwrap()
+                    .collect()
+                    .unwrap()
+            };
+            (at_once(1_000_000), at_once(1))
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!(
+        (in_parts.height(), whole.height()),
+        (pages.height(), pages.height())
+    );
+    assert!(in_parts.equals_missing(&whole), "{in_parts} != {whole}");
     let project = pages.column("project").unwrap().str().unwrap().clone();
     let path = pages.column("path").unwrap().str().unwrap().clone();
     let u32_at = |name: &str, i: usize| {

@@ -367,50 +367,63 @@ pub fn search_daily(searches: LazyFrame, totals: LazyFrame) -> LazyFrame {
         .sort(["project", "date"], SortMultipleOptions::default())
 }
 
-fn turn_measures(by: Vec<Expr>) -> impl FnOnce(LazyFrame) -> LazyFrame {
-    move |turns: LazyFrame| {
-        turns
-            .group_by(by)
-            .agg([
-                len().cast(DataType::Int64).alias("turns"),
-                col("resolution_status")
-                    .eq(lit("unanswered"))
-                    .sum()
-                    .cast(DataType::Int64)
-                    .alias("unanswered"),
-                col("response_type")
-                    .eq(lit("clarifying_question"))
-                    .sum()
-                    .cast(DataType::Int64)
-                    .alias("clarifying"),
-                col("complete").all(true),
-            ])
-            .with_columns([
-                share("unanswered", "turns").alias("unanswered_share"),
-                share("clarifying", "turns").alias("clarifying_share"),
-            ])
-    }
-}
-
-/// Assistant turns per project and day: turns, unanswered and clarifying questions, shares.
+/// Assistant turns per project and day: turns, unanswered and clarifying questions, shares
+/// (the day's categories added up: [`daily_of_categories`]).
 pub fn assistant_daily(turns: LazyFrame) -> LazyFrame {
-    turn_measures(vec![col("project"), col("date")])(turns)
-        .sort(["project", "date"], SortMultipleOptions::default())
+    daily_of_categories(assistant_categories(turns))
 }
 
 /// The same per category (`uncategorized` until the service assigns one, about a day later).
 pub fn assistant_categories(turns: LazyFrame) -> LazyFrame {
-    turn_measures(vec![col("project"), col("date"), col("category")])(
-        turns.with_column(
+    turns
+        .with_column(
             col("query_category")
                 .fill_null(lit("uncategorized"))
                 .alias("category"),
-        ),
-    )
-    .sort(
-        ["project", "date", "category"],
-        SortMultipleOptions::default(),
-    )
+        )
+        .group_by([col("project"), col("date"), col("category")])
+        .agg([
+            len().cast(DataType::Int64).alias("turns"),
+            col("resolution_status")
+                .eq(lit("unanswered"))
+                .sum()
+                .cast(DataType::Int64)
+                .alias("unanswered"),
+            col("response_type")
+                .eq(lit("clarifying_question"))
+                .sum()
+                .cast(DataType::Int64)
+                .alias("clarifying"),
+            col("complete").all(true),
+        ])
+        .with_columns(turn_shares())
+        .sort(
+            ["project", "date", "category"],
+            SortMultipleOptions::default(),
+        )
+}
+
+/// `assistant_daily` from `assistant_categories`' rows: a day's counts are its categories'
+/// counts added up (each turn has one category), the shares of those.
+fn daily_of_categories(categories: LazyFrame) -> LazyFrame {
+    categories
+        .group_by([col("project"), col("date")])
+        .agg([
+            col("turns").sum(),
+            col("unanswered").sum(),
+            col("clarifying").sum(),
+            col("complete").all(true),
+        ])
+        .with_columns(turn_shares())
+        .sort(["project", "date"], SortMultipleOptions::default())
+}
+
+/// The unanswered and clarifying shares of the turns.
+fn turn_shares() -> [Expr; 2] {
+    [
+        share("unanswered", "turns").alias("unanswered_share"),
+        share("clarifying", "turns").alias("clarifying_share"),
+    ]
 }
 
 /// A question's text for grouping: lower case, every run of what is not a letter or a digit
@@ -890,7 +903,7 @@ fn searches_side(lazy: &Rows<'_>) -> Result<[DataFrame; 4], TrendsError> {
     let last_28 = recent(whole(lazy(name::SEARCHES)?), whole(totals.clone()), 28)?;
     Ok([
         search_terms(last_28, whole(totals.clone()))?.collect()?,
-        search_daily(lazy(name::SEARCHES)?, totals).collect()?,
+        streamed(search_daily(lazy(name::SEARCHES)?, totals))?,
         feedback_pages(whole(lazy(name::FEEDBACK)?))?.collect()?,
         callers_weekly(lazy(name::ASSISTANT_CALLERS)?).collect()?,
     ])
@@ -900,25 +913,18 @@ fn searches_side(lazy: &Rows<'_>) -> Result<[DataFrame; 4], TrendsError> {
 /// `unanswered_questions` (the last 7 days' turns whole), `visitors_daily` and the stream's
 /// two tables.
 fn turns_side(lazy: &Rows<'_>) -> Result<[DataFrame; 6], TrendsError> {
-    let measures = lazy(name::ASSISTANT_TURNS)?
-        .select(named(&[
-            "project",
-            "date",
-            "complete",
-            "resolution_status",
-            "response_type",
-            "query_category",
-        ]))
-        .collect()?
-        .lazy();
+    // The turns counted per day and category as they are read (polars' streaming engine: a
+    // million turns never held, only their few hundred counts per day), the day's counts from
+    // those.
+    let categories = streamed(assistant_categories(lazy(name::ASSISTANT_TURNS)?))?;
     let last_7 = recent(
         whole(lazy(name::ASSISTANT_TURNS)?),
-        whole(measures.clone()),
+        whole(categories.clone().lazy()),
         7,
     )?;
     Ok([
-        assistant_daily(measures.clone()).collect()?,
-        assistant_categories(measures).collect()?,
+        daily_of_categories(categories.clone().lazy()).collect()?,
+        categories,
         unanswered_questions(last_7)?.collect()?,
         visitors_daily(lazy(name::SITE_VISITORS)?, lazy(name::SITE_TOTALS)?).collect()?,
         super::reading::agent_page_reads(lazy(name::AGENT_PAGES)?, lazy(name::AGENT_DAILY)?)
@@ -926,6 +932,13 @@ fn turns_side(lazy: &Rows<'_>) -> Result<[DataFrame; 6], TrendsError> {
         super::reading::ai_operators_daily(lazy(name::AGENT_DAILY)?, lazy(name::AI_REFERRALS)?)?
             .collect()?,
     ])
+}
+
+/// `lf` collected by polars' streaming engine: a source read a part at a time, never whole
+/// (for the aggregations over every row of a large source).
+fn streamed(lf: LazyFrame) -> PolarsResult<DataFrame> {
+    // A query of one sink (a lazy frame's) gives one frame: `unwrap_single` cannot fail here.
+    Ok(lf.collect_with_engine(Engine::Streaming)?.unwrap_single())
 }
 
 /// A cell as text for the terminal (strings escaped onto one line, floats to 1 decimal).
