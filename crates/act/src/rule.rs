@@ -448,8 +448,10 @@ fn reask_of(
     waits: bool,
 ) -> Result<Option<Reask>, String> {
     let given = impact.and_then(|i| i.reask);
-    let questions =
-        query::tables(when).is_ok_and(|t| t.iter().any(|t| t == "unanswered_questions"));
+    let questions = query::tables(when).is_ok_and(|t| {
+        t.iter()
+            .any(|t| t == docpipe_catalog::tables::name::UNANSWERED_QUESTIONS)
+    });
     let on = given.unwrap_or(questions && (keyed || impact.is_some()) && waits);
     let (max, again) = impact.map_or((None, None), |i| (i.reask_max, i.reask_again.as_deref()));
     if !on {
