@@ -11,6 +11,9 @@ pub use docpipe_catalog::{
 };
 pub use docpipe_derive as trends; // polars aggregation over the lake: trends, docs gaps, charts
 pub use docpipe_emulator as emulator; // a faithful stand-in of the service, as an axum Router
+pub use docpipe_export as export; // plan and run windows: walk, check, write, record
+pub use docpipe_export::dataset; // one file per dataset: endpoint, paging, windowing, tables, batches; a window's first page (check's probe)
+pub use docpipe_export::planner; // which windows are due, in what order, within the budget; the forecast
 pub use docpipe_extract as api; // the typed client: one file per operation, retry and rate budget
 pub use docpipe_extract::tls; // rustls on ring, installed once
 pub use docpipe_state as store; // every table of state (SQLite, PostgreSQL), the walk journals, the budget's log
@@ -22,10 +25,7 @@ pub mod app; // what cli and daemon share: a Context opened once, and the one ru
 pub mod cli; // one file per subcommand: arguments and printing
 pub mod config; // the config file: raw form -> validated settings (data only)
 pub mod daemon; // schedules, the work loop, health and metrics, shutdown
-pub mod dataset; // one file per dataset: endpoint, paging, windowing, tables, batches; a window's first page (check's probe); the derived tables' one writer
 pub mod error; // the user-error type and the exit codes
-pub mod export; // plan and run windows: walk, check, write, record
-pub mod planner; // which windows are due, in what order, within the budget; the forecast
 pub mod remote; // the output on object storage: the working copy mirrored to a bucket
 pub use docpipe_act as rules; // rule files -> conditions -> prompts -> follow-ups -> outcome log; impact/: what each job changed
 

@@ -19,9 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Export errors.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
-    /// The service.
+    /// The service (boxed: the error stays small on every `Result`'s path).
     #[error(transparent)]
-    Api(#[from] ApiError),
+    Api(Box<ApiError>),
     /// The state database, or the output folder.
     #[error(transparent)]
     State(#[from] StoreError),
@@ -31,7 +31,13 @@ pub enum ExportError {
     /// A walk the service led to the bound of pages ([`crate::api::views::MAX_WALK_PAGES`]):
     /// the window is stuck, and tried again at a falling rate.
     #[error(transparent)]
-    Bound(ApiError),
+    Bound(Box<ApiError>),
+}
+
+impl From<ApiError> for ExportError {
+    fn from(e: ApiError) -> Self {
+        ExportError::Api(Box::new(e))
+    }
 }
 
 impl ExportError {

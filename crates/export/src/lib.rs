@@ -1,5 +1,17 @@
-//! The export: date windows and request plan -> the one window path (`window.rs`) over each
-//! dataset's walk -> Parquet partitions -> state.
+//! docpipe's export stage: the datasets (`dataset`: each one's endpoint, paging, windowing and
+//! tables), the planner (`planner`: which windows are due, in what order, within the budget; the
+//! forecast), and the export itself: date windows and request plan -> the one window path
+//! (`window.rs`) over each dataset's walk -> Parquet partitions -> state.
+
+#![warn(clippy::too_many_lines)]
+
+pub mod dataset;
+pub mod planner;
+
+// The stages below this one, by the names the code reads them with.
+use docpipe_catalog::{calendar, clock, events, layout, text};
+use docpipe_extract as api;
+use docpipe_state as store;
 
 mod day_status;
 mod failure;
@@ -23,7 +35,7 @@ use crate::clock::SharedClock;
 use crate::dataset::analytics::THREADS;
 use crate::dataset::{Dataset, Walker, Windowing};
 use crate::events::{Event, Events, Quiet, Trouble, Troubled};
-use crate::planner::{self, Candidate, DayState, DueRule, Freshness, Purpose, Room};
+use crate::planner::{Candidate, DayState, DueRule, Freshness, Purpose, Room};
 use crate::store::claims::Claim;
 use crate::store::{Folder, Store, StoreError, WalkKey};
 use chrono::{DateTime, NaiveDate, Utc};
@@ -949,7 +961,7 @@ impl Exporter {
 
     /// The client that walks for `purpose`, each request it sends recorded as it is sent in
     /// this exporter's state and in the run's `summary`.
-    pub(super) fn client_for(
+    pub(crate) fn client_for(
         &self,
         client: &Client,
         purpose: &'static str,

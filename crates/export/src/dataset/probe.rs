@@ -81,7 +81,7 @@ pub async fn first_page(
 async fn glance<W: Walk>(w: &W, client: &Client) -> Result<FirstPage, ApiError> {
     match w.first_page(client).await {
         Ok((page, _)) => Ok(w.glance(&page)),
-        Err(ExportError::Api(e) | ExportError::Bound(e)) => Err(e),
+        Err(ExportError::Api(e) | ExportError::Bound(e)) => Err(*e),
         Err(e) => Err(ApiError {
             operation: Operation::Analytics("a first page"),
             target: w.key().project.clone(),

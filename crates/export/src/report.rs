@@ -194,9 +194,9 @@ pub fn describe_summary(s: &Summary) -> String {
 
 /// The failures of a run, one line per cause: the windows a rejected key or an unreachable
 /// service stopped are counted with the failure that stopped them (the same cause, shared).
-fn failure_lines(failed: &[crate::export::Failure]) -> String {
+fn failure_lines(failed: &[crate::Failure]) -> String {
     let mut out = String::new();
-    let mut causes: Vec<(String, Vec<&crate::export::Failure>)> = Vec::new();
+    let mut causes: Vec<(String, Vec<&crate::Failure>)> = Vec::new();
     for f in failed {
         let cause = f.cause.to_string();
         match causes.iter_mut().find(|(c, _)| *c == cause) {
@@ -277,7 +277,7 @@ fn stuck_line(plan: &Plan) -> String {
 }
 
 /// One line per dataset of the windows of the other datasets written.
-fn other_lines(windows: &[crate::export::WindowOutcome]) -> String {
+fn other_lines(windows: &[crate::WindowOutcome]) -> String {
     let mut out = String::new();
     let mut by_dataset: BTreeMap<&str, (usize, i64, u64, usize, u64)> = BTreeMap::new();
     for r in windows {
@@ -311,7 +311,7 @@ fn other_lines(windows: &[crate::export::WindowOutcome]) -> String {
 }
 
 /// One line per dataset with counts the service sent with a fraction.
-fn fraction_lines(windows: &[crate::export::WindowOutcome]) -> String {
+fn fraction_lines(windows: &[crate::WindowOutcome]) -> String {
     let mut by: BTreeMap<&str, Vec<&crate::dataset::shape::Fraction>> = BTreeMap::new();
     for r in windows {
         by.entry(r.dataset).or_default().extend(&r.fractions);
@@ -341,7 +341,7 @@ fn fraction_lines(windows: &[crate::export::WindowOutcome]) -> String {
 
 /// One line per dataset and column with values docpipe does not know, kept as they are:
 /// "feedback: 1 row with a status docpipe does not know: archived (kept as it is)".
-fn unknown_lines(windows: &[crate::export::WindowOutcome]) -> String {
+fn unknown_lines(windows: &[crate::WindowOutcome]) -> String {
     let mut by: BTreeMap<(&str, &str), Vec<(String, u64)>> = BTreeMap::new();
     for r in windows {
         for (column, values) in &r.unknown {
