@@ -70,19 +70,3 @@ pub fn lines(e: &anyhow::Error) -> Vec<String> {
     }
     text.lines().map(str::to_string).collect()
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_cause_shown_by_its_parent_is_not_repeated_and_user_errors_exit_2() {
-        let io = std::io::Error::other("disk on fire");
-        let e: anyhow::Error = UserError::from_source(io).into();
-        assert_eq!(lines(&e), ["disk on fire"]);
-        assert_eq!(exit_code(&e), 2);
-        let e = anyhow::Error::from(std::io::Error::other("a\nb")).context("reading x");
-        assert_eq!(lines(&e), ["reading x: a", "b"]);
-        assert_eq!(exit_code(&e), 1);
-    }
-}

@@ -264,7 +264,7 @@ fn deep_probes(selected: &[&crate::config::Project]) -> Vec<Probe> {
 }
 
 /// Names as a choice: `a`, `a or b`, `a, b or c`.
-fn any_of(names: &[&str]) -> String {
+pub fn any_of(names: &[&str]) -> String {
     match names.split_last() {
         Some((last, [])) => (*last).to_string(),
         Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
@@ -758,19 +758,4 @@ fn table(rows: &[(String, String, Found)]) -> String {
         out.push_str(&format!("{project:<w0$}  {what:<w1$}  {result}\n"));
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_read_as_a_choice() {
-        assert_eq!(any_of(&[]), "");
-        assert_eq!(any_of(&["searches"]), "searches");
-        assert_eq!(
-            any_of(&["visitors", "searches", "feedback"]),
-            "visitors, searches or feedback"
-        );
-    }
 }

@@ -69,16 +69,20 @@ pub fn wait_message(scope: &str, wait: Duration, until: DateTime<Utc>) -> String
 
 /// A budget wait being drawn: its message counts down at each draw of the bar.
 #[derive(Debug, Clone)]
-struct Countdown {
-    scope: String,
-    until: DateTime<Utc>,
-    wait: Duration,
-    began: Instant,
+pub struct Countdown {
+    /// The budget waited for.
+    pub scope: String,
+    /// When the wait ends.
+    pub until: DateTime<Utc>,
+    /// How long the wait is.
+    pub wait: Duration,
+    /// When it began.
+    pub began: Instant,
 }
 
 impl Countdown {
     /// The wait's message now: the time left as the wait's own sleep counts it.
-    fn message(&self) -> String {
+    pub fn message(&self) -> String {
         let left = self.wait.saturating_sub(self.began.elapsed());
         // Whole seconds, rounded up: "in 1s" until the wait ends, never "in 0s" before.
         let left = Duration::from_secs(left.as_millis().div_ceil(1000) as u64);
@@ -204,39 +208,5 @@ impl Events for Bar {
         if let Some(m) = before {
             self.bar.set_message(m);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use chrono::TimeZone;
-
-    #[test]
-    fn a_waits_message_counts_down_as_the_wait_passes() {
-        let until = Utc.with_ymd_and_hms(2026, 11, 22, 14, 5, 9).unwrap();
-        let c = Countdown {
-            scope: "analytics:acme".into(),
-            until,
-            wait: Duration::from_secs(3595),
-            began: Instant::now() - Duration::from_secs(45),
-        };
-        assert_eq!(
-            c.message(),
-            "the hour's budget of analytics:acme is used; next request at 14:05:09 UTC, in 59m 10s"
-        );
-    }
-
-    #[test]
-    fn a_wait_reads_as_minutes_and_the_time_it_ends() {
-        let until = Utc.with_ymd_and_hms(2026, 11, 22, 14, 5, 9).unwrap();
-        assert_eq!(
-            wait_message("analytics:acme", Duration::from_secs(1390), until),
-            "the hour's budget of analytics:acme is used; next request at 14:05:09 UTC, in 23m 10s"
-        );
-        assert_eq!(
-            wait_message("analytics:acme", Duration::from_secs(42), until),
-            "the hour's budget of analytics:acme is used; next request at 14:05:09 UTC, in 42s"
-        );
     }
 }

@@ -64,7 +64,8 @@ pub struct Problem {
 }
 
 impl Problem {
-    fn id(&self) -> String {
+    /// What tells it apart: its kind and subject.
+    pub fn id(&self) -> String {
         format!("{:?}:{}", self.what, self.subject)
     }
 }
@@ -222,6 +223,16 @@ impl Alerts {
         self.open.values().map(|o| &o.problem)
     }
 
+    /// Whether the open problem `id`'s message went (`None`: it is not open).
+    pub fn told(&self, id: &str) -> Option<bool> {
+        self.open.get(id).map(|o| o.told)
+    }
+
+    /// When problem `id`'s last message went.
+    pub fn told_at(&self, id: &str) -> Option<DateTime<Utc>> {
+        self.told_at.get(id).copied()
+    }
+
     /// After an export: its problems (keys, projects, staleness, windows, the rules run after
     /// it) replace those of the last export.
     pub fn exported(&mut self, ctx: &Context, report: &Report, rules: &[Rule]) {
@@ -366,7 +377,7 @@ impl Alerts {
     /// `found` are the problems of `kinds` now (of `subject` only, when given): the new ones
     /// begin (a message unless one went in the last hour), the open ones not found end (a
     /// message when theirs went).
-    fn observe(
+    pub fn observe(
         &mut self,
         kinds: &[What],
         subject: Option<&str>,
@@ -640,63 +651,5 @@ fn rules_broken(e: &anyhow::Error) -> Problem {
         recovered: "the rules run again".into(),
         since: None,
         subject: String::new(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn stale(subject: &str) -> Problem {
-        Problem {
-            what: What::Stale,
-            organization: None,
-            project: Some(subject.into()),
-            dataset: Some("searches".into()),
-            line: format!("{subject} searches: stale"),
-            recovered: format!("{subject} searches: fresh"),
-            since: None,
-            subject: subject.into(),
-        }
-    }
-
-    #[test]
-    fn a_problem_is_told_once_an_hour_and_its_end_only_after_it_was_told() {
-        let t0: DateTime<Utc> = "2026-11-26T10:00:00Z".parse().unwrap();
-        let min = chrono::Duration::minutes;
-        let mut a = Alerts::default();
-        let kinds = [What::Stale];
-        a.observe(&kinds, None, vec![stale("docs")], t0);
-        let id = stale("docs").id();
-        assert!(a.open[&id].told);
-        assert_eq!(a.told_at[&id], t0);
-        // Still there: nothing new.
-        a.observe(&kinds, None, vec![stale("docs")], t0 + min(5));
-        assert_eq!(a.told_at[&id], t0);
-        // It ends: its recovery is told.
-        a.observe(&kinds, None, Vec::new(), t0 + min(10));
-        assert!(a.open.is_empty());
-        assert_eq!(a.told_at[&id], t0 + min(10));
-        // Back within the hour: open, not told, and so its end is not told either.
-        a.observe(&kinds, None, vec![stale("docs")], t0 + min(20));
-        assert!(!a.open[&id].told);
-        a.observe(&kinds, None, Vec::new(), t0 + min(30));
-        assert_eq!(a.told_at[&id], t0 + min(10));
-        // An hour after the last message: told again.
-        a.observe(&kinds, None, vec![stale("docs")], t0 + min(75));
-        assert!(a.open[&id].told);
-        // Another kind's observation leaves it open.
-        a.observe(&[What::WindowFailing], None, Vec::new(), t0 + min(80));
-        assert_eq!(a.problems().count(), 1);
-        // A rule failing, then the rules as a whole: the rule's problem is not taken as ended.
-        let rule = Problem {
-            what: What::RuleFailing,
-            subject: "search-gaps".into(),
-            ..stale("docs")
-        };
-        a.observe(&[What::RuleFailing], Some("search-gaps"), vec![rule], t0);
-        a.rules_failed(&anyhow::anyhow!("the ledger is locked"), t0 + min(5));
-        let open: Vec<&str> = a.problems().map(|p| p.subject.as_str()).collect();
-        assert_eq!(open, ["", "search-gaps", "docs"]);
     }
 }

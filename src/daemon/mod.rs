@@ -11,7 +11,7 @@
 pub mod alerts;
 pub mod gauges;
 pub mod health;
-mod reload;
+pub mod reload;
 mod work;
 
 use crate::app::rules::load;

@@ -30,7 +30,7 @@ pub fn rule_files(dir: &Path) -> Files {
 }
 
 /// What changed between two listings: `added a.toml; changed b.toml; removed c.toml`.
-pub(super) fn changes(before: &Files, now: &Files) -> String {
+pub fn changes(before: &Files, now: &Files) -> String {
     let name = |p: &String| {
         Path::new(p)
             .file_name()
@@ -56,23 +56,4 @@ pub(super) fn schedules(rules: &[Rule]) -> Vec<(String, String)> {
         .iter()
         .filter_map(|r| r.schedule.clone().map(|s| (r.name.clone(), s)))
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_changes_name_each_file_added_changed_or_removed() {
-        let files = |list: &[(&str, u64)]| -> Files {
-            list.iter().map(|(p, h)| (p.to_string(), *h)).collect()
-        };
-        assert_eq!(
-            changes(
-                &files(&[("/j/a.toml", 1), ("/j/b.toml", 2), ("/j/c.toml", 3)]),
-                &files(&[("/j/a.toml", 1), ("/j/b.toml", 9), ("/j/d.toml", 4)])
-            ),
-            "changed b.toml; added d.toml; removed c.toml"
-        );
-    }
 }

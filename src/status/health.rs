@@ -7,18 +7,22 @@ use crate::events::RunOutcome;
 
 /// The lines of "Needs a person" the page shows (the rest are counted): with the health line
 /// above them, they fit a first screen of 800 pixels.
-pub(super) const SHOWN: usize = 8;
+pub const SHOWN: usize = 8;
 
 /// How a part of the health line reads: fine, to look at, or wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Tone {
+pub enum Tone {
+    /// Fine.
     Ok,
+    /// To look at.
     Warn,
+    /// Wrong: a person acts.
     Bad,
 }
 
 impl Tone {
-    pub(super) fn class(self) -> &'static str {
+    /// The CSS class the page draws it with.
+    pub fn class(self) -> &'static str {
         match self {
             Tone::Ok => "ok",
             Tone::Warn => "warn",
@@ -103,7 +107,7 @@ pub(super) fn parts(s: &Status) -> Vec<Part> {
 /// What needs a person, a line each: failed windows, projects the service does not know,
 /// refused keys, firings waiting for review, stale data, rules that fail or do not load, a
 /// warehouse that fails.
-pub(super) fn needs(s: &Status) -> Vec<(Tone, String)> {
+pub fn needs(s: &Status) -> Vec<(Tone, String)> {
     let mut out = Vec::new();
     for p in &s.projects {
         if let Some(u) = &p.unknown {
@@ -170,29 +174,4 @@ pub(super) fn needs(s: &Status) -> Vec<(Tone, String)> {
         out.push((Tone::Bad, super::text::warehouse_summary(w)));
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_page_shows_eight_lines_of_what_needs_a_person_and_counts_the_rest() {
-        let mut s = Status::nothing_yet(chrono::Utc::now(), "state.sqlite".into());
-        s.exported = true;
-        s.rules.problems = (0..20).map(|i| format!("r{i}.toml: broken")).collect();
-        assert_eq!(needs(&s).len(), 20);
-        let page = super::super::html::render(&s);
-        let section = page
-            .split("<section id=\"needs\">")
-            .nth(1)
-            .and_then(|n| n.split("</section>").next())
-            .unwrap();
-        assert_eq!(section.matches("<li class=\"bad\">").count(), SHOWN);
-        assert!(section.contains("<li class=\"bad\">rule file problem: r7.toml: broken</li>"));
-        assert!(!section.contains("r8.toml"));
-        assert!(section.ends_with(
-            "<li class=\"more\">and 12 more: the projects, backfills and rules below list each</li></ul>"
-        ));
-    }
 }

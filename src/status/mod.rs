@@ -5,7 +5,7 @@
 
 mod eta;
 pub use eta::{Eta, EtaPart};
-mod health;
+pub mod health;
 pub mod html;
 pub mod text;
 
@@ -736,7 +736,7 @@ fn streams(ctx: &Context) -> Vec<StreamStatus> {
 
 impl Status {
     /// The status of an output nothing was exported to yet (its state at `state`).
-    fn nothing_yet(now: DateTime<Utc>, state: String) -> Self {
+    pub fn nothing_yet(now: DateTime<Utc>, state: String) -> Self {
         Status {
             schema: SCHEMA,
             version: env!("CARGO_PKG_VERSION"),
@@ -773,7 +773,7 @@ impl Status {
 }
 
 /// The runs of days from `first` to the last of `known` (sorted) that `known` lacks.
-fn holes(known: &[NaiveDate], first: NaiveDate) -> Vec<DayRange> {
+pub fn holes(known: &[NaiveDate], first: NaiveDate) -> Vec<DayRange> {
     let Some(&last) = known.last() else {
         return Vec::new();
     };
@@ -1192,34 +1192,4 @@ fn trends(settings: &Settings) -> Vec<ProjectTrends> {
             })
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn holes_are_the_runs_of_days_missing_before_the_last_one_covered() {
-        let d = |s: &str| s.parse::<NaiveDate>().unwrap();
-        let r = |a: &str, b: &str| DayRange {
-            from: d(a),
-            to: d(b),
-        };
-        let known = [
-            d("2026-03-03"),
-            d("2026-03-04"),
-            d("2026-03-07"),
-            d("2026-03-09"),
-        ];
-        assert_eq!(
-            holes(&known, d("2026-03-01")),
-            [
-                r("2026-03-01", "2026-03-02"),
-                r("2026-03-05", "2026-03-06"),
-                r("2026-03-08", "2026-03-08")
-            ]
-        );
-        assert_eq!(holes(&known, d("2026-03-10")), []);
-        assert_eq!(holes(&[], d("2026-03-01")), []);
-    }
 }

@@ -6,6 +6,7 @@ mod catalogue;
 mod client;
 #[path = "../support/common.rs"]
 mod common;
+mod config;
 mod daemon_work;
 mod datasets;
 mod docs;
@@ -13,6 +14,7 @@ mod emulator;
 mod event_stream;
 mod export;
 mod hostile;
+mod operator;
 mod review;
 mod rules;
 mod secrets;
