@@ -350,3 +350,34 @@ fn a_days_reads_are_tallied_as_ordered_sets_would_count_them() {
         counted.into_iter().collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn a_payload_strings_escapes_are_undone_as_serde_json_undoes_them() {
+    // Runs shorter than, equal to and longer than a word between escapes, escapes at either
+    // end and side by side, every one-letter escape, and text beyond ASCII.
+    let texts = [
+        r#"{\"a\":\"b\"}"#,
+        r#"\"12345678\"123456789\"1234567\""#,
+        r#"\\\/\b\f\n\r\t\"x"#,
+        r#"plain, no escape at all"#,
+        r#"é🙂\"ünïcödé over eight bytes\"é"#,
+        r#"x\""#,
+        r#"\"abcdefgh"#,
+    ];
+    for t in texts {
+        let want: String = serde_json::from_str(&format!("\"{t}\"")).unwrap();
+        assert_eq!(
+            crate::scan::unescape(t.as_bytes(), &mut Vec::new()),
+            Some(want.as_str()),
+            "{t}"
+        );
+    }
+    // serde_json decides the rest: a \u escape, an unknown one, a backslash at the end.
+    for t in [r#"caf\u00e9 \"x\""#, r#"abcdefgh\q"#, r#"abcdefgh\"#] {
+        assert_eq!(
+            crate::scan::unescape(t.as_bytes(), &mut Vec::new()),
+            None,
+            "{t}"
+        );
+    }
+}
