@@ -220,7 +220,8 @@ pub fn write_day(
     if written.added == 0 && !new.is_empty() {
         return Ok(written);
     }
-    events.sort_by_key(|e| (e.at, e.id));
+    // (time, id) is unique (ids are deduplicated): an unstable sort gives the same order.
+    events.sort_unstable_by_key(|e| (e.at, e.id));
     written.events = events.len() as u64;
     let reads: Vec<(u32, Surface)> = events.iter().map(|e| classify.read(strings, e)).collect();
     let rows = Rows::of(&events, &reads, strings, classify);
