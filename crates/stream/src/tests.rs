@@ -381,3 +381,39 @@ fn a_payload_strings_escapes_are_undone_as_serde_json_undoes_them() {
         );
     }
 }
+
+#[test]
+fn a_strings_end_is_found_a_word_at_a_time_where_a_byte_at_a_time_finds_it() {
+    // Every byte value at every place of 1 to 24 bytes after a start at each of the first
+    // eight offsets, with the plain bytes around it ASCII and not (a borrow's false flag is
+    // above a match, never below one: two stops in a word, the lower one first).
+    let by_byte = |b: &[u8], from: usize| {
+        b[from..]
+            .iter()
+            .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+            .map(|n| from + n)
+    };
+    let mut checked = 0;
+    for filler in [b'a', 0xc3, 0x7f, 0x21, 0x5d] {
+        for len in 1..=24 {
+            for at in 0..len {
+                for c in 0..=255u8 {
+                    let mut b = vec![filler; len];
+                    b[at] = c;
+                    if at + 1 < len {
+                        b[len - 1] = b'"';
+                    }
+                    for from in 0..8.min(len) {
+                        assert_eq!(
+                            crate::scan::stop(&b, from),
+                            by_byte(&b, from),
+                            "{b:?} from {from}"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 2_964_480);
+}
