@@ -32,9 +32,10 @@ pub struct Options<'a> {
     pub push: bool,
     /// Shown the plan before anything is sent; `false` stops the run there (a dry run).
     pub announce: Option<&'a (dyn Fn(&Plan) -> bool + Sync)>,
-    /// Forecast, after the run, what is left to do within each organization's budget (the
-    /// daemon's reserve for the next runs, its gauges and its status page).
-    pub forecast: bool,
+    /// Plan ahead after the run: what is left to do within each organization's budget, in the
+    /// report's `ahead` (the daemon's reserve for the next runs, its gauges and its status
+    /// page).
+    pub ahead: bool,
     /// Walk the newest window of each daily dataset never walked before the plan is made and
     /// shown (see [`Plan::measuring`]); off in a dry run, which sends nothing.
     pub measure: bool,
@@ -49,7 +50,7 @@ impl Options<'_> {
             wait: Wait::Never,
             push,
             announce: None,
-            forecast: false,
+            ahead: false,
             measure: true,
         }
     }
@@ -325,7 +326,7 @@ async fn run_plan(
         Ok(None)
     };
     let warehouse = crate::app::warehouse::load(ctx).await;
-    let ahead = opts.forecast.then(|| ctx.plan_ahead());
+    let ahead = opts.ahead.then(|| ctx.plan_ahead());
     Report {
         plan,
         ahead,

@@ -54,6 +54,45 @@ impl Ahead {
         })
     }
 
+    /// Each organization's paragraph (what the config asks of the budget, and what happens
+    /// when it cannot be met), with whether it is short.
+    pub fn paragraphs(&self) -> Vec<(bool, String)> {
+        self.forecast
+            .iter()
+            .map(|f| (f.short(), f.paragraph(&self.streams)))
+            .collect()
+    }
+
+    /// The windows not final yet, by project: each will be looked at again.
+    pub fn pending_by_project(&self) -> std::collections::HashMap<String, u64> {
+        let mut pending = std::collections::HashMap::new();
+        for s in &self.streams {
+            if let Windows::Days { days, .. } = &s.windows {
+                *pending.entry(s.project.clone()).or_default() += days.len() as u64;
+            }
+        }
+        pending
+    }
+
+    /// By organization, the requests of an hour a backfill leaves free for what the next
+    /// hourly runs need: the forecast's steady demand, at most the budget less the backfill's
+    /// floor under `freshness`.
+    pub fn reserve(
+        &self,
+        freshness: &crate::planner::Freshness,
+    ) -> std::collections::HashMap<String, u64> {
+        self.forecast
+            .iter()
+            .map(|f| {
+                let floor = freshness.backfill_floor(f.limit);
+                (
+                    f.org.clone(),
+                    (f.demand.ceil() as u64).min(f.limit.saturating_sub(floor)),
+                )
+            })
+            .collect()
+    }
+
     /// Whether it still says what is due: planned less than [`FRESH`] ago, and no window
     /// written since by any process.
     pub fn fresh(&self, ctx: &Context) -> bool {

@@ -211,7 +211,7 @@ pub async fn run(args: Args, settings: &Settings) -> anyhow::Result<()> {
         wait: Wait::AsRulesSay,
         push: true,
         announce: Some(&shown),
-        forecast: false,
+        ahead: false,
         measure: !args.dry_run,
     };
     match cycle::run(&ctx, &exporter, &targets, intent, opts).await? {

@@ -90,11 +90,11 @@ async fn start(
     // What the budget allows, said once at start: a config that asks for more is not an error,
     // but the user must know what happens instead.
     let ahead = ctx.plan_ahead()?;
-    for f in &ahead.forecast {
-        if f.short() {
-            tracing::warn!("{}", f.paragraph(&ahead.streams));
+    for (short, paragraph) in ahead.paragraphs() {
+        if short {
+            tracing::warn!("{paragraph}");
         } else {
-            tracing::info!("{}", f.paragraph(&ahead.streams));
+            tracing::info!("{paragraph}");
         }
     }
     let (tx, ticks) = mpsc::unbounded_channel::<Tick>();

@@ -195,7 +195,7 @@ impl Daemon {
             wait: Wait::Never,
             push: true,
             announce: None,
-            forecast: true,
+            ahead: true,
             measure: true,
         };
         let intent = Intent::Fitted {
@@ -265,34 +265,21 @@ impl Daemon {
         }
     }
 
-    /// After a run, from its report's forecast: the windows not final yet by project (they
-    /// will be looked at again), and the reserve the backfill leaves free for what the next
-    /// hourly runs need (by organization, the planner's steady demand).
+    /// After a run, from what its report says is left: the windows not final yet by project
+    /// (they will be looked at again), and the reserve the backfill leaves free for what the
+    /// next hourly runs need (by organization).
     fn plan_ahead(&mut self, report: &Report) -> HashMap<String, u64> {
-        let mut pending: HashMap<String, u64> = HashMap::new();
         match &report.ahead {
-            None => {}
+            None => HashMap::new(),
             Some(Ok(ahead)) => {
-                let forecast = &ahead.forecast;
-                for s in &ahead.streams {
-                    if let crate::planner::forecast::Windows::Days { days, .. } = &s.windows {
-                        *pending.entry(s.project.clone()).or_default() += days.len() as u64;
-                    }
-                }
-                self.reserve = forecast
-                    .iter()
-                    .map(|f| {
-                        let floor = self.ctx.settings.freshness.backfill_floor(f.limit);
-                        (
-                            f.org.clone(),
-                            (f.demand.ceil() as u64).min(f.limit.saturating_sub(floor)),
-                        )
-                    })
-                    .collect();
+                self.reserve = ahead.reserve(&self.ctx.settings.freshness);
+                ahead.pending_by_project()
             }
-            Some(Err(e)) => tracing::error!("planner: {e:#}"),
+            Some(Err(e)) => {
+                tracing::error!("planner: {e:#}");
+                HashMap::new()
+            }
         }
-        pending
     }
 
     /// Sends what was written to the output when it is a bucket; a failure is logged and the

@@ -80,7 +80,7 @@ async fn export(ctx: &Context) -> docpipe::trends::Tables {
         wait: Wait::Never,
         push: false,
         announce: None,
-        forecast: false,
+        ahead: false,
         measure: true,
     };
     let intent = docpipe::app::cycle::Intent::Due;
