@@ -58,21 +58,11 @@ const STOPS: [bool; 256] = {
 /// 10 to 120 bytes: a word at a time has no set-up to pay, where a vector search's cost more
 /// than it saved (docs/benchmarks.md).
 pub(crate) fn stop(b: &[u8], from: usize) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    const QUOTES: u64 = ONES * b'"' as u64;
-    const BACKSLASHES: u64 = ONES * b'\\' as u64;
-    const SPACES: u64 = ONES * 0x20;
     let mut i = from;
     while let Some(chunk) = b.get(i..i + 8) {
         let w = u64::from_le_bytes(chunk.try_into().ok()?);
-        let (q, s) = (w ^ QUOTES, w ^ BACKSLASHES);
-        // Each term flags its lowest matching byte exactly (a borrow can flag a byte above a
-        // match, never below one): the lowest flag of the three is the first stop.
-        let found = ((q.wrapping_sub(ONES) & !q)
-            | (s.wrapping_sub(ONES) & !s)
-            | (w.wrapping_sub(SPACES) & !w))
-            & HIGH;
+        // The lowest flag of the three terms is the first stop.
+        let found = below(w, 0x20) | equal(w, b'"') | equal(w, b'\\');
         if found != 0 {
             return Some(i + (found.trailing_zeros() / 8) as usize);
         }
@@ -82,6 +72,20 @@ pub(crate) fn stop(b: &[u8], from: usize) -> Option<usize> {
         .iter()
         .position(|&c| STOPS[c as usize])
         .map(|n| i + n)
+}
+
+/// A byte in every lane of a word.
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// Flags (the top bit of its lane) each byte of `w` below `n` (at most 0x80): the lowest flag is
+/// exact, and a borrow can flag a byte above a flagged one, never below (SWAR).
+const fn below(w: u64, n: u64) -> u64 {
+    w.wrapping_sub(ONES * n) & !w & (ONES * 0x80)
+}
+
+/// Flags each byte of `w` equal to `c`, as [`below`] does (the lowest exact).
+const fn equal(w: u64, c: u8) -> u64 {
+    below(w ^ (ONES * c as u64), 1)
 }
 
 struct Scan<'a> {
@@ -138,10 +142,10 @@ impl<'a> Scan<'a> {
             self.i = end + 1;
             match self.b[end] {
                 b'"' => return Some(&self.b[start..end]),
-                b'\\' => match self.peek()? {
-                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
-                    _ => return None,
-                },
+                b'\\' => {
+                    escaped(self.peek()?)?;
+                    self.i += 1;
+                }
                 _ => return None,
             }
         }
@@ -338,10 +342,6 @@ pub(crate) fn envelope(line: &[u8]) -> Option<Envelope<'_>> {
 /// a payload string escapes every quote, and a byte at a time this was the largest part of
 /// reading such a line (`perf`, docs/benchmarks.md).
 pub(crate) fn unescape<'b>(raw: &'b [u8], out: &'b mut Vec<u8>) -> Option<&'b str> {
-    // A byte equal to `\` in a word: the top bit of its byte in `found` (SWAR).
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    const BACKSLASHES: u64 = 0x5c5c_5c5c_5c5c_5c5c;
     let Some(first) = memchr::memchr(b'\\', raw) else {
         return std::str::from_utf8(raw).ok();
     };
@@ -356,9 +356,7 @@ pub(crate) fn unescape<'b>(raw: &'b [u8], out: &'b mut Vec<u8>) -> Option<&'b st
             continue;
         }
         while let Some(chunk) = raw.get(i..i + 8) {
-            let word = u64::from_le_bytes(chunk.try_into().ok()?);
-            let t = word ^ BACKSLASHES;
-            let found = t.wrapping_sub(ONES) & !t & HIGH;
+            let found = equal(u64::from_le_bytes(chunk.try_into().ok()?), b'\\');
             if found != 0 {
                 let k = (found.trailing_zeros() / 8) as usize;
                 out.extend_from_slice(&chunk[..k]);
