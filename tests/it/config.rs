@@ -10,6 +10,14 @@ fn parse_error(text: &str) -> String {
     RawConfig::parse(text, "t.toml").unwrap_err().to_string()
 }
 
+/// The config `text` read and checked, or its error's text.
+fn validated(text: &str) -> Result<Settings, String> {
+    RawConfig::parse(text, "t.toml")
+        .unwrap()
+        .validate("t.toml")
+        .map_err(|e| e.to_string())
+}
+
 #[test]
 fn a_base_url_with_a_path_or_credentials_and_an_output_url_with_credentials_are_refused_without_the_secret()
  {
@@ -17,11 +25,7 @@ fn a_base_url_with_a_path_or_credentials_and_an_output_url_with_credentials_are_
         let text = format!(
             "[service]\nbase_url = \"{base}\"\n[[organizations]]\nid = \"o\"\nadmin_key_env = \"K\"\n[[projects]]\nid = \"p\"\norganization = \"o\"\n"
         );
-        RawConfig::parse(&text, "t.toml")
-            .unwrap()
-            .validate("t.toml")
-            .unwrap_err()
-            .to_string()
+        validated(&text).unwrap_err()
     };
     assert_eq!(
         invalid("https://api.example.com/v2?x=1"),
@@ -33,12 +37,7 @@ fn a_base_url_with_a_path_or_credentials_and_an_output_url_with_credentials_are_
         "invalid config t.toml: service.base_url holds credentials (user:password@): write the service's address alone; keys come from the environment"
     );
     let fine = "[service]\nbase_url = \"http://127.0.0.1:8080/\"\n[[organizations]]\nid = \"o\"\nadmin_key_env = \"K\"\n[[projects]]\nid = \"p\"\norganization = \"o\"\n";
-    assert!(
-        RawConfig::parse(fine, "t.toml")
-            .unwrap()
-            .validate("t.toml")
-            .is_ok()
-    );
+    assert!(validated(fine).is_ok());
     let err = Location::parse("s3://AKIDEXAMPLE:s3cr3tKey@bucket/x").unwrap_err();
     assert_eq!(
         err,
@@ -52,11 +51,7 @@ fn a_warehouse_without_its_variable_or_with_a_bad_schema_or_connections_is_named
         let text = format!(
             "[service]\nbase_url = \"http://x\"\n[[organizations]]\nid = \"o\"\nadmin_key_env = \"K\"\n[[projects]]\nid = \"p\"\norganization = \"o\"\n[warehouse]\n{warehouse}"
         );
-        RawConfig::parse(&text, "t.toml")
-            .unwrap()
-            .validate("t.toml")
-            .map(|s| s.warehouse.map(|w| (w.schema, w.connections)))
-            .map_err(|e| e.to_string())
+        validated(&text).map(|s| s.warehouse.map(|w| (w.schema, w.connections)))
     };
     assert_eq!(
         invalid("postgres_url_env = \"W\"\n"),
@@ -160,23 +155,17 @@ fn service_may_be_left_out_and_a_missing_field_blames_no_other_line() {
 
 #[test]
 fn a_key_comes_from_one_place_and_alerts_name_a_variable_not_a_url() {
-    let validate = |text: &str| {
-        RawConfig::parse(text, "t.toml")
-            .unwrap()
-            .validate("t.toml")
-            .map_err(|e| e.to_string())
-    };
     let org = "[[organizations]]\nid = \"acme\"\n";
     let project = "[[projects]]\nid = \"docs\"\norganization = \"acme\"\n";
     assert_eq!(
-        validate(&format!(
+        validated(&format!(
             "{org}admin_key_env = \"K\"\nadmin_key_file = \"k\"\n{project}[alerts]\nwebhook_url_env = \"https://hooks.example/T0\"\n"
         ))
         .unwrap_err(),
         "invalid config t.toml: 2 problems:\n  organization acme: admin_key_env and admin_key_file both name the admin key: keep one\n  [alerts] webhook_url_env \"https://hooks.example/T0\" is not an environment variable's name (letters, digits and _): the URL itself goes in the environment, not in the file"
     );
     assert_eq!(
-        validate(&format!(
+        validated(&format!(
             "{org}{project}[alerts]\npage_url = \"status.example\"\n"
         ))
         .unwrap_err(),
@@ -233,20 +222,13 @@ fn a_toml_error_names_its_line_and_field() {
 fn freshness_durations_and_datasets_are_checked_together() {
     let text = "[service]\nbase_url = \"http://x\"\n[freshness]\ntoday = \"soon\"\nrecent = \"8h\"\n\
                 [freshness.dataset.views]\ntoday = \"2h\"\n[freshness.dataset.searches]\ntoday = \"30s\"\n";
-    let err = RawConfig::parse(text, "t.toml")
-        .unwrap()
-        .validate("t.toml")
-        .unwrap_err()
-        .to_string();
+    let err = validated(text).unwrap_err();
     assert_eq!(
         err,
         "invalid config t.toml: 4 problems:\n  freshness.today \"soon\" is not a duration (expected number at 0; write \"1h\", \"90m\" or \"2h 30m\")\n  freshness: recent (8h) must not be longer than oldest (6h)\n  freshness.dataset.searches.today \"30s\" must be between 1 minute and 31 days\n  freshness.dataset.views: unknown dataset \"views\" (known: page_views, visitors, searches, feedback, feedback_by_page, assistant, caller_stats, threads)"
     );
     let ok = "[service]\nbase_url = \"http://x\"\n[freshness]\ntoday = \"90m\"\n[freshness.dataset.searches]\nrecent = \"3h\"\n[freshness.dataset.feedback]\nfull = \"12h\"\n";
-    let s = RawConfig::parse(ok, "t.toml")
-        .unwrap()
-        .validate("t.toml")
-        .unwrap();
+    let s = validated(ok).unwrap();
     let h = chrono::Duration::hours;
     assert_eq!(
         s.freshness.policy("page_views").today,
