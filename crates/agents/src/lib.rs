@@ -81,6 +81,20 @@ pub enum Surface {
 }
 
 impl Surface {
+    /// Every surface, in the order of [`Surface::index`].
+    pub const ALL: [Surface; 5] = [
+        Surface::Html,
+        Surface::Markdown,
+        Surface::LlmsTxt,
+        Surface::Mcp,
+        Surface::Infrastructure,
+    ];
+
+    /// Its place in [`Surface::ALL`] (a key packed into a number sorts by it).
+    pub const fn index(self) -> u8 {
+        self as u8
+    }
+
     /// Its name in the lake.
     pub const fn as_str(self) -> &'static str {
         match self {

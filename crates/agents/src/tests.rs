@@ -166,6 +166,17 @@ fn a_read_is_of_a_surface_and_a_browser_reading_what_only_programs_read_is_an_ag
     for (event, path, want) in cases {
         assert_eq!(surface(event, path), want, "{event} {path}");
     }
+    let names = Surface::ALL.map(|s| (s.index(), s.as_str()));
+    assert_eq!(
+        names,
+        [
+            (0, "html"),
+            (1, "markdown"),
+            (2, "llms_txt"),
+            (3, "mcp"),
+            (4, "infrastructure")
+        ]
+    );
     let a = Agents::shipped();
     let browser = "Mozilla/5.0 (Macintosh) AppleWebKit/605.1.15 Safari/605.1.15";
     let r = a.read(browser, "docs.content.md.view", "/guides/quickstart");

@@ -7,6 +7,11 @@
 //! Prints the CPU time per event and the process's peak resident memory.
 //!
 //!   cargo bench -p docpipe-stream --bench read
+//!
+//! With `DOCPIPE_BENCH_WRITE_ONLY=1` it reads 50,000 events and writes their days once, nothing
+//! else: run under `valgrind --tool=callgrind --collect-atstart=no
+//! '--toggle-collect=*write_day*'`, it counts the instructions of writing, the same on every run
+//! (this machine's clocks move 20 to 40% between runs; docs/benchmarks.md).
 
 use docpipe_agents::Agents;
 use docpipe_stream::batch::{Batch, Setup};
@@ -109,6 +114,44 @@ fn peak_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// The bytes of every file under `dir`.
+fn bytes_under(dir: &std::path::Path) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        total += if path.is_dir() {
+            bytes_under(&path)
+        } else {
+            entry.metadata().map_or(0, |m| m.len())
+        };
+    }
+    total
+}
+
+/// The first `events` events read and held (not written).
+fn hold(setup: &Setup, events: u64, lines: &mut Vec<String>) -> Batch {
+    let mut held = Batch::default();
+    for from in (0..events).step_by(CHUNK as usize) {
+        chunk(from, lines);
+        for (i, text) in (from..).zip(lines.iter()) {
+            held.line(setup, text.as_bytes(), "bench", i + 1);
+        }
+    }
+    held
+}
+
+/// The days of `held` written under `out`.
+fn write_held(out: &std::path::Path, held: &mut Batch, classify: &mut Classifier<'_>) {
+    for ((_, date), events) in &held.days {
+        let day = Day {
+            out,
+            project: "acme-docs",
+            date: *date,
+        };
+        write_day(&day, &mut held.strings, events, classify).expect("written");
+    }
+}
+
 fn main() {
     let out = tempfile::tempdir().expect("a temporary folder");
     let agents = Agents::shipped();
@@ -120,9 +163,14 @@ fn main() {
         session_key: (7, 11),
     };
     let mut lines = Vec::new();
+    if std::env::var_os("DOCPIPE_BENCH_WRITE_ONLY").is_some() {
+        let mut held = hold(&setup, FLUSH / 4, &mut lines);
+        write_held(out.path(), &mut held, &mut classify);
+        return;
+    }
     let (mut own, mut bytes) = (0.0, 0u64);
     let mut batch = Batch::default();
-    let (mut added, mut files) = (0u64, 0usize);
+    let (mut added, mut files, mut writing) = (0u64, 0usize, 0.0);
     for from in (0..EVENTS).step_by(CHUNK as usize) {
         chunk(from, &mut lines);
         bytes += lines.iter().map(|l| l.len() as u64).sum::<u64>();
@@ -130,6 +178,7 @@ fn main() {
         for (i, text) in (from..).zip(&lines) {
             batch.line(&setup, text.as_bytes(), "bench", i + 1);
             if batch.events >= FLUSH || i + 1 == EVENTS {
+                let flushing = cpu();
                 let mut b = std::mem::take(&mut batch);
                 for ((_, date), events) in std::mem::take(&mut b.days) {
                     let day = Day {
@@ -142,11 +191,13 @@ fn main() {
                     added += w.added;
                     files += w.files.len();
                 }
+                writing += cpu() - flushing;
             }
         }
         own += cpu() - start;
     }
-    // Where the time goes: each line decoded alone, then decoded and held (no write).
+    let peak = peak_mib();
+    // Where the reading goes: each line decoded alone (nothing held).
     let (mut decoding, mut kept) = (0.0, 0u64);
     for from in (0..EVENTS).step_by(CHUNK as usize) {
         chunk(from, &mut lines);
@@ -159,17 +210,16 @@ fn main() {
         }
         decoding += cpu() - start;
     }
-    let mut holding = 0.0;
-    let mut held = Batch::default();
-    for from in (0..EVENTS / 5).step_by(CHUNK as usize) {
-        chunk(from, &mut lines);
+    // One flush's days written again into empty folders, the best of five (the least disturbed
+    // by anything else on the machine): the figure to compare a change of the writing by.
+    let mut held = hold(&setup, FLUSH, &mut lines);
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let again = tempfile::tempdir().expect("a temporary folder");
         let start = cpu();
-        for (i, text) in (from..).zip(&lines).take_while(|(i, _)| *i < EVENTS / 5) {
-            held.line(&setup, text.as_bytes(), "bench", i + 1);
-        }
-        holding += cpu() - start;
+        write_held(again.path(), &mut held, &mut classify);
+        best = best.min(cpu() - start);
     }
-    let holding = holding * 5.0;
     // The decoder against serde_json's, in turns on the same lines (hot in the cache).
     chunk(0, &mut lines);
     let hot = |read: &dyn Fn(&[u8]) -> u64| {
@@ -191,19 +241,24 @@ fn main() {
         skipped +=
             hot(&|l| u64::from(serde_json::from_slice::<serde::de::IgnoredAny>(l).is_ok())) / 3.0;
     }
-    std::hint::black_box((kept, held.events));
+    std::hint::black_box(kept);
     let per = |t: f64| t * 1e6 / EVENTS as f64;
     println!(
-        "{EVENTS} events ({:.0} MB of lines), {added} written, {files} files: {:.3} µs of CPU an event, docpipe's own; peak {:.1} MiB",
+        "{EVENTS} events ({:.0} MB of lines), {added} written, {files} files ({:.1} MB): {:.3} µs of CPU an event, docpipe's own; peak {:.1} MiB while reading them",
         bytes as f64 / 1e6,
+        bytes_under(out.path()) as f64 / 1e6,
         per(own),
-        peak_mib()
+        peak
     );
     println!(
-        "  of which: decoding a line {:.3} µs, decoding and holding it {:.3} µs, writing the days' tables {:.3} µs (the rest)",
-        per(decoding),
-        per(holding),
-        per(own - holding)
+        "  of which: reading (decoding, deduplicating and holding) {:.3} µs, writing the days' tables {:.3} µs; a line decoded alone {:.3} µs",
+        per(own - writing),
+        per(writing),
+        per(decoding)
+    );
+    println!(
+        "  a flush of {FLUSH} events written again, best of 5: {:.3} µs an event",
+        best * 1e6 / FLUSH as f64
     );
     println!(
         "  a line decoded, 2,000 lines {HOT_ROUNDS} times (in the cache), in turns: docpipe's reader {fast:.3} µs, serde_json's {parsed:.3} µs, serde_json passing over it (reading nothing) {skipped:.3} µs"

@@ -4,7 +4,7 @@
 //! written, each in place when it returns.
 
 use crate::batch::{Ev, Strings};
-use crate::line::uuid_text;
+use crate::line::{push_hex64, push_uuid, uuid_text};
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use chrono::{DateTime, NaiveDate, Utc};
 use docpipe_agents::{Agents, Class, Surface, Who, surface, unmasked};
@@ -220,13 +220,49 @@ pub fn write_day(
     if written.added == 0 && !new.is_empty() {
         return Ok(written);
     }
-    // (time, id) is unique (ids are deduplicated): an unstable sort gives the same order.
-    events.sort_unstable_by_key(|e| (e.at, e.id));
+    in_order(&mut events);
     written.events = events.len() as u64;
     let reads: Vec<(u32, Surface)> = events.iter().map(|e| classify.read(strings, e)).collect();
     let rows = Rows::of(&events, &reads, strings, classify);
     written.files = rows.write(day, &events, &reads, strings, classify)?;
     Ok(written)
+}
+
+/// `events` in order of time, then id ((time, id) is unique: ids are deduplicated). The times
+/// are sorted with each event's place (16 bytes a key, not the event's 64), the rare runs of
+/// one time by id, and the events moved into place along the cycles of that order (no second
+/// copy of the day).
+pub(crate) fn in_order(events: &mut [Ev]) {
+    let mut keys: Vec<(i64, u32)> = (0u32..)
+        .zip(events.iter())
+        .map(|(i, e)| (e.at, i))
+        .collect();
+    keys.sort_unstable();
+    let mut start = 0;
+    while start < keys.len() {
+        let at = keys[start].0;
+        let end = start + keys[start..].iter().take_while(|k| k.0 == at).count();
+        keys[start..end].sort_unstable_by_key(|&(_, i)| events[i as usize].id);
+        start = end;
+    }
+    // keys[j].1: where the event that goes to place j is now; u32::MAX once placed.
+    for first in 0..keys.len() {
+        if keys[first].1 == u32::MAX {
+            continue;
+        }
+        let held = events[first];
+        let mut to = first;
+        loop {
+            let from = keys[to].1 as usize;
+            keys[to].1 = u32::MAX;
+            if from == first {
+                events[to] = held;
+                break;
+            }
+            events[to] = events[from];
+            to = from;
+        }
+    }
 }
 
 /// The day's derived rows.
@@ -280,32 +316,42 @@ fn add(acc: &mut Acc, path: u32, session: u64) {
 }
 
 /// Each key of `rows` in order, with its rows, its distinct pages and its distinct sessions
-/// (0 is none, not counted).
-pub(crate) fn tally<K: Ord + Copy>(mut rows: Vec<(K, u32, u64)>) -> Vec<(K, i64, i64, i64)> {
-    rows.sort_unstable();
-    let mut out: Vec<(K, i64, i64, i64)> = Vec::new();
-    let mut last: Option<(K, u32)> = None;
-    for &(k, path, _) in &rows {
+/// (0 is none, not counted). The (key, page) pairs are sorted packed into one number each, and
+/// the rows by (key, session) packed likewise (a sort by tuples cost four times as much).
+pub(crate) fn tally(rows: &mut [(u64, u32, u64)]) -> Vec<(u64, i64, i64, i64)> {
+    let mut pages: Vec<u128> = rows
+        .iter()
+        .map(|&(k, path, _)| u128::from(k) << 32 | u128::from(path))
+        .collect();
+    pages.sort_unstable();
+    let mut out: Vec<(u64, i64, i64, i64)> = Vec::new();
+    let mut last = None;
+    for &kp in &pages {
+        let (k, path) = ((kp >> 32) as u64, kp as u32);
         if out.last().is_none_or(|o| o.0 != k) {
             out.push((k, 0, 0, 0));
         }
         let o = out.last_mut().expect("pushed");
         o.1 += 1;
-        if path != 0 && last != Some((k, path)) {
+        if path != 0 && last != Some(kp) {
             o.2 += 1;
         }
-        last = Some((k, path));
+        last = Some(kp);
     }
-    rows.sort_unstable_by_key(|&(k, _, session)| (k, session));
+    drop(pages);
+    let session_key =
+        |&(k, _, session): &(u64, u32, u64)| u128::from(k) << 64 | u128::from(session);
+    rows.sort_unstable_by_key(session_key);
     let (mut at, mut last) = (0, None);
-    for &(k, _, session) in &rows {
+    for row in rows.iter() {
+        let (ks, k, session) = (session_key(row), row.0, row.2);
         while out[at].0 != k {
             at += 1;
         }
-        if session != 0 && last != Some((k, session)) {
+        if session != 0 && last != Some(ks) {
             out[at].3 += 1;
         }
-        last = Some((k, session));
+        last = Some(ks);
     }
     out
 }
@@ -323,6 +369,17 @@ pub(crate) fn runs<K: Ord + Copy>(mut rows: Vec<K>) -> Vec<(K, i64)> {
     out
 }
 
+/// Who read and on what surface, packed into one number that sorts as the pair does.
+fn read_key(who: u32, surface: Surface) -> u64 {
+    u64::from(who) << 8 | u64::from(surface.index())
+}
+
+/// The pair [`read_key`] packed.
+fn of_read_key(key: u64) -> (u32, Surface) {
+    let surface = Surface::ALL[usize::from(key as u8) % Surface::ALL.len()];
+    ((key >> 8) as u32, surface)
+}
+
 fn count<T>(s: &BTreeSet<T>) -> i64 {
     s.len() as i64
 }
@@ -331,18 +388,19 @@ impl Rows {
     fn of(events: &[Ev], reads: &[(u32, Surface)], strings: &Strings, c: &Classifier<'_>) -> Self {
         // The two tables with a row per read are counted from sorted lists (a set per key
         // cost more than the rest of the day); the rare ones from ordered maps.
-        let mut daily: Vec<((u32, Surface), u32, u64)> = Vec::new();
-        let mut pages: Vec<(u32, u32, Surface)> = Vec::new();
+        let mut daily: Vec<(u64, u32, u64)> = Vec::new();
+        let mut pages: Vec<u128> = Vec::new();
         let mut referrals: BTreeMap<(String, u32, u32), Acc> = BTreeMap::new();
         let mut unknown: BTreeMap<(u32, u32), Acc> = BTreeMap::new();
         for (e, &(who, surface)) in events.iter().zip(reads) {
             if !is_read(strings.get(e.event).unwrap_or("")) {
                 continue;
             }
-            daily.push(((who, surface), e.path, e.session));
+            let key = read_key(who, surface);
+            daily.push((key, e.path, e.session));
             let class = c.who(who).class;
             if class != Class::Human && e.path != 0 {
-                pages.push((e.path, who, surface));
+                pages.push(u128::from(e.path) << 64 | u128::from(key));
             }
             if class == Class::Unknown && c.who(who).agent != docpipe_agents::MASKED {
                 add(unknown.entry((e.user_agent, who)).or_default(), e.path, 0);
@@ -354,23 +412,29 @@ impl Rows {
             }
         }
         Self {
-            daily: tally(daily)
+            daily: tally(&mut daily)
                 .into_iter()
-                .map(|((who, surface), events, pages, sessions)| AgentDay {
-                    who,
-                    surface,
-                    events,
-                    pages,
-                    sessions,
+                .map(|(key, events, pages, sessions)| {
+                    let (who, surface) = of_read_key(key);
+                    AgentDay {
+                        who,
+                        surface,
+                        events,
+                        pages,
+                        sessions,
+                    }
                 })
                 .collect(),
             pages: runs(pages)
                 .into_iter()
-                .map(|((path, who, surface), events)| AgentPage {
-                    path,
-                    who,
-                    surface,
-                    events,
+                .map(|(key, events)| {
+                    let (who, surface) = of_read_key(key as u64);
+                    AgentPage {
+                        path: (key >> 64) as u32,
+                        who,
+                        surface,
+                        events,
+                    }
                 })
                 .collect(),
             referrals: referrals
@@ -472,6 +536,10 @@ fn put<'r, R>(
     columns(Columns::new(rows)).write_in(&dir).map(Some)
 }
 
+/// The rows of the `events` table made into arrays and encoded at a time (its memory is a
+/// chunk's, whatever the day's size).
+const CHUNK: usize = 8_192;
+
 fn write_events(
     day: &Day<'_>,
     events: &[Ev],
@@ -486,12 +554,14 @@ fn write_events(
         .collect();
     let version = c.version();
     let at = |e: &Ev| DateTime::<Utc>::from_timestamp_micros(e.at);
-    Columns::new(&rows)
-        .text("event_id", false, |r| {
-            Some(match s.get(r.0.raw_id) {
-                Some(raw) => raw.to_string(),
-                None => uuid_text(r.0.id),
-            })
+    let dir = day.dir(tables::EVENTS.name);
+    Columns::write_chunked(&dir, &rows, CHUNK, |cols| {
+        cols.text_written("event_id", false, 36, |r, out| {
+            match s.get(r.0.raw_id) {
+                Some(raw) => out.push_str(raw),
+                None => push_uuid(r.0.id, out),
+            }
+            true
         })
         .time("at", false, |r| at(r.0))
         .text("event", false, |r| s.get(r.0.event))
@@ -505,10 +575,11 @@ fn write_events(
         .text("class", false, |r| Some(c.who(r.1).class.as_str()))
         .text("agents_version", false, |_| Some(version))
         .text("referrer_host", true, |r| s.get(r.0.referrer))
-        .text("session", true, |r| {
-            (r.0.session != 0).then(|| format!("{:016x}", r.0.session))
+        .text_written("session", true, 16, |r, out| {
+            push_hex64(r.0.session, out);
+            r.0.session != 0
         })
-        .write_in(&day.dir(tables::EVENTS.name))
+    })
 }
 
 /// The number of a day's reads: by humans and by agents (not a browser, on a page's HTML or

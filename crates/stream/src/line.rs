@@ -326,13 +326,34 @@ fn uuid_bits(s: &str) -> Option<u128> {
 
 /// A UUID's canonical text (lower case, hyphenated).
 pub fn uuid_text(v: u128) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(36);
-    for i in 0..32 {
-        if matches!(i, 8 | 12 | 16 | 20) {
-            out.push('-');
-        }
-        out.push(HEX[((v >> (124 - 4 * i)) & 0xf) as usize] as char);
-    }
+    push_uuid(v, &mut out);
     out
+}
+
+/// Appends a UUID's canonical text (`8-4-4-4-12` lowercase hex digits) to `out`.
+pub fn push_uuid(v: u128, out: &mut String) {
+    let mut text = [b'-'; 36];
+    let mut at = 0;
+    for (i, b) in v.to_be_bytes().into_iter().enumerate() {
+        at += usize::from(matches!(i, 4 | 6 | 8 | 10));
+        text[at..at + 2].copy_from_slice(&hex_byte(b));
+        at += 2;
+    }
+    out.push_str(std::str::from_utf8(&text).unwrap_or_default());
+}
+
+/// Appends `v` as 16 lowercase hex digits to `out` (`format!("{v:016x}")` without allocating).
+pub fn push_hex64(v: u64, out: &mut String) {
+    let mut text = [0u8; 16];
+    for (pair, b) in text.chunks_exact_mut(2).zip(v.to_be_bytes()) {
+        pair.copy_from_slice(&hex_byte(b));
+    }
+    out.push_str(std::str::from_utf8(&text).unwrap_or_default());
+}
+
+/// A byte's two lowercase hex digits.
+fn hex_byte(b: u8) -> [u8; 2] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    [HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]
 }

@@ -317,13 +317,17 @@ fn the_local_day_from_the_hours_offset_equals_the_zones_own_across_its_changes()
 fn a_days_reads_are_tallied_as_ordered_sets_would_count_them() {
     use std::collections::{BTreeMap, BTreeSet};
     // 5,000 reads over 7 keys, 40 pages and 90 sessions, some without a page or a session.
-    let rows: Vec<(u8, u32, u64)> = (0..5_000u64)
+    let rows: Vec<(u64, u32, u64)> = (0..5_000u64)
         .map(|i| {
             let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 7;
-            ((h % 7) as u8, ((h >> 8) % 41) as u32, (h >> 20) % 91)
+            (
+                (h % 7) << 40,
+                ((h >> 8) % 41) as u32,
+                ((h >> 20) % 91) << 50,
+            )
         })
         .collect();
-    let mut want: BTreeMap<u8, (i64, BTreeSet<u32>, BTreeSet<u64>)> = BTreeMap::new();
+    let mut want: BTreeMap<u64, (i64, BTreeSet<u32>, BTreeSet<u64>)> = BTreeMap::new();
     for &(k, path, session) in &rows {
         let e = want.entry(k).or_default();
         e.0 += 1;
@@ -334,21 +338,72 @@ fn a_days_reads_are_tallied_as_ordered_sets_would_count_them() {
             e.2.insert(session);
         }
     }
-    let want: Vec<(u8, i64, i64, i64)> = want
+    let want: Vec<(u64, i64, i64, i64)> = want
         .into_iter()
         .map(|(k, (n, p, s))| (k, n, p.len() as i64, s.len() as i64))
         .collect();
-    assert_eq!(crate::day::tally(rows.clone()), want);
+    assert_eq!(crate::day::tally(&mut rows.clone()), want);
     assert_eq!(want.len(), 7);
-    let mut counted: BTreeMap<(u8, u32), i64> = BTreeMap::new();
+    let mut counted: BTreeMap<(u64, u32), i64> = BTreeMap::new();
     for &(k, path, _) in &rows {
         *counted.entry((k, path)).or_default() += 1;
     }
-    let keys: Vec<(u8, u32)> = rows.iter().map(|&(k, p, _)| (k, p)).collect();
+    let keys: Vec<(u64, u32)> = rows.iter().map(|&(k, p, _)| (k, p)).collect();
     assert_eq!(
         crate::day::runs(keys),
         counted.into_iter().collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn a_days_events_are_put_in_order_of_time_then_id_as_a_sort_of_whole_events_puts_them() {
+    // 3,000 events over 200 times (many of one time), ids in no order, some from the lake.
+    let events: Vec<Ev> = (0..3_000u64)
+        .map(|i| {
+            let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            Ev {
+                id: u128::from(h) << 64 | u128::from(i),
+                at: ((h >> 40) % 200) as i64 - 100,
+                session: i,
+                raw_id: 0,
+                event: 1,
+                path: (i % 7) as u32,
+                user_agent: 2,
+                referrer: 0,
+            }
+        })
+        .collect();
+    let mut want = events.clone();
+    want.sort_unstable_by_key(|e| (e.at, e.id));
+    let mut got = events;
+    crate::day::in_order(&mut got);
+    assert_eq!(got, want);
+    assert_eq!(got.first().map(|e| e.at), Some(-100));
+    assert_eq!(got.last().map(|e| e.at), Some(99));
+}
+
+#[test]
+fn an_ids_and_a_sessions_texts_are_written_as_the_formatter_writes_them() {
+    for v in [
+        0u128,
+        1,
+        u128::MAX,
+        0x6f1c_2a4e_0b7d_4c2a_9e1f_3a5b_7c9d_1e2f,
+    ] {
+        let hex = format!("{v:032x}");
+        let want = format!(
+            "{}-{}-{}-{}-{}",
+            &hex[..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..]
+        );
+        assert_eq!(uuid_text(v), want);
+        let (mut out, session) = (String::from("x"), v as u64);
+        crate::line::push_hex64(session, &mut out);
+        assert_eq!(out, format!("x{session:016x}"));
+    }
 }
 
 #[test]

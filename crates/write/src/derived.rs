@@ -4,14 +4,15 @@
 //! describe) and its files cannot disagree. Each project's rows are one file,
 //! `<table>/project=<id>/part-00000.parquet`, rewritten whole.
 
-use crate::parquet::{WriteError, write_table};
+use crate::parquet::{WriteError, commit, write_batches, write_table};
+use arrow_array::builder::StringBuilder;
 use arrow_array::{
-    ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, StringArray,
+    ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray,
     TimestampMicrosecondArray,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use chrono::{DateTime, NaiveDate, Utc};
-use docpipe_catalog::layout::project_dir;
+use docpipe_catalog::layout::{PART, project_dir};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,6 +53,30 @@ impl<'a, R> Columns<'a, R> {
         value: impl Fn(&'a R) -> Option<S>,
     ) -> Self {
         let array: StringArray = self.rows.iter().map(|r| value(*r)).collect();
+        self.with(Field::new(name, DataType::Utf8, nullable), Arc::new(array))
+    }
+
+    /// A text column whose value each row writes into a buffer (`false`: none), so that no
+    /// row's text is allocated on its own; `width` is a row's usual length in bytes (the
+    /// column's room is made for that many, once).
+    pub fn text_written(
+        self,
+        name: &str,
+        nullable: bool,
+        width: usize,
+        write: impl Fn(&'a R, &mut String) -> bool,
+    ) -> Self {
+        let mut array = StringBuilder::with_capacity(self.rows.len(), self.rows.len() * width);
+        let mut value = String::new();
+        for r in &self.rows {
+            value.clear();
+            if write(r, &mut value) {
+                array.append_value(&value);
+            } else {
+                array.append_null();
+            }
+        }
+        let array = array.finish();
         self.with(Field::new(name, DataType::Utf8, nullable), Arc::new(array))
     }
 
@@ -101,6 +126,25 @@ impl<'a, R> Columns<'a, R> {
     pub fn write_in(self, dir: &Path) -> Result<PathBuf, WriteError> {
         let schema = self.schema();
         write_table(dir, schema, self.arrays)
+    }
+
+    /// Writes the columns `columns` declares over `rows` as `<dir>/part-00000.parquet`, in place
+    /// when it returns, `chunk` rows at a time: each chunk's arrays are made, encoded and dropped
+    /// before the next, so a day of a million events is held a chunk at a time, not whole.
+    pub fn write_chunked(
+        dir: &Path,
+        rows: &'a [R],
+        chunk: usize,
+        columns: impl Fn(Columns<'a, R>) -> Columns<'a, R>,
+    ) -> Result<PathBuf, WriteError> {
+        let schema = columns(Columns::new(&rows[..0])).schema();
+        let mut chunks = rows.chunks(chunk.max(1)).peekable();
+        let empty = chunks.peek().is_none().then_some(&rows[..0]);
+        let batches = chunks.chain(empty).map(|part| {
+            RecordBatch::try_new(schema.clone(), columns(Columns::new(part)).arrays)
+                .map_err(|e| e.to_string())
+        });
+        commit(write_batches(&dir.join(PART), schema.clone(), batches)?)
     }
 
     /// The table's schema (the `project` partition aside).
