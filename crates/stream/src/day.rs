@@ -10,6 +10,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use docpipe_agents::{Agents, Class, Surface, Who, surface, unmasked};
 use docpipe_catalog::layout::{PART, partition_dir};
 use docpipe_catalog::tables;
+use docpipe_write::coded::NONE;
 use docpipe_write::derived::Columns;
 use docpipe_write::parquet::{WriteError, read_file, remove_partition};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -555,6 +556,14 @@ fn write_events(
     let version = c.version();
     let at = |e: &Ev| DateTime::<Utc>::from_timestamp_micros(e.at);
     let dir = day.dir(tables::EVENTS.name);
+    // The texts of few values are written from their codes: an interned text's index, who read,
+    // the surface (docpipe_write::coded).
+    let code = |i: u32| if i == 0 { NONE } else { i };
+    let text = |i: u32| s.get(i);
+    let surface = |i: u32| Surface::ALL.get(i as usize).map(|s| s.as_str());
+    let agent = |w: u32| Some(c.who(w).agent.as_str());
+    let operator = |w: u32| Some(c.who(w).operator.as_str());
+    let class = |w: u32| Some(c.who(w).class.as_str());
     Columns::write_chunked(&dir, &rows, CHUNK, |cols| {
         cols.text_written("event_id", false, 36, |r, out| {
             match s.get(r.0.raw_id) {
@@ -564,17 +573,21 @@ fn write_events(
             true
         })
         .time("at", false, |r| at(r.0))
-        .text("event", false, |r| s.get(r.0.event))
+        .coded("event", false, text, |r| code(r.0.event))
         .text("path", true, |r| s.get(r.0.path))
-        .text("surface", false, |r| Some(r.2.as_str()))
-        .text("user_agent", true, |r| s.get(r.0.user_agent))
-        .text("agent", false, |r| Some(c.who(r.1).agent.as_str()))
-        .text("operator", true, |r| {
-            Some(c.who(r.1).operator.as_str()).filter(|o| !o.is_empty())
+        .coded("surface", false, surface, |r| u32::from(r.2.index()))
+        .coded("user_agent", true, text, |r| code(r.0.user_agent))
+        .coded("agent", false, agent, |r| r.1)
+        .coded("operator", true, operator, |r| {
+            if c.who(r.1).operator.is_empty() {
+                NONE
+            } else {
+                r.1
+            }
         })
-        .text("class", false, |r| Some(c.who(r.1).class.as_str()))
-        .text("agents_version", false, |_| Some(version))
-        .text("referrer_host", true, |r| s.get(r.0.referrer))
+        .coded("class", false, class, |r| r.1)
+        .coded("agents_version", false, move |_| Some(version), |_| 0)
+        .coded("referrer_host", true, text, |r| code(r.0.referrer))
         .text_written("session", true, 16, |r, out| {
             push_hex64(r.0.session, out);
             r.0.session != 0

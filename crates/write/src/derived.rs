@@ -4,10 +4,11 @@
 //! describe) and its files cannot disagree. Each project's rows are one file,
 //! `<table>/project=<id>/part-00000.parquet`, rewritten whole.
 
-use crate::parquet::{WriteError, commit, write_batches, write_table};
+use crate::coded::{Coded, Col, NONE};
+use crate::parquet::{WriteError, commit, write_coded, write_table};
 use arrow_array::builder::StringBuilder;
 use arrow_array::{
-    ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray,
+    ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, StringArray,
     TimestampMicrosecondArray,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
@@ -21,7 +22,7 @@ use std::sync::Arc;
 pub struct Columns<'a, R> {
     rows: Vec<&'a R>,
     fields: Vec<Field>,
-    arrays: Vec<ArrayRef>,
+    cols: Vec<Col<'a>>,
 }
 
 fn days_since_epoch(day: NaiveDate) -> i32 {
@@ -35,13 +36,13 @@ impl<'a, R> Columns<'a, R> {
         Self {
             rows: rows.into_iter().collect(),
             fields: Vec::new(),
-            arrays: Vec::new(),
+            cols: Vec::new(),
         }
     }
 
     fn with(mut self, field: Field, array: ArrayRef) -> Self {
         self.fields.push(field);
-        self.arrays.push(array);
+        self.cols.push(Col::Array(array));
         self
     }
 
@@ -125,7 +126,7 @@ impl<'a, R> Columns<'a, R> {
     /// Writes the columns as `<dir>/part-00000.parquet`, in place when it returns.
     pub fn write_in(self, dir: &Path) -> Result<PathBuf, WriteError> {
         let schema = self.schema();
-        write_table(dir, schema, self.arrays)
+        write_table(dir, schema, self.arrays())
     }
 
     /// Writes the columns `columns` declares over `rows` as `<dir>/part-00000.parquet`, in place
@@ -138,13 +139,47 @@ impl<'a, R> Columns<'a, R> {
         columns: impl Fn(Columns<'a, R>) -> Columns<'a, R>,
     ) -> Result<PathBuf, WriteError> {
         let schema = columns(Columns::new(&rows[..0])).schema();
-        let mut chunks = rows.chunks(chunk.max(1)).peekable();
-        let empty = chunks.peek().is_none().then_some(&rows[..0]);
-        let batches = chunks.chain(empty).map(|part| {
-            RecordBatch::try_new(schema.clone(), columns(Columns::new(part)).arrays)
-                .map_err(|e| e.to_string())
-        });
-        commit(write_batches(&dir.join(PART), schema.clone(), batches)?)
+        let chunks = rows
+            .chunks(chunk.max(1))
+            .map(|part| Ok(columns(Columns::new(part)).cols));
+        commit(write_coded(&dir.join(PART), schema, chunks)?)
+    }
+
+    /// A text column written from codes: a row's value is `name(code(row))`, none for
+    /// [`NONE`](crate::coded::NONE). Parquet's dictionary is made from the codes, each distinct
+    /// text named once (when the table is written by [`Columns::write_chunked`]).
+    pub fn coded(
+        mut self,
+        name: &str,
+        nullable: bool,
+        text: impl Fn(u32) -> Option<&'a str> + 'a,
+        code: impl Fn(&'a R) -> u32,
+    ) -> Self {
+        let codes = self.rows.iter().map(|r| code(*r)).collect();
+        self.fields.push(Field::new(name, DataType::Utf8, nullable));
+        self.cols.push(Col::Coded(Coded {
+            codes,
+            name: Box::new(text),
+        }));
+        self
+    }
+
+    /// The columns as Arrow arrays (a coded column's texts named row by row).
+    fn arrays(self) -> Vec<ArrayRef> {
+        self.cols
+            .into_iter()
+            .map(|c| match c {
+                Col::Array(a) => a,
+                Col::Coded(c) => {
+                    let texts: StringArray = c
+                        .codes
+                        .iter()
+                        .map(|&k| if k == NONE { None } else { (c.name)(k) })
+                        .collect();
+                    Arc::new(texts) as ArrayRef
+                }
+            })
+            .collect()
     }
 
     /// The table's schema (the `project` partition aside).
@@ -175,7 +210,8 @@ pub fn write<R>(
     for (p, rows) in by_project {
         let cols = columns(Columns::new(rows));
         let dir = project_dir(out, table, p);
-        written.push(write_table(&dir, cols.schema(), cols.arrays)?);
+        let schema = cols.schema();
+        written.push(write_table(&dir, schema, cols.arrays())?);
     }
     Ok(written)
 }

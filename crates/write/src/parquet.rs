@@ -37,9 +37,37 @@ impl WriteError {
     }
 }
 
+/// The encoder's error for the file `shown`: it reports the file's write errors as its own, and
+/// they are the storage's.
+fn encode_error(shown: &str, e: parquet::errors::ParquetError) -> WriteError {
+    match e {
+        parquet::errors::ParquetError::External(inner) => {
+            match inner.downcast::<std::io::Error>() {
+                Ok(source) => WriteError::Io {
+                    path: shown.to_string(),
+                    source: *source,
+                },
+                Err(other) => WriteError::Encode {
+                    path: shown.to_string(),
+                    message: other.to_string(),
+                },
+            }
+        }
+        e => WriteError::Encode {
+            path: shown.to_string(),
+            message: e.to_string(),
+        },
+    }
+}
+
+/// The level of zstd every file is compressed at.
+fn level() -> ZstdLevel {
+    ZstdLevel::try_new(1).unwrap_or_default()
+}
+
 fn props() -> WriterProperties {
     WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
+        .set_compression(Compression::ZSTD(level()))
         .set_created_by(concat!("docpipe ", env!("CARGO_PKG_VERSION")).to_string())
         // Paths are unique within a partition: a dictionary would only cost hashing.
         .set_column_dictionary_enabled(ColumnPath::from("path"), false)
@@ -65,13 +93,46 @@ pub fn write_file(dest: &Path, batch: &RecordBatch) -> Result<Pending, WriteErro
 }
 
 /// Writes `batches` (each of `schema`) as one file `dest` under a temporary name (not yet in
-/// place): a batch is encoded and may be dropped before the next is made, so a table is held a
-/// few thousand rows at a time. A batch that could not be made (`Err`, its reason) abandons the
-/// file.
+/// place): a batch is encoded and may be dropped before the next is made. A batch that could not
+/// be made (`Err`, its reason) abandons the file.
 pub fn write_batches(
     dest: &Path,
     schema: arrow_schema::SchemaRef,
     batches: impl IntoIterator<Item = Result<RecordBatch, String>>,
+) -> Result<Pending, WriteError> {
+    in_pending(dest, |file, shown| {
+        let enc = |e| encode_error(shown, e);
+        let mut writer = ArrowWriter::try_new(file, schema, Some(props())).map_err(enc)?;
+        for batch in batches {
+            let batch = batch.map_err(|message| WriteError::Encode {
+                path: shown.to_string(),
+                message,
+            })?;
+            writer.write(&batch).map_err(enc)?;
+        }
+        writer.into_inner().map_err(enc)
+    })
+}
+
+/// Writes `chunks` (each the columns of `schema` over some rows, text columns as codes or arrays)
+/// as one file `dest` under a temporary name (not yet in place), one row group; a chunk that
+/// could not be made (`Err`, its reason) abandons the file.
+pub fn write_coded<'a>(
+    dest: &Path,
+    schema: arrow_schema::SchemaRef,
+    chunks: impl IntoIterator<Item = Result<Vec<crate::coded::Col<'a>>, String>>,
+) -> Result<Pending, WriteError> {
+    in_pending(dest, |file, shown| {
+        crate::coded::write_columns(file, schema, props(), level(), chunks)
+            .map_err(|e| encode_error(shown, e))
+    })
+}
+
+/// The file `dest` under a temporary name, written by `write` (given the file and the name to
+/// show) and synced; abandoned if either fails.
+fn in_pending(
+    dest: &Path,
+    write: impl FnOnce(std::fs::File, &str) -> Result<std::fs::File, WriteError>,
 ) -> Result<Pending, WriteError> {
     let shown = dest.display().to_string();
     let io = |source| WriteError::Io {
@@ -79,37 +140,7 @@ pub fn write_batches(
         source,
     };
     let (pending, file) = Pending::create(dest).map_err(io)?;
-    // The encoder reports the file's write errors as its own: they are the storage's.
-    let enc = |e: parquet::errors::ParquetError| match e {
-        parquet::errors::ParquetError::External(inner) => {
-            match inner.downcast::<std::io::Error>() {
-                Ok(source) => WriteError::Io {
-                    path: shown.clone(),
-                    source: *source,
-                },
-                Err(other) => WriteError::Encode {
-                    path: shown.clone(),
-                    message: other.to_string(),
-                },
-            }
-        }
-        e => WriteError::Encode {
-            path: shown.clone(),
-            message: e.to_string(),
-        },
-    };
-    let written = (|| {
-        let mut writer = ArrowWriter::try_new(file, schema, Some(props())).map_err(enc)?;
-        for batch in batches {
-            let batch = batch.map_err(|message| WriteError::Encode {
-                path: shown.clone(),
-                message,
-            })?;
-            writer.write(&batch).map_err(enc)?;
-        }
-        let file = writer.into_inner().map_err(enc)?;
-        file.sync_all().map_err(io)
-    })();
+    let written = write(file, &shown).and_then(|file| file.sync_all().map_err(io));
     match written {
         Ok(()) => Ok(pending),
         Err(e) => {
