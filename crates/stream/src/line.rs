@@ -304,24 +304,39 @@ pub fn id_bits(event_id: &str) -> (u128, bool) {
     (h.finish128().as_u128(), false)
 }
 
-/// A UUID's 128 bits (`8-4-4-4-12` hex digits, either case).
-fn uuid_bits(s: &str) -> Option<u128> {
-    let b = s.as_bytes();
-    if b.len() != 36 {
+/// Each byte's value as a hex digit (either case); 0x80 for a byte that is not one.
+const HEX_VALUE: [u8; 256] = {
+    let mut t = [0x80u8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// A UUID's 128 bits (`8-4-4-4-12` hex digits, either case): each digit's value from a table,
+/// whether any was not a digit kept aside and looked at once.
+pub(crate) fn uuid_bits(s: &str) -> Option<u128> {
+    let b: &[u8; 36] = s.as_bytes().try_into().ok()?;
+    if [b[8], b[13], b[18], b[23]] != [b'-'; 4] {
         return None;
     }
-    let mut v: u128 = 0;
-    for (i, &c) in b.iter().enumerate() {
-        if matches!(i, 8 | 13 | 18 | 23) {
-            if c != b'-' {
-                return None;
-            }
-            continue;
+    let (mut v, mut bad) = (0u128, 0u8);
+    for part in [&b[0..8], &b[9..13], &b[14..18], &b[19..23], &b[24..36]] {
+        for &c in part {
+            let d = HEX_VALUE[usize::from(c)];
+            bad |= d;
+            v = v << 4 | u128::from(d & 0xf);
         }
-        let d = (c as char).to_digit(16)?;
-        v = (v << 4) | u128::from(d);
     }
-    Some(v)
+    (bad & 0x80 == 0).then_some(v)
 }
 
 /// A UUID's canonical text (lower case, hyphenated).

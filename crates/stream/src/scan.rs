@@ -345,34 +345,35 @@ pub(crate) fn unescape<'b>(raw: &'b [u8], out: &'b mut Vec<u8>) -> Option<&'b st
     let Some(first) = memchr::memchr(b'\\', raw) else {
         return std::str::from_utf8(raw).ok();
     };
+    // The text only shrinks: `out` has the room of `raw`, and each word is copied whole (what
+    // follows a backslash in it is written over next).
     out.clear();
-    out.reserve(raw.len());
-    out.extend_from_slice(&raw[..first]);
-    let mut i = first;
+    out.resize(raw.len(), 0);
+    out[..first].copy_from_slice(&raw[..first]);
+    let (mut i, mut o) = (first, first);
     while i < raw.len() {
         if raw[i] == b'\\' {
-            out.push(escaped(*raw.get(i + 1)?)?);
-            i += 2;
+            out[o] = escaped(*raw.get(i + 1)?)?;
+            (i, o) = (i + 2, o + 1);
             continue;
         }
-        while let Some(chunk) = raw.get(i..i + 8) {
-            let found = equal(u64::from_le_bytes(chunk.try_into().ok()?), b'\\');
-            if found != 0 {
-                let k = (found.trailing_zeros() / 8) as usize;
-                out.extend_from_slice(&chunk[..k]);
-                i += k;
-                break;
+        match raw.get(i..i + 8) {
+            Some(chunk) => {
+                out[o..o + 8].copy_from_slice(chunk);
+                let found = equal(u64::from_le_bytes(chunk.try_into().ok()?), b'\\');
+                let run = match found {
+                    0 => 8,
+                    f => (f.trailing_zeros() / 8) as usize,
+                };
+                (i, o) = (i + run, o + run);
             }
-            out.extend_from_slice(chunk);
-            i += 8;
-        }
-        if raw.len() - i < 8 {
-            while let Some(&c) = raw.get(i).filter(|&&c| c != b'\\') {
-                out.push(c);
-                i += 1;
+            None => {
+                out[o] = raw[i];
+                (i, o) = (i + 1, o + 1);
             }
         }
     }
+    out.truncate(o);
     std::str::from_utf8(out).ok()
 }
 

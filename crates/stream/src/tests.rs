@@ -383,6 +383,52 @@ fn a_days_events_are_put_in_order_of_time_then_id_as_a_sort_of_whole_events_puts
 }
 
 #[test]
+fn a_uuids_bits_are_read_as_digit_by_digit_reading_reads_them_every_byte_at_every_place() {
+    // The reading by `char::to_digit`, a digit at a time.
+    fn by_digit(s: &str) -> Option<u128> {
+        let b = s.as_bytes();
+        if b.len() != 36 {
+            return None;
+        }
+        let mut v: u128 = 0;
+        for (i, &c) in b.iter().enumerate() {
+            if matches!(i, 8 | 13 | 18 | 23) {
+                if c != b'-' {
+                    return None;
+                }
+                continue;
+            }
+            v = (v << 4) | u128::from((c as char).to_digit(16)?);
+        }
+        Some(v)
+    }
+    let base = "6f1C2a4e-0b7d-4c2a-9E1f-3a5b7c9d1e2f";
+    let mut checked = 0;
+    for place in 0..36 {
+        for byte in 0..=127u8 {
+            let mut b = base.as_bytes().to_vec();
+            b[place] = byte;
+            let s = String::from_utf8(b).unwrap();
+            assert_eq!(crate::line::uuid_bits(&s), by_digit(&s), "{s:?}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 36 * 128);
+    for s in [
+        "",
+        "6f1c2a4e-0b7d-4c2a-9e1f-3a5b7c9d1e2",
+        "6f1c2a4e-0b7d-4c2a-9e1f-3a5b7c9d1e2fa",
+        "6f1c2a4e-0b7d-4c2a-9e1f-3a5b7c9d1eé",
+    ] {
+        assert_eq!(crate::line::uuid_bits(s), None, "{s:?}");
+    }
+    assert_eq!(
+        crate::line::uuid_bits(base),
+        Some(0x6f1c_2a4e_0b7d_4c2a_9e1f_3a5b_7c9d_1e2f)
+    );
+}
+
+#[test]
 fn an_ids_and_a_sessions_texts_are_written_as_the_formatter_writes_them() {
     for v in [
         0u128,
