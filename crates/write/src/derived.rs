@@ -131,7 +131,8 @@ impl<'a, R> Columns<'a, R> {
 
     /// Writes the columns `columns` declares over `rows` as `<dir>/part-00000.parquet`, in place
     /// when it returns, `chunk` rows at a time: each chunk's arrays are made, encoded and dropped
-    /// before the next, so a day of a million events is held a chunk at a time, not whole.
+    /// before the next, so a day of a million events is held a chunk at a time, not whole (a
+    /// coded column's codes, 4 bytes a row, are kept until the file is closed).
     pub fn write_chunked(
         dir: &Path,
         rows: &'a [R],

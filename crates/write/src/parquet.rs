@@ -89,27 +89,10 @@ pub fn write_batch(dir: &Path, batch: &RecordBatch) -> Result<Pending, WriteErro
 
 /// Writes one batch as the file `dest` under a temporary name (not yet in place).
 pub fn write_file(dest: &Path, batch: &RecordBatch) -> Result<Pending, WriteError> {
-    write_batches(dest, batch.schema(), std::iter::once(Ok(batch.clone())))
-}
-
-/// Writes `batches` (each of `schema`) as one file `dest` under a temporary name (not yet in
-/// place): a batch is encoded and may be dropped before the next is made. A batch that could not
-/// be made (`Err`, its reason) abandons the file.
-pub fn write_batches(
-    dest: &Path,
-    schema: arrow_schema::SchemaRef,
-    batches: impl IntoIterator<Item = Result<RecordBatch, String>>,
-) -> Result<Pending, WriteError> {
     in_pending(dest, |file, shown| {
         let enc = |e| encode_error(shown, e);
-        let mut writer = ArrowWriter::try_new(file, schema, Some(props())).map_err(enc)?;
-        for batch in batches {
-            let batch = batch.map_err(|message| WriteError::Encode {
-                path: shown.to_string(),
-                message,
-            })?;
-            writer.write(&batch).map_err(enc)?;
-        }
+        let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(props())).map_err(enc)?;
+        writer.write(batch).map_err(enc)?;
         writer.into_inner().map_err(enc)
     })
 }
