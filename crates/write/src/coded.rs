@@ -265,9 +265,6 @@ pub(crate) fn chunk(
     zstd: &mut zstd::bulk::Compressor<'_>,
 ) -> Result<Option<(Bytes, ColumnCloseResult)>, ParquetError> {
     let d = dictionary(&coded.codes, &coded.name)?;
-    if d.texts.is_empty() {
-        return Ok(None);
-    }
     let nullable = descr.max_def_level() > 0;
     if !nullable && d.nulls > 0 {
         return Err(ParquetError::General(format!(
@@ -275,6 +272,9 @@ pub(crate) fn chunk(
             d.nulls,
             descr.name()
         )));
+    }
+    if d.texts.is_empty() {
+        return Ok(None);
     }
     // Each text's rank among the texts, for the least and greatest of a page.
     let mut order: Vec<u32> = (0..d.texts.len() as u32).collect();
@@ -608,7 +608,7 @@ mod tests {
     }
 
     #[test]
-    fn a_code_without_a_text_is_one_line_and_leaves_no_file() {
+    fn a_code_without_a_text_or_a_required_row_without_one_is_one_line_and_leaves_no_file() {
         let dir = tempfile::tempdir().unwrap();
         let rows: Vec<u32> = (0..10).collect();
         let e = Columns::write_chunked(&dir.path().join("t"), &rows, 4, |c| {
@@ -623,5 +623,21 @@ mod tests {
             )
         );
         assert_eq!(std::fs::read_dir(dir.path().join("t")).unwrap().count(), 0);
+        // A required column with rows without a value, some or all.
+        for from in [6, 0] {
+            let e = Columns::write_chunked(&dir.path().join("r"), &rows, 4, |c| {
+                c.coded("a", false, name, move |&i| if i >= from { NONE } else { i })
+            })
+            .unwrap_err();
+            let n = 10 - from;
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "cannot encode {}: Parquet error: {n} rows without a value in the required column a",
+                    dir.path().join("r/part-00000.parquet").display()
+                )
+            );
+        }
+        assert_eq!(std::fs::read_dir(dir.path().join("r")).unwrap().count(), 0);
     }
 }
