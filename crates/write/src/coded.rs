@@ -611,33 +611,37 @@ mod tests {
     fn a_code_without_a_text_or_a_required_row_without_one_is_one_line_and_leaves_no_file() {
         let dir = tempfile::tempdir().unwrap();
         let rows: Vec<u32> = (0..10).collect();
-        let e = Columns::write_chunked(&dir.path().join("t"), &rows, 4, |c| {
-            c.coded("a", false, name, |&i| if i == 6 { 300 } else { i })
-        })
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            format!(
-                "cannot encode {}: Parquet error: no text for the code 300",
-                dir.path().join("t/part-00000.parquet").display()
-            )
-        );
-        assert_eq!(std::fs::read_dir(dir.path().join("t")).unwrap().count(), 0);
-        // A required column with rows without a value, some or all.
-        for from in [6, 0] {
-            let e = Columns::write_chunked(&dir.path().join("r"), &rows, 4, |c| {
-                c.coded("a", false, name, move |&i| if i >= from { NONE } else { i })
+        // Each case: its folder, the rows' codes, the line it gets.
+        type Case = (&'static str, fn(u32) -> u32, &'static str);
+        let cases: [Case; 3] = [
+            (
+                "t",
+                |i| if i == 6 { 300 } else { i },
+                "no text for the code 300",
+            ),
+            (
+                "r",
+                |i| if i >= 6 { NONE } else { i },
+                "4 rows without a value in the required column a",
+            ),
+            (
+                "s",
+                |_| NONE,
+                "10 rows without a value in the required column a",
+            ),
+        ];
+        for (folder, code, why) in cases {
+            let e = Columns::write_chunked(&dir.path().join(folder), &rows, 4, |c| {
+                c.coded("a", false, name, move |&i| code(i))
             })
             .unwrap_err();
-            let n = 10 - from;
+            let file = dir.path().join(folder).join("part-00000.parquet");
+            let want = format!("cannot encode {}: Parquet error: {why}", file.display());
+            assert_eq!(e.to_string(), want);
             assert_eq!(
-                e.to_string(),
-                format!(
-                    "cannot encode {}: Parquet error: {n} rows without a value in the required column a",
-                    dir.path().join("r/part-00000.parquet").display()
-                )
+                std::fs::read_dir(dir.path().join(folder)).unwrap().count(),
+                0
             );
         }
-        assert_eq!(std::fs::read_dir(dir.path().join("r")).unwrap().count(), 0);
     }
 }
