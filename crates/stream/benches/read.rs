@@ -4,7 +4,8 @@
 //! events (as `docpipe`'s reader flushes), on one thread. The lines are made 2,000 at a time
 //! (0.9 MB held, as a reader holds a part of an object) and the clock (the process's CPU clock,
 //! to the nanosecond) runs only while docpipe reads them: the figures are docpipe's own work.
-//! Prints the CPU time per event and the process's peak resident memory.
+//! Prints the CPU time per event and the process's peak resident memory, with glibc's malloc
+//! set as `docpipe` sets it.
 //!
 //!   cargo bench -p docpipe-stream --bench read
 //!
@@ -152,7 +153,19 @@ fn write_held(out: &std::path::Path, held: &mut Batch, classify: &mut Classifier
     }
 }
 
+/// glibc's malloc set as `docpipe` sets it at start-up (src/alloc.rs: freed memory kept for the
+/// next window), so that the peak is the one the reader's process would reach.
+fn tune() {
+    // SAFETY: mallopt only sets malloc parameters; it is called before any other thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+        libc::mallopt(libc::M_TOP_PAD, 16 << 20);
+    }
+}
+
 fn main() {
+    tune();
     let out = tempfile::tempdir().expect("a temporary folder");
     let agents = Agents::shipped();
     let mut classify = Classifier::new(&agents);
