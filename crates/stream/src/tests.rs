@@ -124,6 +124,51 @@ fn a_referrer_is_kept_as_its_host_and_an_id_as_its_bits() {
 }
 
 #[test]
+fn a_referrers_host_is_found_by_bytes_as_the_character_splits_found_it() {
+    // The reading by character patterns, as it was.
+    fn by_chars(referrer: &str) -> Option<&str> {
+        let rest = referrer
+            .strip_prefix("https://")
+            .or_else(|| referrer.strip_prefix("http://"))?;
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host = authority.rsplit('@').next().unwrap_or("");
+        let host = host.split(':').next().unwrap_or("");
+        let host = host.strip_prefix("www.").unwrap_or(host);
+        (!host.is_empty() && host.len() <= 253).then_some(host)
+    }
+    let parts = [
+        "",
+        "www.",
+        "u:p@",
+        "a@b@",
+        "é",
+        "chatgpt.com",
+        ":443",
+        "/",
+        "?q=1",
+        "#x",
+        "@",
+        ":",
+        "/c/@x:1",
+    ];
+    let mut checked = 0;
+    for scheme in ["https://", "http://", "ftp://", ""] {
+        for a in parts {
+            for b in parts {
+                for c in parts {
+                    let r = format!("{scheme}{a}{b}{c}");
+                    assert_eq!(referrer_host(&r), by_chars(&r), "{r:?}");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 4 * 13 * 13 * 13);
+    let long = format!("https://{}.com/", "a".repeat(250));
+    assert_eq!(referrer_host(&long), None);
+}
+
+#[test]
 fn a_batch_drops_a_repeated_id_and_counts_what_it_cannot_place() {
     let setup = Setup {
         projects: vec!["p".into()],
