@@ -48,6 +48,8 @@ fn line(i: u64, out: &mut String) {
     use std::fmt::Write;
     out.clear();
     let h = mix(i);
+    // A version 4 UUID's random bits (the service's ids are UUIDs; the emulator's are random).
+    let r = mix(i ^ 0x9e37_79b9_7f4a_7c15);
     let day = 1 + (i * 30 / EVENTS);
     let second = h % 86_400;
     let ua = USER_AGENTS[(h >> 8) as usize % USER_AGENTS.len()];
@@ -62,12 +64,13 @@ fn line(i: u64, out: &mut String) {
         "https://www.google.com/"
     };
     let payload = format!(
-        r#"{{"event_id":"{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}","subdomain":"acme","user_id":"u-{}","anon_id":"a-{}","session_id":"s-{}","created_at":"2026-11-{day:02}T{:02}:{:02}:{:02}.000Z","event":"{event}","path":"/guides/page-{}","referrer":"{referrer}","user_agent":"{ua}","ip":"203.0.113.{}","properties":{{"title":"Page"}}}}"#,
+        r#"{{"event_id":"{:08x}-{:04x}-4{:03x}-{:x}{:03x}-{:012x}","subdomain":"acme","user_id":"u-{}","anon_id":"a-{}","session_id":"s-{}","created_at":"2026-11-{day:02}T{:02}:{:02}:{:02}.000Z","event":"{event}","path":"/guides/page-{}","referrer":"{referrer}","user_agent":"{ua}","ip":"203.0.113.{}","properties":{{"title":"Page"}}}}"#,
         (h >> 32) as u32,
         (h >> 16) & 0xffff,
         h & 0xfff,
-        (i >> 40) & 0xfff,
-        i & 0xffff_ffff_ffff,
+        8 + (r >> 62),
+        (r >> 48) & 0xfff,
+        r & 0xffff_ffff_ffff,
         h % 5000,
         h % 7000,
         h % 9000,

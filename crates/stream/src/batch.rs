@@ -214,7 +214,7 @@ pub struct Batch {
     pub lines: u64,
     hour: Hour,
     /// Where a payload string's text is undone, line after line.
-    scratch: Vec<u8>,
+    scratch: line::Scratch,
 }
 
 /// The time zone's offset over the UTC hours events fell in lately, each when it held the

@@ -230,40 +230,78 @@ pub fn write_day(
 }
 
 /// `events` in order of time, then id ((time, id) is unique: ids are deduplicated). The times
-/// are sorted with each event's place (16 bytes a key, not the event's 64), the rare runs of
-/// one time by id, and the events moved into place along the cycles of that order (no second
-/// copy of the day).
+/// are sorted with each event's place, the rare runs of one time by id, and the events moved
+/// into place along the cycles of that order (no second copy of the day).
 pub(crate) fn in_order(events: &mut [Ev]) {
-    let mut keys: Vec<(i64, u32)> = (0u32..)
-        .zip(events.iter())
-        .map(|(i, e)| (e.at, i))
-        .collect();
-    keys.sort_unstable();
-    let mut start = 0;
-    while start < keys.len() {
-        let at = keys[start].0;
-        let end = start + keys[start..].iter().take_while(|k| k.0 == at).count();
-        keys[start..end].sort_unstable_by_key(|&(_, i)| events[i as usize].id);
-        start = end;
-    }
-    // keys[j].1: where the event that goes to place j is now; u32::MAX once placed.
-    for first in 0..keys.len() {
-        if keys[first].1 == u32::MAX {
+    // to[j]: where the event that goes to place j is now; u32::MAX once placed.
+    let mut to = places(events);
+    for first in 0..to.len() {
+        if to[first] == u32::MAX {
             continue;
         }
         let held = events[first];
-        let mut to = first;
+        let mut at = first;
         loop {
-            let from = keys[to].1 as usize;
-            keys[to].1 = u32::MAX;
+            let from = to[at] as usize;
+            to[at] = u32::MAX;
             if from == first {
-                events[to] = held;
+                events[at] = held;
                 break;
             }
-            events[to] = events[from];
-            to = from;
+            events[at] = events[from];
+            at = from;
         }
     }
+}
+
+/// The places of `events` in order of time, then id. Each key is the time after the day's
+/// first and the place packed into one number (8 bytes a key where a pair took 16) when the
+/// day's span and count fit, as they do for any day's events.
+fn places(events: &[Ev]) -> Vec<u32> {
+    let bits = usize::BITS - events.len().leading_zeros();
+    let first = events.iter().map(|e| e.at).min().unwrap_or_default();
+    let last = events.iter().map(|e| e.at).max().unwrap_or_default();
+    let span = (i128::from(last) - i128::from(first)) as u128;
+    // The places in order of time, and where each run of one time ends.
+    let (mut places, ends): (Vec<u32>, Vec<usize>) =
+        if bits > 0 && bits < 64 && span >> (64 - bits) == 0 {
+            let mut keys: Vec<u64> = (0u64..)
+                .zip(events)
+                .map(|(i, e)| ((e.at - first) as u64) << bits | i)
+                .collect();
+            keys.sort_unstable();
+            let mask = (1u64 << bits) - 1;
+            (
+                keys.iter().map(|&k| (k & mask) as u32).collect(),
+                run_ends(&keys, |k| k >> bits),
+            )
+        } else {
+            let mut keys: Vec<(i64, u32)> = (0u32..).zip(events).map(|(i, e)| (e.at, i)).collect();
+            keys.sort_unstable();
+            (
+                keys.iter().map(|&(_, i)| i).collect(),
+                run_ends(&keys, |k| k.0),
+            )
+        };
+    let mut start = 0;
+    for end in ends {
+        if end - start > 1 {
+            places[start..end].sort_unstable_by_key(|&i| events[i as usize].id);
+        }
+        start = end;
+    }
+    places
+}
+
+/// Where each run of equal times in `keys` ends (its last key's place, plus one).
+fn run_ends<K, T: PartialEq>(keys: &[K], time: impl Fn(&K) -> T) -> Vec<usize> {
+    let mut ends: Vec<usize> = (1..keys.len())
+        .filter(|&j| time(&keys[j]) != time(&keys[j - 1]))
+        .collect();
+    if !keys.is_empty() {
+        ends.push(keys.len());
+    }
+    ends
 }
 
 /// The day's derived rows.
@@ -317,42 +355,53 @@ fn add(acc: &mut Acc, path: u32, session: u64) {
 }
 
 /// Each key of `rows` in order, with its rows, its distinct pages and its distinct sessions
-/// (0 is none, not counted). The (key, page) pairs are sorted packed into one number each, and
-/// the rows by (key, session) packed likewise (a sort by tuples cost four times as much).
-pub(crate) fn tally(rows: &mut [(u64, u32, u64)]) -> Vec<(u64, i64, i64, i64)> {
-    let mut pages: Vec<u128> = rows
-        .iter()
-        .map(|&(k, path, _)| u128::from(k) << 32 | u128::from(path))
-        .collect();
-    pages.sort_unstable();
+/// (0 is none, not counted). The (key, page) pairs are sorted packed into one number each (of
+/// 8 bytes when the keys fit in 32 bits, as a day's readers and surfaces do), and the (key,
+/// session) pairs likewise in 16 (a sort by tuples cost four times as much).
+pub(crate) fn tally(rows: &[(u64, u32, u64)]) -> Vec<(u64, i64, i64, i64)> {
     let mut out: Vec<(u64, i64, i64, i64)> = Vec::new();
-    let mut last = None;
-    for &kp in &pages {
-        let (k, path) = ((kp >> 32) as u64, kp as u32);
+    let mut count = |k: u64, path: u32, new_page: bool| {
         if out.last().is_none_or(|o| o.0 != k) {
             out.push((k, 0, 0, 0));
         }
-        let o = out.last_mut().expect("pushed");
-        o.1 += 1;
-        if path != 0 && last != Some(kp) {
-            o.2 += 1;
+        if let Some(o) = out.last_mut() {
+            o.1 += 1;
+            o.2 += i64::from(path != 0 && new_page);
         }
-        last = Some(kp);
+    };
+    if rows.iter().all(|r| r.0 >> 32 == 0) {
+        let mut pages: Vec<u64> = rows
+            .iter()
+            .map(|&(k, p, _)| k << 32 | u64::from(p))
+            .collect();
+        pages.sort_unstable();
+        for (j, &kp) in pages.iter().enumerate() {
+            count(kp >> 32, kp as u32, j == 0 || pages[j - 1] != kp);
+        }
+    } else {
+        let mut pages: Vec<u128> = rows
+            .iter()
+            .map(|&(k, p, _)| u128::from(k) << 32 | u128::from(p))
+            .collect();
+        pages.sort_unstable();
+        for (j, &kp) in pages.iter().enumerate() {
+            count((kp >> 32) as u64, kp as u32, j == 0 || pages[j - 1] != kp);
+        }
     }
-    drop(pages);
-    let session_key =
-        |&(k, _, session): &(u64, u32, u64)| u128::from(k) << 64 | u128::from(session);
-    rows.sort_unstable_by_key(session_key);
-    let (mut at, mut last) = (0, None);
-    for row in rows.iter() {
-        let (ks, k, session) = (session_key(row), row.0, row.2);
+    let mut sessions: Vec<u128> = rows
+        .iter()
+        .map(|&(k, _, s)| u128::from(k) << 64 | u128::from(s))
+        .collect();
+    sessions.sort_unstable();
+    let mut at = 0;
+    for (j, &ks) in sessions.iter().enumerate() {
+        let (k, session) = ((ks >> 64) as u64, ks as u64);
         while out[at].0 != k {
             at += 1;
         }
-        if session != 0 && last != Some(ks) {
+        if session != 0 && (j == 0 || sessions[j - 1] != ks) {
             out[at].3 += 1;
         }
-        last = Some(ks);
     }
     out
 }
@@ -393,6 +442,8 @@ impl Rows {
         let mut pages: Vec<u128> = Vec::new();
         let mut referrals: BTreeMap<(String, u32, u32), Acc> = BTreeMap::new();
         let mut unknown: BTreeMap<(u32, u32), Acc> = BTreeMap::new();
+        let mut operators: HashMap<u32, Option<&str>, foldhash::fast::RandomState> =
+            HashMap::default();
         for (e, &(who, surface)) in events.iter().zip(reads) {
             if !is_read(strings.get(e.event).unwrap_or("")) {
                 continue;
@@ -406,14 +457,20 @@ impl Rows {
             if class == Class::Unknown && c.who(who).agent != docpipe_agents::MASKED {
                 add(unknown.entry((e.user_agent, who)).or_default(), e.path, 0);
             }
-            let operator = strings.get(e.referrer).and_then(|h| c.referrer(h));
-            if let (Class::Human, Some(op), true) = (class, operator, e.path != 0) {
+            if class != Class::Human || e.path == 0 || e.referrer == 0 {
+                continue;
+            }
+            // A host's operator found once (a day's referrers are few).
+            let operator = *operators
+                .entry(e.referrer)
+                .or_insert_with(|| strings.get(e.referrer).and_then(|h| c.referrer(h)));
+            if let Some(op) = operator {
                 let key = (op.to_string(), e.referrer, e.path);
                 add(referrals.entry(key).or_default(), e.path, e.session);
             }
         }
         Self {
-            daily: tally(&mut daily)
+            daily: tally(&daily)
                 .into_iter()
                 .map(|(key, events, pages, sessions)| {
                     let (who, surface) = of_read_key(key);
@@ -574,7 +631,7 @@ fn write_events(
         })
         .time("at", false, |r| at(r.0))
         .coded("event", false, text, |r| code(r.0.event))
-        .text("path", true, |r| s.get(r.0.path))
+        .coded("path", true, text, |r| code(r.0.path))
         .coded("surface", false, surface, |r| u32::from(r.2.index()))
         .coded("user_agent", true, text, |r| code(r.0.user_agent))
         .coded("agent", false, agent, |r| r.1)

@@ -158,24 +158,33 @@ pub struct Fields<'a> {
 /// Reads one line and hands its fields to `f` (they borrow from the line, or from the payload
 /// string's decoded text).
 pub fn decode<R>(line: &[u8], f: impl FnOnce(&Fields<'_>) -> R) -> Result<R, Bad> {
-    decode_in(line, &mut Vec::new(), f)
+    decode_in(line, &mut Scratch::default(), f)
 }
 
-/// [`decode`], a payload string's text undone into `scratch` (kept by a reader of many lines:
-/// no allocation a line).
+/// What a reader of many lines keeps from line to line (no allocation a line): the room a
+/// payload string's text is undone into, and the indexes of the line's and the text's stops.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    text: Vec<u8>,
+    line: crate::scan::Stops,
+    payload: crate::scan::Stops,
+}
+
+/// [`decode`] in `scratch`.
 pub fn decode_in<R>(
     line: &[u8],
-    scratch: &mut Vec<u8>,
+    scratch: &mut Scratch,
     f: impl FnOnce(&Fields<'_>) -> R,
 ) -> Result<R, Bad> {
     // The common line without a general parser; serde_json reads whatever it gives up on.
-    if let Some(env) = crate::scan::envelope(line) {
+    if let Some(env) = crate::scan::envelope(line, &mut scratch.line) {
         match env.payload {
             None | Some(Found::Null) => return Err(Bad::NoPayload),
             Some(Found::Object(p)) => return checked(env.event_type, &p.into()).map(|x| f(&x)),
-            Some(Found::Text(raw)) => {
-                let text = crate::scan::unescape(raw, scratch);
-                if let Some(p) = text.and_then(crate::scan::payload_text) {
+            Some(Found::Text(at, raw)) => {
+                let text = crate::scan::unescape(raw, at, &scratch.line, &mut scratch.text);
+                let stops = &mut scratch.payload;
+                if let Some(p) = text.and_then(|t| crate::scan::payload_text(t, stops)) {
                     return checked(env.event_type, &p.into()).map(|x| f(&x));
                 }
             }
@@ -351,27 +360,41 @@ pub fn uuid_text(v: u128) -> String {
 
 /// Appends a UUID's canonical text (`8-4-4-4-12` lowercase hex digits) to `out`.
 pub fn push_uuid(v: u128, out: &mut String) {
+    let (hi, lo) = (hex16((v >> 64) as u64), hex16(v as u64));
     let mut text = [b'-'; 36];
-    let mut at = 0;
-    for (i, b) in v.to_be_bytes().into_iter().enumerate() {
-        at += usize::from(matches!(i, 4 | 6 | 8 | 10));
-        text[at..at + 2].copy_from_slice(&hex_byte(b));
-        at += 2;
-    }
+    text[..8].copy_from_slice(&hi[..8]);
+    text[9..13].copy_from_slice(&hi[8..12]);
+    text[14..18].copy_from_slice(&hi[12..]);
+    text[19..23].copy_from_slice(&lo[..4]);
+    text[24..].copy_from_slice(&lo[4..]);
     out.push_str(std::str::from_utf8(&text).unwrap_or_default());
 }
 
 /// Appends `v` as 16 lowercase hex digits to `out` (`format!("{v:016x}")` without allocating).
 pub fn push_hex64(v: u64, out: &mut String) {
-    let mut text = [0u8; 16];
-    for (pair, b) in text.chunks_exact_mut(2).zip(v.to_be_bytes()) {
-        pair.copy_from_slice(&hex_byte(b));
-    }
-    out.push_str(std::str::from_utf8(&text).unwrap_or_default());
+    out.push_str(std::str::from_utf8(&hex16(v)).unwrap_or_default());
 }
 
-/// A byte's two lowercase hex digits.
-fn hex_byte(b: u8) -> [u8; 2] {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    [HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]
+/// `v`'s 16 lowercase hex digits, eight at a time: each word's nibbles spread one a byte, then
+/// made digits all at once (SWAR; a byte at a time this was most of writing an event's id).
+fn hex16(v: u64) -> [u8; 16] {
+    let mut out = [0; 16];
+    out[..8].copy_from_slice(&hex8((v >> 32) as u32));
+    out[8..].copy_from_slice(&hex8(v as u32));
+    out
+}
+
+/// `v`'s 8 lowercase hex digits.
+fn hex8(v: u32) -> [u8; 8] {
+    const LOW: u64 = 0x0f0f_0f0f_0f0f_0f0f;
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let mut x = u64::from(v);
+    x = (x | x << 16) & 0x0000_ffff_0000_ffff;
+    x = (x | x << 8) & 0x00ff_00ff_00ff_00ff;
+    x = (x | x << 4) & LOW;
+    // Byte k holds nibble k from the lowest: the text starts with the highest.
+    let x = x.swap_bytes();
+    // A nibble of 10 or more carries into its byte's bit 4: those become letters.
+    let letters = ((x + 6 * ONES) >> 4) & ONES;
+    (x + u64::from(b'0') * ONES + letters * u64::from(b'a' - b'0' - 10)).to_le_bytes()
 }

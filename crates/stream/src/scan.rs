@@ -26,8 +26,9 @@ const MAX_DEPTH: usize = 64;
 pub(crate) enum Found<'a> {
     /// An object, its kept fields read.
     Object(Kept<'a>),
-    /// A string: its contents as written (escapes not yet undone).
-    Text(&'a [u8]),
+    /// A string: where its contents start in the line, and they as written (escapes not yet
+    /// undone).
+    Text(usize, &'a [u8]),
     /// `null`.
     Null,
 }
@@ -39,64 +40,94 @@ pub(crate) struct Envelope<'a> {
     pub(crate) payload: Option<Found<'a>>,
 }
 
-/// The bytes that end a run of a string's plain characters: a quote, a backslash, a control
-/// character (which JSON forbids in a string).
-const STOPS: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut c = 0;
-    while c < 0x20 {
-        t[c] = true;
-        c += 1;
-    }
-    t[b'"' as usize] = true;
-    t[b'\\' as usize] = true;
-    t
-};
+/// Where a text's strings' plain runs stop: a bit for each quote, backslash and control
+/// character (which JSON forbids in a string), byte `j` at bit `j % 64` of word `j / 64`. Made
+/// once for a line, 16 bytes at a time by vector compares: the scanner then finds each string's
+/// end from the bits, where a search of each string cost more than all of the index
+/// (docs/benchmarks.md).
+#[derive(Debug, Default)]
+pub(crate) struct Stops(Vec<u64>);
 
-/// Where the string's contents in `b` from `from` stop: the next quote, backslash or control
-/// character, eight bytes at a time (SWAR) and the last few a byte at a time. Strings here are
-/// 10 to 120 bytes: a word at a time has no set-up to pay, where a vector search's cost more
-/// than it saved (docs/benchmarks.md).
-pub(crate) fn stop(b: &[u8], from: usize) -> Option<usize> {
-    let mut i = from;
-    while let Some(chunk) = b.get(i..i + 8) {
-        let w = u64::from_le_bytes(chunk.try_into().ok()?);
-        // The lowest flag of the three terms is the first stop.
-        let found = below(w, 0x20) | equal(w, b'"') | equal(w, b'\\');
-        if found != 0 {
-            return Some(i + (found.trailing_zeros() / 8) as usize);
+impl Stops {
+    /// The index of `b` (the last word's bits past its end clear).
+    pub(crate) fn of(&mut self, b: &[u8]) {
+        self.0.clear();
+        let (blocks, rest) = b.as_chunks::<64>();
+        self.0.extend(blocks.iter().map(block));
+        if !rest.is_empty() {
+            // A byte that stops nothing fills the rest of the last block.
+            let mut last = [b'a'; 64];
+            last[..rest.len()].copy_from_slice(rest);
+            self.0.push(block(&last));
         }
-        i += 8;
     }
-    b[i..]
+
+    /// The first stop at or after `from`.
+    pub(crate) fn next(&self, from: usize) -> Option<usize> {
+        let mut w = from / 64;
+        let mut bits = self.0.get(w)? & (u64::MAX << (from % 64));
+        while bits == 0 {
+            w += 1;
+            bits = *self.0.get(w)?;
+        }
+        Some(w * 64 + bits.trailing_zeros() as usize)
+    }
+}
+
+/// The stops of 64 bytes.
+fn block(b: &[u8; 64]) -> u64 {
+    let (quarters, _) = b.as_chunks::<16>();
+    quarters
         .iter()
-        .position(|&c| STOPS[c as usize])
-        .map(|n| i + n)
+        .enumerate()
+        .fold(0, |m, (k, q)| m | (u64::from(stops16(q)) << (16 * k)))
 }
 
-/// A byte in every lane of a word.
-const ONES: u64 = 0x0101_0101_0101_0101;
-
-/// Flags (the top bit of its lane) each byte of `w` below `n` (at most 0x80): the lowest flag is
-/// exact, and a borrow can flag a byte above a flagged one, never below (SWAR).
-const fn below(w: u64, n: u64) -> u64 {
-    w.wrapping_sub(ONES * n) & !w & (ONES * 0x80)
+/// The stops of 16 bytes, by SSE2's compares (`safe_arch` wraps them safely).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+fn stops16(q: &[u8; 16]) -> u16 {
+    use safe_arch::{
+        bitor_m128i, cmp_eq_mask_i8_m128i, load_unaligned_m128i, min_u8_m128i, move_mask_i8_m128i,
+        set_splat_i8_m128i,
+    };
+    let v = load_unaligned_m128i(q);
+    let quote = cmp_eq_mask_i8_m128i(v, set_splat_i8_m128i(b'"' as i8));
+    let backslash = cmp_eq_mask_i8_m128i(v, set_splat_i8_m128i(b'\\' as i8));
+    // A byte below 0x20 is its own minimum with 0x1f.
+    let control = cmp_eq_mask_i8_m128i(min_u8_m128i(v, set_splat_i8_m128i(0x1f)), v);
+    move_mask_i8_m128i(bitor_m128i(bitor_m128i(quote, backslash), control)) as u16
 }
 
-/// Flags each byte of `w` equal to `c`, as [`below`] does (the lowest exact).
-const fn equal(w: u64, c: u8) -> u64 {
-    below(w ^ (ONES * c as u64), 1)
+/// The stops of 16 bytes, a byte at a time (where SSE2 is not).
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+fn stops16(q: &[u8; 16]) -> u16 {
+    q.iter().enumerate().fold(0, |m, (j, &c)| {
+        m | (u16::from(c == b'"' || c == b'\\' || c < 0x20) << j)
+    })
 }
 
-struct Scan<'a> {
+struct Scan<'a, 's> {
     /// The text (checked as UTF-8 once, whole), and its bytes.
     t: &'a str,
     b: &'a [u8],
+    /// The index of the text's stops.
+    stops: &'s Stops,
     i: usize,
+    /// Whether this is the inside of a payload string read in place: a string's quotes are
+    /// escaped (`\"`), and nothing else may be.
+    esc: bool,
 }
 
-impl<'a> Scan<'a> {
+impl<'a> Scan<'a, '_> {
     fn ws(&mut self) {
+        if self.esc {
+            // Inside a string a tab or a line's end is escaped, and this reads no escape but a
+            // quote's; a control character as it is would break the string.
+            while let Some(b' ') = self.b.get(self.i) {
+                self.i += 1;
+            }
+            return;
+        }
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
             self.i += 1;
         }
@@ -117,24 +148,31 @@ impl<'a> Scan<'a> {
     /// Where the string's contents from `self.i` stop: the next quote, backslash or control
     /// character.
     fn stop(&self) -> Option<usize> {
-        stop(self.b, self.i)
+        self.stops.next(self.i)
     }
 
     /// A string with no escape (the quote next), as text.
     fn plain(&mut self) -> Option<&'a str> {
-        self.eat(b'"')?;
+        // The quote, one byte or an escaped one's two (each a constant compare).
+        let quote = |b: &[u8], at: usize, esc: bool| match esc {
+            false => (b.get(at) == Some(&b'"')).then_some(1),
+            true => (b.get(at..at + 2) == Some(b"\\\"")).then_some(2),
+        };
+        self.i += quote(self.b, self.i, self.esc)?;
         let end = self.stop()?;
-        if self.b[end] != b'"' {
-            return None;
-        }
+        let close = quote(self.b, end, self.esc)?;
         // Between two quotes: a slice of the text on its characters' boundaries.
         let text = self.t.get(self.i..end);
-        self.i = end + 1;
+        self.i = end + close;
         text
     }
 
-    /// A string's contents as written (the quote next), its escapes checked (no `\u`).
+    /// A string's contents as written (the quote next), its escapes checked (no `\u`); inside
+    /// a payload string read in place, a string with no escape.
     fn string(&mut self) -> Option<&'a [u8]> {
+        if self.esc {
+            return self.plain().map(str::as_bytes);
+        }
         self.eat(b'"')?;
         let start = self.i;
         loop {
@@ -190,7 +228,8 @@ impl<'a> Scan<'a> {
             return None;
         }
         match self.peek()? {
-            b'"' => self.string().map(|_| ()),
+            b'"' if !self.esc => self.string().map(|_| ()),
+            b'\\' if self.esc => self.string().map(|_| ()),
             b'{' => self.items(b'}', depth, true),
             b'[' => self.items(b']', depth, false),
             b't' => self.word(b"true"),
@@ -294,16 +333,42 @@ impl<'a> Scan<'a> {
         Some(p)
     }
 
+    /// A payload string (the quote next) read as the object it holds where it is, when the
+    /// only escapes in it are its strings' quotes (`\"`): nothing copied, and its kept
+    /// fields slices of the line. `None` leaves the scanner where it was.
+    fn in_place(&mut self) -> Option<Kept<'a>> {
+        let mut inner = Scan {
+            i: self.i + 1,
+            esc: true,
+            ..*self
+        };
+        inner.ws();
+        let kept = inner.payload()?;
+        inner.ws();
+        inner.esc = false;
+        inner.eat(b'"')?;
+        self.i = inner.i;
+        Some(kept)
+    }
+
     fn end(&mut self) -> Option<()> {
         self.ws();
         (self.i == self.b.len()).then_some(())
     }
 }
 
-/// A line's envelope, or `None` when this reader gives it to serde_json.
-pub(crate) fn envelope(line: &[u8]) -> Option<Envelope<'_>> {
+/// A line's envelope, or `None` when this reader gives it to serde_json (`stops`: room for the
+/// line's index, kept from line to line).
+pub(crate) fn envelope<'a>(line: &'a [u8], stops: &mut Stops) -> Option<Envelope<'a>> {
     let t = std::str::from_utf8(line).ok()?;
-    let mut s = Scan { t, b: line, i: 0 };
+    stops.of(line);
+    let mut s = Scan {
+        t,
+        b: line,
+        stops,
+        i: 0,
+        esc: false,
+    };
     s.ws();
     let mut env = Envelope {
         event_type: None,
@@ -322,7 +387,10 @@ pub(crate) fn envelope(line: &[u8]) -> Option<Envelope<'_>> {
             seen |= 2;
             env.payload = Some(match s.peek()? {
                 b'{' => Found::Object(s.payload()?),
-                b'"' => Found::Text(s.string()?),
+                b'"' => match s.in_place() {
+                    Some(kept) => Found::Object(kept),
+                    None => Found::Text(s.i + 1, s.string()?),
+                },
                 _ => {
                     s.word(b"null")?;
                     Found::Null
@@ -336,44 +404,50 @@ pub(crate) fn envelope(line: &[u8]) -> Option<Envelope<'_>> {
     Some(env)
 }
 
-/// The text of a JSON string's `raw` bytes (between its quotes, the line already checked as
-/// UTF-8) with its escapes undone into `out`, or `None` for a `\u` escape or a broken one
-/// (serde_json decides those). The runs between backslashes are copied eight bytes at a time:
-/// a payload string escapes every quote, and a byte at a time this was the largest part of
-/// reading such a line (`perf`, docs/benchmarks.md).
-pub(crate) fn unescape<'b>(raw: &'b [u8], out: &'b mut Vec<u8>) -> Option<&'b str> {
-    let Some(first) = memchr::memchr(b'\\', raw) else {
+/// The text of a JSON string's `raw` bytes (between its quotes, in a text already checked as
+/// UTF-8 whose index is `stops`, `raw` at `at` in it) with its escapes undone into `out`, or
+/// `None` for a `\u` escape or a broken one (serde_json decides those): a payload string with
+/// an escape other than its strings' quotes' (`Scan::in_place`). The backslashes are found from
+/// the index, and each run between two copied 16 bytes at once where it is that short.
+pub(crate) fn unescape<'b>(
+    raw: &'b [u8],
+    at: usize,
+    stops: &Stops,
+    out: &'b mut Vec<u8>,
+) -> Option<&'b str> {
+    // Inside a string the only stops are backslashes (a quote or a control character ended it).
+    let backslash = |i: usize| {
+        stops
+            .next(at + i)
+            .map(|p| p - at)
+            .filter(|&p| p < raw.len())
+    };
+    let Some(first) = backslash(0) else {
         return std::str::from_utf8(raw).ok();
     };
-    // The text only shrinks: `out` has the room of `raw`, and each word is copied whole (what
-    // follows a backslash in it is written over next).
+    // The text only shrinks: `out` has the room of `raw` and 16 bytes more, and a short run is
+    // copied 16 bytes whole (what follows it is written over next).
     out.clear();
-    out.resize(raw.len(), 0);
-    out[..first].copy_from_slice(&raw[..first]);
-    let (mut i, mut o) = (first, first);
-    while i < raw.len() {
-        if raw[i] == b'\\' {
-            out[o] = escaped(*raw.get(i + 1)?)?;
-            (i, o) = (i + 2, o + 1);
-            continue;
+    out.resize(raw.len() + 16, 0);
+    let (mut i, mut o, mut next) = (0, 0, Some(first));
+    while let Some(p) = next {
+        let run = p - i;
+        match raw.get(i..i + 16) {
+            Some(word) if run <= 16 => out[o..o + 16].copy_from_slice(word),
+            _ => out[o..o + run].copy_from_slice(&raw[i..p]),
         }
-        match raw.get(i..i + 8) {
-            Some(chunk) => {
-                out[o..o + 8].copy_from_slice(chunk);
-                let found = equal(u64::from_le_bytes(chunk.try_into().ok()?), b'\\');
-                let run = match found {
-                    0 => 8,
-                    f => (f.trailing_zeros() / 8) as usize,
-                };
-                (i, o) = (i + run, o + run);
-            }
-            None => {
-                out[o] = raw[i];
-                (i, o) = (i + 1, o + 1);
-            }
+        o += run;
+        if raw[p] != b'\\' {
+            return None;
         }
+        out[o] = escaped(*raw.get(p + 1)?)?;
+        (i, o) = (p + 2, o + 1);
+        next = backslash(i);
     }
-    out.truncate(o);
+    let rest = raw.len() - i;
+    out[o..o + rest].copy_from_slice(&raw[i..]);
+    out.truncate(o + rest);
+    // Undoing escapes of ASCII characters in UTF-8 leaves UTF-8.
     std::str::from_utf8(out).ok()
 }
 
@@ -392,12 +466,16 @@ fn escaped(letter: u8) -> Option<u8> {
     })
 }
 
-/// A payload string's text read as the object it should hold, or `None` (serde_json decides).
-pub(crate) fn payload_text(text: &str) -> Option<Kept<'_>> {
+/// A payload string's text read as the object it should hold, or `None` (serde_json decides;
+/// `stops`: room for the text's index).
+pub(crate) fn payload_text<'a>(text: &'a str, stops: &mut Stops) -> Option<Kept<'a>> {
+    stops.of(text.as_bytes());
     let mut s = Scan {
         t: text,
         b: text.as_bytes(),
+        stops,
         i: 0,
+        esc: false,
     };
     s.ws();
     let p = s.payload()?;
