@@ -528,25 +528,30 @@ impl Rows {
         let version = c.version();
         let op = |w: u32| Some(c.who(w).operator.as_str()).filter(|o| !o.is_empty());
         let mut files = vec![write_events(day, events, reads, s, c)?];
+        // Who read and the surface are written from their codes, as in `events`.
+        let agent = |w: u32| Some(c.who(w).agent.as_str());
+        let operator = |w: u32| if op(w).is_some() { w } else { NONE };
+        let class = |w: u32| Some(c.who(w).class.as_str());
+        let surface = |i: u32| Surface::ALL.get(i as usize).map(|s| s.as_str());
         let t = &tables::AGENT_DAILY;
         files.extend(put(day, t.name, &self.daily, |cols| {
-            cols.text("agent", false, |r| Some(c.who(r.who).agent.as_str()))
-                .text("operator", true, |r| op(r.who))
-                .text("class", false, |r| Some(c.who(r.who).class.as_str()))
-                .text("surface", false, |r| Some(r.surface.as_str()))
+            cols.coded("agent", false, agent, |r| r.who)
+                .coded("operator", true, op, |r| operator(r.who))
+                .coded("class", false, class, |r| r.who)
+                .coded("surface", false, surface, |r| u32::from(r.surface.index()))
                 .int("events", false, |r| Some(r.events))
                 .int("pages", false, |r| Some(r.pages))
                 .int("sessions", false, |r| Some(r.sessions))
-                .text("agents_version", false, |_| Some(version))
+                .coded("agents_version", false, move |_| Some(version), |_| 0)
         })?);
         files.extend(put(day, tables::AGENT_PAGES.name, &self.pages, |cols| {
-            cols.text("path", false, |r| s.get(r.path))
-                .text("agent", false, |r| Some(c.who(r.who).agent.as_str()))
-                .text("operator", true, |r| op(r.who))
-                .text("class", false, |r| Some(c.who(r.who).class.as_str()))
-                .text("surface", false, |r| Some(r.surface.as_str()))
+            cols.coded("path", false, |i| s.get(i), |r| r.path)
+                .coded("agent", false, agent, |r| r.who)
+                .coded("operator", true, op, |r| operator(r.who))
+                .coded("class", false, class, |r| r.who)
+                .coded("surface", false, surface, |r| u32::from(r.surface.index()))
                 .int("events", false, |r| Some(r.events))
-                .text("agents_version", false, |_| Some(version))
+                .coded("agents_version", false, move |_| Some(version), |_| 0)
         })?);
         files.extend(put(
             day,
@@ -584,14 +589,14 @@ fn put<'r, R>(
     day: &Day<'_>,
     table: &str,
     rows: &'r [R],
-    columns: impl FnOnce(Columns<'r, R>) -> Columns<'r, R>,
+    columns: impl Fn(Columns<'r, R>) -> Columns<'r, R>,
 ) -> Result<Option<PathBuf>, WriteError> {
     let dir = day.dir(table);
     if rows.is_empty() {
         remove_partition(&dir)?;
         return Ok(None);
     }
-    columns(Columns::new(rows)).write_in(&dir).map(Some)
+    Columns::write_chunked(&dir, rows, CHUNK, columns).map(Some)
 }
 
 /// The rows of the `events` table made into arrays and encoded at a time (its memory is a

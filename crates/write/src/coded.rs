@@ -109,6 +109,20 @@ fn packed(values: &[u32], width: u8, out: &mut Vec<u8>) {
     }
     let groups = values.len().div_ceil(8);
     uleb(groups << 1 | 1, out);
+    // Eight values of `width` bits are `width` bytes: made in one number and written at once
+    // (the keys of a dictionary of up to 65,536 texts; a byte at a time, below, for wider).
+    let w = usize::from(width);
+    if w <= 16 {
+        let (whole, rest) = values.as_chunks::<8>();
+        let mut last = [0u32; 8];
+        last[..rest.len()].copy_from_slice(rest);
+        let tail = (!rest.is_empty()).then_some(&last);
+        for group in whole.iter().chain(tail) {
+            let acc = (0..8).fold(0u128, |acc, j| acc | u128::from(group[j]) << (j * w));
+            out.extend_from_slice(&acc.to_le_bytes()[..w]);
+        }
+        return;
+    }
     let (mut acc, mut bits) = (0u64, 0u32);
     for i in 0..groups * 8 {
         acc |= u64::from(values.get(i).copied().unwrap_or(0)) << bits;
