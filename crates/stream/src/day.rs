@@ -6,7 +6,7 @@
 use crate::batch::{Ev, Strings};
 use crate::line::{push_hex64, push_uuid, uuid_text};
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::NaiveDate;
 use docpipe_agents::{Agents, Class, Surface, Who, surface, unmasked};
 use docpipe_catalog::layout::{PART, partition_dir};
 use docpipe_catalog::tables;
@@ -616,7 +616,6 @@ fn write_events(
         .map(|(e, &(w, sf))| (e, w, sf))
         .collect();
     let version = c.version();
-    let at = |e: &Ev| DateTime::<Utc>::from_timestamp_micros(e.at);
     let dir = day.dir(tables::EVENTS.name);
     // The texts of few values are written from their codes: an interned text's index, who read,
     // the surface (docpipe_write::coded).
@@ -629,12 +628,12 @@ fn write_events(
     Columns::write_chunked(&dir, &rows, CHUNK, |cols| {
         cols.text_written("event_id", false, 36, |r, out| {
             match s.get(r.0.raw_id) {
-                Some(raw) => out.push_str(raw),
+                Some(raw) => out.extend_from_slice(raw.as_bytes()),
                 None => push_uuid(r.0.id, out),
             }
             true
         })
-        .time("at", false, |r| at(r.0))
+        .micros("at", false, |r| Some(r.0.at))
         .coded("event", false, text, |r| code(r.0.event))
         .coded("path", true, text, |r| code(r.0.path))
         .coded("surface", false, surface, |r| u32::from(r.2.index()))

@@ -39,17 +39,18 @@ pub struct Payload<'a> {
     pub user_agent: Option<Cow<'a, str>>,
 }
 
-impl<'a> From<crate::scan::Kept<'a>> for Payload<'a> {
-    fn from(k: crate::scan::Kept<'a>) -> Self {
-        Self {
-            event_id: k.event_id.map(Cow::Borrowed),
-            subdomain: k.subdomain.map(Cow::Borrowed),
-            session_id: k.session_id.map(Cow::Borrowed),
-            created_at: k.created_at.map(Cow::Borrowed),
-            event: k.event.map(Cow::Borrowed),
-            path: k.path.map(Cow::Borrowed),
-            referrer: k.referrer.map(Cow::Borrowed),
-            user_agent: k.user_agent.map(Cow::Borrowed),
+impl Payload<'_> {
+    /// Its fields as the fast reader gives them (borrowed from it).
+    fn kept(&self) -> crate::scan::Kept<'_> {
+        crate::scan::Kept {
+            event_id: self.event_id.as_deref(),
+            subdomain: self.subdomain.as_deref(),
+            session_id: self.session_id.as_deref(),
+            created_at: self.created_at.as_deref(),
+            event: self.event.as_deref(),
+            path: self.path.as_deref(),
+            referrer: self.referrer.as_deref(),
+            user_agent: self.user_agent.as_deref(),
         }
     }
 }
@@ -180,12 +181,12 @@ pub fn decode_in<R>(
     if let Some(env) = crate::scan::envelope(line, &mut scratch.line) {
         match env.payload {
             None | Some(Found::Null) => return Err(Bad::NoPayload),
-            Some(Found::Object(p)) => return checked(env.event_type, &p.into()).map(|x| f(&x)),
+            Some(Found::Object(p)) => return checked(env.event_type, &p).map(|x| f(&x)),
             Some(Found::Text(at, raw)) => {
                 let text = crate::scan::unescape(raw, at, &scratch.line, &mut scratch.text);
                 let stops = &mut scratch.payload;
                 if let Some(p) = text.and_then(|t| crate::scan::payload_text(t, stops)) {
-                    return checked(env.event_type, &p.into()).map(|x| f(&x));
+                    return checked(env.event_type, &p).map(|x| f(&x));
                 }
             }
         }
@@ -198,26 +199,28 @@ pub fn decode_parsed<R>(line: &[u8], f: impl FnOnce(&Fields<'_>) -> R) -> Result
     let env: Envelope<'_> = serde_json::from_slice(line).map_err(|_| Bad::NotJson)?;
     match env.payload {
         None => Err(Bad::NoPayload),
-        Some(PayloadField::Object(p)) => checked(env.event_type.as_deref(), &p).map(|x| f(&x)),
+        Some(PayloadField::Object(p)) => {
+            checked(env.event_type.as_deref(), &p.kept()).map(|x| f(&x))
+        }
         Some(PayloadField::Text(text)) => {
             let p: Payload<'_> = serde_json::from_str(&text).map_err(|_| Bad::PayloadNotJson)?;
-            checked(env.event_type.as_deref(), &p).map(|x| f(&x))
+            checked(env.event_type.as_deref(), &p.kept()).map(|x| f(&x))
         }
     }
 }
 
-fn some<'a>(v: &'a Option<Cow<'a, str>>) -> Option<&'a str> {
-    v.as_deref().filter(|s| !s.is_empty())
+fn some(v: Option<&str>) -> Option<&str> {
+    v.filter(|s| !s.is_empty())
 }
 
-fn checked<'a>(event_type: Option<&'a str>, p: &'a Payload<'a>) -> Result<Fields<'a>, Bad> {
+fn checked<'a>(event_type: Option<&'a str>, p: &crate::scan::Kept<'a>) -> Result<Fields<'a>, Bad> {
     let event = event_type
         .filter(|s| !s.is_empty())
-        .or(some(&p.event))
+        .or(some(p.event))
         .ok_or(Bad::NoEvent)?;
-    let event_id = some(&p.event_id).ok_or(Bad::NoEventId)?;
-    let subdomain = some(&p.subdomain).ok_or(Bad::NoSubdomain)?;
-    let at_micros = some(&p.created_at)
+    let event_id = some(p.event_id).ok_or(Bad::NoEventId)?;
+    let subdomain = some(p.subdomain).ok_or(Bad::NoSubdomain)?;
+    let at_micros = some(p.created_at)
         .and_then(parse_time)
         .ok_or(Bad::BadTime)?;
     Ok(Fields {
@@ -225,10 +228,10 @@ fn checked<'a>(event_type: Option<&'a str>, p: &'a Payload<'a>) -> Result<Fields
         event_id,
         subdomain,
         at_micros,
-        session_id: some(&p.session_id),
-        path: some(&p.path),
-        referrer: some(&p.referrer),
-        user_agent: some(&p.user_agent),
+        session_id: some(p.session_id),
+        path: some(p.path),
+        referrer: some(p.referrer),
+        user_agent: some(p.user_agent),
     })
 }
 
@@ -353,13 +356,13 @@ pub(crate) fn uuid_bits(s: &str) -> Option<u128> {
 
 /// A UUID's canonical text (lower case, hyphenated).
 pub fn uuid_text(v: u128) -> String {
-    let mut out = String::with_capacity(36);
+    let mut out = Vec::with_capacity(36);
     push_uuid(v, &mut out);
-    out
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Appends a UUID's canonical text (`8-4-4-4-12` lowercase hex digits) to `out`.
-pub fn push_uuid(v: u128, out: &mut String) {
+pub fn push_uuid(v: u128, out: &mut Vec<u8>) {
     let (hi, lo) = (hex16((v >> 64) as u64), hex16(v as u64));
     let mut text = [b'-'; 36];
     text[..8].copy_from_slice(&hi[..8]);
@@ -367,12 +370,12 @@ pub fn push_uuid(v: u128, out: &mut String) {
     text[14..18].copy_from_slice(&hi[12..]);
     text[19..23].copy_from_slice(&lo[..4]);
     text[24..].copy_from_slice(&lo[4..]);
-    out.push_str(std::str::from_utf8(&text).unwrap_or_default());
+    out.extend_from_slice(&text);
 }
 
 /// Appends `v` as 16 lowercase hex digits to `out` (`format!("{v:016x}")` without allocating).
-pub fn push_hex64(v: u64, out: &mut String) {
-    out.push_str(std::str::from_utf8(&hex16(v)).unwrap_or_default());
+pub fn push_hex64(v: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(&hex16(v));
 }
 
 /// `v`'s 16 lowercase hex digits, eight at a time: each word's nibbles spread one a byte, then

@@ -6,7 +6,7 @@
 //! mutated lines). The values it skips are checked to the JSON grammar, as serde_json checks
 //! them.
 
-/// The fields of a payload docpipe keeps, as written (`line::Payload` is made from them).
+/// The fields of a payload docpipe keeps, as written (`line::Payload` gives them too).
 #[derive(Debug, Default)]
 pub(crate) struct Kept<'a> {
     pub(crate) event_id: Option<&'a str>,

@@ -519,9 +519,9 @@ fn an_ids_and_a_sessions_texts_are_written_as_the_formatter_writes_them() {
             &hex[20..]
         );
         assert_eq!(uuid_text(v), want);
-        let (mut out, session) = (String::from("x"), v as u64);
+        let (mut out, session) = (b"x".to_vec(), v as u64);
         crate::line::push_hex64(session, &mut out);
-        assert_eq!(out, format!("x{session:016x}"));
+        assert_eq!(out, format!("x{session:016x}").into_bytes());
     }
     assert_eq!(checked, 4 + 32 * 16 * 2);
 }

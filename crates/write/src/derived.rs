@@ -6,11 +6,11 @@
 
 use crate::coded::{Coded, Col, NONE};
 use crate::parquet::{WriteError, commit, write_coded, write_table};
-use arrow_array::builder::StringBuilder;
 use arrow_array::{
     ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, StringArray,
     TimestampMicrosecondArray,
 };
+use arrow_buffer::{Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use chrono::{DateTime, NaiveDate, Utc};
 use docpipe_catalog::layout::{PART, project_dir};
@@ -23,6 +23,8 @@ pub struct Columns<'a, R> {
     rows: Vec<&'a R>,
     fields: Vec<Field>,
     cols: Vec<Col<'a>>,
+    /// Why a column could not be made (the table is then not written).
+    error: Option<String>,
 }
 
 fn days_since_epoch(day: NaiveDate) -> i32 {
@@ -37,6 +39,7 @@ impl<'a, R> Columns<'a, R> {
             rows: rows.into_iter().collect(),
             fields: Vec::new(),
             cols: Vec::new(),
+            error: None,
         }
     }
 
@@ -57,28 +60,42 @@ impl<'a, R> Columns<'a, R> {
         self.with(Field::new(name, DataType::Utf8, nullable), Arc::new(array))
     }
 
-    /// A text column whose value each row writes into a buffer (`false`: none), so that no
-    /// row's text is allocated on its own; `width` is a row's usual length in bytes (the
-    /// column's room is made for that many, once).
+    /// A text column whose value each row writes into the column's bytes (`false`: none), so
+    /// that no row's text is allocated, copied or checked as UTF-8 on its own (the whole column
+    /// is checked once); `width` is a row's usual length in bytes (the column's room is made for
+    /// that many, once). Texts of over 2 GiB in all are an error of the table's.
     pub fn text_written(
-        self,
+        mut self,
         name: &str,
         nullable: bool,
         width: usize,
-        write: impl Fn(&'a R, &mut String) -> bool,
+        write: impl Fn(&'a R, &mut Vec<u8>) -> bool,
     ) -> Self {
-        let mut array = StringBuilder::with_capacity(self.rows.len(), self.rows.len() * width);
-        let mut value = String::new();
+        let mut bytes = Vec::with_capacity(self.rows.len() * width);
+        let mut offsets: Vec<i32> = Vec::with_capacity(self.rows.len() + 1);
+        offsets.push(0);
+        let mut nulls = NullBufferBuilder::new(self.rows.len());
         for r in &self.rows {
-            value.clear();
-            if write(r, &mut value) {
-                array.append_value(&value);
-            } else {
-                array.append_null();
+            let start = bytes.len();
+            let some = write(r, &mut bytes);
+            if !some {
+                bytes.truncate(start);
+            }
+            let Ok(end) = i32::try_from(bytes.len()) else {
+                self.error = Some(format!("the column {name}'s texts pass 2 GiB"));
+                return self;
+            };
+            offsets.push(end);
+            nulls.append(some);
+        }
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+        match StringArray::try_new(offsets, Buffer::from_vec(bytes), nulls.finish()) {
+            Ok(array) => self.with(Field::new(name, DataType::Utf8, nullable), Arc::new(array)),
+            Err(e) => {
+                self.error = Some(format!("the column {name}: {e}"));
+                self
             }
         }
-        let array = array.finish();
-        self.with(Field::new(name, DataType::Utf8, nullable), Arc::new(array))
     }
 
     /// A whole number column.
@@ -113,10 +130,15 @@ impl<'a, R> Columns<'a, R> {
         nullable: bool,
         value: impl Fn(&'a R) -> Option<DateTime<Utc>>,
     ) -> Self {
+        self.micros(name, nullable, |r| value(r).map(|t| t.timestamp_micros()))
+    }
+
+    /// A UTC time column of microseconds since the epoch, as they are (no conversion a row).
+    pub fn micros(self, name: &str, nullable: bool, value: impl Fn(&'a R) -> Option<i64>) -> Self {
         let array = self
             .rows
             .iter()
-            .map(|r| value(*r).map(|t| t.timestamp_micros()))
+            .map(|r| value(*r))
             .collect::<TimestampMicrosecondArray>()
             .with_timezone("UTC");
         let dtype = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
@@ -125,6 +147,12 @@ impl<'a, R> Columns<'a, R> {
 
     /// Writes the columns as `<dir>/part-00000.parquet`, in place when it returns.
     pub fn write_in(self, dir: &Path) -> Result<PathBuf, WriteError> {
+        if let Some(message) = self.error {
+            return Err(WriteError::Encode {
+                path: dir.display().to_string(),
+                message,
+            });
+        }
         let schema = self.schema();
         write_table(dir, schema, self.arrays())
     }
@@ -140,9 +168,10 @@ impl<'a, R> Columns<'a, R> {
         columns: impl Fn(Columns<'a, R>) -> Columns<'a, R>,
     ) -> Result<PathBuf, WriteError> {
         let schema = columns(Columns::new(&rows[..0])).schema();
-        let chunks = rows
-            .chunks(chunk.max(1))
-            .map(|part| Ok(columns(Columns::new(part)).cols));
+        let chunks = rows.chunks(chunk.max(1)).map(|part| {
+            let c = columns(Columns::new(part));
+            c.error.map_or(Ok(c.cols), Err)
+        });
         commit(write_coded(&dir.join(PART), schema, chunks)?)
     }
 
@@ -276,5 +305,51 @@ mod tests {
         let e = write(dir.path(), "t", &bad, |r| r.project, columns).unwrap_err();
         assert!(e.to_string().contains("name"), "{e}");
         assert!(!dir.path().join("t/project=c/part-00000.parquet").exists());
+    }
+
+    #[test]
+    fn written_texts_are_read_back_with_their_nulls_and_bytes_not_utf8_are_one_line_and_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows: Vec<u32> = (0..20_000).collect();
+        // A row's text written into the column's bytes: none for every seventh, and a write
+        // that put bytes before saying "none" leaves nothing of them.
+        fn text(c: Columns<'_, u32>) -> Columns<'_, u32> {
+            c.text_written("t", true, 4, |&i, out| {
+                out.extend_from_slice(format!("r{i}").as_bytes());
+                i % 7 != 0
+            })
+        }
+        let file = Columns::write_chunked(&dir.path().join("ok"), &rows, 8_192, text).unwrap();
+        let batches = crate::parquet::read_file(&file).unwrap();
+        let got: Vec<Option<String>> = batches
+            .iter()
+            .flat_map(|b| {
+                let a = b.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+                a.iter().map(|v| v.map(String::from)).collect::<Vec<_>>()
+            })
+            .collect();
+        let want: Vec<Option<String>> = rows
+            .iter()
+            .map(|i| (i % 7 != 0).then(|| format!("r{i}")))
+            .collect();
+        assert_eq!(got, want);
+        fn bad(c: Columns<'_, u32>) -> Columns<'_, u32> {
+            c.text_written("t", false, 4, |&i, out| {
+                out.push(if i == 9_000 { 0xff } else { b'a' });
+                true
+            })
+        }
+        let e = Columns::write_chunked(&dir.path().join("bad"), &rows, 8_192, bad).unwrap_err();
+        // Row 9,000 is at 808 in the second chunk of 8,192.
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "cannot encode {}: Parquet error: the column t: Invalid argument error: \
+                 Encountered non UTF-8 data: invalid utf-8 sequence of 1 bytes from index 808",
+                dir.path().join("bad").join(PART).display()
+            )
+        );
+        let left = std::fs::read_dir(dir.path().join("bad")).map_or(0, |d| d.count());
+        assert_eq!(left, 0);
     }
 }
