@@ -319,39 +319,46 @@ pub fn id_bits(event_id: &str) -> (u128, bool) {
     (h.finish128().as_u128(), false)
 }
 
-/// Each byte's value as a hex digit (either case); 0x80 for a byte that is not one.
-const HEX_VALUE: [u8; 256] = {
-    let mut t = [0x80u8; 256];
-    let mut i = 0;
-    while i < 10 {
-        t[b'0' as usize + i] = i as u8;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 6 {
-        t[b'a' as usize + i] = 10 + i as u8;
-        t[b'A' as usize + i] = 10 + i as u8;
-        i += 1;
-    }
-    t
-};
-
-/// A UUID's 128 bits (`8-4-4-4-12` hex digits, either case): each digit's value from a table,
-/// whether any was not a digit kept aside and looked at once.
+/// A UUID's 128 bits (`8-4-4-4-12` hex digits, either case), eight digits at a time: each
+/// group's bytes checked as digits or letters and made nibbles in one word (SWAR; a digit at a
+/// time from a table took 324 instructions an id).
 pub(crate) fn uuid_bits(s: &str) -> Option<u128> {
     let b: &[u8; 36] = s.as_bytes().try_into().ok()?;
     if [b[8], b[13], b[18], b[23]] != [b'-'; 4] {
         return None;
     }
-    let (mut v, mut bad) = (0u128, 0u8);
-    for part in [&b[0..8], &b[9..13], &b[14..18], &b[19..23], &b[24..36]] {
-        for &c in part {
-            let d = HEX_VALUE[usize::from(c)];
-            bad |= d;
-            v = v << 4 | u128::from(d & 0xf);
-        }
+    let word = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    let eight = |lo: usize, hi: usize| u64::from(word(lo)) | u64::from(word(hi)) << 32;
+    let groups = [eight(0, 4), eight(9, 14), eight(19, 24), eight(28, 32)];
+    groups
+        .into_iter()
+        .try_fold(0u128, |v, g| Some(v << 32 | u128::from(read_hex8(g)?)))
+}
+
+/// The value of eight hex digits (either case) given as a word's bytes, the first digit in the
+/// lowest byte; `None` when a byte is not one.
+fn read_hex8(w: u64) -> Option<u32> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = ONES * 0x80;
+    if w & HIGH != 0 {
+        return None;
     }
-    (bad & 0x80 == 0).then_some(v)
+    // Below 0x80 a byte plus at most 0x50 carries into no other byte: its top bit says whether
+    // it reached a bound.
+    let within = |x: u64, lo: u64, hi: u64| (x + ONES * (0x80 - lo)) & !(x + ONES * (0x7f - hi));
+    let digit = within(w, 0x30, 0x39) & HIGH;
+    // A letter of either case is one of `a` to `f` with its case bit set.
+    let letter = within(w | (ONES * 0x20), 0x61, 0x66) & HIGH;
+    if digit | letter != HIGH {
+        return None;
+    }
+    let nibbles = (w & (ONES * 0x0f)) + (letter >> 7) * 9;
+    // Pairs of nibbles into bytes, bytes into 16 bits, then into 32, the first digit highest.
+    const BYTES: u64 = 0x00ff_00ff_00ff_00ff;
+    const HALVES: u64 = 0x0000_ffff_0000_ffff;
+    let pairs = (nibbles & BYTES) << 4 | (nibbles >> 8) & BYTES;
+    let quads = (pairs & HALVES) << 8 | (pairs >> 16) & HALVES;
+    Some(((quads & 0xffff_ffff) << 16 | quads >> 32) as u32)
 }
 
 /// A UUID's canonical text (lower case, hyphenated).
