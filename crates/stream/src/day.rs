@@ -210,6 +210,9 @@ pub fn write_day(
     let mut events = read_events(day, strings)?;
     let had: std::collections::HashSet<u128> = events.iter().map(|e| e.id).collect();
     let mut written = Written::default();
+    // Room for the new events at once (grown a push at a time, the day was copied at each
+    // doubling: 5.5 million instructions of 234 writing the bench's 50,000).
+    events.reserve(new.len());
     for e in new {
         if had.contains(&e.id) {
             written.duplicates += 1;
@@ -438,7 +441,7 @@ impl Rows {
     fn of(events: &[Ev], reads: &[(u32, Surface)], strings: &Strings, c: &Classifier<'_>) -> Self {
         // The two tables with a row per read are counted from sorted lists (a set per key
         // cost more than the rest of the day); the rare ones from ordered maps.
-        let mut daily: Vec<(u64, u32, u64)> = Vec::new();
+        let mut daily: Vec<(u64, u32, u64)> = Vec::with_capacity(events.len());
         let mut pages: Vec<u128> = Vec::new();
         let mut referrals: BTreeMap<(String, u32, u32), Acc> = BTreeMap::new();
         let mut unknown: BTreeMap<(u32, u32), Acc> = BTreeMap::new();
