@@ -238,10 +238,8 @@ pub fn write<R>(
     }
     let mut written = Vec::new();
     for (p, rows) in by_project {
-        let cols = columns(Columns::new(rows));
         let dir = project_dir(out, table, p);
-        let schema = cols.schema();
-        written.push(write_table(&dir, schema, cols.arrays())?);
+        written.push(columns(Columns::new(rows)).write_in(&dir)?);
     }
     Ok(written)
 }
@@ -351,5 +349,16 @@ mod tests {
         );
         let left = std::fs::read_dir(dir.path().join("bad")).map_or(0, |d| d.count());
         assert_eq!(left, 0);
+        // The same column in a table written a project at a time: the same line, no file.
+        let e = write(dir.path(), "w", &rows, |_| "p", bad).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "cannot encode {}: the column t: Invalid argument error: Encountered non UTF-8 \
+                 data: invalid utf-8 sequence of 1 bytes from index 9000",
+                dir.path().join("w/project=p").display()
+            )
+        );
+        assert!(!dir.path().join("w").exists());
     }
 }
