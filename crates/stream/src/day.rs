@@ -363,33 +363,18 @@ fn add(acc: &mut Acc, path: u32, session: u64) {
 /// session) pairs likewise in 16 (a sort by tuples cost four times as much).
 pub(crate) fn tally(rows: &[(u64, u32, u64)]) -> Vec<(u64, i64, i64, i64)> {
     let mut out: Vec<(u64, i64, i64, i64)> = Vec::new();
-    let mut count = |k: u64, path: u32, new_page: bool| {
-        if out.last().is_none_or(|o| o.0 != k) {
-            out.push((k, 0, 0, 0));
-        }
-        if let Some(o) = out.last_mut() {
-            o.1 += 1;
-            o.2 += i64::from(path != 0 && new_page);
-        }
-    };
     if rows.iter().all(|r| r.0 >> 32 == 0) {
-        let mut pages: Vec<u64> = rows
-            .iter()
-            .map(|&(k, p, _)| k << 32 | u64::from(p))
-            .collect();
-        pages.sort_unstable();
-        for (j, &kp) in pages.iter().enumerate() {
-            count(kp >> 32, kp as u32, j == 0 || pages[j - 1] != kp);
-        }
+        let pairs = rows.iter().map(|&(k, p, _)| k << 32 | u64::from(p));
+        count_pages(pairs.collect(), |kp| (kp >> 32, kp as u32), &mut out);
     } else {
-        let mut pages: Vec<u128> = rows
+        let pairs = rows
             .iter()
-            .map(|&(k, p, _)| u128::from(k) << 32 | u128::from(p))
-            .collect();
-        pages.sort_unstable();
-        for (j, &kp) in pages.iter().enumerate() {
-            count((kp >> 32) as u64, kp as u32, j == 0 || pages[j - 1] != kp);
-        }
+            .map(|&(k, p, _)| u128::from(k) << 32 | u128::from(p));
+        count_pages(
+            pairs.collect(),
+            |kp| ((kp >> 32) as u64, kp as u32),
+            &mut out,
+        );
     }
     let mut sessions: Vec<u128> = rows
         .iter()
@@ -407,6 +392,26 @@ pub(crate) fn tally(rows: &[(u64, u32, u64)]) -> Vec<(u64, i64, i64, i64)> {
         }
     }
     out
+}
+
+/// Each key's rows and distinct pages (0 is none, not counted) onto `out`, from the (key, page)
+/// pairs packed into one number each, `split` unpacking one.
+fn count_pages<K: Ord + Copy>(
+    mut pairs: Vec<K>,
+    split: impl Fn(K) -> (u64, u32),
+    out: &mut Vec<(u64, i64, i64, i64)>,
+) {
+    pairs.sort_unstable();
+    for (j, &kp) in pairs.iter().enumerate() {
+        let (k, path) = split(kp);
+        if out.last().is_none_or(|o| o.0 != k) {
+            out.push((k, 0, 0, 0));
+        }
+        if let Some(o) = out.last_mut() {
+            o.1 += 1;
+            o.2 += i64::from(path != 0 && (j == 0 || pairs[j - 1] != kp));
+        }
+    }
 }
 
 /// Each distinct value of `rows` in order, with how many times it comes.
