@@ -163,12 +163,14 @@ pub fn decode<R>(line: &[u8], f: impl FnOnce(&Fields<'_>) -> R) -> Result<R, Bad
 }
 
 /// What a reader of many lines keeps from line to line (no allocation a line): the room a
-/// payload string's text is undone into, and the indexes of the line's and the text's stops.
+/// payload string's text is undone into, the indexes of the line's and the text's stops, and
+/// the order its keys came in.
 #[derive(Debug, Default)]
 pub struct Scratch {
     text: Vec<u8>,
     line: crate::scan::Stops,
     payload: crate::scan::Stops,
+    order: crate::scan::Order,
 }
 
 /// [`decode`] in `scratch`.
@@ -178,14 +180,16 @@ pub fn decode_in<R>(
     f: impl FnOnce(&Fields<'_>) -> R,
 ) -> Result<R, Bad> {
     // The common line without a general parser; serde_json reads whatever it gives up on.
-    if let Some(env) = crate::scan::envelope(line, &mut scratch.line) {
+    if let Some(env) = crate::scan::envelope(line, &mut scratch.line, &scratch.order) {
         match env.payload {
             None | Some(Found::Null) => return Err(Bad::NoPayload),
             Some(Found::Object(p)) => return checked(env.event_type, &p).map(|x| f(&x)),
             Some(Found::Text(at, raw)) => {
                 let text = crate::scan::unescape(raw, at, &scratch.line, &mut scratch.text);
                 let stops = &mut scratch.payload;
-                if let Some(p) = text.and_then(|t| crate::scan::payload_text(t, stops)) {
+                if let Some(p) =
+                    text.and_then(|t| crate::scan::payload_text(t, stops, &scratch.order))
+                {
                     return checked(env.event_type, &p).map(|x| f(&x));
                 }
             }

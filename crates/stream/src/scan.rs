@@ -22,6 +22,106 @@ pub(crate) struct Kept<'a> {
 /// The deepest nesting a skipped value may have here (serde_json refuses past 128).
 const MAX_DEPTH: usize = 64;
 
+/// The keys this reader knows: the envelope's two, then the payload's, those it keeps first
+/// (a key is its index here; another key is [`OTHER`]).
+const KEYS: [&str; 14] = [
+    "eventType",
+    "payload",
+    "event_id",
+    "subdomain",
+    "session_id",
+    "created_at",
+    "event",
+    "path",
+    "referrer",
+    "user_agent",
+    "user_id",
+    "anon_id",
+    "ip",
+    "properties",
+];
+
+/// The keys read, by their index in [`KEYS`].
+const EVENT_TYPE: u8 = 0;
+const PAYLOAD_KEY: u8 = 1;
+const EVENT_ID: u8 = 2;
+const SUBDOMAIN: u8 = 3;
+const SESSION_ID: u8 = 4;
+const CREATED_AT: u8 = 5;
+const EVENT: u8 = 6;
+const PATH: u8 = 7;
+const REFERRER: u8 = 8;
+const USER_AGENT: u8 = 9;
+
+/// A key not in [`KEYS`].
+const OTHER: u8 = KEYS.len() as u8;
+
+/// Where an object starts, as the key before its first: the envelope, the payload.
+const ENVELOPE: u8 = OTHER + 1;
+const PAYLOAD: u8 = OTHER + 2;
+
+/// A key as a line writes it, quotes and colon included, as the bytes of a 16-byte word (its
+/// first byte lowest) and the mask of the bytes it has.
+#[derive(Clone, Copy)]
+struct Pattern {
+    bytes: u128,
+    mask: u128,
+    len: usize,
+}
+
+/// `"key":`, or inside a payload string `\"key\":`.
+const fn pattern(key: &str, esc: bool) -> Pattern {
+    let mut text = [0u8; 16];
+    let mut len = 0;
+    let k = key.as_bytes();
+    let mut j = 0;
+    while j < k.len() + 2 {
+        if esc && (j == 0 || j == k.len() + 1) {
+            text[len] = b'\\';
+            len += 1;
+        }
+        text[len] = if j == 0 || j == k.len() + 1 {
+            b'"'
+        } else {
+            k[j - 1]
+        };
+        len += 1;
+        j += 1;
+    }
+    text[len] = b':';
+    len += 1;
+    Pattern {
+        bytes: u128::from_le_bytes(text),
+        mask: u128::MAX >> (128 - 8 * len),
+        len,
+    }
+}
+
+/// Each key's pattern, as a line writes it and inside a payload string.
+const PATTERNS: [[Pattern; KEYS.len()]; 2] = {
+    let mut out = [[pattern("", false); KEYS.len()]; 2];
+    let mut k = 0;
+    while k < KEYS.len() {
+        out[0][k] = pattern(KEYS[k], false);
+        out[1][k] = pattern(KEYS[k], true);
+        k += 1;
+    }
+    out
+};
+
+/// The order keys came in lately: after each key (and at each object's start), the key that
+/// followed it. The scanner tries that key's bytes first, one compare of a word, and reads the
+/// key in full only where it is another (the service writes its fields in one order, which
+/// this learns; any order is read, only slower). Kept from line to line.
+#[derive(Debug)]
+pub(crate) struct Order([std::cell::Cell<u8>; PAYLOAD as usize + 1]);
+
+impl Default for Order {
+    fn default() -> Self {
+        Self(std::array::from_fn(|_| std::cell::Cell::new(OTHER)))
+    }
+}
+
 /// What `payload` holds.
 pub(crate) enum Found<'a> {
     /// An object, its kept fields read.
@@ -112,6 +212,8 @@ struct Scan<'a, 's> {
     b: &'a [u8],
     /// The index of the text's stops.
     stops: &'s Stops,
+    /// The keys' order lately.
+    order: &'s Order,
     i: usize,
     /// Whether this is the inside of a payload string read in place: a string's quotes are
     /// escaped (`\"`), and nothing else may be.
@@ -270,18 +372,28 @@ impl<'a> Scan<'a, '_> {
         }
     }
 
-    /// An object's members (the brace next): `member` is handed each key (with no escape) with
-    /// the scanner at its value, and reads or skips it.
-    fn members(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+    /// An object's members (the brace next; `start`: which object): `member` is handed each
+    /// key (with no escape) with the scanner at its value, and reads or skips it.
+    fn members(
+        &mut self,
+        start: u8,
+        mut member: impl FnMut(&mut Self, u8) -> Option<()>,
+    ) -> Option<()> {
         self.eat(b'{')?;
         self.ws();
         if self.eat(b'}').is_some() {
             return Some(());
         }
+        let mut before = start;
         loop {
-            let key = self.plain()?;
-            self.ws();
-            self.eat(b':')?;
+            let key = match self.expected(before) {
+                Some(key) => key,
+                None => {
+                    let key = self.key()?;
+                    self.order.0[usize::from(before)].set(key);
+                    key
+                }
+            };
             self.ws();
             member(self, key)?;
             self.ws();
@@ -296,11 +408,32 @@ impl<'a> Scan<'a, '_> {
                 }
                 _ => return None,
             }
+            before = key;
         }
     }
 
+    /// The key that followed `before` lately, with its colon, when it is next (then passed).
+    fn expected(&mut self, before: u8) -> Option<u8> {
+        let key = self.order.0[usize::from(before)].get();
+        let p = PATTERNS[usize::from(self.esc)].get(usize::from(key))?;
+        let word: [u8; 16] = self.b.get(self.i..self.i + 16)?.try_into().ok()?;
+        ((u128::from_le_bytes(word) ^ p.bytes) & p.mask == 0).then(|| {
+            self.i += p.len;
+            key
+        })
+    }
+
+    /// A key (with no escape) and its colon, read in full: its index in [`KEYS`], or [`OTHER`].
+    fn key(&mut self) -> Option<u8> {
+        let name = self.plain()?;
+        self.ws();
+        self.eat(b':')?;
+        let key = KEYS.iter().position(|k| *k == name);
+        Some(key.map_or(OTHER, |k| k as u8))
+    }
+
     /// A kept field's value: a string with no escape, or `null`.
-    fn kept(&mut self, seen: &mut u16, bit: u16) -> Option<Option<&'a str>> {
+    fn kept(&mut self, seen: &mut u32, bit: u32) -> Option<Option<&'a str>> {
         if *seen & bit != 0 {
             return None;
         }
@@ -314,20 +447,20 @@ impl<'a> Scan<'a, '_> {
 
     fn payload(&mut self) -> Option<Kept<'a>> {
         let mut p = Kept::default();
-        let mut seen = 0u16;
-        self.members(|s, key| {
+        let mut seen = 0u32;
+        self.members(PAYLOAD, |s, key| {
             let slot = match key {
-                "event_id" => (&mut p.event_id, 1),
-                "subdomain" => (&mut p.subdomain, 2),
-                "session_id" => (&mut p.session_id, 4),
-                "created_at" => (&mut p.created_at, 8),
-                "event" => (&mut p.event, 16),
-                "path" => (&mut p.path, 32),
-                "referrer" => (&mut p.referrer, 64),
-                "user_agent" => (&mut p.user_agent, 128),
+                EVENT_ID => &mut p.event_id,
+                SUBDOMAIN => &mut p.subdomain,
+                SESSION_ID => &mut p.session_id,
+                CREATED_AT => &mut p.created_at,
+                EVENT => &mut p.event,
+                PATH => &mut p.path,
+                REFERRER => &mut p.referrer,
+                USER_AGENT => &mut p.user_agent,
                 _ => return s.skip(1),
             };
-            *slot.0 = s.kept(&mut seen, slot.1)?;
+            *slot = s.kept(&mut seen, 1 << key)?;
             Some(())
         })?;
         Some(p)
@@ -359,13 +492,18 @@ impl<'a> Scan<'a, '_> {
 
 /// A line's envelope, or `None` when this reader gives it to serde_json (`stops`: room for the
 /// line's index, kept from line to line).
-pub(crate) fn envelope<'a>(line: &'a [u8], stops: &mut Stops) -> Option<Envelope<'a>> {
+pub(crate) fn envelope<'a>(
+    line: &'a [u8],
+    stops: &mut Stops,
+    order: &Order,
+) -> Option<Envelope<'a>> {
     let t = std::str::from_utf8(line).ok()?;
     stops.of(line);
     let mut s = Scan {
         t,
         b: line,
         stops,
+        order,
         i: 0,
         esc: false,
     };
@@ -374,13 +512,13 @@ pub(crate) fn envelope<'a>(line: &'a [u8], stops: &mut Stops) -> Option<Envelope
         event_type: None,
         payload: None,
     };
-    let mut seen = 0u16;
-    s.members(|s, key| match key {
-        "eventType" => {
+    let mut seen = 0u32;
+    s.members(ENVELOPE, |s, key| match key {
+        EVENT_TYPE => {
             env.event_type = s.kept(&mut seen, 1)?;
             Some(())
         }
-        "payload" => {
+        PAYLOAD_KEY => {
             if seen & 2 != 0 {
                 return None;
             }
@@ -468,12 +606,17 @@ fn escaped(letter: u8) -> Option<u8> {
 
 /// A payload string's text read as the object it should hold, or `None` (serde_json decides;
 /// `stops`: room for the text's index).
-pub(crate) fn payload_text<'a>(text: &'a str, stops: &mut Stops) -> Option<Kept<'a>> {
+pub(crate) fn payload_text<'a>(
+    text: &'a str,
+    stops: &mut Stops,
+    order: &Order,
+) -> Option<Kept<'a>> {
     stops.of(text.as_bytes());
     let mut s = Scan {
         t: text,
         b: text.as_bytes(),
         stops,
+        order,
         i: 0,
         esc: false,
     };
