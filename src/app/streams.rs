@@ -17,7 +17,7 @@ use docpipe_stream::coverage::{Covered, write_coverage};
 use docpipe_stream::day::{Classifier, Day, write_day};
 use docpipe_stream::{Batch, Setup, Unread};
 use futures::StreamExt;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The log lines' target.
@@ -94,7 +94,7 @@ fn setup(ctx: &Context, stream: &StreamSettings, key: (u64, u64)) -> Setup {
             let i = projects.iter().position(|x| x == p)?;
             Some((sub.clone(), i as u16))
         })
-        .collect::<HashMap<_, _>>();
+        .collect();
     Setup {
         projects,
         subdomains,

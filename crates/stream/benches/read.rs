@@ -17,7 +17,6 @@
 use docpipe_agents::Agents;
 use docpipe_stream::batch::{Batch, Setup};
 use docpipe_stream::day::{Classifier, Day, write_day};
-use std::collections::HashMap;
 
 const EVENTS: u64 = 1_000_000;
 const FLUSH: u64 = 200_000;
@@ -174,7 +173,7 @@ fn main() {
     let mut classify = Classifier::new(&agents);
     let setup = Setup {
         projects: vec!["acme-docs".into()],
-        subdomains: HashMap::from([("acme".to_string(), 0)]),
+        subdomains: [("acme".to_string(), 0)].into_iter().collect(),
         tz: chrono_tz::UTC,
         session_key: (7, 11),
     };

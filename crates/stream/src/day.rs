@@ -272,7 +272,7 @@ fn places(events: &[Ev]) -> Vec<u32> {
                 .zip(events)
                 .map(|(i, e)| ((e.at - first) as u64) << bits | i)
                 .collect();
-            keys.sort_unstable();
+            radsort::sort(&mut keys);
             let mask = (1u64 << bits) - 1;
             (
                 keys.iter().map(|&k| (k & mask) as u32).collect(),
@@ -396,12 +396,12 @@ pub(crate) fn tally(rows: &[(u64, u32, u64)]) -> Vec<(u64, i64, i64, i64)> {
 
 /// Each key's rows and distinct pages (0 is none, not counted) onto `out`, from the (key, page)
 /// pairs packed into one number each, `split` unpacking one.
-fn count_pages<K: Ord + Copy>(
+fn count_pages<K: radsort::Key + Ord + Copy>(
     mut pairs: Vec<K>,
     split: impl Fn(K) -> (u64, u32),
     out: &mut Vec<(u64, i64, i64, i64)>,
 ) {
-    pairs.sort_unstable();
+    radsort::sort(&mut pairs);
     for (j, &kp) in pairs.iter().enumerate() {
         let (k, path) = split(kp);
         if out.last().is_none_or(|o| o.0 != k) {
@@ -415,8 +415,8 @@ fn count_pages<K: Ord + Copy>(
 }
 
 /// Each distinct value of `rows` in order, with how many times it comes.
-pub(crate) fn runs<K: Ord + Copy>(mut rows: Vec<K>) -> Vec<(K, i64)> {
-    rows.sort_unstable();
+pub(crate) fn runs<K: radsort::Key + Ord + Copy>(mut rows: Vec<K>) -> Vec<(K, i64)> {
+    radsort::sort(&mut rows);
     let mut out: Vec<(K, i64)> = Vec::new();
     for k in rows {
         match out.last_mut() {

@@ -206,7 +206,10 @@ fn stops16(q: &[u8; 16]) -> u16 {
     })
 }
 
-struct Scan<'a, 's> {
+/// A scanner of a text; `ESC`: whether the text is the inside of a payload string read in
+/// place, where a string's quotes are escaped (`\"`) and nothing else may be (a mode of the
+/// type, so that no step asks it at run time).
+struct Scan<'a, 's, const ESC: bool> {
     /// The text (checked as UTF-8 once, whole), and its bytes.
     t: &'a str,
     b: &'a [u8],
@@ -215,14 +218,11 @@ struct Scan<'a, 's> {
     /// The keys' order lately.
     order: &'s Order,
     i: usize,
-    /// Whether this is the inside of a payload string read in place: a string's quotes are
-    /// escaped (`\"`), and nothing else may be.
-    esc: bool,
 }
 
-impl<'a> Scan<'a, '_> {
+impl<'a, const ESC: bool> Scan<'a, '_, ESC> {
     fn ws(&mut self) {
-        if self.esc {
+        if ESC {
             // Inside a string a tab or a line's end is escaped, and this reads no escape but a
             // quote's; a control character as it is would break the string.
             while let Some(b' ') = self.b.get(self.i) {
@@ -260,9 +260,9 @@ impl<'a> Scan<'a, '_> {
             false => (b.get(at) == Some(&b'"')).then_some(1),
             true => (b.get(at..at + 2) == Some(b"\\\"")).then_some(2),
         };
-        self.i += quote(self.b, self.i, self.esc)?;
+        self.i += quote(self.b, self.i, ESC)?;
         let end = self.stop()?;
-        let close = quote(self.b, end, self.esc)?;
+        let close = quote(self.b, end, ESC)?;
         // Between two quotes: a slice of the text on its characters' boundaries.
         let text = self.t.get(self.i..end);
         self.i = end + close;
@@ -272,7 +272,7 @@ impl<'a> Scan<'a, '_> {
     /// A string's contents as written (the quote next), its escapes checked (no `\u`); inside
     /// a payload string read in place, a string with no escape.
     fn string(&mut self) -> Option<&'a [u8]> {
-        if self.esc {
+        if ESC {
             return self.plain().map(str::as_bytes);
         }
         self.eat(b'"')?;
@@ -330,8 +330,8 @@ impl<'a> Scan<'a, '_> {
             return None;
         }
         match self.peek()? {
-            b'"' if !self.esc => self.string().map(|_| ()),
-            b'\\' if self.esc => self.string().map(|_| ()),
+            b'"' if !ESC => self.string().map(|_| ()),
+            b'\\' if ESC => self.string().map(|_| ()),
             b'{' => self.items(b'}', depth, true),
             b'[' => self.items(b']', depth, false),
             b't' => self.word(b"true"),
@@ -415,7 +415,7 @@ impl<'a> Scan<'a, '_> {
     /// The key that followed `before` lately, with its colon, when it is next (then passed).
     fn expected(&mut self, before: u8) -> Option<u8> {
         let key = self.order.0[usize::from(before)].get();
-        let p = PATTERNS[usize::from(self.esc)].get(usize::from(key))?;
+        let p = PATTERNS[usize::from(ESC)].get(usize::from(key))?;
         let word: [u8; 16] = self.b.get(self.i..self.i + 16)?.try_into().ok()?;
         ((u128::from_le_bytes(word) ^ p.bytes) & p.mask == 0).then(|| {
             self.i += p.len;
@@ -470,17 +470,18 @@ impl<'a> Scan<'a, '_> {
     /// only escapes in it are its strings' quotes (`\"`): nothing copied, and its kept
     /// fields slices of the line. `None` leaves the scanner where it was.
     fn in_place(&mut self) -> Option<Kept<'a>> {
-        let mut inner = Scan {
+        let mut inner = Scan::<'a, '_, true> {
+            t: self.t,
+            b: self.b,
+            stops: self.stops,
+            order: self.order,
             i: self.i + 1,
-            esc: true,
-            ..*self
         };
         inner.ws();
         let kept = inner.payload()?;
         inner.ws();
-        inner.esc = false;
-        inner.eat(b'"')?;
-        self.i = inner.i;
+        (self.b.get(inner.i) == Some(&b'"')).then_some(())?;
+        self.i = inner.i + 1;
         Some(kept)
     }
 
@@ -499,13 +500,12 @@ pub(crate) fn envelope<'a>(
 ) -> Option<Envelope<'a>> {
     let t = std::str::from_utf8(line).ok()?;
     stops.of(line);
-    let mut s = Scan {
+    let mut s = Scan::<'a, '_, false> {
         t,
         b: line,
         stops,
         order,
         i: 0,
-        esc: false,
     };
     s.ws();
     let mut env = Envelope {
@@ -612,13 +612,12 @@ pub(crate) fn payload_text<'a>(
     order: &Order,
 ) -> Option<Kept<'a>> {
     stops.of(text.as_bytes());
-    let mut s = Scan {
+    let mut s = Scan::<'a, '_, false> {
         t: text,
         b: text.as_bytes(),
         stops,
         order,
         i: 0,
-        esc: false,
     };
     s.ws();
     let p = s.payload()?;

@@ -2,7 +2,6 @@ use crate::batch::{Batch, Ev, Setup, Strings, session_hash};
 use crate::day::Classifier;
 use crate::line::{Bad, decode, id_bits, referrer_host, uuid_text};
 use docpipe_agents::Agents;
-use std::collections::HashMap;
 
 const OBJECT: &str = r#"{"event_id":"6f1c2a4e-0b7d-4c2a-9e1f-3a5b7c9d1e2f","subdomain":"acme","user_id":"u-1","anon_id":"a-1","session_id":"s-1","created_at":"2026-11-27T10:00:00.250Z","event":"docs.content.view","path":"/guides/a","referrer":"https://www.perplexity.ai/search?q=x","user_agent":"Mozilla/5.0 (compatible; GPTBot/1.2)","ip":"203.0.113.9","properties":{"title":"A"}}"#;
 
@@ -103,6 +102,38 @@ fn each_bad_line_says_why() {
 }
 
 #[test]
+fn the_services_instants_are_read_as_chrono_reads_them_every_day_of_the_calendars_edges() {
+    use crate::line::parse_time;
+    // Every day of years around the calendar's edges (a 400th year, a 100th, a leap year, the
+    // first and the last of four digits), and the 29th to 32nd of every month, each read as
+    // chrono reads it: the same instant, or none where it says there is no such day.
+    let mut days = 0;
+    for y in [
+        0, 1, 1600, 1899, 1900, 1969, 1970, 2000, 2023, 2024, 2100, 9999,
+    ] {
+        for m in 1..=12 {
+            for d in 1..=32 {
+                let text = format!("{y:04}-{m:02}-{d:02}T23:59:58.25Z");
+                let by_chrono = chrono::NaiveDate::from_ymd_opt(y, m, d).map(|day| {
+                    let at = day.and_hms_milli_opt(23, 59, 58, 250).unwrap();
+                    at.and_utc().timestamp_micros()
+                });
+                assert_eq!(parse_time(&text), by_chrono, "{text}");
+                days += usize::from(by_chrono.is_some());
+            }
+        }
+    }
+    assert_eq!(days, 8 * 365 + 4 * 366);
+    for bad in [
+        "2026-1a-27T10:00:00Z",
+        "2026-11-27T10:0/:00Z",
+        "2026-11-27T10:00:00.Z",
+    ] {
+        assert_eq!(parse_time(bad), None, "{bad}");
+    }
+}
+
+#[test]
 fn a_referrer_is_kept_as_its_host_and_an_id_as_its_bits() {
     assert_eq!(
         referrer_host("https://www.perplexity.ai/search?q=x"),
@@ -172,7 +203,7 @@ fn a_referrers_host_is_found_by_bytes_as_the_character_splits_found_it() {
 fn a_batch_drops_a_repeated_id_and_counts_what_it_cannot_place() {
     let setup = Setup {
         projects: vec!["p".into()],
-        subdomains: HashMap::from([("acme".to_string(), 0)]),
+        subdomains: [("acme".to_string(), 0)].into_iter().collect(),
         tz: chrono_tz::Tz::America__New_York,
         session_key: (1, 2),
     };
@@ -473,29 +504,32 @@ fn a_uuids_bits_are_read_as_digit_by_digit_reading_reads_them_every_byte_at_ever
         Some(v)
     }
     let base = "6f1C2a4e-0b7d-4c2a-9E1f-3a5b7c9d1e2f";
+    // The reader this machine uses, and the one of eight digits a word kept where SSE2 is not.
+    let readers: [fn(&str) -> Option<u128>; 2] =
+        [crate::line::uuid_bits, crate::line::uuid_bits_words];
     let mut checked = 0;
-    for place in 0..36 {
-        for byte in 0..=127u8 {
-            let mut b = base.as_bytes().to_vec();
-            b[place] = byte;
-            let s = String::from_utf8(b).unwrap();
-            assert_eq!(crate::line::uuid_bits(&s), by_digit(&s), "{s:?}");
-            checked += 1;
+    for read in readers {
+        for place in 0..36 {
+            for byte in 0..=127u8 {
+                let mut b = base.as_bytes().to_vec();
+                b[place] = byte;
+                let s = String::from_utf8(b).unwrap();
+                assert_eq!(read(&s), by_digit(&s), "{s:?}");
+                checked += 1;
+            }
         }
+        for s in [
+            "",
+            "6f1c2a4e-0b7d-4c2a-9e1f-3a5b7c9d1e2",
+            "6f1c2a4e-0b7d-4c2a-9e1f-3a5b7c9d1e2fa",
+            "6f1c2a4e-0b7d-4c2a-9e1f-3a5b7c9d1eé",
+            "6f1c2a4e-0b7d-4c2a-9e1f-3a5b7c9d1é",
+        ] {
+            assert_eq!(read(s), None, "{s:?}");
+        }
+        assert_eq!(read(base), Some(0x6f1c_2a4e_0b7d_4c2a_9e1f_3a5b_7c9d_1e2f));
     }
-    assert_eq!(checked, 36 * 128);
-    for s in [
-        "",
-        "6f1c2a4e-0b7d-4c2a-9e1f-3a5b7c9d1e2",
-        "6f1c2a4e-0b7d-4c2a-9e1f-3a5b7c9d1e2fa",
-        "6f1c2a4e-0b7d-4c2a-9e1f-3a5b7c9d1eé",
-    ] {
-        assert_eq!(crate::line::uuid_bits(s), None, "{s:?}");
-    }
-    assert_eq!(
-        crate::line::uuid_bits(base),
-        Some(0x6f1c_2a4e_0b7d_4c2a_9e1f_3a5b_7c9d_1e2f)
-    );
+    assert_eq!(checked, 2 * 36 * 128);
 }
 
 #[test]
