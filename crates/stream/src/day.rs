@@ -618,10 +618,12 @@ fn write_events(
     s: &Strings,
     c: &Classifier<'_>,
 ) -> Result<PathBuf, WriteError> {
-    let rows: Vec<(&Ev, u32, Surface)> = events
+    let (sessions, session_texts) = sessions(events);
+    let rows: Vec<(&Ev, u32, Surface, u32)> = events
         .iter()
         .zip(reads)
-        .map(|(e, &(w, sf))| (e, w, sf))
+        .zip(sessions)
+        .map(|((e, &(w, sf)), session)| (e, w, sf, session))
         .collect();
     let version = c.version();
     let dir = day.dir(tables::EVENTS.name);
@@ -657,11 +659,38 @@ fn write_events(
         .coded("class", false, class, |r| r.1)
         .coded("agents_version", false, move |_| Some(version), |_| 0)
         .coded("referrer_host", true, text, |r| code(r.0.referrer))
-        .text_written("session", true, 16, |r, out| {
-            push_hex64(r.0.session, out);
-            r.0.session != 0
-        })
+        .coded(
+            "session",
+            true,
+            |k| session_texts.get(16 * k as usize..16 * k as usize + 16),
+            |r| r.3,
+        )
     })
+}
+
+/// A day's sessions, each once: each event's session as a code (`NONE`: none), and the codes'
+/// texts (each hash's 16 hex digits, the code's at 16 times it). A session reads a few pages,
+/// so its text is written once a row group, in the dictionary, and its rows carry its key
+/// (docs/benchmarks.md).
+fn sessions(events: &[Ev]) -> (Vec<u32>, String) {
+    let mut of: HashMap<u64, u32, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(events.len(), Default::default());
+    let mut hex = Vec::new();
+    let codes = events
+        .iter()
+        .map(|e| {
+            if e.session == 0 {
+                return NONE;
+            }
+            let next = (hex.len() / 16) as u32;
+            *of.entry(e.session).or_insert_with(|| {
+                push_hex64(e.session, &mut hex);
+                next
+            })
+        })
+        .collect();
+    // Hex digits are ASCII: the text is always UTF-8.
+    (codes, String::from_utf8(hex).unwrap_or_default())
 }
 
 /// The number of a day's reads: by humans and by agents (not a browser, on a page's HTML or

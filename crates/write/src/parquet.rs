@@ -71,20 +71,16 @@ fn props() -> WriterProperties {
         .set_created_by(concat!("docpipe ", env!("CARGO_PKG_VERSION")).to_string())
         // Paths are unique within a partition: a dictionary would only cost hashing.
         .set_column_dictionary_enabled(ColumnPath::from("path"), false)
-        // A stream event's id and hashed session are unique or nearly (a dictionary fills, then
-        // falls back) and their min and max prune nothing (random texts), nor do a user agent's:
-        // both cost a hash or comparisons a row (docs/benchmarks.md).
+        // A stream event's id is unique (a dictionary fills, then falls back) and its min and
+        // max prune nothing (random texts), nor do a hashed session's or a user agent's: both
+        // cost a hash or comparisons a row (docs/benchmarks.md). (`session` is written from
+        // codes, with a dictionary: a session reads a few pages.)
         .set_column_dictionary_enabled(ColumnPath::from("event_id"), false)
-        .set_column_dictionary_enabled(ColumnPath::from("session"), false)
-        // Their texts follow each other without a length before each (the lengths apart): zstd
+        // Its texts follow each other without a length before each (the lengths apart): zstd
         // finds no match in random hex and passes over it 3 to 4 times faster, and its Huffman
         // codes halve it as before (docs/benchmarks.md).
         .set_column_encoding(
             ColumnPath::from("event_id"),
-            Encoding::DELTA_LENGTH_BYTE_ARRAY,
-        )
-        .set_column_encoding(
-            ColumnPath::from("session"),
             Encoding::DELTA_LENGTH_BYTE_ARRAY,
         )
         // An event's time: in order, nearly unique (to the millisecond): written as the
