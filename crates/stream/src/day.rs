@@ -227,8 +227,10 @@ pub fn write_day(
     in_order(&mut events);
     written.events = events.len() as u64;
     let reads: Vec<(u32, Surface)> = events.iter().map(|e| classify.read(strings, e)).collect();
-    let rows = Rows::of(&events, &reads, strings, classify);
-    written.files = rows.write(day, &events, &reads, strings, classify)?;
+    let sessions = Sessions::of(&events);
+    let read = (&events[..], &reads[..], &sessions);
+    let rows = Rows::of(read, strings, classify);
+    written.files = rows.write(day, read, strings, classify)?;
     Ok(written)
 }
 
@@ -360,7 +362,8 @@ fn add(acc: &mut Acc, path: u32, session: u64) {
 /// Each key of `rows` in order, with its rows, its distinct pages and its distinct sessions
 /// (0 is none, not counted). The (key, page) pairs are sorted packed into one number each (of
 /// 8 bytes when the keys fit in 32 bits, as a day's readers and surfaces do), and the (key,
-/// session) pairs likewise in 16 (a sort by tuples cost four times as much).
+/// session) pairs likewise (8 bytes when the sessions too fit, as a day's numbered ones do;
+/// a sort by tuples cost four times as much, one of 16-byte numbers twice).
 pub(crate) fn tally(rows: &[(u64, u32, u64)]) -> Vec<(u64, i64, i64, i64)> {
     let mut out: Vec<(u64, i64, i64, i64)> = Vec::new();
     if rows.iter().all(|r| r.0 >> 32 == 0) {
@@ -376,22 +379,40 @@ pub(crate) fn tally(rows: &[(u64, u32, u64)]) -> Vec<(u64, i64, i64, i64)> {
             &mut out,
         );
     }
-    let mut sessions: Vec<u128> = rows
-        .iter()
-        .map(|&(k, _, s)| u128::from(k) << 64 | u128::from(s))
-        .collect();
-    sessions.sort_unstable();
+    if rows.iter().all(|r| (r.0 | r.2) >> 32 == 0) {
+        let pairs = rows.iter().map(|&(k, _, s)| k << 32 | s);
+        count_sessions(pairs.collect(), |ks| (ks >> 32, ks & 0xffff_ffff), &mut out);
+    } else {
+        let pairs = rows
+            .iter()
+            .map(|&(k, _, s)| u128::from(k) << 64 | u128::from(s));
+        count_sessions(
+            pairs.collect(),
+            |ks| ((ks >> 64) as u64, ks as u64),
+            &mut out,
+        );
+    }
+    out
+}
+
+/// Each key's distinct sessions (0 is none, not counted) onto `out` (which has every key, in
+/// order), from the (key, session) pairs packed into one number each, `split` unpacking one.
+fn count_sessions<K: radsort::Key + Ord + Copy>(
+    mut pairs: Vec<K>,
+    split: impl Fn(K) -> (u64, u64),
+    out: &mut [(u64, i64, i64, i64)],
+) {
+    radsort::sort(&mut pairs);
     let mut at = 0;
-    for (j, &ks) in sessions.iter().enumerate() {
-        let (k, session) = ((ks >> 64) as u64, ks as u64);
+    for (j, &ks) in pairs.iter().enumerate() {
+        let (k, session) = split(ks);
         while out[at].0 != k {
             at += 1;
         }
-        if session != 0 && (j == 0 || sessions[j - 1] != ks) {
+        if session != 0 && (j == 0 || pairs[j - 1] != ks) {
             out[at].3 += 1;
         }
     }
-    out
 }
 
 /// Each key's rows and distinct pages (0 is none, not counted) onto `out`, from the (key, page)
@@ -443,7 +464,12 @@ fn count<T>(s: &BTreeSet<T>) -> i64 {
 }
 
 impl Rows {
-    fn of(events: &[Ev], reads: &[(u32, Surface)], strings: &Strings, c: &Classifier<'_>) -> Self {
+    fn of(
+        read: (&[Ev], &[(u32, Surface)], &Sessions),
+        strings: &Strings,
+        c: &Classifier<'_>,
+    ) -> Self {
+        let (events, reads, sessions) = read;
         // The two tables with a row per read are counted from sorted lists (a set per key
         // cost more than the rest of the day); the rare ones from ordered maps.
         let mut daily: Vec<(u64, u32, u64)> = Vec::with_capacity(events.len());
@@ -452,12 +478,13 @@ impl Rows {
         let mut unknown: BTreeMap<(u32, u32), Acc> = BTreeMap::new();
         let mut operators: HashMap<u32, Option<&str>, foldhash::fast::RandomState> =
             HashMap::default();
-        for (e, &(who, surface)) in events.iter().zip(reads) {
+        for ((e, &(who, surface)), &session) in events.iter().zip(reads).zip(&sessions.codes) {
             if !is_read(strings.get(e.event).unwrap_or("")) {
                 continue;
             }
             let key = read_key(who, surface);
-            daily.push((key, e.path, e.session));
+            let session = Sessions::number(session);
+            daily.push((key, e.path, session));
             let class = c.who(who).class;
             if class != Class::Human && e.path != 0 {
                 pages.push(u128::from(e.path) << 64 | u128::from(key));
@@ -474,7 +501,7 @@ impl Rows {
                 .or_insert_with(|| strings.get(e.referrer).and_then(|h| c.referrer(h)));
             if let Some(op) = operator {
                 let key = (op.to_string(), e.referrer, e.path);
-                add(referrals.entry(key).or_default(), e.path, e.session);
+                add(referrals.entry(key).or_default(), e.path, session);
             }
         }
         Self {
@@ -528,14 +555,13 @@ impl Rows {
     fn write(
         &self,
         day: &Day<'_>,
-        events: &[Ev],
-        reads: &[(u32, Surface)],
+        read: (&[Ev], &[(u32, Surface)], &Sessions),
         s: &Strings,
         c: &Classifier<'_>,
     ) -> Result<Vec<PathBuf>, WriteError> {
         let version = c.version();
         let op = |w: u32| Some(c.who(w).operator.as_str()).filter(|o| !o.is_empty());
-        let mut files = vec![write_events(day, events, reads, s, c)?];
+        let mut files = vec![write_events(day, read, s, c)?];
         // Who read and the surface are written from their codes, as in `events`.
         let agent = |w: u32| Some(c.who(w).agent.as_str());
         let operator = |w: u32| if op(w).is_some() { w } else { NONE };
@@ -613,17 +639,15 @@ const CHUNK: usize = 8_192;
 
 fn write_events(
     day: &Day<'_>,
-    events: &[Ev],
-    reads: &[(u32, Surface)],
+    (events, reads, sessions): (&[Ev], &[(u32, Surface)], &Sessions),
     s: &Strings,
     c: &Classifier<'_>,
 ) -> Result<PathBuf, WriteError> {
-    let (sessions, session_texts) = sessions(events);
     let rows: Vec<(&Ev, u32, Surface, u32)> = events
         .iter()
         .zip(reads)
-        .zip(sessions)
-        .map(|((e, &(w, sf)), session)| (e, w, sf, session))
+        .zip(&sessions.codes)
+        .map(|((e, &(w, sf)), &session)| (e, w, sf, session))
         .collect();
     let version = c.version();
     let dir = day.dir(tables::EVENTS.name);
@@ -659,38 +683,53 @@ fn write_events(
         .coded("class", false, class, |r| r.1)
         .coded("agents_version", false, move |_| Some(version), |_| 0)
         .coded("referrer_host", true, text, |r| code(r.0.referrer))
-        .coded(
-            "session",
-            true,
-            |k| session_texts.get(16 * k as usize..16 * k as usize + 16),
-            |r| r.3,
-        )
+        .coded("session", true, |k| sessions.text(k), |r| r.3)
     })
 }
 
 /// A day's sessions, each once: each event's session as a code (`NONE`: none), and the codes'
 /// texts (each hash's 16 hex digits, the code's at 16 times it). A session reads a few pages,
-/// so its text is written once a row group, in the dictionary, and its rows carry its key
-/// (docs/benchmarks.md).
-fn sessions(events: &[Ev]) -> (Vec<u32>, String) {
-    let mut of: HashMap<u64, u32, foldhash::fast::RandomState> =
-        HashMap::with_capacity_and_hasher(events.len(), Default::default());
-    let mut hex = Vec::new();
-    let codes = events
-        .iter()
-        .map(|e| {
-            if e.session == 0 {
-                return NONE;
-            }
-            let next = (hex.len() / 16) as u32;
-            *of.entry(e.session).or_insert_with(|| {
-                push_hex64(e.session, &mut hex);
-                next
+/// so `events` writes its text once, in the dictionary, and its rows carry its key; the day's
+/// tallies count sessions by their codes (docs/benchmarks.md).
+struct Sessions {
+    codes: Vec<u32>,
+    hex: String,
+}
+
+impl Sessions {
+    fn of(events: &[Ev]) -> Self {
+        let mut of: HashMap<u64, u32, foldhash::fast::RandomState> =
+            HashMap::with_capacity_and_hasher(events.len(), Default::default());
+        let mut hex = Vec::new();
+        let codes = events
+            .iter()
+            .map(|e| {
+                if e.session == 0 {
+                    return NONE;
+                }
+                let next = (hex.len() / 16) as u32;
+                *of.entry(e.session).or_insert_with(|| {
+                    push_hex64(e.session, &mut hex);
+                    next
+                })
             })
-        })
-        .collect();
-    // Hex digits are ASCII: the text is always UTF-8.
-    (codes, String::from_utf8(hex).unwrap_or_default())
+            .collect();
+        // Hex digits are ASCII: the text is always UTF-8.
+        let hex = String::from_utf8(hex).unwrap_or_default();
+        Self { codes, hex }
+    }
+
+    /// Session `code` as its number in the day, from 1 (0: none): counted as its hash would
+    /// be, and packed smaller.
+    fn number(code: u32) -> u64 {
+        if code == NONE { 0 } else { u64::from(code) + 1 }
+    }
+
+    /// The text of session `code`.
+    fn text(&self, code: u32) -> Option<&str> {
+        let at = 16 * code as usize;
+        self.hex.get(at..at + 16)
+    }
 }
 
 /// The number of a day's reads: by humans and by agents (not a browser, on a page's HTML or

@@ -439,6 +439,10 @@ fn a_days_reads_are_tallied_as_ordered_sets_would_count_them() {
         .map(|&(k, n, p, s)| (k >> 40, n, p, s))
         .collect();
     assert_eq!(crate::day::tally(&small), shifted);
+    // And sessions of 32 bits or fewer too (a day's numbered sessions: pairs of 8 bytes).
+    let tiny: Vec<(u64, u32, u64)> = small.iter().map(|&(k, p, s)| (k, p, s >> 50)).collect();
+    assert!(tiny.iter().any(|r| r.2 != 0) && tiny.iter().any(|r| r.2 == 0));
+    assert_eq!(crate::day::tally(&tiny), shifted);
     let mut counted: BTreeMap<(u64, u32), i64> = BTreeMap::new();
     for &(k, path, _) in &rows {
         *counted.entry((k, path)).or_default() += 1;
@@ -559,6 +563,8 @@ fn an_ids_and_a_sessions_texts_are_written_as_the_formatter_writes_them() {
             &hex[20..]
         );
         assert_eq!(uuid_text(v), want);
+        // The writer of eight digits a word, kept where SSE2 is not, writes them alike.
+        assert_eq!(crate::line::hex32_words(v), hex.as_bytes());
         let (mut out, session) = (b"x".to_vec(), v as u64);
         crate::line::push_hex64(session, &mut out);
         assert_eq!(out, format!("x{session:016x}").into_bytes());

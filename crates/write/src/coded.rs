@@ -17,7 +17,7 @@ use parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation}
 use parquet::file::properties::EnabledStatistics;
 use parquet::file::statistics::Statistics;
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
-use parquet::schema::types::ColumnDescPtr;
+use parquet::schema::types::{ColumnDescPtr, ColumnPath};
 use std::collections::HashMap;
 
 /// A row without a value.
@@ -399,6 +399,32 @@ pub enum Col<'a> {
     Coded(Coded<'a>),
 }
 
+/// `props` for arrow-rs' writers of the columns: it makes one for every column, and one of a
+/// coded column (written here) gets no codec, whose making (zstd's tables, for each such
+/// column of each file) was a twentieth of writing a day; it writes only a column of nulls,
+/// uncompressed.
+fn uncoded(
+    props: &parquet::file::properties::WriterProperties,
+    schema: &arrow_schema::SchemaRef,
+    first: Option<&Result<Vec<Col<'_>>, String>>,
+) -> parquet::file::properties::WriterProperties {
+    let Some(Ok(cols)) = first else {
+        return props.clone();
+    };
+    let coded = cols
+        .iter()
+        .zip(schema.fields())
+        .filter(|(c, _)| matches!(c, Col::Coded(_)));
+    coded
+        .fold(props.clone().into_builder(), |b, (_, field)| {
+            b.set_column_compression(
+                ColumnPath::from(field.name().as_str()),
+                Compression::UNCOMPRESSED,
+            )
+        })
+        .build()
+}
+
 /// Writes `chunks` (each a list of `schema`'s columns over the same rows) as one row group of
 /// the file `file`, its coded columns from their codes and the rest by arrow-rs; returns the
 /// file once its footer is written.
@@ -412,11 +438,19 @@ pub(crate) fn write_columns<'a, W: std::io::Write + Send>(
     use parquet::arrow::ArrowWriter;
     use parquet::arrow::arrow_writer::compute_leaves;
     let page_rows = props.data_page_row_count_limit();
-    let writer = ArrowWriter::try_new(file, schema.clone(), Some(props.clone()))?;
+    let mut chunks = chunks.into_iter().peekable();
+    let writer = ArrowWriter::try_new(
+        file,
+        schema.clone(),
+        Some(uncoded(&props, &schema, chunks.peek())),
+    )?;
     let (mut file, factory) = writer.into_serialized_writer()?;
     let mut writers = factory.create_column_writers(0)?;
     let mut coded: Vec<Option<Coded<'a>>> = schema.fields().iter().map(|_| None).collect();
     let mut rows = 0;
+    // How many chunks come (at least): a coded column's codes are held for the whole row
+    // group, and get that room at once (growing by doubling copied them several times).
+    let more = chunks.size_hint().0.saturating_sub(1);
     for cols in chunks {
         let cols = cols.map_err(ParquetError::General)?;
         if cols.len() != writers.len() {
@@ -443,7 +477,11 @@ pub(crate) fn write_columns<'a, W: std::io::Write + Send>(
                             all.codes.extend_from_slice(&c.codes);
                             all.name = c.name;
                         }
-                        slot => *slot = Some(c),
+                        slot => {
+                            let mut c = c;
+                            c.codes.reserve(c.codes.len() * more);
+                            *slot = Some(c);
+                        }
                     }
                     n
                 }
