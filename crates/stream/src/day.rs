@@ -224,45 +224,37 @@ pub fn write_day(
     if written.added == 0 && !new.is_empty() {
         return Ok(written);
     }
-    in_order(&mut events);
     written.events = events.len() as u64;
     let reads: Vec<(u32, Surface)> = events.iter().map(|e| classify.read(strings, e)).collect();
     let sessions = Sessions::of(&events);
-    let read = (&events[..], &reads[..], &sessions);
+    let order = order(&events);
+    let read = Read {
+        events: &events,
+        reads: &reads,
+        sessions: &sessions,
+        order: &order,
+    };
     let rows = Rows::of(read, strings, classify);
     written.files = rows.write(day, read, strings, classify)?;
     Ok(written)
 }
 
-/// `events` in order of time, then id ((time, id) is unique: ids are deduplicated). The times
-/// are sorted with each event's place, the rare runs of one time by id, and the events moved
-/// into place along the cycles of that order (no second copy of the day).
-pub(crate) fn in_order(events: &mut [Ev]) {
-    // to[j]: where the event that goes to place j is now; u32::MAX once placed.
-    let mut to = places(events);
-    for first in 0..to.len() {
-        if to[first] == u32::MAX {
-            continue;
-        }
-        let held = events[first];
-        let mut at = first;
-        loop {
-            let from = to[at] as usize;
-            to[at] = u32::MAX;
-            if from == first {
-                events[at] = held;
-                break;
-            }
-            events[at] = events[from];
-            at = from;
-        }
-    }
+/// A day's events as read: each one's reader and surface and its session's code, and the
+/// order they are written in.
+#[derive(Clone, Copy)]
+struct Read<'e> {
+    events: &'e [Ev],
+    reads: &'e [(u32, Surface)],
+    sessions: &'e Sessions,
+    order: &'e [u32],
 }
 
-/// The places of `events` in order of time, then id. Each key is the time after the day's
-/// first and the place packed into one number (8 bytes a key where a pair took 16) when the
-/// day's span and count fit, as they do for any day's events.
-fn places(events: &[Ev]) -> Vec<u32> {
+/// The places of `events` in order of time, then id ((time, id) is unique: ids are
+/// deduplicated): the order the `events` table is written in, its rows gathered through it
+/// (the events are not moved into that order: nothing else needs it). Each key is the time
+/// after the day's first and the place packed into one number (8 bytes a key where a pair took
+/// 16) when the day's span and count fit, as they do for any day's events.
+pub(crate) fn order(events: &[Ev]) -> Vec<u32> {
     let bits = usize::BITS - events.len().leading_zeros();
     let first = events.iter().map(|e| e.at).min().unwrap_or_default();
     let last = events.iter().map(|e| e.at).max().unwrap_or_default();
@@ -360,78 +352,60 @@ fn add(acc: &mut Acc, path: u32, session: u64) {
 }
 
 /// Each key of `rows` in order, with its rows, its distinct pages and its distinct sessions
-/// (0 is none, not counted). The (key, page) pairs are sorted packed into one number each (of
-/// 8 bytes when the keys fit in 32 bits, as a day's readers and surfaces do), and the (key,
-/// session) pairs likewise (8 bytes when the sessions too fit, as a day's numbered ones do;
-/// a sort by tuples cost four times as much, one of 16-byte numbers twice).
+/// (0 is none, not counted), each count from the sorted (key, page) and (key, session) pairs
+/// ([`sorted_pairs`]; a sort by tuples cost four times as much).
 pub(crate) fn tally(rows: &[(u64, u32, u64)]) -> Vec<(u64, i64, i64, i64)> {
     let mut out: Vec<(u64, i64, i64, i64)> = Vec::new();
-    if rows.iter().all(|r| r.0 >> 32 == 0) {
-        let pairs = rows.iter().map(|&(k, p, _)| k << 32 | u64::from(p));
-        count_pages(pairs.collect(), |kp| (kp >> 32, kp as u32), &mut out);
-    } else {
-        let pairs = rows
-            .iter()
-            .map(|&(k, p, _)| u128::from(k) << 32 | u128::from(p));
-        count_pages(
-            pairs.collect(),
-            |kp| ((kp >> 32) as u64, kp as u32),
-            &mut out,
-        );
-    }
-    if rows.iter().all(|r| (r.0 | r.2) >> 32 == 0) {
-        let pairs = rows.iter().map(|&(k, _, s)| k << 32 | s);
-        count_sessions(pairs.collect(), |ks| (ks >> 32, ks & 0xffff_ffff), &mut out);
-    } else {
-        let pairs = rows
-            .iter()
-            .map(|&(k, _, s)| u128::from(k) << 64 | u128::from(s));
-        count_sessions(
-            pairs.collect(),
-            |ks| ((ks >> 64) as u64, ks as u64),
-            &mut out,
-        );
-    }
-    out
-}
-
-/// Each key's distinct sessions (0 is none, not counted) onto `out` (which has every key, in
-/// order), from the (key, session) pairs packed into one number each, `split` unpacking one.
-fn count_sessions<K: radsort::Key + Ord + Copy>(
-    mut pairs: Vec<K>,
-    split: impl Fn(K) -> (u64, u64),
-    out: &mut [(u64, i64, i64, i64)],
-) {
-    radsort::sort(&mut pairs);
-    let mut at = 0;
-    for (j, &ks) in pairs.iter().enumerate() {
-        let (k, session) = split(ks);
-        while out[at].0 != k {
-            at += 1;
-        }
-        if session != 0 && (j == 0 || pairs[j - 1] != ks) {
-            out[at].3 += 1;
-        }
-    }
-}
-
-/// Each key's rows and distinct pages (0 is none, not counted) onto `out`, from the (key, page)
-/// pairs packed into one number each, `split` unpacking one.
-fn count_pages<K: radsort::Key + Ord + Copy>(
-    mut pairs: Vec<K>,
-    split: impl Fn(K) -> (u64, u32),
-    out: &mut Vec<(u64, i64, i64, i64)>,
-) {
-    radsort::sort(&mut pairs);
-    for (j, &kp) in pairs.iter().enumerate() {
-        let (k, path) = split(kp);
+    let pages = rows.iter().map(|&(k, p, _)| (k, u64::from(p)));
+    sorted_pairs(pages, |(k, page), repeat| {
         if out.last().is_none_or(|o| o.0 != k) {
             out.push((k, 0, 0, 0));
         }
         if let Some(o) = out.last_mut() {
             o.1 += 1;
-            o.2 += i64::from(path != 0 && (j == 0 || pairs[j - 1] != kp));
+            o.2 += i64::from(page != 0 && !repeat);
         }
+    });
+    let mut at = 0;
+    sorted_pairs(
+        rows.iter().map(|&(k, _, s)| (k, s)),
+        |(k, session), repeat| {
+            while out[at].0 != k {
+                at += 1;
+            }
+            if session != 0 && !repeat {
+                out[at].3 += 1;
+            }
+        },
+    );
+    out
+}
+
+/// `pairs` in order, each handed to `each` with whether it repeats the one before. They are
+/// sorted packed into one number each by a radix sort: of 8 bytes when both halves fit in 32
+/// bits (as a day's readers and surfaces, pages and numbered sessions do), else of 16.
+fn sorted_pairs(
+    pairs: impl Iterator<Item = (u64, u64)> + Clone,
+    each: impl FnMut((u64, u64), bool),
+) {
+    fn walk<K: radsort::Key + Ord + Copy>(
+        mut packed: Vec<K>,
+        split: impl Fn(K) -> (u64, u64),
+        mut each: impl FnMut((u64, u64), bool),
+    ) {
+        radsort::sort(&mut packed);
+        for (j, &n) in packed.iter().enumerate() {
+            each(split(n), j > 0 && packed[j - 1] == n);
+        }
+    }
+    if pairs.clone().all(|(k, v)| (k | v) >> 32 == 0) {
+        let packed = pairs.map(|(k, v)| k << 32 | v).collect();
+        walk(packed, |n: u64| (n >> 32, n & 0xffff_ffff), each);
+    } else {
+        let packed = pairs
+            .map(|(k, v)| u128::from(k) << 64 | u128::from(v))
+            .collect();
+        walk(packed, |n: u128| ((n >> 64) as u64, n as u64), each);
     }
 }
 
@@ -464,12 +438,8 @@ fn count<T>(s: &BTreeSet<T>) -> i64 {
 }
 
 impl Rows {
-    fn of(
-        read: (&[Ev], &[(u32, Surface)], &Sessions),
-        strings: &Strings,
-        c: &Classifier<'_>,
-    ) -> Self {
-        let (events, reads, sessions) = read;
+    fn of(read: Read<'_>, strings: &Strings, c: &Classifier<'_>) -> Self {
+        let (events, reads, sessions) = (read.events, read.reads, read.sessions);
         // The two tables with a row per read are counted from sorted lists (a set per key
         // cost more than the rest of the day); the rare ones from ordered maps.
         let mut daily: Vec<(u64, u32, u64)> = Vec::with_capacity(events.len());
@@ -555,7 +525,7 @@ impl Rows {
     fn write(
         &self,
         day: &Day<'_>,
-        read: (&[Ev], &[(u32, Surface)], &Sessions),
+        read: Read<'_>,
         s: &Strings,
         c: &Classifier<'_>,
     ) -> Result<Vec<PathBuf>, WriteError> {
@@ -639,16 +609,20 @@ const CHUNK: usize = 8_192;
 
 fn write_events(
     day: &Day<'_>,
-    (events, reads, sessions): (&[Ev], &[(u32, Surface)], &Sessions),
+    read: Read<'_>,
     s: &Strings,
     c: &Classifier<'_>,
 ) -> Result<PathBuf, WriteError> {
-    let rows: Vec<(&Ev, u32, Surface, u32)> = events
+    let rows: Vec<(&Ev, u32, Surface, u32)> = read
+        .order
         .iter()
-        .zip(reads)
-        .zip(&sessions.codes)
-        .map(|((e, &(w, sf)), &session)| (e, w, sf, session))
+        .map(|&i| {
+            let i = i as usize;
+            let (w, sf) = read.reads[i];
+            (&read.events[i], w, sf, read.sessions.codes[i])
+        })
         .collect();
+    let sessions = read.sessions;
     let version = c.version();
     let dir = day.dir(tables::EVENTS.name);
     // The texts of few values are written from their codes: an interned text's index, who read,

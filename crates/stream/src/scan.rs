@@ -395,9 +395,12 @@ impl<'a, const ESC: bool> Scan<'a, '_, ESC> {
         }
         let mut before = start;
         loop {
+            // Spaces between members are passed only where the next byte is not what a line as
+            // the service writes it has there (it has none).
             let key = match self.expected(before) {
                 Some(key) => key,
                 None => {
+                    self.ws();
                     let key = self.key()?;
                     self.order.0[usize::from(before)].set(key);
                     key
@@ -405,16 +408,17 @@ impl<'a, const ESC: bool> Scan<'a, '_, ESC> {
             };
             self.ws();
             member(self, key)?;
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.i += 1;
+            let next = match self.peek()? {
+                c @ (b',' | b'}') => c,
+                _ => {
                     self.ws();
+                    self.peek()?
                 }
-                b'}' => {
-                    self.i += 1;
-                    return Some(());
-                }
+            };
+            self.i += 1;
+            match next {
+                b',' => {}
+                b'}' => return Some(()),
                 _ => return None,
             }
             before = key;
