@@ -208,7 +208,11 @@ pub fn write_day(
     classify: &mut Classifier<'_>,
 ) -> Result<Written, WriteError> {
     let mut events = read_events(day, strings)?;
-    let had: std::collections::HashSet<u128> = events.iter().map(|e| e.id).collect();
+    // The ids in the lake already, hashed by foldhash (SipHash cost the most time of writing a
+    // day whose partition is read back).
+    let mut had: std::collections::HashSet<u128, foldhash::fast::RandomState> =
+        std::collections::HashSet::with_capacity_and_hasher(events.len(), Default::default());
+    had.extend(events.iter().map(|e| e.id));
     let mut written = Written::default();
     // Room for the new events at once (grown a push at a time, the day was copied at each
     // doubling: 5.5 million instructions of 234 writing the bench's 50,000).
