@@ -9,6 +9,10 @@
 //!
 //!   cargo bench -p docpipe-stream --bench read
 //!
+//! The lake goes to a temporary folder (`TMPDIR`): on an ext4 disk the kernel's passing over
+//! the inodes deleted in the last minutes (the bench's own folders, removed at each run's end)
+//! is in the figure; `TMPDIR=/dev/shm` leaves it out (docs/benchmarks.md).
+//!
 //! With `DOCPIPE_BENCH_WRITE_ONLY=1` it reads 50,000 events and writes their days once, nothing
 //! else: run under `valgrind --tool=callgrind --collect-atstart=no
 //! '--toggle-collect=*write_day*'`, it counts the instructions of writing, the same on every run
