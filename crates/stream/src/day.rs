@@ -208,8 +208,8 @@ pub fn write_day(
     classify: &mut Classifier<'_>,
 ) -> Result<Written, WriteError> {
     let mut events = read_events(day, strings)?;
-    // The ids in the lake already, hashed by foldhash (SipHash cost the most time of writing a
-    // day whose partition is read back).
+    // The ids in the lake already, in a table hashed by foldhash as the batch's own ids are
+    // (not by the standard SipHash) and given their room at once.
     let mut had: std::collections::HashSet<u128, foldhash::fast::RandomState> =
         std::collections::HashSet::with_capacity_and_hasher(events.len(), Default::default());
     had.extend(events.iter().map(|e| e.id));
