@@ -464,7 +464,7 @@ pub fn push_uuid(v: u128, out: &mut Vec<u8>) {
 /// two bytes, and made digits all at once (eight at a time in a word took 118 instructions an
 /// id).
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-pub(crate) fn hex32_sse2(v: u128) -> [u8; 32] {
+fn hex32_sse2(v: u128) -> [u8; 32] {
     use safe_arch::{
         add_i8_m128i, bitand_m128i, cmp_gt_mask_i8_m128i, load_unaligned_m128i, set_splat_i8_m128i,
         shr_imm_u16_m128i, unpack_high_i8_m128i, unpack_low_i8_m128i,
