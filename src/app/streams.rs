@@ -287,7 +287,7 @@ impl Reading<'_> {
         store: &crate::store::Store,
     ) -> Result<(), String> {
         let mut batch = std::mem::take(&mut self.batch);
-        let (mut added, mut again) = (0, batch.duplicates);
+        let (mut added, mut again) = (0, 0);
         for ((p, date), events) in std::mem::take(&mut batch.days) {
             let project = &self.setup.projects[usize::from(p)];
             let day = Day {

@@ -511,7 +511,7 @@ pub(crate) fn envelope<'a>(
     stops: &mut Stops,
     order: &Order,
 ) -> Option<Envelope<'a>> {
-    let t = std::str::from_utf8(line).ok()?;
+    let t = simdutf8::basic::from_utf8(line).ok()?;
     stops.of(line);
     let mut s = Scan::<'a, '_, false> {
         t,
@@ -574,7 +574,7 @@ pub(crate) fn unescape<'b>(
             .filter(|&p| p < raw.len())
     };
     let Some(first) = backslash(0) else {
-        return std::str::from_utf8(raw).ok();
+        return simdutf8::basic::from_utf8(raw).ok();
     };
     // The text only shrinks: `out` has the room of `raw` and 16 bytes more, and a short run is
     // copied 16 bytes whole (what follows it is written over next).
@@ -599,7 +599,7 @@ pub(crate) fn unescape<'b>(
     out[o..o + rest].copy_from_slice(&raw[i..]);
     out.truncate(o + rest);
     // Undoing escapes of ASCII characters in UTF-8 leaves UTF-8.
-    std::str::from_utf8(out).ok()
+    simdutf8::basic::from_utf8(out).ok()
 }
 
 /// The byte a one-letter escape stands for (`None`: `\u` or not an escape).

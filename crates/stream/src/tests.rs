@@ -200,7 +200,7 @@ fn a_referrers_host_is_found_by_bytes_as_the_character_splits_found_it() {
 }
 
 #[test]
-fn a_batch_drops_a_repeated_id_and_counts_what_it_cannot_place() {
+fn a_repeated_id_is_held_until_its_day_is_written_once_and_what_cannot_be_placed_is_counted() {
     let setup = Setup {
         projects: vec!["p".into()],
         subdomains: [("acme".to_string(), 0)].into_iter().collect(),
@@ -219,7 +219,7 @@ fn a_batch_drops_a_repeated_id_and_counts_what_it_cannot_place() {
         4,
     );
     b.line(&setup, b"   ", "o", 5);
-    assert_eq!((b.events, b.duplicates, b.lines), (1, 1, 5));
+    assert_eq!((b.events, b.lines), (2, 5));
     // 10:00 UTC is 05:00 in New York: the same day.
     let days: Vec<_> = b.days.keys().map(|(p, d)| (*p, d.to_string())).collect();
     assert_eq!(days, [(0, "2026-11-27".to_string())]);
@@ -227,6 +227,30 @@ fn a_batch_drops_a_repeated_id_and_counts_what_it_cannot_place() {
         b.unread.line().unwrap(),
         "1 of an unknown event (custom.thing ×1); 1 of a subdomain no project maps (other ×1)"
     );
+    // Written, the day holds the id once; written again, it holds it already.
+    let out = tempfile::tempdir().unwrap();
+    let agents = Agents::shipped();
+    let mut classify = Classifier::new(&agents);
+    let ((_, date), events) = b.days.pop_first().unwrap();
+    let day = crate::day::Day {
+        out: out.path(),
+        project: "p",
+        date,
+    };
+    let counts = |w: crate::day::Written| {
+        let tables: Vec<String> = w
+            .files
+            .iter()
+            .map(|f| f.strip_prefix(out.path()).unwrap().display().to_string())
+            .collect();
+        (w.added, w.duplicates, w.events, tables.join(" "))
+    };
+    let first = crate::day::write_day(&day, &mut b.strings, &events, &mut classify).unwrap();
+    let tables = ["events", "agent_daily", "agent_pages"]
+        .map(|t| format!("{t}/project=p/date=2026-11-27/part-00000.parquet"));
+    assert_eq!(counts(first), (1, 1, 1, tables.join(" ")));
+    let again = crate::day::write_day(&day, &mut b.strings, &events, &mut classify).unwrap();
+    assert_eq!(counts(again), (0, 2, 0, String::new()));
 }
 
 #[test]
