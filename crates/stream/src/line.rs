@@ -171,6 +171,7 @@ pub struct Scratch {
     line: crate::scan::Stops,
     payload: crate::scan::Stops,
     order: crate::scan::Order,
+    date: LastDate,
 }
 
 /// [`decode`] in `scratch`.
@@ -183,14 +184,16 @@ pub fn decode_in<R>(
     if let Some(env) = crate::scan::envelope(line, &mut scratch.line, &scratch.order) {
         match env.payload {
             None | Some(Found::Null) => return Err(Bad::NoPayload),
-            Some(Found::Object(p)) => return checked(env.event_type, &p).map(|x| f(&x)),
+            Some(Found::Object(p)) => {
+                return checked(env.event_type, &p, &mut scratch.date).map(|x| f(&x));
+            }
             Some(Found::Text(at, raw)) => {
                 let text = crate::scan::unescape(raw, at, &scratch.line, &mut scratch.text);
                 let stops = &mut scratch.payload;
                 if let Some(p) =
                     text.and_then(|t| crate::scan::payload_text(t, stops, &scratch.order))
                 {
-                    return checked(env.event_type, &p).map(|x| f(&x));
+                    return checked(env.event_type, &p, &mut scratch.date).map(|x| f(&x));
                 }
             }
         }
@@ -203,12 +206,20 @@ pub fn decode_parsed<R>(line: &[u8], f: impl FnOnce(&Fields<'_>) -> R) -> Result
     let env: Envelope<'_> = serde_json::from_slice(line).map_err(|_| Bad::NotJson)?;
     match env.payload {
         None => Err(Bad::NoPayload),
-        Some(PayloadField::Object(p)) => {
-            checked(env.event_type.as_deref(), &p.kept()).map(|x| f(&x))
-        }
+        Some(PayloadField::Object(p)) => checked(
+            env.event_type.as_deref(),
+            &p.kept(),
+            &mut LastDate::default(),
+        )
+        .map(|x| f(&x)),
         Some(PayloadField::Text(text)) => {
             let p: Payload<'_> = serde_json::from_str(&text).map_err(|_| Bad::PayloadNotJson)?;
-            checked(env.event_type.as_deref(), &p.kept()).map(|x| f(&x))
+            checked(
+                env.event_type.as_deref(),
+                &p.kept(),
+                &mut LastDate::default(),
+            )
+            .map(|x| f(&x))
         }
     }
 }
@@ -217,7 +228,11 @@ fn some(v: Option<&str>) -> Option<&str> {
     v.filter(|s| !s.is_empty())
 }
 
-fn checked<'a>(event_type: Option<&'a str>, p: &crate::scan::Kept<'a>) -> Result<Fields<'a>, Bad> {
+fn checked<'a>(
+    event_type: Option<&'a str>,
+    p: &crate::scan::Kept<'a>,
+    date: &mut LastDate,
+) -> Result<Fields<'a>, Bad> {
     let event = event_type
         .filter(|s| !s.is_empty())
         .or(some(p.event))
@@ -225,7 +240,7 @@ fn checked<'a>(event_type: Option<&'a str>, p: &crate::scan::Kept<'a>) -> Result
     let event_id = some(p.event_id).ok_or(Bad::NoEventId)?;
     let subdomain = some(p.subdomain).ok_or(Bad::NoSubdomain)?;
     let at_micros = some(p.created_at)
-        .and_then(parse_time)
+        .and_then(|t| parse_time_in(t, date))
         .ok_or(Bad::BadTime)?;
     Ok(Fields {
         event,
@@ -242,7 +257,17 @@ fn checked<'a>(event_type: Option<&'a str>, p: &crate::scan::Kept<'a>) -> Result
 /// An ISO 8601 instant (`2026-11-27T10:00:00Z`, with fractions or an offset; without a zone it
 /// is UTC), in microseconds since the epoch.
 pub fn parse_time(s: &str) -> Option<i64> {
-    if let Some(t) = utc_time(s.as_bytes()) {
+    parse_time_in(s, &mut LastDate::default())
+}
+
+/// The date of the last instant read in the service's shape, and its day's number since the
+/// epoch: the next instant's date, mostly, known again by one compare of its ten bytes.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LastDate(Option<([u8; 10], i64)>);
+
+/// [`parse_time`], the date read again from `last` when it is the last one's.
+pub fn parse_time_in(s: &str, last: &mut LastDate) -> Option<i64> {
+    if let Some(t) = utc_time(s.as_bytes(), last) {
         return Some(t);
     }
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
@@ -256,7 +281,7 @@ pub fn parse_time(s: &str) -> Option<i64> {
 
 /// The service's own shape, read without a general parser: `YYYY-MM-DDTHH:MM:SS`, up to six
 /// digits of fraction, `Z` (anything else: `None`, and the general parser reads it).
-fn utc_time(b: &[u8]) -> Option<i64> {
+fn utc_time(b: &[u8], last: &mut LastDate) -> Option<i64> {
     let (head, rest) = (b.get(..19)?, b.get(19..)?);
     let rest = rest.strip_suffix(b"Z")?;
     let digits = |r: std::ops::Range<usize>| -> Option<i64> {
@@ -264,17 +289,28 @@ fn utc_time(b: &[u8]) -> Option<i64> {
             c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0'))
         })
     };
-    if head[4] != b'-'
-        || head[7] != b'-'
-        || head[10] != b'T'
-        || head[13] != b':'
-        || head[16] != b':'
-    {
+    let date: [u8; 10] = head[..10].try_into().ok()?;
+    let days = match last.0 {
+        Some((d, n)) if d == date => n,
+        _ => {
+            if head[4] != b'-' || head[7] != b'-' {
+                return None;
+            }
+            let (y, m, d) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
+            if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+                return None;
+            }
+            let day = chrono::NaiveDate::from_ymd_opt(y as i32, m as u32, d as u32)?;
+            let n = i64::from(day.num_days_from_ce()) - 719_163;
+            last.0 = Some((date, n));
+            n
+        }
+    };
+    if head[10] != b'T' || head[13] != b':' || head[16] != b':' {
         return None;
     }
-    let (y, m, d) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
     let (hh, mm, ss) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 59 {
+    if hh > 23 || mm > 59 || ss > 59 {
         return None;
     }
     let micros = match rest {
@@ -290,8 +326,6 @@ fn utc_time(b: &[u8]) -> Option<i64> {
         }
         _ => return None,
     };
-    let date = chrono::NaiveDate::from_ymd_opt(y as i32, m as u32, d as u32)?;
-    let days = i64::from(date.num_days_from_ce()) - 719_163;
     Some(((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1_000_000) + micros)
 }
 

@@ -103,11 +103,12 @@ fn each_bad_line_says_why() {
 
 #[test]
 fn the_services_instants_are_read_as_chrono_reads_them_every_day_of_the_calendars_edges() {
-    use crate::line::parse_time;
+    use crate::line::{LastDate, parse_time, parse_time_in};
     // Every day of years around the calendar's edges (a 400th year, a 100th, a leap year, the
     // first and the last of four digits), and the 29th to 32nd of every month, each read as
-    // chrono reads it: the same instant, or none where it says there is no such day.
-    let mut days = 0;
+    // chrono reads it: the same instant, or none where it says there is no such day; and read
+    // again after the day's first second, its date known from the last instant's.
+    let (mut days, mut last) = (0, LastDate::default());
     for y in [
         0, 1, 1600, 1899, 1900, 1969, 1970, 2000, 2023, 2024, 2100, 9999,
     ] {
@@ -119,6 +120,10 @@ fn the_services_instants_are_read_as_chrono_reads_them_every_day_of_the_calendar
                     at.and_utc().timestamp_micros()
                 });
                 assert_eq!(parse_time(&text), by_chrono, "{text}");
+                let first = format!("{y:04}-{m:02}-{d:02}T00:00:01Z");
+                let second = parse_time_in(&first, &mut last);
+                assert_eq!(second.map(|t| t + 86_397_250_000), by_chrono, "{first}");
+                assert_eq!(parse_time_in(&text, &mut last), by_chrono, "{text}");
                 days += usize::from(by_chrono.is_some());
             }
         }
@@ -130,6 +135,8 @@ fn the_services_instants_are_read_as_chrono_reads_them_every_day_of_the_calendar
         "2026-11-27T10:00:00.Z",
     ] {
         assert_eq!(parse_time(bad), None, "{bad}");
+        assert!(parse_time_in("2026-11-27T10:00:00Z", &mut last).is_some());
+        assert_eq!(parse_time_in(bad, &mut last), None, "{bad}");
     }
 }
 
