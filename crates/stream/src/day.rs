@@ -29,9 +29,46 @@ pub struct Classifier<'a> {
     /// The [`Strings`] the index caches are of.
     strings: u64,
     who: Vec<Who>,
-    by_agent: HashMap<u32, u32, foldhash::fast::RandomState>,
+    /// By the texts' index (the caches of an event are places in a list, not look-ups in a
+    /// map): who each user agent is ([`UNSEEN`]: not yet known), the surface each event name
+    /// and each path says alone (`None`: not yet known).
+    by_agent: Vec<u32>,
+    by_event: Vec<Option<Surface>>,
+    by_path: Vec<Option<Surface>>,
     by_who_surface: HashMap<(u32, Surface), u32, foldhash::fast::RandomState>,
-    surfaces: HashMap<(u32, u32), Surface, foldhash::fast::RandomState>,
+}
+
+/// Not yet known, in [`Classifier`]'s list of who each user agent is.
+const UNSEEN: u32 = u32::MAX;
+
+/// An event's surface from what its name and its path each say alone (the name with no path,
+/// the path with no name: `surface` reads them in this order of precedence): the same as
+/// `surface(name, path)`, each part found once per text.
+pub(crate) fn combined(by_event: Surface, by_path: Surface) -> Surface {
+    match (by_path, by_event) {
+        (Surface::LlmsTxt, _) => Surface::LlmsTxt,
+        (Surface::Markdown, _) | (_, Surface::Markdown) => Surface::Markdown,
+        (Surface::Mcp, _) | (_, Surface::Mcp) => Surface::Mcp,
+        (p, _) => p,
+    }
+}
+
+/// The value cached at `i` in `list`, found by `find` the first time (`unseen` marks a place not
+/// yet found; the list grows to hold `i`).
+fn cached<T: Copy + PartialEq>(
+    list: &mut Vec<T>,
+    i: u32,
+    unseen: T,
+    find: impl FnOnce() -> T,
+) -> T {
+    let i = i as usize;
+    if i >= list.len() {
+        list.resize(i + 1, unseen);
+    }
+    if list[i] == unseen {
+        list[i] = find();
+    }
+    list[i]
 }
 
 impl<'a> Classifier<'a> {
@@ -41,9 +78,10 @@ impl<'a> Classifier<'a> {
             agents,
             strings: 0,
             who: Vec::new(),
-            by_agent: HashMap::default(),
+            by_agent: Vec::new(),
+            by_event: Vec::new(),
+            by_path: Vec::new(),
             by_who_surface: HashMap::default(),
-            surfaces: HashMap::default(),
         }
     }
 
@@ -53,21 +91,26 @@ impl<'a> Classifier<'a> {
             // Indexes of another table of texts: the caches by index do not hold.
             self.strings = strings.id();
             self.by_agent.clear();
-            self.surfaces.clear();
+            self.by_event.clear();
+            self.by_path.clear();
         }
-        let s = *self.surfaces.entry((ev.event, ev.path)).or_insert_with(|| {
-            surface(
-                strings.get(ev.event).unwrap_or(""),
-                strings.get(ev.path).unwrap_or(""),
-            )
+        let text = |i: u32| strings.get(i).unwrap_or("");
+        let by_event = cached(&mut self.by_event, ev.event, None, || {
+            Some(surface(text(ev.event), ""))
         });
-        let named = match self.by_agent.get(&ev.user_agent) {
-            Some(&w) => w,
+        let by_path = cached(&mut self.by_path, ev.path, None, || {
+            Some(surface("", text(ev.path)))
+        });
+        let s = combined(
+            by_event.unwrap_or(Surface::Html),
+            by_path.unwrap_or(Surface::Html),
+        );
+        let known = self.by_agent.get(ev.user_agent as usize).copied();
+        let named = match known.filter(|&w| w != UNSEEN) {
+            Some(w) => w,
             None => {
-                let who = self.agents.who(strings.get(ev.user_agent).unwrap_or(""));
-                let w = self.push(who);
-                self.by_agent.insert(ev.user_agent, w);
-                w
+                let w = self.push(self.agents.who(text(ev.user_agent)));
+                cached(&mut self.by_agent, ev.user_agent, UNSEEN, || w)
             }
         };
         if !s.is_for_agents() || self.who[named as usize].class != Class::Human {

@@ -261,6 +261,42 @@ fn a_repeated_id_is_held_until_its_day_is_written_once_and_what_cannot_be_placed
 }
 
 #[test]
+fn a_surface_from_its_events_name_and_its_path_apart_is_the_surface_of_both() {
+    use docpipe_agents::surface;
+    let events = [
+        "docs.content.view",
+        "docs.content.md.view",
+        "docs.mcp.tool_call",
+        "docs.search.query",
+        "",
+    ];
+    let paths = [
+        "/guides/a",
+        "/llms.txt",
+        "/docs/LLMS-FULL.TXT#x",
+        "/guides/a.md",
+        "/A.MD?x=1",
+        "/mcp",
+        "/mcp/tools",
+        "/robots.txt",
+        "/sitemap-0.xml",
+        "/_next/app.js",
+        "/logo.svg",
+        "",
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for e in events {
+        for p in paths {
+            let both = surface(e, p);
+            let apart = crate::day::combined(surface(e, ""), surface("", p));
+            assert_eq!(apart, both, "{e} {p}");
+            seen.insert(both);
+        }
+    }
+    assert_eq!(seen.len(), 5);
+}
+
+#[test]
 fn the_classifiers_caches_hold_for_one_table_of_texts_only() {
     let agents = Agents::shipped();
     let mut c = Classifier::new(&agents);
