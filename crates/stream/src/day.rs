@@ -30,16 +30,13 @@ pub struct Classifier<'a> {
     strings: u64,
     who: Vec<Who>,
     /// By the texts' index (the caches of an event are places in a list, not look-ups in a
-    /// map): who each user agent is ([`UNSEEN`]: not yet known), the surface each event name
-    /// and each path says alone (`None`: not yet known).
-    by_agent: Vec<u32>,
+    /// map; `None`: not yet known): who each user agent is, the surface each event name and
+    /// each path says alone.
+    by_agent: Vec<Option<u32>>,
     by_event: Vec<Option<Surface>>,
     by_path: Vec<Option<Surface>>,
     by_who_surface: HashMap<(u32, Surface), u32, foldhash::fast::RandomState>,
 }
-
-/// Not yet known, in [`Classifier`]'s list of who each user agent is.
-const UNSEEN: u32 = u32::MAX;
 
 /// An event's surface from what its name and its path each say alone (the name with no path,
 /// the path with no name: `surface` reads them in this order of precedence): the same as
@@ -53,22 +50,14 @@ pub(crate) fn combined(by_event: Surface, by_path: Surface) -> Surface {
     }
 }
 
-/// The value cached at `i` in `list`, found by `find` the first time (`unseen` marks a place not
-/// yet found; the list grows to hold `i`).
-fn cached<T: Copy + PartialEq>(
-    list: &mut Vec<T>,
-    i: u32,
-    unseen: T,
-    find: impl FnOnce() -> T,
-) -> T {
+/// The value cached at `i` in `list`, found by `find` the first time (the list grows to hold
+/// `i`).
+fn cached<T: Copy>(list: &mut Vec<Option<T>>, i: u32, find: impl FnOnce() -> T) -> T {
     let i = i as usize;
     if i >= list.len() {
-        list.resize(i + 1, unseen);
+        list.resize(i + 1, None);
     }
-    if list[i] == unseen {
-        list[i] = find();
-    }
-    list[i]
+    *list[i].get_or_insert_with(find)
 }
 
 impl<'a> Classifier<'a> {
@@ -95,22 +84,15 @@ impl<'a> Classifier<'a> {
             self.by_path.clear();
         }
         let text = |i: u32| strings.get(i).unwrap_or("");
-        let by_event = cached(&mut self.by_event, ev.event, None, || {
-            Some(surface(text(ev.event), ""))
-        });
-        let by_path = cached(&mut self.by_path, ev.path, None, || {
-            Some(surface("", text(ev.path)))
-        });
-        let s = combined(
-            by_event.unwrap_or(Surface::Html),
-            by_path.unwrap_or(Surface::Html),
-        );
-        let known = self.by_agent.get(ev.user_agent as usize).copied();
-        let named = match known.filter(|&w| w != UNSEEN) {
+        let by_event = cached(&mut self.by_event, ev.event, || surface(text(ev.event), ""));
+        let by_path = cached(&mut self.by_path, ev.path, || surface("", text(ev.path)));
+        let s = combined(by_event, by_path);
+        let known = self.by_agent.get(ev.user_agent as usize).copied().flatten();
+        let named = match known {
             Some(w) => w,
             None => {
                 let w = self.push(self.agents.who(text(ev.user_agent)));
-                cached(&mut self.by_agent, ev.user_agent, UNSEEN, || w)
+                cached(&mut self.by_agent, ev.user_agent, || w)
             }
         };
         if !s.is_for_agents() || self.who[named as usize].class != Class::Human {
